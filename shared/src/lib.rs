@@ -1,0 +1,24 @@
+//! stacksync's library crate: everything the Lambda functions and the CLI share.
+//!
+//! - [`spec`]: the desired state of one stack (a registry entry), with its
+//!   validation rules ([`validate`]) and the `stacks.yaml` reader ([`manifest`]).
+//! - [`status`]: what stacksync observed and did, per stack.
+//! - [`registry`]: the DynamoDB table that holds both, with conditional writes
+//!   and a per-stack lease.
+//! - [`duration`], [`source`], [`hash`], [`clock`]: small value types and helpers.
+//! - [`aws`]: building SDK clients from the standard configuration chain.
+
+pub mod aws;
+pub mod clock;
+pub mod duration;
+pub mod hash;
+pub mod manifest;
+pub mod registry;
+pub mod source;
+pub mod spec;
+pub mod status;
+pub mod validate;
+
+pub use duration::Duration;
+pub use spec::StackSpec;
+pub use status::{Phase, Status};

@@ -1,0 +1,308 @@
+//! Reading `stacks.yaml`: every problem reported with file, entry and field.
+//!
+//! ```yaml
+//! stacks:
+//!   - name: orders-queue
+//!     source: { git: https://github.com/acme/infra.git, path: queues/orders.yaml }
+//! ```
+//!
+//! Reading is all-or-nothing: a file with any problem yields no specs, so a
+//! bad file can never half-apply.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+
+use crate::spec::StackSpec;
+use crate::validate::validate_spec;
+
+/// Which entry of the file a problem is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryRef {
+    /// Position in the `stacks` list, from 0.
+    pub index: usize,
+    /// The entry's `name`, when it has a readable one.
+    pub name: Option<String>,
+}
+
+impl fmt::Display for EntryRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "stacks[{}]", self.index)?;
+        if let Some(name) = &self.name {
+            write!(f, " ({name})")?;
+        }
+        Ok(())
+    }
+}
+
+/// One problem in a manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The entry, unless the problem is with the file as a whole.
+    pub entry: Option<EntryRef>,
+    /// The field inside the entry (`source.path`), when known.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+/// Everything wrong with one manifest file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ManifestError {
+    pub file: String,
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{}: ", self.file)?;
+            if let Some(entry) = &p.entry {
+                write!(f, "{entry}: ")?;
+            }
+            if let Some(field) = &p.field {
+                write!(f, "field {field}: ")?;
+            }
+            f.write_str(&p.message)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Manifest {
+    stacks: Vec<StackSpec>,
+}
+
+/// Reads and validates a manifest. `file` is only used in messages.
+pub fn parse_manifest(file: &str, text: &str) -> Result<Vec<StackSpec>, ManifestError> {
+    let fail = |problems: Vec<Problem>| ManifestError {
+        file: file.to_owned(),
+        problems,
+    };
+    let whole = |message: String| {
+        fail(vec![Problem {
+            entry: None,
+            field: None,
+            message,
+        }])
+    };
+
+    if text.trim().is_empty() {
+        return Err(whole(
+            "the file is empty: expected `stacks:` followed by a list of entries".into(),
+        ));
+    }
+    // First the syntax and the overall shape, with line numbers from the parser.
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text)
+        .map_err(|e| whole(format!("not valid YAML: {e}")))?;
+    let Some(top) = value.as_mapping() else {
+        return Err(whole(
+            "expected a mapping with a `stacks:` list at the top of the file".into(),
+        ));
+    };
+    if !top.contains_key("stacks") {
+        return Err(whole("there is no `stacks:` list in the file".into()));
+    }
+    let names: Vec<Option<String>> = match value.get("stacks") {
+        Some(serde_yaml_ng::Value::Sequence(items)) => items
+            .iter()
+            .map(|item| item.get("name").and_then(|n| n.as_str()).map(str::to_owned))
+            .collect(),
+        Some(serde_yaml_ng::Value::Null) => vec![],
+        _ => return Err(whole("`stacks` must be a list of entries".into())),
+    };
+    let entry_ref = |index: usize| EntryRef {
+        index,
+        name: names.get(index).cloned().flatten(),
+    };
+
+    // Then the typed read: the path says which entry and field went wrong.
+    let stacks = if matches!(value.get("stacks"), Some(serde_yaml_ng::Value::Null)) {
+        vec![]
+    } else {
+        let de = serde_yaml_ng::Deserializer::from_str(text);
+        match serde_path_to_error::deserialize::<_, Manifest>(de) {
+            Ok(m) => m.stacks,
+            Err(e) => {
+                let (entry, field) = split_path(e.path());
+                let message = e.into_inner().to_string();
+                // The parser repeats the path ("stacks[1].source: ..."); we already say it.
+                let message = match message.split_once(": ") {
+                    Some((path, rest)) if path.starts_with("stacks") && !path.contains(' ') => {
+                        rest.to_owned()
+                    }
+                    _ => message,
+                };
+                return Err(fail(vec![Problem {
+                    entry: entry.map(entry_ref),
+                    field,
+                    message,
+                }]));
+            }
+        }
+    };
+
+    // Then the rules, over every entry, and across entries.
+    let mut problems = Vec::new();
+    for (index, spec) in stacks.iter().enumerate() {
+        for error in validate_spec(spec) {
+            problems.push(Problem {
+                entry: Some(entry_ref(index)),
+                field: Some(error.field),
+                message: error.message,
+            });
+        }
+    }
+    let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut by_stack: BTreeMap<(&str, Option<&str>), usize> = BTreeMap::new();
+    for (index, spec) in stacks.iter().enumerate() {
+        if let Some(first) = by_name.insert(&spec.name, index) {
+            problems.push(Problem {
+                entry: Some(entry_ref(index)),
+                field: Some("name".into()),
+                message: format!(
+                    "{:?} is already the name of stacks[{first}]: names must be unique",
+                    spec.name
+                ),
+            });
+            continue;
+        }
+        let stack = (spec.effective_stack_name(), spec.region.as_deref());
+        if let Some(first) = by_stack.insert(stack, index) {
+            problems.push(Problem {
+                entry: Some(entry_ref(index)),
+                field: Some("stackName".into()),
+                message: format!(
+                    "stacks[{first}] already manages the CloudFormation stack {:?}{}: \
+                     two entries must not drive one stack",
+                    stack.0,
+                    stack.1.map(|r| format!(" in {r}")).unwrap_or_default()
+                ),
+            });
+        }
+    }
+    if problems.is_empty() {
+        Ok(stacks)
+    } else {
+        Err(fail(problems))
+    }
+}
+
+/// `stacks[2].source.path` → (Some(2), Some("source.path")).
+fn split_path(path: &serde_path_to_error::Path) -> (Option<usize>, Option<String>) {
+    use serde_path_to_error::Segment;
+    let mut segments = path.iter();
+    let mut index = None;
+    if let Some(Segment::Map { key }) = segments.next()
+        && key == "stacks"
+        && let Some(Segment::Seq { index: i }) = segments.next()
+    {
+        index = Some(*i);
+    }
+    let mut field = String::new();
+    for segment in segments {
+        match segment {
+            Segment::Map { key } => {
+                if !field.is_empty() {
+                    field.push('.');
+                }
+                field.push_str(key);
+            }
+            Segment::Seq { index } => field.push_str(&format!("[{index}]")),
+            Segment::Enum { .. } | Segment::Unknown => {}
+        }
+    }
+    (index, (!field.is_empty()).then_some(field))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "\
+stacks:
+  - name: orders-queue
+    stackName: prod-orders-queue
+    region: eu-west-1
+    roleArn: arn:aws:iam::111122223333:role/cfn-exec
+    source:
+      git: https://github.com/acme/infra.git
+      ref: main
+      path: queues/orders.yaml
+    parameters: { RetentionDays: 14 }
+    tags: { team: orders }
+    capabilities: [CAPABILITY_IAM]
+    interval: 10m
+  - name: billing
+    source: { s3: 's3://acme-artifacts/billing.zip', path: template.yaml }
+";
+
+    fn problem(text: &str) -> String {
+        parse_manifest("stacks.yaml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_good_file_reads_every_entry() {
+        let specs = parse_manifest("stacks.yaml", GOOD).unwrap();
+        assert_eq!(specs.len(), 2);
+        assert_eq!(specs[0].effective_stack_name(), "prod-orders-queue");
+        assert_eq!(specs[0].parameters["RetentionDays"], "14");
+        assert_eq!(specs[1].effective_ref(), None);
+    }
+
+    #[test]
+    fn an_empty_list_is_valid_and_an_empty_file_is_not() {
+        assert_eq!(parse_manifest("f", "stacks: []\n").unwrap(), vec![]);
+        assert_eq!(parse_manifest("f", "stacks:\n").unwrap(), vec![]);
+        assert!(problem("").contains("the file is empty"));
+    }
+
+    #[test]
+    fn syntax_errors_carry_the_line() {
+        let msg = problem("stacks:\n  - name: [unclosed\n");
+        assert!(msg.starts_with("stacks.yaml: not valid YAML"), "{msg}");
+        assert!(msg.contains("line"), "{msg}");
+    }
+
+    #[test]
+    fn type_errors_name_the_entry_and_the_field() {
+        let msg = problem(
+            "stacks:\n  - name: a\n    source: {git: x, path: t.yaml}\n  - name: b\n    source: {git: x, pth: t.yaml}\n",
+        );
+        assert!(msg.contains("stacks[1] (b): field source.pth: unknown field `pth`"), "{msg}");
+        assert!(msg.contains("at line 5"), "{msg}");
+        let msg = problem("stacks:\n  - name: a\n    source: {git: x, path: t.yaml}\n    interval: 10\n");
+        assert!(msg.contains("stacks[0] (a): field interval: 10 has no unit"), "{msg}");
+    }
+
+    #[test]
+    fn rule_errors_name_the_entry_and_the_field() {
+        let msg = problem("stacks:\n  - name: a\n    source: {git: x, path: ../t.yaml}\n");
+        assert!(msg.contains("stacks[0] (a): field source.path: \"../t.yaml\" leaves the source"), "{msg}");
+    }
+
+    #[test]
+    fn duplicate_names_and_shared_stacks_are_refused() {
+        let msg = problem(
+            "stacks:\n  - {name: a, source: {git: x, path: t.yaml}}\n  - {name: a, source: {git: y, path: t.yaml}}\n",
+        );
+        assert!(msg.contains("stacks[1] (a): field name: \"a\" is already the name of stacks[0]"), "{msg}");
+        let msg = problem(
+            "stacks:\n  - {name: a, source: {git: x, path: t.yaml}}\n  - {name: b, stackName: a, source: {git: y, path: t.yaml}}\n",
+        );
+        assert!(msg.contains("stacks[1] (b): field stackName: stacks[0] already manages"), "{msg}");
+    }
+
+    #[test]
+    fn the_top_level_shape_is_checked() {
+        assert!(problem("- a\n- b\n").contains("expected a mapping"));
+        assert!(problem("stack: []\n").contains("no `stacks:`"));
+        assert!(problem("stacks: {a: 1}\n").contains("must be a list"));
+        assert!(problem("stacks: []\nextra: 1\n").contains("unknown field `extra`"));
+    }
+}

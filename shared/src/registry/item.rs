@@ -1,0 +1,171 @@
+//! DynamoDB attribute values ⇄ JSON values, and item ⇄ [`StackEntry`].
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde_json::{Map, Number, Value};
+
+use super::schema::{attr, PK};
+use super::{Lease, StackEntry};
+use crate::status::{Status, Timestamp};
+
+/// A JSON value as a DynamoDB attribute (maps stay maps: readable in the console).
+pub fn to_attr(value: &Value) -> AttributeValue {
+    match value {
+        Value::Null => AttributeValue::Null(true),
+        Value::Bool(b) => AttributeValue::Bool(*b),
+        Value::Number(n) => AttributeValue::N(n.to_string()),
+        Value::String(s) => AttributeValue::S(s.clone()),
+        Value::Array(items) => AttributeValue::L(items.iter().map(to_attr).collect()),
+        Value::Object(map) => {
+            AttributeValue::M(map.iter().map(|(k, v)| (k.clone(), to_attr(v))).collect())
+        }
+    }
+}
+
+/// A DynamoDB attribute as JSON; sets and binary values are not used by stacksync.
+pub fn from_attr(value: &AttributeValue) -> Result<Value, String> {
+    Ok(match value {
+        AttributeValue::Null(_) => Value::Null,
+        AttributeValue::Bool(b) => Value::Bool(*b),
+        AttributeValue::S(s) => Value::String(s.clone()),
+        AttributeValue::N(n) => Value::Number(parse_number(n)?),
+        AttributeValue::L(items) => {
+            Value::Array(items.iter().map(from_attr).collect::<Result<_, _>>()?)
+        }
+        AttributeValue::M(map) => {
+            let mut out = Map::new();
+            for (k, v) in map {
+                out.insert(k.clone(), from_attr(v)?);
+            }
+            Value::Object(out)
+        }
+        other => return Err(format!("unexpected attribute type {other:?}")),
+    })
+}
+
+fn parse_number(text: &str) -> Result<Number, String> {
+    if let Ok(i) = text.parse::<i64>() {
+        return Ok(i.into());
+    }
+    if let Ok(u) = text.parse::<u64>() {
+        return Ok(u.into());
+    }
+    text.parse::<f64>()
+        .ok()
+        .and_then(Number::from_f64)
+        .ok_or_else(|| format!("{text:?} is not a number"))
+}
+
+/// A serializable value as an attribute.
+pub fn to_attr_of<T: serde::Serialize>(value: &T) -> AttributeValue {
+    to_attr(&serde_json::to_value(value).unwrap_or(Value::Null))
+}
+
+pub fn s(text: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(text.into())
+}
+
+pub fn n(number: impl ToString) -> AttributeValue {
+    AttributeValue::N(number.to_string())
+}
+
+type Item = HashMap<String, AttributeValue>;
+
+fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
+    item.get(name).and_then(|v| v.as_s().ok()).map(String::as_str)
+}
+
+fn get_n(item: &Item, name: &str) -> Result<Option<i64>, String> {
+    match item.get(name) {
+        None | Some(AttributeValue::Null(_)) => Ok(None),
+        Some(AttributeValue::N(text)) => text
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("{name} is not a whole number: {text:?}")),
+        Some(other) => Err(format!("{name} has the wrong type: {other:?}")),
+    }
+}
+
+fn get_time(item: &Item, name: &str) -> Result<Option<Timestamp>, String> {
+    get_s(item, name)
+        .map(|text| {
+            crate::clock::parse_rfc3339(text)
+                .map(Timestamp)
+                .ok_or_else(|| format!("{name} is not an RFC 3339 time: {text:?}"))
+        })
+        .transpose()
+}
+
+fn decode<T: serde::de::DeserializeOwned>(item: &Item, name: &str) -> Result<Option<T>, String> {
+    item.get(name)
+        .map(|v| {
+            let json = from_attr(v).map_err(|e| format!("{name}: {e}"))?;
+            serde_json::from_value(json).map_err(|e| format!("{name}: {e}"))
+        })
+        .transpose()
+}
+
+/// Decodes a stack item; the error says which attribute is wrong.
+pub fn entry_from_item(item: &Item) -> Result<StackEntry, String> {
+    let name = get_s(item, attr::NAME)
+        .ok_or("the item has no name")?
+        .to_owned();
+    let spec = decode(item, attr::SPEC)?.ok_or("the item has no spec")?;
+    let spec_version = get_n(item, attr::SPEC_VERSION)?
+        .and_then(|v| u64::try_from(v).ok())
+        .ok_or("the item has no valid specVersion")?;
+    let mut status: Status = decode(item, attr::STATUS)?.unwrap_or_default();
+    status.next_reconcile_at = get_n(item, attr::NEXT_RECONCILE_AT)?.map(Timestamp);
+    let lease = match (
+        get_s(item, attr::LEASE_OWNER),
+        get_n(item, attr::LEASE_EXPIRES_AT)?,
+    ) {
+        (Some(owner), Some(expires)) => Some(Lease {
+            owner: owner.to_owned(),
+            expires_at: Timestamp(expires),
+        }),
+        _ => None,
+    };
+    Ok(StackEntry {
+        name,
+        spec_version,
+        spec_hash: get_s(item, attr::SPEC_HASH).unwrap_or_default().to_owned(),
+        spec,
+        suspended: matches!(item.get(attr::SUSPENDED), Some(AttributeValue::Bool(true))),
+        deletion_requested_at: get_time(item, attr::DELETION_REQUESTED_AT)?,
+        created_at: get_time(item, attr::CREATED_AT)?.unwrap_or(Timestamp(0)),
+        updated_at: get_time(item, attr::UPDATED_AT)?.unwrap_or(Timestamp(0)),
+        status,
+        lease,
+    })
+}
+
+/// The key of an item, for error messages.
+pub fn item_key(item: &Item) -> String {
+    get_s(item, PK).unwrap_or("?").to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_survives_the_round_trip_through_attributes() {
+        let value = json!({
+            "s": "text", "i": -3, "u": 18_446_744_073_709_551_615u64, "f": 0.5,
+            "b": true, "z": null, "l": [1, "two", {"three": 3}], "m": {"nested": {"deep": []}}
+        });
+        assert_eq!(from_attr(&to_attr(&value)).unwrap(), value);
+    }
+
+    #[test]
+    fn a_broken_item_names_the_bad_attribute() {
+        let mut item = Item::new();
+        item.insert(attr::NAME.into(), s("a"));
+        item.insert(attr::SPEC.into(), to_attr(&json!({"name": "a"})));
+        let err = entry_from_item(&item).unwrap_err();
+        assert!(err.starts_with("spec: missing field `source`"), "{err}");
+    }
+}

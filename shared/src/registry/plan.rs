@@ -1,0 +1,236 @@
+//! What `apply` would do, decided without I/O: create, update, leave alone, prune.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::StackEntry;
+use crate::spec::StackSpec;
+
+/// What happens to one entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "action")]
+pub enum Action {
+    /// A new entry, at `specVersion` 1.
+    Create,
+    /// The spec changed: `specVersion` goes from `from` to `from + 1`.
+    Update { from: u64, changed: Vec<String> },
+    /// The spec is the same: nothing is written.
+    Unchanged { version: u64 },
+    /// Not in the file and `--prune`: marked for deletion.
+    Prune { version: u64 },
+}
+
+/// One planned change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Change {
+    pub name: String,
+    #[serde(flatten)]
+    pub action: Action,
+    /// The spec to write (create and update only).
+    #[serde(skip)]
+    pub spec: Option<StackSpec>,
+}
+
+/// The changes `apply` makes, in name order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    pub changes: Vec<Change>,
+}
+
+impl Plan {
+    /// The changes that write something.
+    pub fn writes(&self) -> impl Iterator<Item = &Change> {
+        self.changes
+            .iter()
+            .filter(|c| !matches!(c.action, Action::Unchanged { .. }))
+    }
+}
+
+/// Why a plan cannot be carried out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanConflict {
+    pub name: String,
+    pub field: &'static str,
+    pub message: String,
+}
+
+/// Compares the desired specs with the registry's entries.
+///
+/// Refuses (all problems at once): re-applying an entry that is being
+/// deleted, and an entry that would drive a CloudFormation stack another
+/// registry entry already manages.
+pub fn plan_apply(
+    desired: &[StackSpec],
+    current: &[StackEntry],
+    prune: bool,
+) -> Result<Plan, Vec<PlanConflict>> {
+    let by_name: BTreeMap<&str, &StackEntry> =
+        current.iter().map(|e| (e.name.as_str(), e)).collect();
+    let wanted: BTreeSet<&str> = desired.iter().map(|s| s.name.as_str()).collect();
+    let mut conflicts = Vec::new();
+    let mut changes = Vec::new();
+
+    for spec in desired {
+        let stack = (spec.effective_stack_name(), spec.region.as_deref());
+        if let Some(other) = current.iter().find(|e| {
+            e.name != spec.name && (e.spec.effective_stack_name(), e.spec.region.as_deref()) == stack
+        }) {
+            conflicts.push(PlanConflict {
+                name: spec.name.clone(),
+                field: "stackName",
+                message: format!(
+                    "the registry entry {:?} already manages the CloudFormation stack {:?}{}",
+                    other.name,
+                    stack.0,
+                    stack.1.map(|r| format!(" in {r}")).unwrap_or_default()
+                ),
+            });
+            continue;
+        }
+        match by_name.get(spec.name.as_str()) {
+            None => changes.push(Change {
+                name: spec.name.clone(),
+                action: Action::Create,
+                spec: Some(spec.clone()),
+            }),
+            Some(entry) if entry.deletion_requested_at.is_some() => {
+                conflicts.push(PlanConflict {
+                    name: spec.name.clone(),
+                    field: "name",
+                    message: "this entry is being deleted; apply it again once `stacksync get` \
+                              no longer finds it"
+                        .into(),
+                });
+            }
+            Some(entry) if entry.spec_hash == spec.content_hash() => changes.push(Change {
+                name: spec.name.clone(),
+                action: Action::Unchanged {
+                    version: entry.spec_version,
+                },
+                spec: None,
+            }),
+            Some(entry) => changes.push(Change {
+                name: spec.name.clone(),
+                action: Action::Update {
+                    from: entry.spec_version,
+                    changed: changed_fields(&entry.spec, spec),
+                },
+                spec: Some(spec.clone()),
+            }),
+        }
+    }
+    if prune {
+        for entry in current {
+            if !wanted.contains(entry.name.as_str()) && entry.deletion_requested_at.is_none() {
+                changes.push(Change {
+                    name: entry.name.clone(),
+                    action: Action::Prune {
+                        version: entry.spec_version,
+                    },
+                    spec: None,
+                });
+            }
+        }
+    }
+    if !conflicts.is_empty() {
+        return Err(conflicts);
+    }
+    changes.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(Plan { changes })
+}
+
+/// The fields that differ (`tags`, `source.path`), for people to read.
+pub fn changed_fields(old: &StackSpec, new: &StackSpec) -> Vec<String> {
+    let old = serde_json::to_value(old).unwrap_or_default();
+    let new = serde_json::to_value(new).unwrap_or_default();
+    let empty = serde_json::Map::new();
+    let old = old.as_object().unwrap_or(&empty);
+    let new = new.as_object().unwrap_or(&empty);
+    let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    let mut changed = Vec::new();
+    for key in keys {
+        match (old.get(key), new.get(key)) {
+            (Some(a), Some(b)) if a == b => {}
+            (Some(serde_json::Value::Object(a)), Some(serde_json::Value::Object(b))) if key == "source" => {
+                let inner: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+                changed.extend(
+                    inner
+                        .into_iter()
+                        .filter(|k| a.get(*k) != b.get(*k))
+                        .map(|k| format!("source.{k}")),
+                );
+            }
+            _ => changed.push(key.clone()),
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::fixtures::spec;
+    use crate::status::{Status, Timestamp};
+
+    fn entry(spec: StackSpec, version: u64) -> StackEntry {
+        StackEntry {
+            name: spec.name.clone(),
+            spec_version: version,
+            spec_hash: spec.content_hash(),
+            spec,
+            suspended: false,
+            deletion_requested_at: None,
+            created_at: Timestamp(0),
+            updated_at: Timestamp(0),
+            status: Status::default(),
+            lease: None,
+        }
+    }
+
+    #[test]
+    fn new_changed_same_and_missing_entries_are_told_apart() {
+        let mut changed = spec("b");
+        changed.source.path = "other.yaml".into();
+        changed.tags.insert("team".into(), "x".into());
+        let current = vec![entry(spec("b"), 3), entry(spec("c"), 1), entry(spec("d"), 7)];
+        let plan = plan_apply(&[spec("a"), changed, spec("c")], &current, true).unwrap();
+        let actions: Vec<(&str, &Action)> = plan.changes.iter().map(|c| (c.name.as_str(), &c.action)).collect();
+        assert_eq!(
+            actions,
+            vec![
+                ("a", &Action::Create),
+                ("b", &Action::Update { from: 3, changed: vec!["source.path".into(), "tags".into()] }),
+                ("c", &Action::Unchanged { version: 1 }),
+                ("d", &Action::Prune { version: 7 }),
+            ]
+        );
+        assert_eq!(plan.writes().count(), 3);
+    }
+
+    #[test]
+    fn without_prune_missing_entries_are_left_alone() {
+        let plan = plan_apply(&[], &[entry(spec("d"), 7)], false).unwrap();
+        assert_eq!(plan.changes, vec![]);
+    }
+
+    #[test]
+    fn an_entry_being_deleted_cannot_be_reapplied_or_pruned_again() {
+        let mut gone = entry(spec("a"), 2);
+        gone.deletion_requested_at = Some(Timestamp(1));
+        let err = plan_apply(&[spec("a")], std::slice::from_ref(&gone), false).unwrap_err();
+        assert_eq!(err[0].name, "a");
+        assert!(err[0].message.contains("being deleted"));
+        assert_eq!(plan_apply(&[], &[gone], true).unwrap().changes, vec![]);
+    }
+
+    #[test]
+    fn two_entries_cannot_drive_one_cloudformation_stack() {
+        let mut twin = spec("new-name");
+        twin.stack_name = Some("existing".into());
+        let err = plan_apply(&[twin], &[entry(spec("existing"), 1)], true).unwrap_err();
+        assert_eq!(err[0].field, "stackName");
+        assert!(err[0].message.contains("\"existing\" already manages"), "{}", err[0].message);
+    }
+}

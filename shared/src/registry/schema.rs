@@ -1,0 +1,161 @@
+//! The registry table's schema, written once: the CLI creates it from this,
+//! the functions and tests read and write by these names, and `template.yaml`
+//! is checked against it.
+//!
+//! | item | `pk` | attributes |
+//! |---|---|---|
+//! | a stack | `stack#<name>` | `name`, `spec` (map), `specVersion`, `specHash`, `status` (map), `suspended`, `deletionRequestedAt`, `leaseOwner`, `leaseExpiresAt`, `nextReconcileAt`, `schedShard`, `sourceKey`, `createdAt`, `updatedAt` |
+//! | a webhook delivery | `delivery#<id>` | `expiresAt` (TTL) |
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType,
+};
+
+/// The partition key of every item.
+pub const PK: &str = "pk";
+/// Prefix of the partition key of stack items.
+pub const STACK_PREFIX: &str = "stack#";
+/// Prefix of the partition key of webhook-delivery items.
+pub const DELIVERY_PREFIX: &str = "delivery#";
+/// The TTL attribute (epoch seconds) of items that expire.
+pub const TTL_ATTRIBUTE: &str = "expiresAt";
+
+/// The scheduler's index: due stacks, by shard, ordered by `nextReconcileAt`.
+pub const INDEX_BY_NEXT_RECONCILE: &str = "by-next-reconcile";
+/// The webhook's index: stacks by normalized source URL and ref.
+pub const INDEX_BY_SOURCE: &str = "by-source";
+
+/// The scheduler index is spread over this many partition values
+/// (`schedShard` = "0".."3"), so no single index partition gets every write.
+pub const SCHED_SHARDS: u32 = 4;
+
+/// Attribute names.
+pub mod attr {
+    pub const NAME: &str = "name";
+    pub const SPEC: &str = "spec";
+    pub const SPEC_VERSION: &str = "specVersion";
+    pub const SPEC_HASH: &str = "specHash";
+    pub const STATUS: &str = "status";
+    pub const SUSPENDED: &str = "suspended";
+    pub const DELETION_REQUESTED_AT: &str = "deletionRequestedAt";
+    pub const LEASE_OWNER: &str = "leaseOwner";
+    pub const LEASE_EXPIRES_AT: &str = "leaseExpiresAt";
+    pub const NEXT_RECONCILE_AT: &str = "nextReconcileAt";
+    pub const SCHED_SHARD: &str = "schedShard";
+    pub const SOURCE_KEY: &str = "sourceKey";
+    pub const CREATED_AT: &str = "createdAt";
+    pub const UPDATED_AT: &str = "updatedAt";
+}
+
+/// A key attribute: name and DynamoDB scalar type (`S` or `N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyAttribute {
+    pub name: &'static str,
+    pub kind: &'static str,
+}
+
+/// A global secondary index: name, partition key, sort key (projection: all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexSchema {
+    pub name: &'static str,
+    pub partition: KeyAttribute,
+    pub sort: KeyAttribute,
+}
+
+/// The table's partition key.
+pub const TABLE_KEY: KeyAttribute = KeyAttribute { name: PK, kind: "S" };
+
+/// The table's two indexes.
+pub const INDEXES: [IndexSchema; 2] = [
+    IndexSchema {
+        name: INDEX_BY_NEXT_RECONCILE,
+        partition: KeyAttribute { name: attr::SCHED_SHARD, kind: "S" },
+        sort: KeyAttribute { name: attr::NEXT_RECONCILE_AT, kind: "N" },
+    },
+    IndexSchema {
+        name: INDEX_BY_SOURCE,
+        partition: KeyAttribute { name: attr::SOURCE_KEY, kind: "S" },
+        sort: KeyAttribute { name: PK, kind: "S" },
+    },
+];
+
+/// The partition key of a stack's item.
+pub fn stack_key(name: &str) -> String {
+    format!("{STACK_PREFIX}{name}")
+}
+
+/// The scheduler shard of a stack: stable, spread by name.
+pub fn sched_shard(name: &str) -> String {
+    let h = name
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    (h % SCHED_SHARDS).to_string()
+}
+
+fn scalar(kind: &str) -> ScalarAttributeType {
+    if kind == "N" {
+        ScalarAttributeType::N
+    } else {
+        ScalarAttributeType::S
+    }
+}
+
+fn key(attr: KeyAttribute, key_type: KeyType) -> Result<KeySchemaElement, aws_sdk_dynamodb::error::BuildError> {
+    KeySchemaElement::builder()
+        .attribute_name(attr.name)
+        .key_type(key_type)
+        .build()
+}
+
+/// Everything `CreateTable` needs: attribute definitions, key, indexes.
+pub fn create_table_request(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<aws_sdk_dynamodb::operation::create_table::builders::CreateTableFluentBuilder, aws_sdk_dynamodb::error::BuildError> {
+    let mut attributes = vec![TABLE_KEY];
+    for index in INDEXES {
+        for a in [index.partition, index.sort] {
+            if !attributes.contains(&a) {
+                attributes.push(a);
+            }
+        }
+    }
+    let mut request = client
+        .create_table()
+        .table_name(table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key(TABLE_KEY, KeyType::Hash)?);
+    for a in attributes {
+        request = request.attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name(a.name)
+                .attribute_type(scalar(a.kind))
+                .build()?,
+        );
+    }
+    for index in INDEXES {
+        request = request.global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name(index.name)
+                .key_schema(key(index.partition, KeyType::Hash)?)
+                .key_schema(key(index.sort, KeyType::Range)?)
+                .projection(Projection::builder().projection_type(ProjectionType::All).build())
+                .build()?,
+        );
+    }
+    Ok(request)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_are_stable_and_in_range() {
+        assert_eq!(sched_shard("orders-queue"), sched_shard("orders-queue"));
+        let shards: std::collections::BTreeSet<String> =
+            (0..100).map(|i| sched_shard(&format!("stack-{i}"))).collect();
+        assert_eq!(shards.len(), SCHED_SHARDS as usize);
+    }
+}

@@ -1,0 +1,91 @@
+//! One spelling per source, so a push event finds every stack that follows it.
+//!
+//! `https://github.com/Acme/infra.git`, `git@github.com:acme/infra` and
+//! `ssh://git@github.com/acme/infra.git` are one repository; the registry's
+//! source index is keyed by this normal form plus the ref.
+
+/// The normal form of a Git or S3 source URL: no scheme (for network URLs),
+/// no user, no default port, no `.git`, no trailing slash, lower case.
+pub fn normalize_url(url: &str) -> String {
+    let url = url.trim();
+    if url.starts_with("s3://") || url.starts_with("file://") {
+        return url.trim_end_matches('/').to_owned();
+    }
+    let (host_and_port, path) = if let Some((_, rest)) = url.split_once("://") {
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        (authority.rsplit('@').next().unwrap_or(authority), path)
+    } else if let Some((user_host, path)) = url.split_once(':') {
+        // scp-like: git@github.com:acme/infra.git
+        (user_host.rsplit('@').next().unwrap_or(user_host), path)
+    } else {
+        (url, "")
+    };
+    let host = match host_and_port.rsplit_once(':') {
+        Some((host, "22" | "80" | "443" | "9418")) => host,
+        _ => host_and_port,
+    };
+    let path = path.trim_matches('/');
+    let path = path.strip_suffix(".git").unwrap_or(path);
+    format!("{host}/{path}").to_ascii_lowercase()
+}
+
+/// A branch or tag without its `refs/heads/` or `refs/tags/` prefix.
+pub fn normalize_ref(reference: &str) -> &str {
+    reference
+        .strip_prefix("refs/heads/")
+        .or_else(|| reference.strip_prefix("refs/tags/"))
+        .unwrap_or(reference)
+}
+
+/// The key of the registry's source index: normal URL and ref.
+pub fn source_key(url: &str, reference: Option<&str>) -> String {
+    format!(
+        "{}#{}",
+        normalize_url(url),
+        reference.map(normalize_ref).unwrap_or("")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn https_ssh_and_scp_spellings_of_one_repo_are_one_source() {
+        let forms = [
+            "https://github.com/Acme/infra.git",
+            "https://github.com/acme/infra",
+            "https://github.com:443/acme/infra/",
+            "http://github.com/acme/infra.git",
+            "ssh://git@github.com/acme/infra.git",
+            "ssh://git@github.com:22/acme/infra",
+            "git@github.com:acme/infra.git",
+            "git://github.com/acme/infra.git",
+        ];
+        for form in forms {
+            assert_eq!(normalize_url(form), "github.com/acme/infra", "{form}");
+        }
+    }
+
+    #[test]
+    fn other_repos_hosts_and_ports_stay_apart() {
+        assert_ne!(normalize_url("https://github.com/acme/infra"), normalize_url("https://github.com/acme/infra2"));
+        assert_ne!(normalize_url("https://github.com/acme/infra"), normalize_url("https://gitlab.com/acme/infra"));
+        assert_eq!(normalize_url("http://127.0.0.1:8080/r.git"), "127.0.0.1:8080/r");
+    }
+
+    #[test]
+    fn local_and_s3_sources_keep_their_scheme() {
+        assert_eq!(normalize_url("file:///tmp/repo/"), "file:///tmp/repo");
+        assert_eq!(normalize_url("s3://bucket/a/b.zip"), "s3://bucket/a/b.zip");
+    }
+
+    #[test]
+    fn source_keys_combine_url_and_short_ref() {
+        assert_eq!(
+            source_key("git@github.com:acme/infra.git", Some("refs/heads/main")),
+            "github.com/acme/infra#main"
+        );
+        assert_eq!(source_key("s3://b/k.zip", None), "s3://b/k.zip#");
+    }
+}

@@ -1,0 +1,390 @@
+//! The desired state of one stack: an entry of `stacks.yaml` and of the registry.
+//!
+//! Reading a spec (serde) checks shapes and fills defaults; [`crate::validate`]
+//! checks everything else (names, ARNs, paths, limits) and says which field is
+//! wrong. A spec that passed both is what the registry stores.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::duration::Duration;
+
+/// Default full-reconcile interval (health and drift), when `interval` is not given.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_mins(10);
+/// Default first poll while CloudFormation works; it grows with backoff.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
+/// Default wait before retrying a failed reconcile.
+pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_mins(2);
+/// Default Git ref when a Git source names none.
+pub const DEFAULT_GIT_REF: &str = "main";
+
+/// One registered stack. Field names are those of `stacks.yaml` (camelCase).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StackSpec {
+    /// Registry id; also the CloudFormation stack name unless `stackName` is set.
+    pub name: String,
+    /// CloudFormation stack name, when it differs from `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_name: Option<String>,
+    /// Region of the stack; the deployment's own region when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Service role CloudFormation assumes to deploy the stack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
+    /// Role stacksync assumes to reach the stack's account (cross-account).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assume_role_arn: Option<String>,
+    /// Where the template comes from.
+    pub source: Source,
+    /// Template parameters. Scalars are read as text; a list becomes a
+    /// comma-separated value (CloudFormation's `CommaDelimitedList`).
+    #[serde(default, deserialize_with = "parameter_map")]
+    pub parameters: BTreeMap<String, String>,
+    /// A JSON parameter file inside the source, merged under `parameters`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameter_file: Option<String>,
+    /// Stack tags.
+    #[serde(default, deserialize_with = "scalar_map")]
+    pub tags: BTreeMap<String, String>,
+    /// Capabilities acknowledged for the template.
+    #[serde(default)]
+    pub capabilities: Vec<Capability>,
+    /// Full reconcile (health and drift) at least this often.
+    #[serde(default = "default_interval")]
+    pub interval: Duration,
+    /// First poll while CloudFormation works; grows with backoff.
+    #[serde(default = "default_poll_interval")]
+    pub poll_interval: Duration,
+    /// Wait before retrying after a failed reconcile.
+    #[serde(default = "default_retry_interval")]
+    pub retry_interval: Duration,
+    /// When true, stacksync leaves the stack alone.
+    #[serde(default)]
+    pub suspend: bool,
+    /// When true, removing the entry deletes the stack; otherwise the stack stays.
+    #[serde(default)]
+    pub destroy_on_delete: bool,
+    /// CloudFormation termination protection for the stack.
+    #[serde(default)]
+    pub termination_protection: bool,
+    /// Stack policy document (inline, as YAML or JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_policy: Option<serde_json::Value>,
+    /// SNS topics that receive the stack's events.
+    #[serde(default)]
+    pub notification_arns: Vec<String>,
+    /// Rollback triggers: CloudWatch alarms watched during and after an update.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<RollbackConfig>,
+}
+
+/// Where a template comes from: a Git repository or an S3 archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Source {
+    /// Git URL: `https://`, `http://`, `ssh://`, `git://`, `file://` or `user@host:path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<String>,
+    /// S3 archive (zip or tar.gz): `s3://bucket/key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<String>,
+    /// Git branch, tag or commit; for S3, an object version id (latest when absent).
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// The template's path inside the source.
+    pub path: String,
+    /// Secrets Manager secret or SSM parameter (ARN) with a token or SSH key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret: Option<String>,
+}
+
+/// The kind of a source, once validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    Git,
+    S3,
+}
+
+impl Source {
+    /// Git or S3, if exactly one is given.
+    pub fn kind(&self) -> Option<SourceKind> {
+        match (&self.git, &self.s3) {
+            (Some(_), None) => Some(SourceKind::Git),
+            (None, Some(_)) => Some(SourceKind::S3),
+            _ => None,
+        }
+    }
+
+    /// The URL of the source, whichever kind it is.
+    pub fn url(&self) -> &str {
+        self.git.as_deref().or(self.s3.as_deref()).unwrap_or("")
+    }
+}
+
+/// Template capabilities CloudFormation may require an acknowledgement for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Capability {
+    #[serde(rename = "CAPABILITY_IAM")]
+    Iam,
+    #[serde(rename = "CAPABILITY_NAMED_IAM")]
+    NamedIam,
+    #[serde(rename = "CAPABILITY_AUTO_EXPAND")]
+    AutoExpand,
+}
+
+impl Capability {
+    /// The name CloudFormation uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Iam => "CAPABILITY_IAM",
+            Self::NamedIam => "CAPABILITY_NAMED_IAM",
+            Self::AutoExpand => "CAPABILITY_AUTO_EXPAND",
+        }
+    }
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// CloudFormation's rollback configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RollbackConfig {
+    /// How long CloudFormation watches the triggers after an update (0 to 180 minutes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitoring_time: Option<Duration>,
+    /// The alarms that roll the stack back when they fire (at most 5).
+    #[serde(default)]
+    pub triggers: Vec<RollbackTrigger>,
+}
+
+/// One alarm that rolls a stack back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RollbackTrigger {
+    /// CloudWatch alarm ARN.
+    pub arn: String,
+    /// `AWS::CloudWatch::Alarm` (default) or `AWS::CloudWatch::CompositeAlarm`.
+    #[serde(default = "default_trigger_type", rename = "type")]
+    pub kind: String,
+}
+
+impl StackSpec {
+    /// The CloudFormation stack name: `stackName`, or else `name`.
+    pub fn effective_stack_name(&self) -> &str {
+        self.stack_name.as_deref().unwrap_or(&self.name)
+    }
+
+    /// The Git ref or S3 version to follow (Git defaults to `main`).
+    pub fn effective_ref(&self) -> Option<&str> {
+        match self.source.kind() {
+            Some(SourceKind::Git) => Some(
+                self.source
+                    .reference
+                    .as_deref()
+                    .unwrap_or(DEFAULT_GIT_REF),
+            ),
+            _ => self.source.reference.as_deref(),
+        }
+    }
+
+    /// A stable digest of the whole spec: two specs with the same hash are the same.
+    ///
+    /// The JSON form is canonical (fields in declaration order, maps sorted),
+    /// so the hash does not depend on how the YAML was written.
+    pub fn content_hash(&self) -> String {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        crate::hash::sha256_hex(&json)
+    }
+}
+
+fn default_interval() -> Duration {
+    DEFAULT_INTERVAL
+}
+
+fn default_poll_interval() -> Duration {
+    DEFAULT_POLL_INTERVAL
+}
+
+fn default_retry_interval() -> Duration {
+    DEFAULT_RETRY_INTERVAL
+}
+
+fn default_trigger_type() -> String {
+    "AWS::CloudWatch::Alarm".to_owned()
+}
+
+/// A YAML scalar read as text: `14`, `true` and `"14"` all mean the string "14"/"true".
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scalar {
+    Text(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl Scalar {
+    fn into_text(self) -> String {
+        match self {
+            Self::Text(s) => s,
+            Self::Int(i) => i.to_string(),
+            Self::Float(f) => f.to_string(),
+            Self::Bool(b) => b.to_string(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ParameterValue {
+    One(Scalar),
+    List(Vec<Scalar>),
+}
+
+fn scalar_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    let raw: Option<BTreeMap<String, serde_json::Value>> = Option::deserialize(d)?;
+    raw.unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| {
+            let scalar: Scalar = serde_json::from_value(v).map_err(|_| {
+                serde::de::Error::custom(format!(
+                    "the value of {k:?} must be text, a number or true/false"
+                ))
+            })?;
+            Ok((k, scalar.into_text()))
+        })
+        .collect()
+}
+
+fn parameter_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    let raw: Option<BTreeMap<String, serde_json::Value>> = Option::deserialize(d)?;
+    raw.unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| {
+            let value: ParameterValue = serde_json::from_value(v).map_err(|_| {
+                serde::de::Error::custom(format!(
+                    "the value of parameter {k:?} must be text, a number, true/false \
+                     or a list of those"
+                ))
+            })?;
+            let text = match value {
+                ParameterValue::One(s) => s.into_text(),
+                ParameterValue::List(items) => items
+                    .into_iter()
+                    .map(Scalar::into_text)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            };
+            Ok((k, text))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::*;
+
+    /// A minimal valid spec, for tests to adjust.
+    pub fn spec(name: &str) -> StackSpec {
+        StackSpec {
+            name: name.to_owned(),
+            stack_name: None,
+            region: None,
+            role_arn: None,
+            assume_role_arn: None,
+            source: Source {
+                git: Some("https://github.com/acme/infra.git".to_owned()),
+                s3: None,
+                reference: None,
+                path: "stacks/queue.yaml".to_owned(),
+                credentials_secret: None,
+            },
+            parameters: BTreeMap::new(),
+            parameter_file: None,
+            tags: BTreeMap::new(),
+            capabilities: vec![],
+            interval: DEFAULT_INTERVAL,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            retry_interval: DEFAULT_RETRY_INTERVAL,
+            suspend: false,
+            destroy_on_delete: false,
+            termination_protection: false,
+            stack_policy: None,
+            notification_arns: vec![],
+            rollback: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(yaml: &str) -> StackSpec {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_minimal_entry_gets_every_default() {
+        let spec = read("name: q\nsource: {git: https://h/r.git, path: t.yaml}\n");
+        assert_eq!(spec.effective_stack_name(), "q");
+        assert_eq!(spec.effective_ref(), Some("main"));
+        assert_eq!(spec.interval, DEFAULT_INTERVAL);
+        assert_eq!(spec.poll_interval, DEFAULT_POLL_INTERVAL);
+        assert_eq!(spec.retry_interval, DEFAULT_RETRY_INTERVAL);
+        assert!(!spec.suspend && !spec.destroy_on_delete && !spec.termination_protection);
+    }
+
+    #[test]
+    fn scalar_parameters_and_tags_are_read_as_text_and_lists_are_joined() {
+        let spec = read(
+            "name: q\nsource: {git: x, path: t.yaml}\n\
+             parameters: {Days: 14, Ratio: 0.5, On: true, Name: n, Subnets: [a, b]}\n\
+             tags: {cost-center: 42}\n",
+        );
+        assert_eq!(spec.parameters["Days"], "14");
+        assert_eq!(spec.parameters["Ratio"], "0.5");
+        assert_eq!(spec.parameters["On"], "true");
+        assert_eq!(spec.parameters["Subnets"], "a,b");
+        assert_eq!(spec.tags["cost-center"], "42");
+    }
+
+    #[test]
+    fn a_nested_parameter_value_is_refused_by_name() {
+        let err = serde_yaml_ng::from_str::<StackSpec>(
+            "name: q\nsource: {git: x, path: t.yaml}\nparameters: {Bad: {a: 1}}\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("parameter \"Bad\""), "{err}");
+    }
+
+    #[test]
+    fn the_hash_ignores_how_the_yaml_was_written_but_not_what_it_says() {
+        let a = read("name: q\nsource: {git: x, path: t.yaml}\ntags: {a: '1', b: '2'}\n");
+        let b = read("source: {path: t.yaml, git: x}\ntags: {b: 2, a: 1}\nname: q\n");
+        assert_eq!(a.content_hash(), b.content_hash());
+        let c = read("name: q\nsource: {git: x, path: t.yaml}\ntags: {a: '1', b: '3'}\n");
+        assert_ne!(a.content_hash(), c.content_hash());
+    }
+
+    #[test]
+    fn the_spec_round_trips_through_json() {
+        let spec = read(
+            "name: q\nsource: {git: x, path: t.yaml, ref: v1}\ncapabilities: [CAPABILITY_IAM]\n\
+             rollback: {monitoringTime: 5m, triggers: [{arn: 'arn:aws:cloudwatch:us-east-1:111122223333:alarm:a'}]}\n\
+             stackPolicy: {Statement: [{Effect: Allow, Action: 'Update:*', Principal: '*', Resource: '*'}]}\n",
+        );
+        let json = serde_json::to_string(&spec).unwrap();
+        let back: StackSpec = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, spec);
+        assert_eq!(back.rollback.unwrap().triggers[0].kind, "AWS::CloudWatch::Alarm");
+    }
+}
