@@ -153,9 +153,23 @@ mod tests {
 
     #[test]
     fn refuses_bare_numbers_unknown_units_and_disorder() {
-        for text in ["", "10", "5 m", "1x", "m", "30m1h", "1h1h", "-5s", "1.5h", "99999999999999999999s"] {
+        for text in [
+            "",
+            "10",
+            "5 m",
+            "1x",
+            "m",
+            "30m1h",
+            "1h1h",
+            "-5s",
+            "1.5h",
+            "99999999999999999999s",
+        ] {
             let err = text.parse::<Duration>().unwrap_err();
-            assert!(err.to_string().contains("is not a duration"), "{text}: {err}");
+            assert!(
+                err.to_string().contains("is not a duration"),
+                "{text}: {err}"
+            );
         }
     }
 

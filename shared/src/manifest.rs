@@ -98,8 +98,8 @@ pub fn parse_manifest(file: &str, text: &str) -> Result<Vec<StackSpec>, Manifest
         ));
     }
     // First the syntax and the overall shape, with line numbers from the parser.
-    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text)
-        .map_err(|e| whole(format!("not valid YAML: {e}")))?;
+    let value: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(text).map_err(|e| whole(format!("not valid YAML: {e}")))?;
     let Some(top) = value.as_mapping() else {
         return Err(whole(
             "expected a mapping with a `stacks:` list at the top of the file".into(),
@@ -274,16 +274,26 @@ stacks:
         let msg = problem(
             "stacks:\n  - name: a\n    source: {git: x, path: t.yaml}\n  - name: b\n    source: {git: x, pth: t.yaml}\n",
         );
-        assert!(msg.contains("stacks[1] (b): field source.pth: unknown field `pth`"), "{msg}");
+        assert!(
+            msg.contains("stacks[1] (b): field source.pth: unknown field `pth`"),
+            "{msg}"
+        );
         assert!(msg.contains("at line 5"), "{msg}");
-        let msg = problem("stacks:\n  - name: a\n    source: {git: x, path: t.yaml}\n    interval: 10\n");
-        assert!(msg.contains("stacks[0] (a): field interval: 10 has no unit"), "{msg}");
+        let msg =
+            problem("stacks:\n  - name: a\n    source: {git: x, path: t.yaml}\n    interval: 10\n");
+        assert!(
+            msg.contains("stacks[0] (a): field interval: 10 has no unit"),
+            "{msg}"
+        );
     }
 
     #[test]
     fn rule_errors_name_the_entry_and_the_field() {
         let msg = problem("stacks:\n  - name: a\n    source: {git: x, path: ../t.yaml}\n");
-        assert!(msg.contains("stacks[0] (a): field source.path: \"../t.yaml\" leaves the source"), "{msg}");
+        assert!(
+            msg.contains("stacks[0] (a): field source.path: \"../t.yaml\" leaves the source"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -291,11 +301,17 @@ stacks:
         let msg = problem(
             "stacks:\n  - {name: a, source: {git: x, path: t.yaml}}\n  - {name: a, source: {git: y, path: t.yaml}}\n",
         );
-        assert!(msg.contains("stacks[1] (a): field name: \"a\" is already the name of stacks[0]"), "{msg}");
+        assert!(
+            msg.contains("stacks[1] (a): field name: \"a\" is already the name of stacks[0]"),
+            "{msg}"
+        );
         let msg = problem(
             "stacks:\n  - {name: a, source: {git: x, path: t.yaml}}\n  - {name: b, stackName: a, source: {git: y, path: t.yaml}}\n",
         );
-        assert!(msg.contains("stacks[1] (b): field stackName: stacks[0] already manages"), "{msg}");
+        assert!(
+            msg.contains("stacks[1] (b): field stackName: stacks[0] already manages"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -69,9 +69,18 @@ mod tests {
 
     #[test]
     fn other_repos_hosts_and_ports_stay_apart() {
-        assert_ne!(normalize_url("https://github.com/acme/infra"), normalize_url("https://github.com/acme/infra2"));
-        assert_ne!(normalize_url("https://github.com/acme/infra"), normalize_url("https://gitlab.com/acme/infra"));
-        assert_eq!(normalize_url("http://127.0.0.1:8080/r.git"), "127.0.0.1:8080/r");
+        assert_ne!(
+            normalize_url("https://github.com/acme/infra"),
+            normalize_url("https://github.com/acme/infra2")
+        );
+        assert_ne!(
+            normalize_url("https://github.com/acme/infra"),
+            normalize_url("https://gitlab.com/acme/infra")
+        );
+        assert_eq!(
+            normalize_url("http://127.0.0.1:8080/r.git"),
+            "127.0.0.1:8080/r"
+        );
     }
 
     #[test]

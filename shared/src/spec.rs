@@ -185,12 +185,9 @@ impl StackSpec {
     /// The Git ref or S3 version to follow (Git defaults to `main`).
     pub fn effective_ref(&self) -> Option<&str> {
         match self.source.kind() {
-            Some(SourceKind::Git) => Some(
-                self.source
-                    .reference
-                    .as_deref()
-                    .unwrap_or(DEFAULT_GIT_REF),
-            ),
+            Some(SourceKind::Git) => {
+                Some(self.source.reference.as_deref().unwrap_or(DEFAULT_GIT_REF))
+            }
             _ => self.source.reference.as_deref(),
         }
     }
@@ -385,6 +382,9 @@ mod tests {
         let json = serde_json::to_string(&spec).unwrap();
         let back: StackSpec = serde_json::from_str(&json).unwrap();
         assert_eq!(back, spec);
-        assert_eq!(back.rollback.unwrap().triggers[0].kind, "AWS::CloudWatch::Alarm");
+        assert_eq!(
+            back.rollback.unwrap().triggers[0].kind,
+            "AWS::CloudWatch::Alarm"
+        );
     }
 }

@@ -110,12 +110,9 @@ pub struct Status {
 impl Status {
     /// The record as it may be stored: messages cut to [`MAX_MESSAGE_CHARS`].
     pub fn bounded(mut self) -> Self {
-        for text in [
-            &mut self.message,
-            &mut self.stack_status_reason,
-        ]
-        .into_iter()
-        .flatten()
+        for text in [&mut self.message, &mut self.stack_status_reason]
+            .into_iter()
+            .flatten()
         {
             if text.chars().count() > MAX_MESSAGE_CHARS {
                 let cut: String = text.chars().take(MAX_MESSAGE_CHARS - 1).collect();

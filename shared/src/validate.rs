@@ -27,9 +27,21 @@ pub const MAX_PATH_LEN: usize = 1024;
 
 /// Bounds on the durations of a spec: (field, smallest, largest).
 const DURATION_BOUNDS: [(&str, Duration, Duration); 3] = [
-    ("interval", Duration::from_mins(1), Duration::from_secs(86_400)),
-    ("pollInterval", Duration::from_secs(1), Duration::from_mins(5)),
-    ("retryInterval", Duration::from_secs(10), Duration::from_secs(86_400)),
+    (
+        "interval",
+        Duration::from_mins(1),
+        Duration::from_secs(86_400),
+    ),
+    (
+        "pollInterval",
+        Duration::from_secs(1),
+        Duration::from_mins(5),
+    ),
+    (
+        "retryInterval",
+        Duration::from_secs(10),
+        Duration::from_secs(86_400),
+    ),
 ];
 
 /// One thing wrong with one field of a spec.
@@ -163,7 +175,10 @@ pub fn validate_spec(spec: &StackSpec) -> Vec<FieldError> {
     let mut seen = BTreeSet::new();
     for (i, arn) in spec.notification_arns.iter().enumerate() {
         let field = format!("notificationArns[{i}]");
-        check(&field, arn_of(arn, "sns", |r| !r.is_empty() && !r.contains(':')));
+        check(
+            &field,
+            arn_of(arn, "sns", |r| !r.is_empty() && !r.contains(':')),
+        );
         if !seen.insert(arn) {
             check(&field, Err(format!("{arn} is listed twice")));
         }
@@ -192,7 +207,9 @@ pub fn validate_spec(spec: &StackSpec) -> Vec<FieldError> {
         for (i, trigger) in rollback.triggers.iter().enumerate() {
             check(
                 &format!("rollback.triggers[{i}].arn"),
-                arn_of(&trigger.arn, "cloudwatch", |r| r.starts_with("alarm:") && r.len() > 6),
+                arn_of(&trigger.arn, "cloudwatch", |r| {
+                    r.starts_with("alarm:") && r.len() > 6
+                }),
             );
             if !matches!(
                 trigger.kind.as_str(),
@@ -247,11 +264,19 @@ pub fn region_name(region: &str) -> Result<(), String> {
         _ => return fail(),
     };
     let area_ok = area.len() == 2 && area.chars().all(|c| c.is_ascii_lowercase());
-    let qualifier_ok = qualifier.is_none_or(|q| matches!(q, "gov" | "iso" | "isob" | "isoe" | "isof"));
+    let qualifier_ok =
+        qualifier.is_none_or(|q| matches!(q, "gov" | "iso" | "isob" | "isoe" | "isof"));
     let direction_ok = matches!(
         direction,
-        "north" | "south" | "east" | "west" | "central"
-            | "northeast" | "northwest" | "southeast" | "southwest"
+        "north"
+            | "south"
+            | "east"
+            | "west"
+            | "central"
+            | "northeast"
+            | "northwest"
+            | "southeast"
+            | "southwest"
     );
     let number_ok = !number.is_empty()
         && number.len() <= 2
@@ -283,16 +308,28 @@ pub fn parse_arn(arn: &str) -> Result<Arn<'_>, String> {
         ));
     };
     if *prefix != "arn" {
-        return Err(format!("{arn:?} is not an ARN: it must start with \"arn:\""));
+        return Err(format!(
+            "{arn:?} is not an ARN: it must start with \"arn:\""
+        ));
     }
     if !matches!(
         *partition,
-        "aws" | "aws-cn" | "aws-us-gov" | "aws-iso" | "aws-iso-b" | "aws-iso-e" | "aws-iso-f" | "aws-eusc"
+        "aws"
+            | "aws-cn"
+            | "aws-us-gov"
+            | "aws-iso"
+            | "aws-iso-b"
+            | "aws-iso-e"
+            | "aws-iso-f"
+            | "aws-eusc"
     ) {
         return Err(format!("{arn:?} has an unknown partition {partition:?}"));
     }
-    if !account.is_empty() && !(account.len() == 12 && account.chars().all(|c| c.is_ascii_digit())) {
-        return Err(format!("{arn:?} has {account:?} as account id: it must be 12 digits"));
+    if !account.is_empty() && !(account.len() == 12 && account.chars().all(|c| c.is_ascii_digit()))
+    {
+        return Err(format!(
+            "{arn:?} has {account:?} as account id: it must be 12 digits"
+        ));
     }
     Ok(Arn {
         partition,
@@ -316,7 +353,9 @@ fn arn_of(arn: &str, service: &str, resource_ok: impl Fn(&str) -> bool) -> Resul
         return Err(format!("{arn:?} names no account id"));
     }
     if !resource_ok(parsed.resource) {
-        return Err(format!("{arn:?} does not name a {service} resource of the right kind"));
+        return Err(format!(
+            "{arn:?} does not name a {service} resource of the right kind"
+        ));
     }
     Ok(())
 }
@@ -432,7 +471,9 @@ fn s3_version(version: &str) -> Result<(), String> {
 /// `s3://bucket/key` with a valid bucket name and a key.
 pub fn s3_url(url: &str) -> Result<(), String> {
     let Some(rest) = url.strip_prefix("s3://") else {
-        return Err(format!("{url:?} is not an S3 URL: write s3://bucket/key.zip"));
+        return Err(format!(
+            "{url:?} is not an S3 URL: write s3://bucket/key.zip"
+        ));
     };
     let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
     let bucket_ok = (3..=63).contains(&bucket.len())
@@ -446,7 +487,9 @@ pub fn s3_url(url: &str) -> Result<(), String> {
         return Err(format!("{url:?}: {bucket:?} is not a valid S3 bucket name"));
     }
     if key.is_empty() || key.len() > 1024 {
-        return Err(format!("{url:?} names no object key: write s3://bucket/key.zip"));
+        return Err(format!(
+            "{url:?} names no object key: write s3://bucket/key.zip"
+        ));
     }
     Ok(())
 }
@@ -462,7 +505,9 @@ pub fn relative_path(path: &str) -> Result<(), String> {
         ));
     }
     if path.contains('\\') {
-        return Err(format!("{path:?} contains a backslash: separate folders with /"));
+        return Err(format!(
+            "{path:?} contains a backslash: separate folders with /"
+        ));
     }
     if path.chars().any(char::is_control) {
         return Err(format!("{path:?} contains a control character"));
@@ -476,7 +521,10 @@ pub fn relative_path(path: &str) -> Result<(), String> {
         return Err(format!("{path:?} names a folder, not a file"));
     }
     if path.len() > MAX_PATH_LEN {
-        return Err(format!("is {} bytes long; at most {MAX_PATH_LEN}", path.len()));
+        return Err(format!(
+            "is {} bytes long; at most {MAX_PATH_LEN}",
+            path.len()
+        ));
     }
     Ok(())
 }
@@ -522,7 +570,9 @@ fn stack_policy(policy: &serde_json::Value) -> Result<(), String> {
     if !has_statements {
         return Err("a stack policy is a document with a non-empty \"Statement\" list".into());
     }
-    let size = serde_json::to_vec(policy).map(|v| v.len()).unwrap_or(usize::MAX);
+    let size = serde_json::to_vec(policy)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
     if size > MAX_STACK_POLICY_BYTES {
         return Err(format!(
             "the policy is {size} bytes as JSON; CloudFormation allows at most {MAX_STACK_POLICY_BYTES}"
@@ -557,10 +607,27 @@ mod tests {
 
     #[test]
     fn region_names_are_checked() {
-        for ok in ["us-east-1", "eu-west-2", "ap-southeast-3", "us-gov-west-1", "cn-north-1", "us-isob-east-1", "il-central-1", "ca-west-1"] {
+        for ok in [
+            "us-east-1",
+            "eu-west-2",
+            "ap-southeast-3",
+            "us-gov-west-1",
+            "cn-north-1",
+            "us-isob-east-1",
+            "il-central-1",
+            "ca-west-1",
+        ] {
             assert!(region_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "us-east", "useast1", "US-EAST-1", "us-middle-1", "us-east-01", "mars-north-1"] {
+        for bad in [
+            "",
+            "us-east",
+            "useast1",
+            "US-EAST-1",
+            "us-middle-1",
+            "us-east-01",
+            "mars-north-1",
+        ] {
             assert!(region_name(bad).is_err(), "{bad}");
         }
     }
@@ -585,10 +652,27 @@ mod tests {
 
     #[test]
     fn paths_cannot_escape_the_source() {
-        for ok in ["t.yaml", "a/b/c.json", "./a.yaml", "dir.with.dots/x..y.yaml"] {
+        for ok in [
+            "t.yaml",
+            "a/b/c.json",
+            "./a.yaml",
+            "dir.with.dots/x..y.yaml",
+        ] {
             assert!(relative_path(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "/etc/passwd", "../x.yaml", "a/../../x", "a/..", "~/x", "C:/x", "a\\b", "a/", ".", "a\0b"] {
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x.yaml",
+            "a/../../x",
+            "a/..",
+            "~/x",
+            "C:/x",
+            "a\\b",
+            "a/",
+            ".",
+            "a\0b",
+        ] {
             assert!(relative_path(bad).is_err(), "{bad:?}");
         }
     }
@@ -605,13 +689,29 @@ mod tests {
         ] {
             assert!(git_url(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "ftp://h/r", "https://", "https://host", "https://u:p@host/r.git", "not a url", "/tmp/repo"] {
+        for bad in [
+            "",
+            "ftp://h/r",
+            "https://",
+            "https://host",
+            "https://u:p@host/r.git",
+            "not a url",
+            "/tmp/repo",
+        ] {
             assert!(git_url(bad).is_err(), "{bad}");
         }
-        for ok in ["main", "release/1.2", "v1.0.0", "refs/heads/main", "0123456789abcdef0123456789abcdef01234567"] {
+        for ok in [
+            "main",
+            "release/1.2",
+            "v1.0.0",
+            "refs/heads/main",
+            "0123456789abcdef0123456789abcdef01234567",
+        ] {
             assert!(git_ref(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "a..b", "a b", "x.lock", "-x", "a~1", "a^", "a:b", "/a", "a/", ".hidden", "@"] {
+        for bad in [
+            "", "a..b", "a b", "x.lock", "-x", "a~1", "a^", "a:b", "/a", "a/", ".hidden", "@",
+        ] {
             assert!(git_ref(bad).is_err(), "{bad}");
         }
     }
@@ -619,14 +719,24 @@ mod tests {
     #[test]
     fn s3_sources() {
         assert!(s3_url("s3://my-bucket/infra/app.zip").is_ok());
-        for bad in ["s3://", "s3://Bucket/k", "s3://b/k", "s3://bucket", "s3://bucket/", "https://bucket/k"] {
+        for bad in [
+            "s3://",
+            "s3://Bucket/k",
+            "s3://b/k",
+            "s3://bucket",
+            "s3://bucket/",
+            "https://bucket/k",
+        ] {
             assert!(s3_url(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn secrets_must_be_secrets_manager_or_ssm_arns() {
-        assert!(secret_arn("arn:aws:secretsmanager:us-east-1:111122223333:secret:git-token-AbCdEf").is_ok());
+        assert!(
+            secret_arn("arn:aws:secretsmanager:us-east-1:111122223333:secret:git-token-AbCdEf")
+                .is_ok()
+        );
         assert!(secret_arn("arn:aws:ssm:eu-west-1:111122223333:parameter/git/key").is_ok());
         assert!(secret_arn("my-secret").is_err());
         assert!(secret_arn("arn:aws:s3:us-east-1:111122223333:secret:x").is_err());
@@ -663,7 +773,10 @@ mod tests {
         s.interval = Duration::from_secs(10);
         s.poll_interval = Duration::from_mins(10);
         s.retry_interval = Duration::from_secs(2 * 86_400);
-        assert_eq!(fields(&s), vec!["interval", "pollInterval", "retryInterval"]);
+        assert_eq!(
+            fields(&s),
+            vec!["interval", "pollInterval", "retryInterval"]
+        );
     }
 
     #[test]

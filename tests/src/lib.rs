@@ -1,1 +1,140 @@
+//! The test harness: a real AWS emulator (moto server) on 127.0.0.1.
+//!
+//! `scripts/test` starts one moto server for the whole run and exports
+//! `STACKSYNC_TEST_ENDPOINT`; every test binary then talks to it. Run alone
+//! (`cargo nextest run` without the script), each test process starts its own
+//! server through `scripts/emulator`'s venv, watched by a small shell loop
+//! that stops the server when the test process exits. Tests isolate
+//! themselves by unique table and bucket names, never by resetting the server.
 
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_credential_types::Credentials;
+use stacksync::registry::Registry;
+
+/// The repository's root folder.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// A running emulator.
+#[derive(Debug)]
+pub struct Emulator {
+    endpoint: String,
+}
+
+impl Emulator {
+    /// The emulator of this test run (started on first use when none was given).
+    pub fn shared() -> &'static Emulator {
+        static EMULATOR: OnceLock<Emulator> = OnceLock::new();
+        EMULATOR.get_or_init(|| match std::env::var("STACKSYNC_TEST_ENDPOINT") {
+            Ok(endpoint) if !endpoint.is_empty() => Emulator { endpoint },
+            _ => Emulator::start_private(),
+        })
+    }
+
+    fn start_private() -> Emulator {
+        let venv = Command::new(repo_root().join("scripts/venv"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("scripts/venv runs");
+        assert!(venv.status.success(), "scripts/venv failed");
+        let venv = String::from_utf8_lossy(&venv.stdout).trim().to_owned();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port on 127.0.0.1");
+        // The shell loop outlives neither us nor the server: it stops the
+        // server as soon as this test process is gone.
+        let watchdog = format!(
+            "{venv}/bin/moto_server -H 127.0.0.1 -p {port} >/dev/null 2>&1 & server=$!; \
+             trap 'kill $server 2>/dev/null' EXIT; \
+             while kill -0 {parent} 2>/dev/null && kill -0 $server 2>/dev/null; do sleep 0.5; done",
+            parent = std::process::id()
+        );
+        Command::new("bash")
+            .arg("-c")
+            .arg(watchdog)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("bash starts the emulator");
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "moto server did not start on {endpoint}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Emulator { endpoint }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// SDK configuration for the emulator: its endpoint, dummy credentials, us-east-1.
+    pub fn sdk_config(&self) -> SdkConfig {
+        SdkConfig::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .endpoint_url(&self.endpoint)
+            .credentials_provider(
+                aws_credential_types::provider::SharedCredentialsProvider::new(
+                    Credentials::for_tests(),
+                ),
+            )
+            .build()
+    }
+
+    /// The environment a child process (the CLI) needs to reach the emulator.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_ACCESS_KEY_ID", "testing".into()),
+            ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_CONFIG_FILE", "/dev/null".into()),
+            ("AWS_SHARED_CREDENTIALS_FILE", "/dev/null".into()),
+        ]
+    }
+
+    /// A DynamoDB client for the emulator.
+    pub fn dynamodb(&self) -> aws_sdk_dynamodb::Client {
+        aws_sdk_dynamodb::Client::new(&self.sdk_config())
+    }
+
+    /// A new registry table with a unique name, created and active.
+    pub async fn new_registry(&self, prefix: &str) -> Registry {
+        let registry = Registry::new(self.dynamodb(), unique_name(prefix));
+        registry
+            .create_table()
+            .await
+            .expect("registry table created");
+        registry
+    }
+}
+
+/// A name no other test of this run uses: `prefix-<pid>-<time>-<n>`.
+pub fn unique_name(prefix: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{prefix}-{}-{nanos:x}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}

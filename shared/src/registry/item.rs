@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Number, Value};
 
-use super::schema::{attr, PK};
+use super::schema::{PK, attr};
 use super::{Lease, StackEntry};
 use crate::status::{Status, Timestamp};
 
@@ -73,7 +73,9 @@ pub fn n(number: impl ToString) -> AttributeValue {
 type Item = HashMap<String, AttributeValue>;
 
 fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
-    item.get(name).and_then(|v| v.as_s().ok()).map(String::as_str)
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
 }
 
 fn get_n(item: &Item, name: &str) -> Result<Option<i64>, String> {

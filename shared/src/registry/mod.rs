@@ -23,7 +23,7 @@ use crate::spec::StackSpec;
 use crate::status::{Phase, Status, Timestamp};
 use item::{entry_from_item, item_key, n, s, to_attr_of};
 use plan::{Action, Plan};
-use schema::{attr, sched_shard, stack_key, PK, STACK_PREFIX};
+use schema::{PK, STACK_PREFIX, attr, sched_shard, stack_key};
 
 /// DynamoDB allows at most 100 actions in one transaction.
 const MAX_TRANSACTION_ITEMS: usize = 100;
@@ -96,15 +96,27 @@ pub struct Page {
 pub enum RegistryError {
     #[error("no stack named {name:?} in the registry")]
     NotFound { name: String },
-    #[error("stack {name:?} was changed by someone else while this write was made ({detail}); read it again and retry")]
+    #[error(
+        "stack {name:?} was changed by someone else while this write was made ({detail}); read it again and retry"
+    )]
     Conflict { name: String, detail: String },
     #[error("stack {name:?} is being deleted; this change is refused")]
     BeingDeleted { name: String },
     #[error("stack {name:?} is driven by {owner} until {}", crate::clock::rfc3339(expires_at.0))]
-    LeaseHeld { name: String, owner: String, expires_at: Timestamp },
+    LeaseHeld {
+        name: String,
+        owner: String,
+        expires_at: Timestamp,
+    },
     #[error("{owner} does not hold the lease on stack {name:?} (held by: {})", holder.as_deref().unwrap_or("nobody"))]
-    LeaseNotHeld { name: String, owner: String, holder: Option<String> },
-    #[error("the registry table {table:?} does not exist: run `stacksync init` or deploy template.yaml")]
+    LeaseNotHeld {
+        name: String,
+        owner: String,
+        holder: Option<String>,
+    },
+    #[error(
+        "the registry table {table:?} does not exist: run `stacksync init` or deploy template.yaml"
+    )]
     TableMissing { table: String },
     #[error("the registry item {key:?} cannot be read: {detail}")]
     Corrupt { key: String, detail: String },
@@ -168,10 +180,16 @@ impl Registry {
                 table: self.table.clone(),
             };
         }
+        let message = match (&err, err.message()) {
+            (SdkError::ServiceError(_), Some(message)) => {
+                format!("{}: {message}", code.as_deref().unwrap_or("error"))
+            }
+            _ => DisplayErrorContext(&err).to_string(),
+        };
         RegistryError::Aws {
             operation,
             code,
-            message: DisplayErrorContext(&err).to_string(),
+            message,
         }
     }
 
@@ -240,9 +258,11 @@ impl Registry {
     }
 
     async fn get_existing(&self, name: &str) -> Result<StackEntry> {
-        self.get(name).await?.ok_or_else(|| RegistryError::NotFound {
-            name: name.to_owned(),
-        })
+        self.get(name)
+            .await?
+            .ok_or_else(|| RegistryError::NotFound {
+                name: name.to_owned(),
+            })
     }
 
     /// One page of entries, in no particular order. `limit` bounds the items
@@ -255,7 +275,7 @@ impl Registry {
             .consistent_read(true)
             .limit(limit)
             .filter_expression("begins_with(#pk, :prefix)")
-            .expression_attribute_names("#pk", PK)
+            .set_expression_attribute_names(Some(names(&["#pk"])))
             .expression_attribute_values(":prefix", s(STACK_PREFIX));
         if let Some(key) = cursor {
             request = request.exclusive_start_key(PK, s(key));
@@ -307,8 +327,15 @@ impl Registry {
                 items.push(self.transact_item(change, now)?);
             }
             let token = crate::hash::sha256_hex(
-                format!("{}|{now}|{:?}", self.table, batch.iter().map(|c| (&c.name, &c.action)).collect::<Vec<_>>())
-                    .as_bytes(),
+                format!(
+                    "{}|{now}|{:?}",
+                    self.table,
+                    batch
+                        .iter()
+                        .map(|c| (&c.name, &c.action))
+                        .collect::<Vec<_>>()
+                )
+                .as_bytes(),
             );
             let result = self
                 .client
@@ -354,8 +381,8 @@ impl Registry {
                         Put::builder()
                             .table_name(&self.table)
                             .set_item(Some(values))
-                            .condition_expression("attribute_not_exists(#pk)")
-                            .expression_attribute_names("#pk", PK)
+                            .condition_expression(expr::CREATE_IF_ABSENT)
+                            .set_expression_attribute_names(Some(names(&[expr::CREATE_IF_ABSENT])))
                             .build()
                             .map_err(build_err)?,
                     )
@@ -375,21 +402,12 @@ impl Registry {
                         Update::builder()
                             .table_name(&self.table)
                             .key(PK, s(&key))
-                            .update_expression(format!(
-                                "SET {spec} = :{spec}, {hash} = :{hash}, {src} = :{src}, \
-                                 {ver} = :next, {upd} = :now, {due} = :due",
-                                spec = attr::SPEC,
-                                hash = attr::SPEC_HASH,
-                                src = attr::SOURCE_KEY,
-                                ver = attr::SPEC_VERSION,
-                                upd = attr::UPDATED_AT,
-                                due = attr::NEXT_RECONCILE_AT,
-                            ))
-                            .condition_expression(format!(
-                                "{} = :expected AND attribute_not_exists({})",
-                                attr::SPEC_VERSION,
-                                attr::DELETION_REQUESTED_AT
-                            ))
+                            .update_expression(expr::UPDATE_SPEC)
+                            .condition_expression(expr::SPEC_AT_VERSION)
+                            .set_expression_attribute_names(Some(names(&[
+                                expr::SPEC_AT_VERSION,
+                                expr::UPDATE_SPEC,
+                            ])))
                             .set_expression_attribute_values(Some(values))
                             .build()
                             .map_err(build_err)?,
@@ -401,16 +419,12 @@ impl Registry {
                     Update::builder()
                         .table_name(&self.table)
                         .key(PK, s(&key))
-                        .update_expression(format!(
-                            "SET {} = :now, {} = :due",
-                            attr::DELETION_REQUESTED_AT,
-                            attr::NEXT_RECONCILE_AT
-                        ))
-                        .condition_expression(format!(
-                            "{} = :expected AND attribute_not_exists({})",
-                            attr::SPEC_VERSION,
-                            attr::DELETION_REQUESTED_AT
-                        ))
+                        .update_expression(expr::MARK_DELETION)
+                        .condition_expression(expr::SPEC_AT_VERSION)
+                        .set_expression_attribute_names(Some(names(&[
+                            expr::SPEC_AT_VERSION,
+                            expr::MARK_DELETION,
+                        ])))
                         .expression_attribute_values(":expected", n(*version))
                         .expression_attribute_values(":now", to_attr_of(&Timestamp(now)))
                         .expression_attribute_values(":due", n(now))
@@ -456,7 +470,10 @@ impl Registry {
                     detail,
                 };
             }
-            if reasons.iter().any(|r| r.code() == Some("TransactionConflict")) {
+            if reasons
+                .iter()
+                .any(|r| r.code() == Some("TransactionConflict"))
+            {
                 return RegistryError::Conflict {
                     name: batch
                         .iter()
@@ -479,15 +496,12 @@ impl Registry {
             .update_item()
             .table_name(&self.table)
             .key(PK, s(stack_key(name)))
-            .update_expression(format!(
-                "SET {} = :now, {} = :due",
-                attr::DELETION_REQUESTED_AT,
-                attr::NEXT_RECONCILE_AT
-            ))
-            .condition_expression(format!(
-                "attribute_exists({PK}) AND attribute_not_exists({})",
-                attr::DELETION_REQUESTED_AT
-            ))
+            .update_expression(expr::MARK_DELETION)
+            .condition_expression(expr::EXISTS_NOT_DELETING)
+            .set_expression_attribute_names(Some(names(&[
+                expr::EXISTS_NOT_DELETING,
+                expr::MARK_DELETION,
+            ])))
             .expression_attribute_values(":now", to_attr_of(&Timestamp(now)))
             .expression_attribute_values(":due", n(now))
             .send()
@@ -505,31 +519,32 @@ impl Registry {
     /// Suspends or resumes an entry (the operator flag, apart from the spec's
     /// own `suspend`). Resuming makes the entry due at once. Returns whether
     /// anything changed.
-    pub async fn set_suspended(&self, name: &str, suspended: bool, now: EpochMillis) -> Result<bool> {
+    pub async fn set_suspended(
+        &self,
+        name: &str,
+        suspended: bool,
+        now: EpochMillis,
+    ) -> Result<bool> {
+        let condition = "attribute_exists(#pk) AND attribute_not_exists(#deletionRequestedAt) AND #suspended <> :flag";
+        // Resuming makes the entry due at once.
+        let update = if suspended {
+            "SET #suspended = :flag, #updatedAt = :now"
+        } else {
+            "SET #suspended = :flag, #updatedAt = :now, #nextReconcileAt = :due"
+        };
         let mut request = self
             .client
             .update_item()
             .table_name(&self.table)
             .key(PK, s(stack_key(name)))
-            .condition_expression(format!(
-                "attribute_exists({PK}) AND attribute_not_exists({}) AND {} <> :flag",
-                attr::DELETION_REQUESTED_AT,
-                attr::SUSPENDED
-            ))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names(&[update, condition])))
             .expression_attribute_values(":flag", AttributeValue::Bool(suspended))
             .expression_attribute_values(":now", to_attr_of(&Timestamp(now)));
-        request = if suspended {
-            request.update_expression(format!("SET {} = :flag, {} = :now", attr::SUSPENDED, attr::UPDATED_AT))
-        } else {
-            request
-                .update_expression(format!(
-                    "SET {} = :flag, {} = :now, {} = :due",
-                    attr::SUSPENDED,
-                    attr::UPDATED_AT,
-                    attr::NEXT_RECONCILE_AT
-                ))
-                .expression_attribute_values(":due", n(now))
-        };
+        if !suspended {
+            request = request.expression_attribute_values(":due", n(now));
+        }
         match request.send().await {
             Ok(_) => Ok(true),
             Err(e) if is_condition_failure(&e) => {
@@ -551,24 +566,24 @@ impl Registry {
     /// `status.next_reconcile_at` moves the entry in the scheduler's index.
     pub async fn write_status(&self, name: &str, owner: &str, status: &Status) -> Result<()> {
         let status = status.clone().bounded();
+        let condition = expr::HOLDS_LEASE;
+        let update = match status.next_reconcile_at {
+            Some(_) => "SET #status = :status, #nextReconcileAt = :due",
+            None => "SET #status = :status",
+        };
         let mut request = self
             .client
             .update_item()
             .table_name(&self.table)
             .key(PK, s(stack_key(name)))
-            .condition_expression(format!("{} = :owner", attr::LEASE_OWNER))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names(&[update, condition])))
             .expression_attribute_values(":owner", s(owner))
             .expression_attribute_values(":status", to_attr_of(&status));
-        request = match status.next_reconcile_at {
-            Some(at) => request
-                .update_expression(format!(
-                    "SET {} = :status, {} = :due",
-                    attr::STATUS,
-                    attr::NEXT_RECONCILE_AT
-                ))
-                .expression_attribute_values(":due", n(at.0)),
-            None => request.update_expression(format!("SET {} = :status", attr::STATUS)),
-        };
+        if let Some(at) = status.next_reconcile_at {
+            request = request.expression_attribute_values(":due", n(at.0));
+        }
         match request.send().await {
             Ok(_) => Ok(()),
             Err(e) if is_condition_failure(&e) => Err(self.lease_not_held(name, owner).await),
@@ -593,23 +608,25 @@ impl Registry {
     /// Takes the lease on a stack for `ttl`: when nobody holds it, when it has
     /// expired (a crashed run), or when `owner` already holds it (a retried
     /// step). Otherwise [`RegistryError::LeaseHeld`] names the holder.
-    pub async fn acquire_lease(&self, name: &str, owner: &str, ttl: Duration, now: EpochMillis) -> Result<Lease> {
+    pub async fn acquire_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+        now: EpochMillis,
+    ) -> Result<Lease> {
         let expires = now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
             .key(PK, s(stack_key(name)))
-            .update_expression(format!(
-                "SET {} = :owner, {} = :expires",
-                attr::LEASE_OWNER,
-                attr::LEASE_EXPIRES_AT
-            ))
-            .condition_expression(format!(
-                "attribute_exists({PK}) AND (attribute_not_exists({owner}) OR {expires} <= :now OR {owner} = :owner)",
-                owner = attr::LEASE_OWNER,
-                expires = attr::LEASE_EXPIRES_AT
-            ))
+            .update_expression(expr::TAKE_LEASE)
+            .condition_expression(expr::LEASE_FREE_EXPIRED_OR_MINE)
+            .set_expression_attribute_names(Some(names(&[
+                expr::LEASE_FREE_EXPIRED_OR_MINE,
+                expr::TAKE_LEASE,
+            ])))
             .expression_attribute_values(":owner", s(owner))
             .expression_attribute_values(":expires", n(expires))
             .expression_attribute_values(":now", n(now))
@@ -640,15 +657,22 @@ impl Registry {
     }
 
     /// Extends a lease its owner still holds.
-    pub async fn renew_lease(&self, name: &str, owner: &str, ttl: Duration, now: EpochMillis) -> Result<Lease> {
+    pub async fn renew_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+        now: EpochMillis,
+    ) -> Result<Lease> {
         let expires = now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
             .key(PK, s(stack_key(name)))
-            .update_expression(format!("SET {} = :expires", attr::LEASE_EXPIRES_AT))
-            .condition_expression(format!("{} = :owner", attr::LEASE_OWNER))
+            .update_expression(expr::EXTEND_LEASE)
+            .condition_expression(expr::HOLDS_LEASE)
+            .set_expression_attribute_names(Some(names(&[expr::HOLDS_LEASE, expr::EXTEND_LEASE])))
             .expression_attribute_values(":owner", s(owner))
             .expression_attribute_values(":expires", n(expires))
             .send()
@@ -671,19 +695,17 @@ impl Registry {
             .update_item()
             .table_name(&self.table)
             .key(PK, s(stack_key(name)))
-            .update_expression(format!(
-                "REMOVE {}, {}",
-                attr::LEASE_OWNER,
-                attr::LEASE_EXPIRES_AT
-            ))
-            .condition_expression(format!("{} = :owner", attr::LEASE_OWNER))
+            .update_expression(expr::DROP_LEASE)
+            .condition_expression(expr::HOLDS_LEASE)
+            .set_expression_attribute_names(Some(names(&[expr::HOLDS_LEASE, expr::DROP_LEASE])))
             .expression_attribute_values(":owner", s(owner))
             .send()
             .await;
         match result {
             Ok(_) => Ok(()),
             Err(e) if is_condition_failure(&e) => match self.lease_not_held(name, owner).await {
-                RegistryError::LeaseNotHeld { holder: None, .. } | RegistryError::NotFound { .. } => Ok(()),
+                RegistryError::LeaseNotHeld { holder: None, .. }
+                | RegistryError::NotFound { .. } => Ok(()),
                 other => Err(other),
             },
             Err(e) => Err(self.aws_error("UpdateItem", e)),
@@ -698,11 +720,8 @@ impl Registry {
             .delete_item()
             .table_name(&self.table)
             .key(PK, s(stack_key(name)))
-            .condition_expression(format!(
-                "{} = :owner AND attribute_exists({})",
-                attr::LEASE_OWNER,
-                attr::DELETION_REQUESTED_AT
-            ))
+            .condition_expression(expr::HOLDS_LEASE_AND_DELETING)
+            .set_expression_attribute_names(Some(names(&[expr::HOLDS_LEASE_AND_DELETING])))
             .expression_attribute_values(":owner", s(owner))
             .send()
             .await;
@@ -724,6 +743,37 @@ impl Registry {
     }
 }
 
+/// The conditions and updates of every write. Attribute names go through
+/// `#name` placeholders (several of ours, like `status` and `name`, are
+/// reserved words in DynamoDB expressions); see [`names`].
+mod expr {
+    /// A new entry: only if no entry has the name.
+    pub const CREATE_IF_ABSENT: &str = "attribute_not_exists(#pk)";
+    /// The entry is still as the plan saw it, and not being deleted.
+    pub const SPEC_AT_VERSION: &str =
+        "#specVersion = :expected AND attribute_not_exists(#deletionRequestedAt)";
+    /// A changed spec: new version, due at once.
+    pub const UPDATE_SPEC: &str = "SET #spec = :spec, #specHash = :specHash, #sourceKey = :sourceKey, #specVersion = :next, #updatedAt = :now, #nextReconcileAt = :due";
+    /// Deletion requested: due at once.
+    pub const MARK_DELETION: &str = "SET #deletionRequestedAt = :now, #nextReconcileAt = :due";
+    /// The entry exists and its deletion was not requested yet.
+    pub const EXISTS_NOT_DELETING: &str =
+        "attribute_exists(#pk) AND attribute_not_exists(#deletionRequestedAt)";
+    /// Nobody holds the lease, it expired, or the caller already holds it.
+    pub const LEASE_FREE_EXPIRED_OR_MINE: &str = "attribute_exists(#pk) AND (attribute_not_exists(#leaseOwner) OR #leaseExpiresAt <= :now OR #leaseOwner = :owner)";
+    /// Take or extend the lease.
+    pub const TAKE_LEASE: &str = "SET #leaseOwner = :owner, #leaseExpiresAt = :expires";
+    /// Extend the lease.
+    pub const EXTEND_LEASE: &str = "SET #leaseExpiresAt = :expires";
+    /// The caller holds the lease.
+    pub const HOLDS_LEASE: &str = "#leaseOwner = :owner";
+    /// Give the lease back.
+    pub const DROP_LEASE: &str = "REMOVE #leaseOwner, #leaseExpiresAt";
+    /// The caller holds the lease and the entry is being deleted.
+    pub const HOLDS_LEASE_AND_DELETING: &str =
+        "#leaseOwner = :owner AND attribute_exists(#deletionRequestedAt)";
+}
+
 /// The attributes that follow from a spec: the spec itself, its hash, its source key.
 fn spec_attributes(spec: &StackSpec) -> HashMap<String, AttributeValue> {
     HashMap::from([
@@ -741,6 +791,24 @@ fn decode_entry(item: &HashMap<String, AttributeValue>) -> Result<StackEntry> {
         key: item_key(item),
         detail,
     })
+}
+
+/// The `#name` placeholders used in DynamoDB expressions, mapped to the
+/// attribute names (`#status` → `status`): several of ours are reserved words.
+fn names(expressions: &[&str]) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for expression in expressions {
+        let mut rest = *expression;
+        while let Some(start) = rest.find('#') {
+            let tail = &rest[start + 1..];
+            let len = tail
+                .find(|c: char| !c.is_ascii_alphanumeric())
+                .unwrap_or(tail.len());
+            out.insert(format!("#{}", &tail[..len]), tail[..len].to_owned());
+            rest = &tail[len..];
+        }
+    }
+    out
 }
 
 fn is_condition_failure<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> bool {

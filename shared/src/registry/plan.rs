@@ -75,7 +75,8 @@ pub fn plan_apply(
     for spec in desired {
         let stack = (spec.effective_stack_name(), spec.region.as_deref());
         if let Some(other) = current.iter().find(|e| {
-            e.name != spec.name && (e.spec.effective_stack_name(), e.spec.region.as_deref()) == stack
+            e.name != spec.name
+                && (e.spec.effective_stack_name(), e.spec.region.as_deref()) == stack
         }) {
             conflicts.push(PlanConflict {
                 name: spec.name.clone(),
@@ -153,7 +154,9 @@ pub fn changed_fields(old: &StackSpec, new: &StackSpec) -> Vec<String> {
     for key in keys {
         match (old.get(key), new.get(key)) {
             (Some(a), Some(b)) if a == b => {}
-            (Some(serde_json::Value::Object(a)), Some(serde_json::Value::Object(b))) if key == "source" => {
+            (Some(serde_json::Value::Object(a)), Some(serde_json::Value::Object(b)))
+                if key == "source" =>
+            {
                 let inner: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
                 changed.extend(
                     inner
@@ -194,14 +197,28 @@ mod tests {
         let mut changed = spec("b");
         changed.source.path = "other.yaml".into();
         changed.tags.insert("team".into(), "x".into());
-        let current = vec![entry(spec("b"), 3), entry(spec("c"), 1), entry(spec("d"), 7)];
+        let current = vec![
+            entry(spec("b"), 3),
+            entry(spec("c"), 1),
+            entry(spec("d"), 7),
+        ];
         let plan = plan_apply(&[spec("a"), changed, spec("c")], &current, true).unwrap();
-        let actions: Vec<(&str, &Action)> = plan.changes.iter().map(|c| (c.name.as_str(), &c.action)).collect();
+        let actions: Vec<(&str, &Action)> = plan
+            .changes
+            .iter()
+            .map(|c| (c.name.as_str(), &c.action))
+            .collect();
         assert_eq!(
             actions,
             vec![
                 ("a", &Action::Create),
-                ("b", &Action::Update { from: 3, changed: vec!["source.path".into(), "tags".into()] }),
+                (
+                    "b",
+                    &Action::Update {
+                        from: 3,
+                        changed: vec!["source.path".into(), "tags".into()]
+                    }
+                ),
                 ("c", &Action::Unchanged { version: 1 }),
                 ("d", &Action::Prune { version: 7 }),
             ]
@@ -231,6 +248,10 @@ mod tests {
         twin.stack_name = Some("existing".into());
         let err = plan_apply(&[twin], &[entry(spec("existing"), 1)], true).unwrap_err();
         assert_eq!(err[0].field, "stackName");
-        assert!(err[0].message.contains("\"existing\" already manages"), "{}", err[0].message);
+        assert!(
+            err[0].message.contains("\"existing\" already manages"),
+            "{}",
+            err[0].message
+        );
     }
 }

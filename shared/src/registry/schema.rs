@@ -64,19 +64,34 @@ pub struct IndexSchema {
 }
 
 /// The table's partition key.
-pub const TABLE_KEY: KeyAttribute = KeyAttribute { name: PK, kind: "S" };
+pub const TABLE_KEY: KeyAttribute = KeyAttribute {
+    name: PK,
+    kind: "S",
+};
 
 /// The table's two indexes.
 pub const INDEXES: [IndexSchema; 2] = [
     IndexSchema {
         name: INDEX_BY_NEXT_RECONCILE,
-        partition: KeyAttribute { name: attr::SCHED_SHARD, kind: "S" },
-        sort: KeyAttribute { name: attr::NEXT_RECONCILE_AT, kind: "N" },
+        partition: KeyAttribute {
+            name: attr::SCHED_SHARD,
+            kind: "S",
+        },
+        sort: KeyAttribute {
+            name: attr::NEXT_RECONCILE_AT,
+            kind: "N",
+        },
     },
     IndexSchema {
         name: INDEX_BY_SOURCE,
-        partition: KeyAttribute { name: attr::SOURCE_KEY, kind: "S" },
-        sort: KeyAttribute { name: PK, kind: "S" },
+        partition: KeyAttribute {
+            name: attr::SOURCE_KEY,
+            kind: "S",
+        },
+        sort: KeyAttribute {
+            name: PK,
+            kind: "S",
+        },
     },
 ];
 
@@ -101,7 +116,10 @@ fn scalar(kind: &str) -> ScalarAttributeType {
     }
 }
 
-fn key(attr: KeyAttribute, key_type: KeyType) -> Result<KeySchemaElement, aws_sdk_dynamodb::error::BuildError> {
+fn key(
+    attr: KeyAttribute,
+    key_type: KeyType,
+) -> Result<KeySchemaElement, aws_sdk_dynamodb::error::BuildError> {
     KeySchemaElement::builder()
         .attribute_name(attr.name)
         .key_type(key_type)
@@ -112,7 +130,10 @@ fn key(attr: KeyAttribute, key_type: KeyType) -> Result<KeySchemaElement, aws_sd
 pub fn create_table_request(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
-) -> Result<aws_sdk_dynamodb::operation::create_table::builders::CreateTableFluentBuilder, aws_sdk_dynamodb::error::BuildError> {
+) -> Result<
+    aws_sdk_dynamodb::operation::create_table::builders::CreateTableFluentBuilder,
+    aws_sdk_dynamodb::error::BuildError,
+> {
     let mut attributes = vec![TABLE_KEY];
     for index in INDEXES {
         for a in [index.partition, index.sort] {
@@ -140,7 +161,11 @@ pub fn create_table_request(
                 .index_name(index.name)
                 .key_schema(key(index.partition, KeyType::Hash)?)
                 .key_schema(key(index.sort, KeyType::Range)?)
-                .projection(Projection::builder().projection_type(ProjectionType::All).build())
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::All)
+                        .build(),
+                )
                 .build()?,
         );
     }
@@ -154,8 +179,9 @@ mod tests {
     #[test]
     fn shards_are_stable_and_in_range() {
         assert_eq!(sched_shard("orders-queue"), sched_shard("orders-queue"));
-        let shards: std::collections::BTreeSet<String> =
-            (0..100).map(|i| sched_shard(&format!("stack-{i}"))).collect();
+        let shards: std::collections::BTreeSet<String> = (0..100)
+            .map(|i| sched_shard(&format!("stack-{i}")))
+            .collect();
         assert_eq!(shards.len(), SCHED_SHARDS as usize);
     }
 }
