@@ -1,1 +1,127 @@
-fn main() {}
+//! `stacksync`: manage the registry of stacks and see their status.
+//!
+//! Exit codes: 0 success, 1 error (the message says what and where), 2 usage.
+
+mod commands;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Serverless GitOps for AWS CloudFormation: keep every registered stack in step with its template in Git.
+#[derive(Debug, Parser)]
+#[command(name = "stacksync", version, propagate_version = true)]
+pub struct Cli {
+    /// The registry's DynamoDB table.
+    #[arg(
+        long,
+        env = "STACKSYNC_TABLE",
+        default_value = "stacksync",
+        global = true
+    )]
+    pub table: String,
+    /// AWS region (default: the standard chain: AWS_REGION, the profile).
+    #[arg(long, global = true)]
+    pub region: Option<String>,
+    /// AWS named profile (default: AWS_PROFILE, else `default`).
+    #[arg(long, global = true)]
+    pub profile: Option<String>,
+    /// Endpoint for every AWS service, e.g. a local emulator (default: AWS_ENDPOINT_URL).
+    #[arg(long, global = true)]
+    pub endpoint_url: Option<String>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Output::Table, global = true)]
+    pub output: Output,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create the registry table (if it does not exist) and wait until it is ready.
+    Init,
+    /// Register or update the stacks of a stacks.yaml file.
+    Apply {
+        /// The stacks file (YAML, a `stacks:` list).
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// Mark registry entries that are not in the file for deletion.
+        #[arg(long)]
+        prune: bool,
+        /// Show what would change; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Check a stacks.yaml file without touching AWS.
+    Validate {
+        /// The stacks file.
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+    },
+    /// List the registered stacks and their specs.
+    List,
+    /// Show one registered stack: spec, status, lease.
+    Get {
+        /// The entry's name.
+        name: String,
+    },
+    /// Remove an entry: its stack is deleted only if the entry says `destroyOnDelete: true`.
+    Delete {
+        /// The entry's name.
+        name: String,
+    },
+    /// Stop reconciling a stack until `resume` (whatever stacks.yaml says).
+    Suspend {
+        /// The entry's name.
+        name: String,
+    },
+    /// Reconcile a suspended stack again, at once.
+    Resume {
+        /// The entry's name.
+        name: String,
+    },
+    /// A table of every stack's sync status (or only the named ones).
+    Status {
+        /// Entries to show (default: all).
+        names: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STACKSYNC_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(commands::run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

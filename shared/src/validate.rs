@@ -325,8 +325,8 @@ pub fn parse_arn(arn: &str) -> Result<Arn<'_>, String> {
     ) {
         return Err(format!("{arn:?} has an unknown partition {partition:?}"));
     }
-    if !account.is_empty() && !(account.len() == 12 && account.chars().all(|c| c.is_ascii_digit()))
-    {
+    let twelve_digits = account.len() == 12 && account.chars().all(|c| c.is_ascii_digit());
+    if !account.is_empty() && !twelve_digits {
         return Err(format!(
             "{arn:?} has {account:?} as account id: it must be 12 digits"
         ));

@@ -29,6 +29,8 @@ pub fn repo_root() -> PathBuf {
 #[derive(Debug)]
 pub struct Emulator {
     endpoint: String,
+    /// The watchdog of a server this process started; it ends with us.
+    _watchdog: Option<std::process::Child>,
 }
 
 impl Emulator {
@@ -36,7 +38,10 @@ impl Emulator {
     pub fn shared() -> &'static Emulator {
         static EMULATOR: OnceLock<Emulator> = OnceLock::new();
         EMULATOR.get_or_init(|| match std::env::var("STACKSYNC_TEST_ENDPOINT") {
-            Ok(endpoint) if !endpoint.is_empty() => Emulator { endpoint },
+            Ok(endpoint) if !endpoint.is_empty() => Emulator {
+                endpoint,
+                _watchdog: None,
+            },
             _ => Emulator::start_private(),
         })
     }
@@ -60,7 +65,7 @@ impl Emulator {
              while kill -0 {parent} 2>/dev/null && kill -0 $server 2>/dev/null; do sleep 0.5; done",
             parent = std::process::id()
         );
-        Command::new("bash")
+        let watchdog = Command::new("bash")
             .arg("-c")
             .arg(watchdog)
             .stdin(Stdio::null())
@@ -75,7 +80,10 @@ impl Emulator {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        Emulator { endpoint }
+        Emulator {
+            endpoint,
+            _watchdog: Some(watchdog),
+        }
     }
 
     /// `http://127.0.0.1:PORT`.

@@ -1,4 +1,5 @@
 //! The registry against a real DynamoDB API (moto server on 127.0.0.1).
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 use std::time::Duration;
 

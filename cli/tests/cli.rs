@@ -1,0 +1,454 @@
+//! The `stacksync` binary against the emulator: what a person types, what they see.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use stacksync::registry::{Registry, StackEntry};
+use stacksync_testkit::{Emulator, unique_name};
+
+struct Cli {
+    table: String,
+    dir: PathBuf,
+}
+
+impl Cli {
+    async fn new(prefix: &str) -> (Cli, Registry) {
+        let registry = Emulator::shared().new_registry(prefix).await;
+        let dir = std::env::temp_dir().join(unique_name(prefix));
+        std::fs::create_dir_all(&dir).unwrap();
+        (
+            Cli {
+                table: registry.table().to_owned(),
+                dir,
+            },
+            registry,
+        )
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
+        cmd.args(args)
+            .env("STACKSYNC_TABLE", &self.table)
+            .env_remove("AWS_PROFILE");
+        for (k, v) in Emulator::shared().env() {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("stacksync runs")
+    }
+
+    fn file(&self, name: &str, text: &str) -> String {
+        let path = self.dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const GOOD: &str = "\
+stacks:
+  - name: orders-queue
+    stackName: prod-orders-queue
+    source:
+      git: https://github.com/acme/infra.git
+      path: queues/orders.yaml
+    parameters: { RetentionDays: 14 }
+    tags: { team: orders }
+  - name: billing
+    source: { git: https://github.com/acme/infra.git, path: billing.yaml }
+    destroyOnDelete: true
+";
+
+/// An entry to put after a good one, so errors must name the right entry.
+fn with_bad_entry(entry: &str) -> String {
+    format!("{GOOD}  - name: bad-one\n{entry}")
+}
+
+async fn snapshot(registry: &Registry) -> Vec<StackEntry> {
+    registry.list().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_kind_of_bad_file_gets_one_clear_error_exit_1_and_writes_nothing() {
+    let (cli, registry) = Cli::new("cli-bad").await;
+    let good = cli.file("good.yaml", GOOD);
+    assert!(cli.run(&["apply", "-f", &good]).status.success());
+    let before = snapshot(&registry).await;
+    assert_eq!(before.len(), 2);
+
+    let source = "    source: { git: https://github.com/acme/infra.git, path: x.yaml }\n";
+    let many_tags: String = (0..51).map(|i| format!("k{i}: v, ")).collect();
+    // (what is wrong, file text, what the one error line must contain)
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        (
+            "bad YAML",
+            format!("{GOOD}  - name: [oops\n"),
+            vec!["not valid YAML", "line 13"],
+        ),
+        (
+            "unknown field",
+            with_bad_entry(&format!("{source}    sorce: x\n")),
+            vec!["stacks[2] (bad-one)", "unknown field `sorce`"],
+        ),
+        (
+            "unknown field in source",
+            with_bad_entry("    source: { git: https://h/r.git, pth: x.yaml }\n"),
+            vec![
+                "stacks[2] (bad-one)",
+                "field source.pth",
+                "unknown field `pth`",
+            ],
+        ),
+        (
+            "missing source",
+            with_bad_entry("    region: us-east-1\n"),
+            vec!["stacks[2] (bad-one)", "missing field `source`"],
+        ),
+        (
+            "duplicate name",
+            format!("{GOOD}  - name: billing\n{source}"),
+            vec![
+                "stacks[2] (billing)",
+                "field name",
+                "already the name of stacks[1]",
+            ],
+        ),
+        (
+            "two entries, one stack",
+            format!("{GOOD}  - name: other\n    stackName: prod-orders-queue\n{source}"),
+            vec!["stacks[2] (other)", "field stackName", "already manages"],
+        ),
+        (
+            "bad stack name",
+            format!("{GOOD}  - name: bad_one\n{source}"),
+            vec!["stacks[2] (bad_one)", "field name", "contains '_'"],
+        ),
+        (
+            "escaping path",
+            with_bad_entry("    source: { git: https://h/r.git, path: ../../etc/passwd }\n"),
+            vec![
+                "stacks[2] (bad-one)",
+                "field source.path",
+                "leaves the source",
+            ],
+        ),
+        (
+            "absolute path",
+            with_bad_entry("    source: { git: https://h/r.git, path: /etc/passwd }\n"),
+            vec!["stacks[2] (bad-one)", "field source.path", "is absolute"],
+        ),
+        (
+            "escaping parameter file",
+            with_bad_entry(&format!("{source}    parameterFile: a/../../p.json\n")),
+            vec!["field parameterFile", "leaves the source"],
+        ),
+        (
+            "bad role ARN",
+            with_bad_entry(&format!("{source}    roleArn: arn:aws:iam::12345:role/x\n")),
+            vec!["stacks[2] (bad-one)", "field roleArn", "12 digits"],
+        ),
+        (
+            "not a role",
+            with_bad_entry(&format!(
+                "{source}    assumeRoleArn: arn:aws:iam::111122223333:user/x\n"
+            )),
+            vec!["field assumeRoleArn", "does not name a role"],
+        ),
+        (
+            "bad duration",
+            with_bad_entry(&format!("{source}    interval: 10x\n")),
+            vec!["stacks[2] (bad-one)", "field interval", "is not a duration"],
+        ),
+        (
+            "duration without unit",
+            with_bad_entry(&format!("{source}    retryInterval: 30\n")),
+            vec!["field retryInterval", "has no unit"],
+        ),
+        (
+            "duration out of range",
+            with_bad_entry(&format!("{source}    pollInterval: 1h\n")),
+            vec!["field pollInterval", "out of range"],
+        ),
+        (
+            "too many tags",
+            with_bad_entry(&format!("{source}    tags: {{ {many_tags} }}\n")),
+            vec!["stacks[2] (bad-one)", "field tags", "at most 50"],
+        ),
+        (
+            "reserved tag",
+            with_bad_entry(&format!("{source}    tags: {{ 'aws:owner': me }}\n")),
+            vec!["field tags.aws:owner", "reserved"],
+        ),
+        (
+            "unknown capability",
+            with_bad_entry(&format!(
+                "{source}    capabilities: [CAPABILITY_EVERYTHING]\n"
+            )),
+            vec![
+                "stacks[2] (bad-one)",
+                "field capabilities[0]",
+                "unknown variant `CAPABILITY_EVERYTHING`",
+            ],
+        ),
+        (
+            "bad region",
+            with_bad_entry(&format!("{source}    region: moon-base-1\n")),
+            vec!["stacks[2] (bad-one)", "field region", "not an AWS region"],
+        ),
+        (
+            "git and s3",
+            with_bad_entry(
+                "    source: { git: https://h/r.git, s3: 's3://bkt/k.zip', path: t.yaml }\n",
+            ),
+            vec!["field source", "exactly one of"],
+        ),
+        (
+            "credentials in URL",
+            with_bad_entry(
+                "    source: { git: 'https://user:token@github.com/a/b.git', path: t.yaml }\n",
+            ),
+            vec!["field source.git", "credentialsSecret"],
+        ),
+        (
+            "oversized parameter",
+            with_bad_entry(&format!(
+                "{source}    parameters: {{ Big: {} }}\n",
+                "x".repeat(4097)
+            )),
+            vec!["field parameters.Big", "4096"],
+        ),
+        (
+            "tags not a map",
+            with_bad_entry(&format!("{source}    tags: [a, b]\n")),
+            vec!["stacks[2] (bad-one)", "field tags"],
+        ),
+        (
+            "no stacks list",
+            "stack:\n  - name: a\n".to_owned(),
+            vec!["no `stacks:` list"],
+        ),
+    ];
+    assert!(cases.len() >= 12);
+    for (what, text, expected) in &cases {
+        let path = cli.file("bad.yaml", text);
+        for args in [
+            vec!["apply", "-f", &path],
+            vec!["apply", "-f", &path, "--prune"],
+        ] {
+            let out = cli.run(&args);
+            let err = stderr(&out);
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{what}: exit code; stderr: {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "{what}: one error line, got: {err}");
+            assert!(
+                err.starts_with("error: ") && err.contains("bad.yaml"),
+                "{what}: names the file: {err}"
+            );
+            for fragment in expected {
+                assert!(
+                    err.contains(fragment),
+                    "{what}: expected {fragment:?} in: {err}"
+                );
+            }
+            assert!(stdout(&out).is_empty(), "{what}: nothing printed as done");
+        }
+        assert_eq!(
+            snapshot(&registry).await,
+            before,
+            "{what}: the table is unchanged"
+        );
+    }
+
+    let missing = cli.run(&["apply", "-f", "/nonexistent/stacks.yaml"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(stderr(&missing).contains("cannot read /nonexistent/stacks.yaml"));
+    assert_eq!(snapshot(&registry).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_entry_that_would_take_over_another_entrys_stack_is_refused() {
+    let (cli, registry) = Cli::new("cli-takeover").await;
+    assert!(
+        cli.run(&["apply", "-f", &cli.file("a.yaml", GOOD)])
+            .status
+            .success()
+    );
+    let before = snapshot(&registry).await;
+    let other_team = "stacks:\n  - name: sneaky\n    stackName: prod-orders-queue\n    source: { git: https://h/r.git, path: t.yaml }\n";
+    let out = cli.run(&["apply", "-f", &cli.file("b.yaml", other_team)]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("stacks[0] (sneaky): field stackName: the registry entry \"orders-queue\" already manages"), "{err}");
+    assert_eq!(snapshot(&registry).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn apply_dry_run_prune_and_reapply_say_what_they_do() {
+    let (cli, registry) = Cli::new("cli-apply").await;
+    let good = cli.file("good.yaml", GOOD);
+
+    let dry = cli.run(&["apply", "-f", &good, "--dry-run"]);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    assert!(stdout(&dry).contains("would create"), "{}", stdout(&dry));
+    assert!(
+        snapshot(&registry).await.is_empty(),
+        "a dry run writes nothing"
+    );
+
+    let first = cli.run(&["apply", "-f", &good]);
+    assert!(
+        stdout(&first).contains("orders-queue  created"),
+        "{}",
+        stdout(&first)
+    );
+    let again = cli.run(&["-o", "json", "apply", "-f", &good]);
+    let report: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(report["changes"][0]["action"], "unchanged");
+    assert_eq!(report["changes"][1]["action"], "unchanged");
+
+    let changed = GOOD.replace("team: orders", "team: payments").replace("  - name: billing\n    source: { git: https://github.com/acme/infra.git, path: billing.yaml }\n    destroyOnDelete: true\n", "");
+    let changed = cli.file("changed.yaml", &changed);
+    let plan = cli.run(&["apply", "-f", &changed, "--prune", "--dry-run"]);
+    let text = stdout(&plan);
+    assert!(
+        text.contains("orders-queue  would update  specVersion 1 → 2 (changed: tags)"),
+        "{text}"
+    );
+    assert!(text.contains("billing       would prune"), "{text}");
+    assert_eq!(
+        snapshot(&registry)
+            .await
+            .iter()
+            .map(|e| e.spec_version)
+            .collect::<Vec<_>>(),
+        [1, 1]
+    );
+
+    let out = cli.run(&["-o", "yaml", "apply", "-f", &changed, "--prune"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let entries = snapshot(&registry).await;
+    assert!(
+        entries[0].deletion_requested_at.is_some(),
+        "billing is marked for deletion"
+    );
+    assert_eq!(entries[1].spec_version, 2);
+    assert_eq!(entries[1].spec.tags["team"], "payments");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn get_list_status_suspend_resume_delete_from_the_command_line() {
+    let (cli, _registry) = Cli::new("cli-ops").await;
+    assert!(
+        cli.run(&["apply", "-f", &cli.file("good.yaml", GOOD)])
+            .status
+            .success()
+    );
+
+    let status = stdout(&cli.run(&["status"]));
+    let header = status.lines().next().unwrap();
+    for column in [
+        "NAME",
+        "PHASE",
+        "STACK STATUS",
+        "REVISION",
+        "LAST RECONCILE",
+        "MESSAGE",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    assert!(status.contains("orders-queue  Pending"), "{status}");
+
+    let list = stdout(&cli.run(&["list"]));
+    assert!(list.contains("prod-orders-queue"), "{list}");
+    let got: serde_json::Value =
+        serde_json::from_slice(&cli.run(&["-o", "json", "get", "orders-queue"]).stdout).unwrap();
+    assert_eq!(got["spec"]["parameters"]["RetentionDays"], "14");
+    assert_eq!(got["specVersion"], 1);
+
+    assert!(cli.run(&["suspend", "orders-queue"]).status.success());
+    let rows: serde_json::Value =
+        serde_json::from_slice(&cli.run(&["-o", "json", "status", "orders-queue"]).stdout).unwrap();
+    assert_eq!(rows[0]["phase"], "Suspended");
+    assert!(cli.run(&["resume", "orders-queue"]).status.success());
+    let rows: serde_json::Value =
+        serde_json::from_slice(&cli.run(&["-o", "json", "status"]).stdout).unwrap();
+    assert_eq!(rows[1]["phase"], "Pending");
+
+    let deleted = cli.run(&["delete", "billing"]);
+    assert!(
+        stdout(&deleted).contains("will be deleted (destroyOnDelete: true)"),
+        "{}",
+        stdout(&deleted)
+    );
+    let kept = cli.run(&["delete", "orders-queue"]);
+    assert!(
+        stdout(&kept).contains("will be left in place"),
+        "{}",
+        stdout(&kept)
+    );
+    let status = stdout(&cli.run(&["status"]));
+    assert!(status.contains("billing       Deleting"), "{status}");
+
+    for args in [
+        vec!["get", "nope"],
+        vec!["delete", "nope"],
+        vec!["suspend", "nope"],
+        vec!["status", "nope"],
+    ] {
+        let out = cli.run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            stderr(&out).contains("no stack named"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn usage_errors_exit_2_and_missing_tables_or_regions_are_explained() {
+    let (cli, _registry) = Cli::new("cli-usage").await;
+    for args in [
+        vec!["bogus"],
+        vec!["apply"],
+        vec!["get"],
+        vec!["-o", "xml", "list"],
+    ] {
+        assert_eq!(cli.run(&args).status.code(), Some(2), "{args:?}");
+    }
+    let out = cli.run(&["--table", "no-such-table", "status"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("run `stacksync init`"),
+        "{}",
+        stderr(&out)
+    );
+
+    let no_region = Command::new(env!("CARGO_BIN_EXE_stacksync"))
+        .args(["status"])
+        .env_clear()
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap();
+    assert_eq!(no_region.status.code(), Some(1));
+    assert!(
+        stderr(&no_region).contains("no AWS region"),
+        "{}",
+        stderr(&no_region)
+    );
+
+    let valid = cli.run(&["validate", "-f", &cli.file("v.yaml", GOOD)]);
+    assert!(stdout(&valid).contains("2 entries, all valid"));
+}
