@@ -13,6 +13,7 @@ pub mod clock;
 pub mod duration;
 pub mod hash;
 pub mod manifest;
+pub mod reconcile;
 pub mod registry;
 pub mod source;
 pub mod spec;

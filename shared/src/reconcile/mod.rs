@@ -1,0 +1,5 @@
+//! The reconcile engine: the decision table, and (as they land) the ports and
+//! handlers the state machine's steps run.
+
+pub mod decide;
+pub mod status;
