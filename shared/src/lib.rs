@@ -8,6 +8,8 @@
 //! - [`duration`], [`source`], [`hash`], [`clock`]: small value types and helpers.
 //! - [`aws`]: building SDK clients from the standard configuration chain.
 
+pub mod adapters;
+pub mod artifact;
 pub mod aws;
 pub mod clock;
 pub mod duration;
@@ -18,6 +20,7 @@ pub mod registry;
 pub mod source;
 pub mod spec;
 pub mod status;
+pub mod template;
 pub mod validate;
 
 pub use duration::Duration;

@@ -2,4 +2,5 @@
 //! handlers the state machine's steps run.
 
 pub mod decide;
+pub mod ports;
 pub mod status;

@@ -1,0 +1,292 @@
+//! The CloudFormation port on the AWS SDK.
+//!
+//! Quirks turned into domain values here:
+//! - "Stack with id … does not exist" (a `ValidationError`) → not found, for
+//!   stacks and, in the emulator, for change sets too;
+//! - `ChangeSetNotFound` → not found;
+//! - `AlreadyExistsException` on CreateChangeSet → fine (a retried step);
+//! - "No updates are to be performed." on CreateChangeSet → nothing to change.
+
+use aws_sdk_cloudformation::Client;
+use aws_sdk_cloudformation::types::{
+    Capability, ChangeSetType, Parameter, RollbackConfiguration, RollbackTrigger, Tag,
+};
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+use aws_smithy_runtime_api::client::result::SdkError;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+
+use super::port_error;
+use crate::reconcile::decide::ChangeSetKind;
+use crate::reconcile::ports::{
+    ChangeSetInfo, ChangeSetRequest, CloudFormation, Created, PortError, PortResult, StackEvent,
+    StackInfo,
+};
+use crate::reconcile::status::{
+    ChangeSetStatus, ExecutionStatus, StackStatus, is_empty_change_set_reason,
+};
+
+/// CloudFormation through the SDK, for one region and set of credentials.
+#[derive(Debug, Clone)]
+pub struct SdkCloudFormation {
+    client: Client,
+}
+
+impl SdkCloudFormation {
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+fn is_not_found<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> bool {
+    matches!(
+        err.code(),
+        Some("ChangeSetNotFound" | "ChangeSetNotFoundException")
+    ) || (err.code() == Some("ValidationError")
+        && err.message().is_some_and(|m| m.contains("does not exist")))
+}
+
+fn millis(t: Option<&aws_smithy_types::DateTime>) -> i64 {
+    t.and_then(|t| t.to_millis().ok()).unwrap_or(0)
+}
+
+impl CloudFormation for SdkCloudFormation {
+    async fn describe_stack(&self, stack: &str) -> PortResult<Option<StackInfo>> {
+        match self.client.describe_stacks().stack_name(stack).send().await {
+            Ok(out) => Ok(out.stacks().first().map(|s| StackInfo {
+                stack_id: s.stack_id().unwrap_or_default().to_owned(),
+                status: StackStatus::parse(s.stack_status().map(|v| v.as_str()).unwrap_or("")),
+                reason: s.stack_status_reason().map(str::to_owned),
+            })),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(port_error("DescribeStacks", &e)),
+        }
+    }
+
+    async fn create_change_set(&self, r: &ChangeSetRequest) -> PortResult<Created> {
+        let mut request = self
+            .client
+            .create_change_set()
+            .stack_name(&r.stack_name)
+            .change_set_name(&r.change_set_name)
+            .change_set_type(match r.kind {
+                ChangeSetKind::Create => ChangeSetType::Create,
+                ChangeSetKind::Update => ChangeSetType::Update,
+            })
+            .template_url(&r.template_url)
+            .description(&r.description)
+            .set_role_arn(r.role_arn.clone())
+            .set_notification_arns(Some(r.notification_arns.clone()));
+        for (key, value) in &r.parameters {
+            request = request.parameters(
+                Parameter::builder()
+                    .parameter_key(key)
+                    .parameter_value(value)
+                    .build(),
+            );
+        }
+        for (key, value) in &r.tags {
+            request = request.tags(Tag::builder().key(key).value(value).build());
+        }
+        for cap in &r.capabilities {
+            request = request.capabilities(Capability::from(cap.as_str()));
+        }
+        if !r.rollback_triggers.is_empty() || r.rollback_monitoring_minutes.is_some() {
+            let mut config = RollbackConfiguration::builder()
+                .set_monitoring_time_in_minutes(r.rollback_monitoring_minutes);
+            for (arn, kind) in &r.rollback_triggers {
+                let trigger = RollbackTrigger::builder().arn(arn).r#type(kind).build();
+                config = config.rollback_triggers(trigger);
+            }
+            request = request.rollback_configuration(config.build());
+        }
+        match request.send().await {
+            Ok(_) => Ok(Created::ChangeSet),
+            Err(e) if e.code() == Some("AlreadyExistsException") => Ok(Created::ChangeSet),
+            Err(e)
+                if e.code() == Some("ValidationError")
+                    && e.message().is_some_and(is_empty_change_set_reason) =>
+            {
+                Ok(Created::NothingToChange)
+            }
+            Err(e) => Err(port_error("CreateChangeSet", &e)),
+        }
+    }
+
+    async fn describe_change_set(
+        &self,
+        stack: &str,
+        name: &str,
+    ) -> PortResult<Option<ChangeSetInfo>> {
+        match self
+            .client
+            .describe_change_set()
+            .stack_name(stack)
+            .change_set_name(name)
+            .send()
+            .await
+        {
+            Ok(out) => {
+                let status = out.status().map(|s| s.as_str()).unwrap_or("");
+                let execution = out.execution_status().map(|s| s.as_str()).unwrap_or("");
+                Ok(Some(ChangeSetInfo {
+                    status: ChangeSetStatus::parse(status).ok_or_else(|| {
+                        PortError::Rejected(format!("change set {name}: unknown status {status:?}"))
+                    })?,
+                    execution: ExecutionStatus::parse(execution)
+                        .unwrap_or(ExecutionStatus::Unavailable),
+                    reason: out.status_reason().map(str::to_owned),
+                    changes: out.changes().len(),
+                }))
+            }
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(port_error("DescribeChangeSet", &e)),
+        }
+    }
+
+    async fn execute_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
+        self.client
+            .execute_change_set()
+            .stack_name(stack)
+            .change_set_name(name)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| port_error("ExecuteChangeSet", &e))
+    }
+
+    async fn delete_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
+        match self
+            .client
+            .delete_change_set()
+            .stack_name(stack)
+            .change_set_name(name)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(port_error("DeleteChangeSet", &e)),
+        }
+    }
+
+    async fn list_change_sets(&self, stack: &str) -> PortResult<Vec<String>> {
+        let mut names = Vec::new();
+        let mut token = None;
+        loop {
+            let out = match self
+                .client
+                .list_change_sets()
+                .stack_name(stack)
+                .set_next_token(token)
+                .send()
+                .await
+            {
+                Ok(out) => out,
+                Err(e) if is_not_found(&e) => return Ok(names),
+                Err(e) => return Err(port_error("ListChangeSets", &e)),
+            };
+            // The emulator ignores StackName: keep only this stack's change sets.
+            names.extend(
+                out.summaries()
+                    .iter()
+                    .filter(|s| s.stack_name() == Some(stack))
+                    .filter_map(|s| s.change_set_name().map(str::to_owned)),
+            );
+            match out.next_token() {
+                Some(t) => token = Some(t.to_owned()),
+                None => return Ok(names),
+            }
+        }
+    }
+
+    async fn delete_stack(&self, stack: &str, role_arn: Option<&str>) -> PortResult<()> {
+        self.client
+            .delete_stack()
+            .stack_name(stack)
+            .set_role_arn(role_arn.map(str::to_owned))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| port_error("DeleteStack", &e))
+    }
+
+    async fn continue_update_rollback(
+        &self,
+        stack: &str,
+        role_arn: Option<&str>,
+    ) -> PortResult<()> {
+        self.client
+            .continue_update_rollback()
+            .stack_name(stack)
+            .set_role_arn(role_arn.map(str::to_owned))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| port_error("ContinueUpdateRollback", &e))
+    }
+
+    async fn set_termination_protection(&self, stack: &str, enabled: bool) -> PortResult<()> {
+        self.client
+            .update_termination_protection()
+            .stack_name(stack)
+            .enable_termination_protection(enabled)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| port_error("UpdateTerminationProtection", &e))
+    }
+
+    async fn set_stack_policy(&self, stack: &str, policy_json: &str) -> PortResult<()> {
+        self.client
+            .set_stack_policy()
+            .stack_name(stack)
+            .stack_policy_body(policy_json)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| port_error("SetStackPolicy", &e))
+    }
+
+    async fn events_since(&self, stack: &str, since: i64) -> PortResult<Vec<StackEvent>> {
+        let mut events = Vec::new();
+        let mut token = None;
+        'pages: loop {
+            let out = match self
+                .client
+                .describe_stack_events()
+                .stack_name(stack)
+                .set_next_token(token)
+                .send()
+                .await
+            {
+                Ok(out) => out,
+                Err(e) if is_not_found(&e) => break,
+                Err(e) => return Err(port_error("DescribeStackEvents", &e)),
+            };
+            // Newest first: stop at the first event older than `since`.
+            for e in out.stack_events() {
+                let timestamp = millis(e.timestamp());
+                if timestamp < since {
+                    break 'pages;
+                }
+                events.push(StackEvent {
+                    event_id: e.event_id().unwrap_or_default().to_owned(),
+                    timestamp,
+                    logical_id: e.logical_resource_id().unwrap_or_default().to_owned(),
+                    resource_type: e.resource_type().unwrap_or_default().to_owned(),
+                    status: e
+                        .resource_status()
+                        .map(|s| s.as_str().to_owned())
+                        .unwrap_or_default(),
+                    reason: e.resource_status_reason().map(str::to_owned),
+                });
+            }
+            match out.next_token() {
+                Some(t) => token = Some(t.to_owned()),
+                None => break,
+            }
+        }
+        events.reverse();
+        Ok(events)
+    }
+}

@@ -1,0 +1,164 @@
+//! The ports the reconcile steps speak through. They speak the domain, not the
+//! SDK: adapters (`crate::adapters`) turn AWS quirks into these values and
+//! errors once, and tests plug in scripted fakes.
+
+use std::future::Future;
+
+use super::decide::ChangeSetKind;
+use super::status::{ChangeSetStatus, ExecutionStatus, StackStatus};
+
+/// What went wrong talking to a service, in the terms the steps act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PortError {
+    /// Throttling, a timeout, a 5xx: worth retrying with backoff.
+    #[error("{0} (transient; will be retried)")]
+    Transient(String),
+    /// The request itself was refused: retrying the same request will not help.
+    #[error("{0}")]
+    Rejected(String),
+}
+
+pub type PortResult<T> = Result<T, PortError>;
+
+/// A stack as described.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackInfo {
+    pub stack_id: String,
+    pub status: StackStatus,
+    pub reason: Option<String>,
+}
+
+/// A change set as described.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeSetInfo {
+    pub status: ChangeSetStatus,
+    pub execution: ExecutionStatus,
+    pub reason: Option<String>,
+    /// How many resource changes it lists.
+    pub changes: usize,
+}
+
+/// One stack event, for people to watch and for failure reasons.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackEvent {
+    pub event_id: String,
+    /// Epoch milliseconds.
+    pub timestamp: i64,
+    pub logical_id: String,
+    pub resource_type: String,
+    pub status: String,
+    pub reason: Option<String>,
+}
+
+impl StackEvent {
+    /// A resource operation failed (`CREATE_FAILED`, `UPDATE_FAILED`, …).
+    pub fn is_failure(&self) -> bool {
+        self.status.ends_with("_FAILED")
+    }
+}
+
+/// Everything a change set is made from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeSetRequest {
+    pub stack_name: String,
+    pub change_set_name: String,
+    pub kind: ChangeSetKind,
+    pub template_url: String,
+    pub parameters: Vec<(String, String)>,
+    pub tags: Vec<(String, String)>,
+    pub capabilities: Vec<String>,
+    pub role_arn: Option<String>,
+    pub notification_arns: Vec<String>,
+    /// (alarm ARN, type)
+    pub rollback_triggers: Vec<(String, String)>,
+    pub rollback_monitoring_minutes: Option<i32>,
+    /// Written as `Description`, so a change set tells who made it and why.
+    pub description: String,
+}
+
+/// What creating a change set gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    /// Made (or already there under that name).
+    ChangeSet,
+    /// Refused because it would change nothing (one of the shapes of an empty
+    /// change set): the stack is in sync.
+    NothingToChange,
+}
+
+/// The CloudFormation operations the steps use.
+pub trait CloudFormation: Send + Sync {
+    /// The stack, or `None` when it does not exist.
+    fn describe_stack(
+        &self,
+        stack: &str,
+    ) -> impl Future<Output = PortResult<Option<StackInfo>>> + Send;
+    /// Creates a change set; one that already exists under that name is fine
+    /// (a retried step), so the call is idempotent.
+    fn create_change_set(
+        &self,
+        request: &ChangeSetRequest,
+    ) -> impl Future<Output = PortResult<Created>> + Send;
+    /// The change set, or `None` when it does not exist.
+    fn describe_change_set(
+        &self,
+        stack: &str,
+        name: &str,
+    ) -> impl Future<Output = PortResult<Option<ChangeSetInfo>>> + Send;
+    fn execute_change_set(
+        &self,
+        stack: &str,
+        name: &str,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+    /// Deletes a change set; a missing one is fine.
+    fn delete_change_set(
+        &self,
+        stack: &str,
+        name: &str,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+    /// The names of the stack's change sets.
+    fn list_change_sets(&self, stack: &str)
+    -> impl Future<Output = PortResult<Vec<String>>> + Send;
+    fn delete_stack(
+        &self,
+        stack: &str,
+        role_arn: Option<&str>,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+    fn continue_update_rollback(
+        &self,
+        stack: &str,
+        role_arn: Option<&str>,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+    fn set_termination_protection(
+        &self,
+        stack: &str,
+        enabled: bool,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+    fn set_stack_policy(
+        &self,
+        stack: &str,
+        policy_json: &str,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+    /// Events newer than `since` (epoch ms), oldest first.
+    fn events_since(
+        &self,
+        stack: &str,
+        since: i64,
+    ) -> impl Future<Output = PortResult<Vec<StackEvent>>> + Send;
+}
+
+/// The first failed resource since `since`, as "LogicalId (Type): reason".
+pub fn first_failure(events: &[StackEvent]) -> Option<String> {
+    events
+        .iter()
+        .find(|e| e.is_failure() && e.reason.is_some())
+        .map(|e| {
+            format!(
+                "{} ({}) {}: {}",
+                e.logical_id,
+                e.resource_type,
+                e.status,
+                e.reason.as_deref().unwrap_or("")
+            )
+        })
+}
