@@ -381,7 +381,8 @@ mod tests {
         use ChangeSetStatus as C;
         use ExecutionStatus as E;
         let no_changes = "The submitted information didn't contain changes. Submit different information to create a change set.";
-        let rows: Vec<(C, E, Option<&str>, Option<usize>, D)> = vec![
+        type Row<'a> = (C, E, Option<&'a str>, Option<usize>, D);
+        let rows: Vec<Row> = vec![
             (C::CreatePending, E::Unavailable, None, None, D::Wait),
             (C::CreateInProgress, E::Unavailable, None, None, D::Wait),
             (C::CreateComplete, E::Unavailable, None, Some(1), D::Wait),
