@@ -10,6 +10,7 @@
 
 pub mod adapters;
 pub mod artifact;
+pub mod asl;
 pub mod aws;
 pub mod clock;
 pub mod duration;

@@ -3,4 +3,6 @@
 
 pub mod decide;
 pub mod ports;
+pub mod run;
 pub mod status;
+pub mod steps;

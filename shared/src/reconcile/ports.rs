@@ -162,3 +162,31 @@ pub fn first_failure(events: &[StackEvent]) -> Option<String> {
             )
         })
 }
+
+/// Where templates come from: a Git repository or an S3 archive.
+pub trait SourceFetcher: Send + Sync {
+    /// Resolves a ref (branch, tag, commit) to an exact revision.
+    fn resolve(
+        &self,
+        url: &str,
+        reference: &str,
+    ) -> impl Future<Output = PortResult<String>> + Send;
+    /// Every file of the source at `revision`, as (path, bytes).
+    fn fetch(
+        &self,
+        url: &str,
+        revision: &str,
+    ) -> impl Future<Output = PortResult<Vec<(String, Vec<u8>)>>> + Send;
+}
+
+/// Gives the CloudFormation port for one stack's region and account.
+pub trait CloudFormationFactory: Send + Sync {
+    type Port: CloudFormation;
+    /// `region`: the stack's (the default one when `None`); `assume_role`: a
+    /// role to assume first (cross-account).
+    fn for_stack(
+        &self,
+        region: Option<&str>,
+        assume_role: Option<&str>,
+    ) -> impl Future<Output = PortResult<Self::Port>> + Send;
+}

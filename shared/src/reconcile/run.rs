@@ -1,0 +1,240 @@
+//! The state that flows through one reconcile execution, and the errors whose
+//! names the state machine's `Retry` and `Catch` match.
+//!
+//! The state is small (names, keys, hashes, counters — never a template): Step
+//! Functions limits state to 256 KB.
+
+use serde::{Deserialize, Serialize};
+
+use super::decide::ChangeSetKind;
+use super::ports::PortError;
+use crate::registry::RegistryError;
+
+/// Where the state machine goes after a step (its `Choice` states read `$.next`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Next {
+    /// artifact-fetch → template-upload.
+    #[default]
+    Upload,
+    /// → change-set (decide, or execute when `execute` is set).
+    ChangeSet,
+    /// → Wait `$.waitSeconds`, then poll-status.
+    Wait,
+    /// → delete.
+    Delete,
+    /// → Wait `$.waitSeconds`, then delete again.
+    WaitDelete,
+    /// The run is over; status written, lease released.
+    Done,
+}
+
+/// What poll-status is waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitOn {
+    /// Our change set being created.
+    ChangeSet,
+    /// Someone else's operation on the stack, before we decide.
+    Stack,
+    /// Our change set being executed.
+    Execution,
+    /// `ContinueUpdateRollback`.
+    Rollback,
+}
+
+/// What started the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Trigger {
+    /// `manual`, `schedule`, `webhook`, `event`.
+    #[serde(default)]
+    pub kind: String,
+    /// An exact revision to deploy (a pushed commit); resolved from the ref otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+}
+
+/// The execution's state: input of every step, output of every step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct RunState {
+    /// The registry entry's name.
+    pub stack_id: String,
+    #[serde(default)]
+    pub trigger: Trigger,
+    /// The execution's name: the lease owner.
+    #[serde(default)]
+    pub execution: String,
+    #[serde(default)]
+    pub next: Next,
+    /// How long the next Wait state waits.
+    #[serde(default)]
+    pub wait_seconds: u64,
+    #[serde(default)]
+    pub spec_version: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_key: Option<String>,
+    /// The merged parameters, as JSON in S3 (they may be too big for the state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_set_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_set_kind: Option<ChangeSetKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_on: Option<WaitOn>,
+    /// The change set is ready: change-set executes it.
+    #[serde(default)]
+    pub execute: bool,
+    /// Deleting to create again (a failed create), not to remove the entry.
+    #[serde(default)]
+    pub recreate: bool,
+    /// How many times delete asked CloudFormation to delete the stack.
+    #[serde(default)]
+    pub delete_requests: u32,
+    /// Polls so far (the interval grows with them).
+    #[serde(default)]
+    pub polls: u32,
+    /// When the run started (epoch ms): stack events since then are ours.
+    #[serde(default)]
+    pub started_at: i64,
+    /// How the run ended, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+}
+
+/// The error names of the contract with the state machine.
+pub mod error_names {
+    /// Throttling, timeouts, 5xx: `Retry` with backoff and jitter.
+    pub const TRANSIENT: &str = "StackSync.Transient";
+    /// A person must act (bad template, failed stack…): `Catch` → record → `Fail`.
+    pub const STALLED: &str = "StackSync.Stalled";
+}
+
+/// A step's failure: its name routes it (see [`error_names`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct StepError {
+    pub name: &'static str,
+    pub message: String,
+}
+
+impl StepError {
+    pub fn stalled(message: impl Into<String>) -> Self {
+        Self {
+            name: error_names::STALLED,
+            message: message.into(),
+        }
+    }
+
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self {
+            name: error_names::TRANSIENT,
+            message: message.into(),
+        }
+    }
+
+    pub fn is_transient(&self) -> bool {
+        self.name == error_names::TRANSIENT
+    }
+}
+
+impl From<PortError> for StepError {
+    fn from(e: PortError) -> Self {
+        match e {
+            PortError::Transient(m) => Self::transient(m),
+            PortError::Rejected(m) => Self::stalled(m),
+        }
+    }
+}
+
+impl From<RegistryError> for StepError {
+    fn from(e: RegistryError) -> Self {
+        if e.is_transient() {
+            Self::transient(e.to_string())
+        } else {
+            Self::stalled(e.to_string())
+        }
+    }
+}
+
+/// The failure a `Catch` hands to the finalizer: `{"Error": name, "Cause": text}`.
+/// Step Functions wraps a Lambda's error as a JSON `Cause` holding
+/// `errorMessage`; the local runner passes the message itself. Both are read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct CaughtError {
+    #[serde(rename = "Error", default)]
+    pub error: String,
+    #[serde(rename = "Cause", default)]
+    pub cause: String,
+}
+
+impl CaughtError {
+    /// The human message inside the cause.
+    pub fn message(&self) -> String {
+        serde_json::from_str::<serde_json::Value>(&self.cause)
+            .ok()
+            .and_then(|v| {
+                v.get("errorMessage")
+                    .and_then(|m| m.as_str())
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| {
+                if self.cause.is_empty() {
+                    self.error.clone()
+                } else {
+                    self.cause.clone()
+                }
+            })
+    }
+}
+
+/// The finalizer's input: the state as it was, and what was caught.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct FinalizeInput {
+    #[serde(flatten)]
+    pub state: RunState,
+    #[serde(default)]
+    pub error: CaughtError,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fresh_input_needs_only_the_stack_id() {
+        let state: RunState = serde_json::from_str(r#"{"stackId": "orders"}"#).unwrap();
+        assert_eq!(state.stack_id, "orders");
+        assert_eq!(state.next, Next::Upload);
+        let text = serde_json::to_string(&state).unwrap();
+        assert!(text.contains("\"next\":\"upload\""), "{text}");
+    }
+
+    #[test]
+    fn caught_errors_are_read_in_both_shapes() {
+        let lambda = CaughtError {
+            error: "StackSync.Stalled".into(),
+            cause: r#"{"errorMessage": "template q.yaml is not valid YAML", "errorType": "StackSync.Stalled"}"#.into(),
+        };
+        assert_eq!(lambda.message(), "template q.yaml is not valid YAML");
+        let local = CaughtError {
+            error: "StackSync.Stalled".into(),
+            cause: "plain text".into(),
+        };
+        assert_eq!(local.message(), "plain text");
+        let bare = CaughtError {
+            error: "States.Timeout".into(),
+            cause: String::new(),
+        };
+        assert_eq!(bare.message(), "States.Timeout");
+    }
+}
