@@ -11,6 +11,7 @@ use stacksync::registry::plan::{Action, Change, plan_apply};
 use stacksync::registry::{Registry, StackEntry};
 use stacksync::status::Timestamp;
 
+use crate::local::LocalRunner;
 use crate::output::{Table, cell, print_structured};
 use crate::{Cli, Command, Output};
 
@@ -29,7 +30,7 @@ pub async fn run(cli: Cli) -> Result {
             _ => print_structured(format, &specs),
         };
     }
-    let registry = connect(&cli).await?;
+    let (config, registry) = connect(&cli).await?;
     let err = |e: stacksync::registry::RegistryError| e.to_string();
     match cli.command {
         Command::Validate { .. } => Ok(()),
@@ -134,6 +135,80 @@ pub async fn run(cli: Cli) -> Result {
             };
             report(format, &name, "resumed", detail)
         }
+        Command::Reconcile {
+            name,
+            local,
+            speedup,
+        } => {
+            require_local(local)?;
+            let runner = LocalRunner::new(
+                &config,
+                registry,
+                &cli.bucket,
+                endpoint(&config).as_deref(),
+                speedup,
+                false,
+            )
+            .await?;
+            let ok = runner.reconcile(&name).await?;
+            let entries = runner.steps.registry.list().await.map_err(err)?;
+            print_status(
+                &entries
+                    .into_iter()
+                    .filter(|e| e.name == name)
+                    .collect::<Vec<_>>(),
+                format,
+            )?;
+            if ok {
+                Ok(())
+            } else {
+                Err(format!("the reconcile of {name:?} failed"))
+            }
+        }
+        Command::Sync {
+            file,
+            prune,
+            local,
+            speedup,
+        } => {
+            require_local(local)?;
+            apply(&registry, &file, prune, false, Output::Table).await?;
+            let names: Vec<String> = registry
+                .list()
+                .await
+                .map_err(err)?
+                .into_iter()
+                .filter(|e| {
+                    e.deletion_requested_at.is_some()
+                        || read_manifest(&file)
+                            .is_ok_and(|specs| specs.iter().any(|s| s.name == e.name))
+                })
+                .map(|e| e.name)
+                .collect();
+            let runner = LocalRunner::new(
+                &config,
+                registry,
+                &cli.bucket,
+                endpoint(&config).as_deref(),
+                speedup,
+                false,
+            )
+            .await?;
+            let mut failed = Vec::new();
+            for name in &names {
+                if !runner.reconcile(name).await? {
+                    failed.push(name.clone());
+                }
+            }
+            println!();
+            let entries = runner.steps.registry.list().await.map_err(err)?;
+            print_status(&entries, format)?;
+            if failed.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("the reconcile failed for {failed:?}"))
+            }
+        }
         Command::Status { names } => {
             let mut entries = registry.list().await.map_err(err)?;
             if !names.is_empty() {
@@ -154,7 +229,7 @@ pub async fn run(cli: Cli) -> Result {
     }
 }
 
-async fn connect(cli: &Cli) -> Result<Registry> {
+async fn connect(cli: &Cli) -> Result<(aws_config::SdkConfig, Registry)> {
     let config = load_config(&AwsOptions {
         region: cli.region.clone(),
         profile: cli.profile.clone(),
@@ -167,10 +242,23 @@ async fn connect(cli: &Cli) -> Result<Registry> {
                 .into(),
         );
     }
-    Ok(Registry::new(
-        aws_sdk_dynamodb::Client::new(&config),
-        &cli.table,
-    ))
+    let registry = Registry::new(aws_sdk_dynamodb::Client::new(&config), &cli.table);
+    Ok((config, registry))
+}
+
+fn require_local(local: bool) -> Result {
+    if local {
+        Ok(())
+    } else {
+        Err("starting executions of a deployed stacksync is not available yet: pass --local to run the \
+             state machine in-process against the configured AWS endpoint"
+            .into())
+    }
+}
+
+/// The endpoint override (a local emulator), if any.
+fn endpoint(config: &aws_config::SdkConfig) -> Option<String> {
+    config.endpoint_url().map(str::to_owned)
 }
 
 fn read_manifest(file: &Path) -> Result<Vec<StackSpec>> {

@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 error (the message says what and where), 2 usage.
 
 mod commands;
+mod local;
 mod output;
 
 use std::path::PathBuf;
@@ -22,6 +23,14 @@ pub struct Cli {
         global = true
     )]
     pub table: String,
+    /// The artifact and template bucket.
+    #[arg(
+        long,
+        env = "STACKSYNC_BUCKET",
+        default_value = "stacksync-artifacts",
+        global = true
+    )]
+    pub bucket: String,
     /// AWS region (default: the standard chain: AWS_REGION, the profile).
     #[arg(long, global = true)]
     pub region: Option<String>,
@@ -89,6 +98,33 @@ pub enum Command {
     Resume {
         /// The entry's name.
         name: String,
+    },
+    /// Reconcile one stack now: run the reconcile state machine for it.
+    Reconcile {
+        /// The entry's name.
+        name: String,
+        /// Run the state machine in-process (statemachine/reconcile.asl.json)
+        /// against the configured AWS endpoint, instead of starting it in Step Functions.
+        #[arg(long)]
+        local: bool,
+        /// Divide every Wait and retry delay by this (for tests and demos).
+        #[arg(long, env = "STACKSYNC_SPEEDUP", default_value_t = 1.0, hide = true)]
+        speedup: f64,
+    },
+    /// Apply a stacks file, then reconcile every entry in it (and every pruned one).
+    Sync {
+        /// The stacks file.
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// Mark registry entries that are not in the file for deletion, and delete them.
+        #[arg(long)]
+        prune: bool,
+        /// Run the state machine in-process against the configured AWS endpoint.
+        #[arg(long)]
+        local: bool,
+        /// Divide every Wait and retry delay by this (for tests and demos).
+        #[arg(long, env = "STACKSYNC_SPEEDUP", default_value_t = 1.0, hide = true)]
+        speedup: f64,
     },
     /// A table of every stack's sync status (or only the named ones).
     Status {

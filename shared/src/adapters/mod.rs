@@ -2,6 +2,7 @@
 //! AWS quirks (and the emulator's) are turned into domain values here, once.
 
 pub mod cloudformation;
+pub mod git;
 pub mod s3;
 
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
@@ -46,4 +47,35 @@ where
             aws_smithy_types::error::display::DisplayErrorContext(other)
         )),
     }
+}
+
+/// Where CloudFormation fetches templates from: `TemplateURL` = this + `/` + key.
+///
+/// In AWS: the bucket's regional URL. With a local emulator (`endpoint` set):
+/// the emulator's own S3, and moto resolves a `TemplateURL` inside its S3
+/// only when the URL says `localhost`, so 127.0.0.1 is written as localhost.
+/// `STACKSYNC_TEMPLATE_URL_BASE` overrides both.
+pub fn template_url_base(bucket: &str, region: &str, endpoint: Option<&str>) -> String {
+    if let Ok(base) = std::env::var("STACKSYNC_TEMPLATE_URL_BASE")
+        && !base.is_empty()
+    {
+        return base;
+    }
+    match endpoint {
+        Some(endpoint) => format!(
+            "{}/{bucket}",
+            endpoint
+                .trim_end_matches('/')
+                .replace("127.0.0.1", "localhost")
+        ),
+        None => format!("https://{bucket}.s3.{region}.amazonaws.com"),
+    }
+}
+
+/// An S3 client; path-style addressing when talking to an emulator.
+pub fn s3_client(config: &aws_config::SdkConfig, emulator: bool) -> aws_sdk_s3::Client {
+    let conf = aws_sdk_s3::config::Builder::from(config)
+        .force_path_style(emulator)
+        .build();
+    aws_sdk_s3::Client::from_conf(conf)
 }

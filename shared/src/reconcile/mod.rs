@@ -2,6 +2,7 @@
 //! handlers the state machine's steps run.
 
 pub mod decide;
+pub mod local;
 pub mod ports;
 pub mod run;
 pub mod status;

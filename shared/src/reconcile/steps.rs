@@ -696,7 +696,13 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
         let now = now_millis();
         let status = Status {
             phase: Phase::Failed,
-            observed_spec_version: state.spec_version.max(entry.status.observed_spec_version),
+            // A failure in the first step comes with the state it was given,
+            // before the spec version was read: the entry's is the one tried.
+            observed_spec_version: if state.spec_version > 0 {
+                state.spec_version
+            } else {
+                entry.spec_version
+            },
             last_attempted_revision: state
                 .revision
                 .clone()

@@ -1,0 +1,171 @@
+//! `stacksync reconcile NAME --local` and `stacksync sync -f FILE --local`:
+//! the reconcile state machine (statemachine/reconcile.asl.json), run
+//! in-process against whatever AWS endpoint is configured.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+use stacksync::adapters::cloudformation::{SdkCloudFormation, SdkCloudFormationFactory};
+use stacksync::adapters::git::GitFetcher;
+use stacksync::asl::{Event, Outcome, RunOptions, StateMachine};
+use stacksync::clock::now_millis;
+use stacksync::reconcile::local::{reconcile_machine, sdk_steps};
+use stacksync::reconcile::ports::{CloudFormation, CloudFormationFactory};
+use stacksync::reconcile::steps::Steps;
+use stacksync::registry::Registry;
+
+pub type LocalSteps = Steps<SdkCloudFormationFactory, GitFetcher>;
+
+/// Everything a local run needs, built once.
+pub struct LocalRunner {
+    pub steps: LocalSteps,
+    machine: StateMachine,
+    options: RunOptions,
+    quiet: bool,
+}
+
+impl LocalRunner {
+    pub async fn new(
+        config: &aws_config::SdkConfig,
+        registry: Registry,
+        bucket: &str,
+        endpoint: Option<&str>,
+        speedup: f64,
+        quiet: bool,
+    ) -> Result<Self, String> {
+        Ok(Self {
+            steps: sdk_steps(config, registry, bucket, endpoint)
+                .await
+                .map_err(|e| e.to_string())?,
+            machine: reconcile_machine().map_err(|e| e.to_string())?,
+            options: RunOptions {
+                speedup,
+                ..RunOptions::default()
+            },
+            quiet,
+        })
+    }
+
+    /// Runs one reconcile of `name`, printing states and stack events as they
+    /// come. Returns whether the execution succeeded.
+    pub async fn reconcile(&self, name: &str) -> Result<bool, String> {
+        let entry = self
+            .steps
+            .registry
+            .get(name)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| {
+                format!(
+                    "no stack named {name:?} in the registry {:?}",
+                    self.steps.registry.table()
+                )
+            })?;
+        let execution = format!("local-{name}-{}", now_millis());
+        let input = json!({"stackId": name, "trigger": {"kind": "manual"}});
+        let cfn = self
+            .steps
+            .cloudformation
+            .for_stack(
+                entry.spec.region.as_deref(),
+                entry.spec.assume_role_arn.as_deref(),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let watching = Arc::new(AtomicBool::new(true));
+        let watcher = (!self.quiet).then(|| {
+            tokio::spawn(watch_events(
+                cfn,
+                entry.spec.effective_stack_name().to_owned(),
+                now_millis(),
+                watching.clone(),
+                self.options.speedup,
+            ))
+        });
+        let quiet = self.quiet;
+        if !quiet {
+            println!("── reconcile {name} ({execution})");
+        }
+        let mut print = move |event: &Event, _: &serde_json::Value| {
+            if quiet {
+                return;
+            }
+            match event {
+                Event::StateEntered { name, kind } if kind != "Choice" => println!("   ▸ {name}"),
+                Event::Waiting { seconds, .. } => println!("     waiting {seconds}s"),
+                Event::TaskFailed {
+                    name,
+                    error,
+                    retry_in: Some(delay),
+                } => {
+                    println!(
+                        "     {name}: {error} — retrying in {:.1}s",
+                        delay.as_secs_f64()
+                    );
+                }
+                Event::TaskFailed {
+                    name,
+                    error,
+                    retry_in: None,
+                } => println!("     {name}: {error}"),
+                Event::Caught { next, .. } => println!("     → {next}"),
+                _ => {}
+            }
+        };
+        let outcome = self
+            .machine
+            .execute(&self.steps, &execution, input, &self.options, &mut print)
+            .await;
+        watching.store(false, Ordering::Relaxed);
+        if let Some(watcher) = watcher {
+            let _ = watcher.await;
+        }
+        Ok(match outcome {
+            Outcome::Succeeded(state) => {
+                if !quiet {
+                    let outcome = state["outcome"].as_str().unwrap_or("done");
+                    println!("   ✓ {name}: {outcome}");
+                }
+                true
+            }
+            Outcome::Failed(error) => {
+                if !quiet {
+                    println!("   ✗ {name}: {error}");
+                }
+                false
+            }
+        })
+    }
+}
+
+/// Prints the stack's new events until told to stop (then once more).
+async fn watch_events(
+    cfn: SdkCloudFormation,
+    stack: String,
+    since: i64,
+    running: Arc<AtomicBool>,
+    speedup: f64,
+) {
+    let mut seen = std::collections::BTreeSet::new();
+    let every = Duration::from_secs_f64((2.0 / speedup.max(1.0)).max(0.05));
+    loop {
+        let last = !running.load(Ordering::Relaxed);
+        if let Ok(events) = cfn.events_since(&stack, since).await {
+            for e in events {
+                if seen.insert(e.event_id.clone()) {
+                    let reason = e.reason.map(|r| format!(" — {r}")).unwrap_or_default();
+                    println!(
+                        "     [{}] {} {}{}",
+                        e.resource_type, e.logical_id, e.status, reason
+                    );
+                }
+            }
+        }
+        if last {
+            return;
+        }
+        tokio::time::sleep(every).await;
+    }
+}
