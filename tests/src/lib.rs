@@ -7,6 +7,10 @@
 //! that stops the server when the test process exits. Tests isolate
 //! themselves by unique table and bucket names, never by resetting the server.
 
+pub mod git;
+pub mod local;
+
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -60,10 +64,11 @@ impl Emulator {
         // The shell loop outlives neither us nor the server: it stops the
         // server as soon as this test process is gone.
         let watchdog = format!(
-            "{venv}/bin/moto_server -H 127.0.0.1 -p {port} >/dev/null 2>&1 & server=$!; \
+            "{venv}/bin/python {launcher} -H 127.0.0.1 -p {port} >/dev/null 2>&1 & server=$!; \
              trap 'kill $server 2>/dev/null' EXIT; \
              while kill -0 {parent} 2>/dev/null && kill -0 $server 2>/dev/null; do sleep 0.5; done",
-            parent = std::process::id()
+            parent = std::process::id(),
+            launcher = repo_root().join("scripts/moto_server.py").display()
         );
         let watchdog = Command::new("bash")
             .arg("-c")
@@ -115,6 +120,65 @@ impl Emulator {
             ("AWS_CONFIG_FILE", "/dev/null".into()),
             ("AWS_SHARED_CREDENTIALS_FILE", "/dev/null".into()),
         ]
+    }
+
+    /// Sends one HTTP request to the emulator's own API (`/moto-api/...`).
+    pub fn moto_api(&self, method: &str, path: &str, body: &str) -> String {
+        let address = self.endpoint.trim_start_matches("http://");
+        let mut stream = std::net::TcpStream::connect(address).expect("emulator reachable");
+        let request = format!(
+            "{method} {path} HTTP/1.0\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).expect("request sent");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("response read");
+        response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default()
+    }
+
+    /// Turns moto's request recorder on (it records every API call from then on).
+    pub fn start_recording(&self) {
+        self.moto_api("POST", "/moto-api/recorder/start-recording", "");
+    }
+
+    /// The recorded API calls whose operation is `operation` and whose body
+    /// mentions `containing` (tests share the server: filter by your names).
+    pub fn recorded(&self, operation: &str, containing: &str) -> usize {
+        self.recorded_bodies(operation, containing).len()
+    }
+
+    /// The bodies of those calls (form-encoded or JSON), oldest first.
+    pub fn recorded_bodies(&self, operation: &str, containing: &str) -> Vec<String> {
+        use base64::Engine;
+        let recording = self.moto_api("GET", "/moto-api/recorder/download-recording", "");
+        recording
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter_map(|call| {
+                let raw = call["body"].as_str().unwrap_or("");
+                let body = if call["body_encoded"].as_bool() == Some(true) {
+                    base64::engine::general_purpose::STANDARD
+                        .decode(raw)
+                        .map(|b| String::from_utf8_lossy(&b).into_owned())
+                        .unwrap_or_default()
+                } else {
+                    raw.to_owned()
+                };
+                let target = call["headers"]["X-Amz-Target"].as_str().unwrap_or("");
+                let is_op = target.ends_with(&format!(".{operation}"))
+                    || body.contains(&format!("Action={operation}&"))
+                    || body.ends_with(&format!("Action={operation}"));
+                (is_op && body.contains(containing)).then_some(body)
+            })
+            .collect()
+    }
+
+    /// A CloudFormation client for the emulator.
+    pub fn cloudformation(&self) -> aws_sdk_cloudformation::Client {
+        aws_sdk_cloudformation::Client::new(&self.sdk_config())
     }
 
     /// A DynamoDB client for the emulator.

@@ -56,6 +56,21 @@ impl CloudFormation for SdkCloudFormation {
                 stack_id: s.stack_id().unwrap_or_default().to_owned(),
                 status: StackStatus::parse(s.stack_status().map(|v| v.as_str()).unwrap_or("")),
                 reason: s.stack_status_reason().map(str::to_owned),
+                parameters: s
+                    .parameters()
+                    .iter()
+                    .filter_map(|p| {
+                        Some((
+                            p.parameter_key()?.to_owned(),
+                            p.parameter_value()?.to_owned(),
+                        ))
+                    })
+                    .collect(),
+                tags: s
+                    .tags()
+                    .iter()
+                    .filter_map(|t| Some((t.key()?.to_owned(), t.value()?.to_owned())))
+                    .collect(),
             })),
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(port_error("DescribeStacks", &e)),

@@ -139,6 +139,11 @@ pub struct ChangeSetObservation<'a> {
     pub reason: Option<&'a str>,
     /// How many changes it lists (`None`: not described).
     pub changes: Option<usize>,
+    /// The stack already has the desired parameters and tags. Consulted only
+    /// when a ready change set lists no changes: the emulator lists none for
+    /// parameter- or tag-only updates, so "no changes" is trusted only when
+    /// the stack's settings agree.
+    pub stack_matches: bool,
 }
 
 /// Decides from the change set's status and execution status.
@@ -152,7 +157,9 @@ pub fn decide_change_set(cs: ChangeSetObservation<'_>) -> ChangeSetDecision {
         (C::Failed, _) => ChangeSetDecision::Failed {
             reason: format!("the change set failed: {}", or_unknown(reason)),
         },
-        (C::CreateComplete, E::Available) if cs.changes == Some(0) => ChangeSetDecision::Empty,
+        (C::CreateComplete, E::Available) if cs.changes == Some(0) && cs.stack_matches => {
+            ChangeSetDecision::Empty
+        }
         (C::CreateComplete, E::Available) => ChangeSetDecision::Execute,
         (C::CreateComplete, E::Unavailable) => ChangeSetDecision::Wait,
         (C::CreateComplete, E::ExecuteInProgress) => ChangeSetDecision::WaitForStack,
@@ -372,6 +379,7 @@ mod tests {
             execution,
             reason,
             changes,
+            stack_matches: true,
         })
     }
 
@@ -460,6 +468,21 @@ mod tests {
                 matches!(cs(deleted, E::Unavailable, None, None), D::Failed { reason } if reason.contains("deleted by someone else"))
             );
         }
+    }
+
+    #[test]
+    fn a_ready_change_set_without_listed_changes_runs_when_the_stack_settings_differ() {
+        let observed = |stack_matches| {
+            decide_change_set(ChangeSetObservation {
+                status: ChangeSetStatus::CreateComplete,
+                execution: ExecutionStatus::Available,
+                reason: None,
+                changes: Some(0),
+                stack_matches,
+            })
+        };
+        assert_eq!(observed(true), ChangeSetDecision::Empty);
+        assert_eq!(observed(false), ChangeSetDecision::Execute);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! SDK: adapters (`crate::adapters`) turn AWS quirks into these values and
 //! errors once, and tests plug in scripted fakes.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 
 use super::decide::ChangeSetKind;
@@ -26,6 +27,9 @@ pub struct StackInfo {
     pub stack_id: String,
     pub status: StackStatus,
     pub reason: Option<String>,
+    /// The stack's parameters, as CloudFormation reports them.
+    pub parameters: BTreeMap<String, String>,
+    pub tags: BTreeMap<String, String>,
 }
 
 /// A change set as described.

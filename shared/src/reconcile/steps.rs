@@ -19,6 +19,7 @@ use super::ports::{
     ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, SourceFetcher, first_failure,
 };
 use super::run::{FinalizeInput, Next, RunState, StepError, WaitOn};
+use super::status::{ChangeSetStatus, ExecutionStatus};
 use crate::adapters::s3::S3Store;
 use crate::artifact;
 use crate::clock::{EpochMillis, now_millis};
@@ -513,11 +514,20 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
                 let Some(cs) = cfn.describe_change_set(stack_name, &name).await? else {
                     return Err(StepError::stalled(format!("change set {name} disappeared")));
                 };
+                let ready_without_changes = cs.status == ChangeSetStatus::CreateComplete
+                    && cs.execution == ExecutionStatus::Available
+                    && cs.changes == 0;
+                let stack_matches = if ready_without_changes {
+                    self.stack_matches(&state, spec, &cfn).await?
+                } else {
+                    true
+                };
                 let decision = decide_change_set(ChangeSetObservation {
                     status: cs.status,
                     execution: cs.execution,
                     reason: cs.reason.as_deref(),
                     changes: Some(cs.changes),
+                    stack_matches,
                 });
                 info!(stack = %state.stack_id, change_set = %name, ?decision, "change set polled");
                 match decision {
@@ -552,6 +562,26 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
             }
             Some(WaitOn::Execution) => self.after_execution(state, &entry, &cfn).await,
         }
+    }
+
+    /// Whether the stack already has the parameters and tags we want.
+    async fn stack_matches(
+        &self,
+        state: &RunState,
+        spec: &StackSpec,
+        cfn: &F::Port,
+    ) -> Result<bool, StepError> {
+        let Some(stack) = cfn.describe_stack(spec.effective_stack_name()).await? else {
+            return Ok(false);
+        };
+        if stack.status.not_created() {
+            return Ok(false);
+        }
+        let wanted: BTreeMap<String, String> = self.parameters(state).await?.into_iter().collect();
+        let same_parameters = wanted
+            .iter()
+            .all(|(k, v)| stack.parameters.get(k) == Some(v));
+        Ok(same_parameters && stack.tags == spec.tags)
     }
 
     async fn after_execution(

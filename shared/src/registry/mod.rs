@@ -326,22 +326,16 @@ impl Registry {
             for change in batch {
                 items.push(self.transact_item(change, now)?);
             }
-            let token = crate::hash::sha256_hex(
-                format!(
-                    "{}|{now}|{:?}",
-                    self.table,
-                    batch
-                        .iter()
-                        .map(|c| (&c.name, &c.action))
-                        .collect::<Vec<_>>()
-                )
-                .as_bytes(),
-            );
+            // The idempotency token lets the SDK retry this very call safely.
+            // It must be unique to this call: two writers with equal tokens
+            // would be taken for one (DynamoDB answers the second with the
+            // first's result, and that write would be lost silently).
+            let token = transaction_token(&self.table, batch);
             let result = self
                 .client
                 .transact_write_items()
                 .set_transact_items(Some(items))
-                .client_request_token(&token[..36])
+                .client_request_token(token)
                 .send()
                 .await;
             if let Err(err) = result {
@@ -772,6 +766,31 @@ mod expr {
     /// The caller holds the lease and the entry is being deleted.
     pub const HOLDS_LEASE_AND_DELETING: &str =
         "#leaseOwner = :owner AND attribute_exists(#deletionRequestedAt)";
+}
+
+/// A token unique to one `TransactWriteItems` call (≤ 36 characters): the
+/// content written, plus this process and a counter.
+fn transaction_token(table: &str, batch: &[&plan::Change]) -> String {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let content: Vec<String> = batch
+        .iter()
+        .map(|c| {
+            let spec = c
+                .spec
+                .as_ref()
+                .map(StackSpec::content_hash)
+                .unwrap_or_default();
+            format!("{}:{:?}:{spec}", c.name, c.action)
+        })
+        .collect();
+    let unique = format!(
+        "{table}|{}|{}|{}|{}",
+        content.join(","),
+        std::process::id(),
+        crate::clock::now_millis(),
+        CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    crate::hash::sha256_hex(unique.as_bytes())[..36].to_owned()
 }
 
 /// The attributes that follow from a spec: the spec itself, its hash, its source key.

@@ -1,0 +1,129 @@
+//! Real Git repositories for tests: made with the `git` program, read through
+//! `file://` or served by `git daemon` on 127.0.0.1.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::unique_name;
+
+/// A repository with a `main` branch in a temporary folder.
+#[derive(Debug)]
+pub struct GitRepo {
+    pub dir: PathBuf,
+}
+
+impl GitRepo {
+    /// A new, empty repository.
+    pub fn new(prefix: &str) -> Self {
+        let dir = std::env::temp_dir()
+            .join(unique_name(prefix))
+            .join("repo.git");
+        std::fs::create_dir_all(&dir).expect("repo folder");
+        let repo = Self { dir };
+        repo.git(&["init", "-q", "-b", "main"]);
+        repo.git(&["config", "user.email", "tests@stacksync.invalid"]);
+        repo.git(&["config", "user.name", "stacksync tests"]);
+        repo
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&self.dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// Writes files (path, content) and commits them; returns the commit SHA.
+    pub fn commit(&self, files: &[(&str, &[u8])], message: &str) -> String {
+        for (path, content) in files {
+            let full = self.dir.join(path);
+            if let Some(parent) = full.parent() {
+                std::fs::create_dir_all(parent).expect("folder");
+            }
+            std::fs::write(full, content).expect("file written");
+        }
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "--allow-empty", "-m", message]);
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    /// Removes a file and commits; returns the commit SHA.
+    pub fn remove(&self, path: &str, message: &str) -> String {
+        self.git(&["rm", "-q", path]);
+        self.git(&["commit", "-q", "-m", message]);
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    /// `file:///…/repo.git`.
+    pub fn file_url(&self) -> String {
+        format!("file://{}", self.dir.display())
+    }
+}
+
+/// `git daemon` on 127.0.0.1, serving the repositories under one folder; stopped on drop.
+#[derive(Debug)]
+pub struct GitDaemon {
+    child: Child,
+    port: u16,
+    base: PathBuf,
+}
+
+impl GitDaemon {
+    /// Serves `repo`'s parent folder (read-only).
+    pub fn serve(repo: &GitRepo) -> Self {
+        let base = repo
+            .dir
+            .parent()
+            .map(Path::to_path_buf)
+            .expect("repo has a parent");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let child = Command::new("git")
+            .args([
+                "daemon",
+                "--listen=127.0.0.1",
+                &format!("--port={port}"),
+                "--reuseaddr",
+                "--export-all",
+                &format!("--base-path={}", base.display()),
+                &base.display().to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("git daemon starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "git daemon did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { child, port, base }
+    }
+
+    /// `git://127.0.0.1:PORT/repo.git`.
+    pub fn url(&self, repo: &GitRepo) -> String {
+        let name = repo.dir.strip_prefix(&self.base).expect("served repo");
+        format!("git://127.0.0.1:{}/{}", self.port, name.display())
+    }
+}
+
+impl Drop for GitDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

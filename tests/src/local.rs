@@ -1,0 +1,166 @@
+//! Running the reconcile state machine in-process against the emulator, as
+//! `stacksync reconcile --local` does, with hooks for tests: a counting
+//! source fetcher, any CloudFormation port, and sped-up waits.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
+use stacksync::adapters::git::GitFetcher;
+use stacksync::asl::{Event, Outcome, RunOptions, StateMachine};
+use stacksync::clock::now_millis;
+use stacksync::manifest::parse_manifest;
+use stacksync::reconcile::local::{reconcile_machine, sdk_steps};
+use stacksync::reconcile::ports::{CloudFormationFactory, PortResult, SourceFetcher};
+use stacksync::reconcile::steps::Steps;
+use stacksync::registry::StackEntry;
+use stacksync::registry::plan::plan_apply;
+
+use crate::{Emulator, unique_name};
+
+/// A [`SourceFetcher`] that counts what it is asked.
+#[derive(Debug)]
+pub struct Counting<S> {
+    pub inner: S,
+    pub resolves: AtomicUsize,
+    pub fetches: AtomicUsize,
+}
+
+impl<S> Counting<S> {
+    pub fn new(inner: S) -> Self {
+        Self {
+            inner,
+            resolves: AtomicUsize::new(0),
+            fetches: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl<S: SourceFetcher> SourceFetcher for Counting<S> {
+    async fn resolve(&self, url: &str, reference: &str) -> PortResult<String> {
+        self.resolves.fetch_add(1, Ordering::SeqCst);
+        self.inner.resolve(url, reference).await
+    }
+
+    async fn fetch(&self, url: &str, revision: &str) -> PortResult<Vec<(String, Vec<u8>)>> {
+        self.fetches.fetch_add(1, Ordering::SeqCst);
+        self.inner.fetch(url, revision).await
+    }
+}
+
+/// The steps and the machine, against the emulator's DynamoDB and S3.
+#[derive(Debug)]
+pub struct Harness<F> {
+    pub steps: Steps<F, Counting<GitFetcher>>,
+    pub machine: StateMachine,
+    /// States entered and waits, of every run so far.
+    pub events: Mutex<Vec<Event>>,
+}
+
+impl Harness<SdkCloudFormationFactory> {
+    /// With the emulator's CloudFormation.
+    pub async fn new(prefix: &str) -> Self {
+        let emulator = Emulator::shared();
+        let steps = sdk_steps(
+            &emulator.sdk_config(),
+            emulator.new_registry(prefix).await,
+            &unique_name(prefix).to_lowercase(),
+            Some(emulator.endpoint()),
+        )
+        .await
+        .expect("steps built");
+        Harness::with_cloudformation(steps, |real| real)
+    }
+}
+
+impl<F: CloudFormationFactory> Harness<F> {
+    /// With another CloudFormation port (a scripted fake), everything else real.
+    pub fn with_cloudformation<G>(
+        steps: Steps<G, GitFetcher>,
+        replace: impl FnOnce(G) -> F,
+    ) -> Self {
+        Harness {
+            steps: Steps {
+                registry: steps.registry,
+                store: steps.store,
+                cloudformation: replace(steps.cloudformation),
+                sources: Counting::new(steps.sources),
+                config: steps.config,
+            },
+            machine: reconcile_machine().expect("the reconcile definition loads"),
+            events: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Applies a stacks file (panics on a bad one: tests write good ones).
+    pub async fn apply(&self, yaml: &str) {
+        let specs = parse_manifest("test.yaml", yaml).expect("valid stacks file");
+        let current = self.steps.registry.list().await.expect("list");
+        let plan = plan_apply(&specs, &current, true).expect("no conflicts");
+        self.steps
+            .registry
+            .apply(&plan, now_millis())
+            .await
+            .expect("applied");
+    }
+
+    /// Runs one execution, waits sped up 1000 times.
+    pub async fn reconcile(&self, name: &str) -> Outcome {
+        self.reconcile_with(
+            name,
+            json!({"stackId": name, "trigger": {"kind": "manual"}}),
+        )
+        .await
+    }
+
+    /// Runs one execution with the given input.
+    pub async fn reconcile_with(&self, name: &str, input: Value) -> Outcome {
+        let options = RunOptions {
+            speedup: 1000.0,
+            ..RunOptions::default()
+        };
+        let execution = unique_name(&format!("run-{name}"));
+        let mut seen = Vec::new();
+        let outcome = self
+            .machine
+            .execute(&self.steps, &execution, input, &options, &mut |event, _| {
+                seen.push(event.clone())
+            })
+            .await;
+        self.events.lock().expect("events").extend(seen);
+        outcome
+    }
+
+    /// The entry as it is now.
+    pub async fn entry(&self, name: &str) -> StackEntry {
+        self.steps
+            .registry
+            .get(name)
+            .await
+            .expect("get")
+            .expect("registered")
+    }
+
+    /// The names of the states entered, in order, since the last call.
+    pub fn take_states(&self) -> Vec<String> {
+        std::mem::take(&mut *self.events.lock().expect("events"))
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::StateEntered { name, .. } => Some(name),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The waits (seconds) since the last call.
+    pub fn take_waits(&self) -> Vec<f64> {
+        std::mem::take(&mut *self.events.lock().expect("events"))
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Waiting { seconds, .. } => Some(seconds),
+                _ => None,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,368 @@
+//! The reconcile state machine, run in-process (the local runner) against the
+//! emulator's CloudFormation, DynamoDB and S3, with templates in real Git
+//! repositories (file:// and git daemon on 127.0.0.1).
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use std::sync::atomic::Ordering;
+
+use stacksync::asl::Outcome;
+use stacksync::status::Phase;
+use stacksync_testkit::git::{GitDaemon, GitRepo};
+use stacksync_testkit::local::Harness;
+use stacksync_testkit::{Emulator, unique_name};
+
+const QUEUE: &[u8] = b"Parameters:
+  Visibility: {Type: Number, Default: 30}
+Resources:
+  Queue:
+    Type: AWS::SQS::Queue
+    Properties:
+      VisibilityTimeout: !Ref Visibility
+Outputs:
+  QueueUrl: {Value: !Ref Queue}
+";
+
+const QUEUE_AND_TOPIC: &[u8] = b"Parameters:
+  Visibility: {Type: Number, Default: 30}
+Resources:
+  Queue:
+    Type: AWS::SQS::Queue
+    Properties:
+      VisibilityTimeout: !Ref Visibility
+  Topic:
+    Type: AWS::SNS::Topic
+";
+
+fn stacks(name: &str, url: &str, extra: &str) -> String {
+    format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{url}', path: stacks/queue.yaml}}\n{extra}"
+    )
+}
+
+async fn stack_status(name: &str) -> Option<String> {
+    let out = Emulator::shared()
+        .cloudformation()
+        .describe_stacks()
+        .stack_name(name)
+        .send()
+        .await
+        .ok()?;
+    out.stacks()
+        .first()
+        .and_then(|s| s.stack_status())
+        .map(|s| s.as_str().to_owned())
+}
+
+fn succeeded(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::Succeeded(_))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stack_is_created_updated_by_a_template_commit_and_left_alone_by_an_unrelated_commit() {
+    let emulator = Emulator::shared();
+    emulator.start_recording();
+    let h = Harness::new("create").await;
+    let repo = GitRepo::new("create");
+    let daemon = GitDaemon::serve(&repo);
+    let first = repo.commit(
+        &[("stacks/queue.yaml", QUEUE), ("README.md", b"v1")],
+        "queue",
+    );
+    let name = unique_name("q").replace('-', "x");
+    h.apply(&stacks(
+        &name,
+        &daemon.url(&repo),
+        "    parameters: {Visibility: 40}\n",
+    ))
+    .await;
+
+    let outcome = h.reconcile(&name).await;
+    assert!(succeeded(&outcome), "{outcome:?}");
+    let entry = h.entry(&name).await;
+    assert_eq!(
+        entry.status.phase,
+        Phase::Ready,
+        "{:?}",
+        entry.status.message
+    );
+    assert_eq!(
+        entry.status.last_applied_revision.as_deref(),
+        Some(first.as_str())
+    );
+    assert_eq!(entry.status.observed_spec_version, 1);
+    assert_eq!(
+        entry.status.stack_status.as_deref(),
+        Some("CREATE_COMPLETE")
+    );
+    assert!(entry.lease.is_none(), "the lease is released");
+    assert_eq!(
+        stack_status(&name).await.as_deref(),
+        Some("CREATE_COMPLETE")
+    );
+    let states = h.take_states();
+    assert!(
+        states.contains(&"ChangeSet".to_owned()) && states.contains(&"PollStatus".to_owned()),
+        "{states:?}"
+    );
+    assert_eq!(emulator.recorded("CreateChangeSet", &name), 1);
+
+    let second = repo.commit(&[("stacks/queue.yaml", QUEUE_AND_TOPIC)], "add a topic");
+    assert!(succeeded(&h.reconcile(&name).await));
+    let entry = h.entry(&name).await;
+    assert_eq!(
+        entry.status.last_applied_revision.as_deref(),
+        Some(second.as_str())
+    );
+    assert_eq!(
+        stack_status(&name).await.as_deref(),
+        Some("UPDATE_COMPLETE")
+    );
+    assert_eq!(emulator.recorded("CreateChangeSet", &name), 2);
+    let applied = entry.status.applied_hash.clone();
+    h.take_states();
+
+    let third = repo.commit(&[("README.md", b"v2")], "docs only");
+    assert!(succeeded(&h.reconcile(&name).await));
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.status.phase, Phase::Ready);
+    assert_eq!(
+        entry.status.last_applied_revision.as_deref(),
+        Some(third.as_str()),
+        "Ready at the new revision"
+    );
+    assert_eq!(entry.status.applied_hash, applied);
+    assert_eq!(
+        emulator.recorded("CreateChangeSet", &name),
+        2,
+        "no change set for an unrelated commit"
+    );
+    assert_eq!(
+        h.take_states(),
+        [
+            "Start",
+            "FetchArtifact",
+            "AfterFetch",
+            "UploadTemplate",
+            "AfterUpload",
+            "Done"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn parameter_and_tag_changes_update_the_stack() {
+    let emulator = Emulator::shared();
+    emulator.start_recording();
+    let h = Harness::new("params").await;
+    let repo = GitRepo::new("params");
+    repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
+    let name = unique_name("p").replace('-', "x");
+    h.apply(&stacks(
+        &name,
+        &repo.file_url(),
+        "    parameters: {Visibility: 40}\n    tags: {team: a}\n",
+    ))
+    .await;
+    assert!(succeeded(&h.reconcile(&name).await));
+
+    h.apply(&stacks(
+        &name,
+        &repo.file_url(),
+        "    parameters: {Visibility: 50}\n    tags: {team: a}\n",
+    ))
+    .await;
+    assert!(succeeded(&h.reconcile(&name).await));
+    let described = emulator
+        .cloudformation()
+        .describe_stacks()
+        .stack_name(&name)
+        .send()
+        .await
+        .unwrap();
+    let stack = &described.stacks()[0];
+    let visibility = stack
+        .parameters()
+        .iter()
+        .find(|p| p.parameter_key() == Some("Visibility"))
+        .and_then(|p| p.parameter_value());
+    assert_eq!(visibility, Some("50"));
+    assert_eq!(h.entry(&name).await.status.observed_spec_version, 2);
+
+    h.apply(&stacks(
+        &name,
+        &repo.file_url(),
+        "    parameters: {Visibility: 50}\n    tags: {team: b}\n",
+    ))
+    .await;
+    assert!(succeeded(&h.reconcile(&name).await));
+    // The emulator keeps a stack's first tags whatever a change set says, so
+    // the proof is the request: a third change set, with the new tag, executed.
+    let created = emulator.recorded_bodies("CreateChangeSet", &name);
+    assert_eq!(created.len(), 3);
+    assert!(
+        created[2].contains("Tags.member.1.Key=team&Tags.member.1.Value=b"),
+        "{}",
+        created[2]
+    );
+    assert_eq!(emulator.recorded("ExecuteChangeSet", &name), 3);
+    let entry = h.entry(&name).await;
+    assert_eq!(
+        (entry.status.phase, entry.status.observed_spec_version),
+        (Phase::Ready, 3)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn removing_an_entry_deletes_the_stack_only_with_destroy_on_delete() {
+    let h = Harness::new("remove").await;
+    let repo = GitRepo::new("remove");
+    repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
+    let doomed = unique_name("d").replace('-', "x");
+    let kept = unique_name("k").replace('-', "x");
+    let file = format!(
+        "{}{}",
+        stacks(&doomed, &repo.file_url(), "    destroyOnDelete: true\n"),
+        stacks(&kept, &repo.file_url(), "").replace("stacks:\n", "")
+    );
+    h.apply(&file).await;
+    assert!(succeeded(&h.reconcile(&doomed).await));
+    assert!(succeeded(&h.reconcile(&kept).await));
+
+    h.apply("stacks: []\n").await; // pruned: both marked for deletion
+    assert!(succeeded(&h.reconcile(&doomed).await));
+    assert!(succeeded(&h.reconcile(&kept).await));
+    assert!(h.steps.registry.get(&doomed).await.unwrap().is_none());
+    assert!(h.steps.registry.get(&kept).await.unwrap().is_none());
+    assert_eq!(stack_status(&doomed).await, None, "deleted");
+    assert_eq!(
+        stack_status(&kept).await.as_deref(),
+        Some("CREATE_COMPLETE"),
+        "left in place"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_suspended_stack_is_not_touched() {
+    let emulator = Emulator::shared();
+    emulator.start_recording();
+    let h = Harness::new("suspend").await;
+    let repo = GitRepo::new("suspend");
+    repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
+    let name = unique_name("s").replace('-', "x");
+    h.apply(&stacks(&name, &repo.file_url(), "")).await;
+    h.steps
+        .registry
+        .set_suspended(&name, true, stacksync::clock::now_millis())
+        .await
+        .unwrap();
+
+    assert!(succeeded(&h.reconcile(&name).await));
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.status.phase, Phase::Suspended);
+    assert!(entry.lease.is_none());
+    assert_eq!(
+        h.steps.sources.fetches.load(Ordering::SeqCst),
+        0,
+        "nothing fetched"
+    );
+    assert_eq!(stack_status(&name).await, None);
+    assert_eq!(emulator.recorded("CreateChangeSet", &name), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_templates_fail_with_the_file_named_and_keep_the_last_applied_revision() {
+    let h = Harness::new("badtpl").await;
+    let repo = GitRepo::new("badtpl");
+    let good = repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
+    let name = unique_name("b").replace('-', "x");
+    h.apply(&stacks(&name, &repo.file_url(), "")).await;
+    assert!(succeeded(&h.reconcile(&name).await));
+
+    let huge = {
+        let mut t = QUEUE.to_vec();
+        t.extend(std::iter::repeat_n(b'#', 1024 * 1024 + 1));
+        t
+    };
+    type BreakIt<'a> = Box<dyn Fn() -> String + 'a>;
+    let cases: Vec<(&str, BreakIt, &str)> = vec![
+        (
+            "invalid YAML",
+            Box::new(|| {
+                repo.commit(
+                    &[("stacks/queue.yaml", b"Resources:\n  Q: [unclosed\n")],
+                    "broken",
+                )
+            }),
+            "template stacks/queue.yaml is not valid YAML",
+        ),
+        (
+            "over 1 MB",
+            Box::new(|| repo.commit(&[("stacks/queue.yaml", &huge)], "huge")),
+            "template stacks/queue.yaml is over 1048576 bytes",
+        ),
+        (
+            "missing",
+            Box::new(|| repo.remove("stacks/queue.yaml", "gone")),
+            "template stacks/queue.yaml not found",
+        ),
+    ];
+    for (what, break_it, expected) in cases {
+        let bad = break_it();
+        let outcome = h.reconcile(&name).await;
+        assert!(
+            matches!(&outcome, Outcome::Failed(e) if e.name == "StackSync.ReconcileFailed"),
+            "{what}: {outcome:?}"
+        );
+        let entry = h.entry(&name).await;
+        assert_eq!(entry.status.phase, Phase::Failed, "{what}");
+        let message = entry.status.message.clone().unwrap_or_default();
+        assert!(message.contains(expected), "{what}: {message}");
+        assert_eq!(
+            entry.status.last_applied_revision.as_deref(),
+            Some(good.as_str()),
+            "{what}: kept"
+        );
+        assert_eq!(
+            entry.status.last_attempted_revision.as_deref(),
+            Some(bad.as_str()),
+            "{what}"
+        );
+        assert!(entry.lease.is_none(), "{what}: lease released");
+        assert_eq!(
+            stack_status(&name).await.as_deref(),
+            Some("CREATE_COMPLETE"),
+            "{what}: stack untouched"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_stacks_on_one_repo_and_commit_fetch_it_once() {
+    let h = Harness::new("share").await;
+    let repo = GitRepo::new("share");
+    repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
+    let a = unique_name("a").replace('-', "x");
+    let b = unique_name("b").replace('-', "x");
+    let file = format!(
+        "{}{}",
+        stacks(&a, &repo.file_url(), ""),
+        stacks(&b, &repo.file_url(), "").replace("stacks:\n", "")
+    );
+    h.apply(&file).await;
+    assert!(succeeded(&h.reconcile(&a).await));
+    assert!(succeeded(&h.reconcile(&b).await));
+    assert_eq!(
+        h.steps.sources.fetches.load(Ordering::SeqCst),
+        1,
+        "one fetch for one repo and commit"
+    );
+    assert_eq!(
+        h.steps.sources.resolves.load(Ordering::SeqCst),
+        2,
+        "each run resolves the ref"
+    );
+    assert_eq!(
+        h.entry(&a).await.status.last_applied_revision,
+        h.entry(&b).await.status.last_applied_revision
+    );
+}
