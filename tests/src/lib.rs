@@ -9,6 +9,7 @@
 
 pub mod git;
 pub mod local;
+pub mod scripted;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

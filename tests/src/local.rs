@@ -75,6 +75,21 @@ impl Harness<SdkCloudFormationFactory> {
 }
 
 impl<F: CloudFormationFactory> Harness<F> {
+    /// Real registry, bucket and Git; `cloudformation` instead of the emulator's.
+    pub async fn with_port(prefix: &str, cloudformation: F) -> Self {
+        let real = Harness::new(prefix).await;
+        Harness::with_cloudformation(
+            Steps {
+                registry: real.steps.registry,
+                store: real.steps.store,
+                cloudformation: real.steps.cloudformation,
+                sources: real.steps.sources.inner,
+                config: real.steps.config,
+            },
+            |_| cloudformation,
+        )
+    }
+
     /// With another CloudFormation port (a scripted fake), everything else real.
     pub fn with_cloudformation<G>(
         steps: Steps<G, GitFetcher>,

@@ -1,0 +1,316 @@
+//! The full reconcile state machine against a scripted CloudFormation, for
+//! the stack states the emulator never produces. Registry, bucket and Git are real.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use stacksync::asl::{Event, Outcome};
+use stacksync::reconcile::ports::PortError;
+use stacksync::reconcile::status::StackStatus as S;
+use stacksync::status::Phase;
+use stacksync_testkit::git::GitRepo;
+use stacksync_testkit::local::Harness;
+use stacksync_testkit::scripted::{ScriptedCloudFormation, failed, failure_event, pending, ready};
+use stacksync_testkit::unique_name;
+
+const TEMPLATE: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
+
+async fn harness(
+    fake: &ScriptedCloudFormation,
+    extra: &str,
+) -> (Harness<ScriptedCloudFormation>, String) {
+    let h = Harness::with_port("scripted", fake.clone()).await;
+    let repo = GitRepo::new("scripted");
+    repo.commit(&[("t.yaml", TEMPLATE)], "template");
+    let name = unique_name("s").replace('-', "x");
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n    pollInterval: 5s\n{extra}",
+        repo.file_url()
+    ))
+    .await;
+    (h, name)
+}
+
+fn ok(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::Succeeded(_))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn someone_elses_update_in_progress_is_polled_with_growing_intervals_then_updated() {
+    let fake = ScriptedCloudFormation::with_stack(&[
+        Some(S::UpdateInProgress),
+        Some(S::UpdateInProgress),
+        Some(S::UpdateInProgress),
+        Some(S::UpdateInProgress),
+        Some(S::UpdateComplete),
+    ]);
+    let (h, name) = harness(&fake, "").await;
+    let outcome = h.reconcile(&name).await;
+    assert!(ok(&outcome), "{outcome:?}");
+    let waits = h.take_waits();
+    assert_eq!(waits[..4], [5.0, 8.0, 12.0, 18.0], "{waits:?}");
+    let ops = fake.operations();
+    let create = ops.iter().position(|o| o == "CreateChangeSet").unwrap();
+    assert!(
+        ops[..create]
+            .iter()
+            .filter(|o| *o == "DescribeStacks")
+            .count()
+            >= 5,
+        "{ops:?}"
+    );
+    assert!(
+        fake.script()
+            .calls
+            .iter()
+            .any(|c| c.starts_with("CreateChangeSet") && c.ends_with("Update"))
+    );
+    assert_eq!(h.entry(&name).await.status.phase, Phase::Ready);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rolled_back_create_is_deleted_and_created_again() {
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::RollbackComplete)]);
+    fake.script().after_execute = vec![Some(S::CreateInProgress), Some(S::CreateComplete)];
+    let (h, name) = harness(&fake, "").await;
+    let outcome = h.reconcile(&name).await;
+    assert!(ok(&outcome), "{outcome:?}");
+    let calls = fake.script().calls.clone();
+    let delete = calls
+        .iter()
+        .position(|c| c.starts_with("DeleteStack"))
+        .expect("deleted");
+    let create = calls
+        .iter()
+        .position(|c| c.starts_with("CreateChangeSet"))
+        .expect("created");
+    assert!(delete < create, "{calls:?}");
+    assert!(
+        calls[create].ends_with("Create"),
+        "a CREATE change set: {}",
+        calls[create]
+    );
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.status.phase, Phase::Ready);
+    assert_eq!(
+        entry.status.stack_status.as_deref(),
+        Some("CREATE_COMPLETE")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_rollback_is_continued_then_the_update_is_made() {
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::UpdateRollbackFailed)]);
+    let (h, name) = harness(&fake, "").await;
+    let outcome = h.reconcile(&name).await;
+    assert!(ok(&outcome), "{outcome:?}");
+    let ops = fake.operations();
+    let cont = ops
+        .iter()
+        .position(|o| o == "ContinueUpdateRollback")
+        .expect("rollback continued");
+    let create = ops
+        .iter()
+        .position(|o| o == "CreateChangeSet")
+        .expect("then updated");
+    assert!(cont < create, "{ops:?}");
+    assert_eq!(h.entry(&name).await.status.phase, Phase::Ready);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn delete_failed_is_retried_once_then_reported_with_the_resource_that_failed() {
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::CreateComplete)]);
+    {
+        let mut s = fake.script();
+        s.after_delete = vec![Some(S::DeleteInProgress), Some(S::DeleteFailed)];
+        s.events = vec![failure_event(
+            "Bucket",
+            "DELETE_FAILED",
+            "The bucket you tried to delete is not empty",
+        )];
+    }
+    let (h, name) = harness(&fake, "    destroyOnDelete: true\n").await;
+    h.steps
+        .registry
+        .request_deletion(&name, stacksync::clock::now_millis())
+        .await
+        .unwrap();
+    let outcome = h.reconcile(&name).await;
+    assert!(matches!(&outcome, Outcome::Failed(_)), "{outcome:?}");
+    assert_eq!(
+        fake.operations()
+            .iter()
+            .filter(|o| *o == "DeleteStack")
+            .count(),
+        2
+    );
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.status.phase, Phase::Failed);
+    let message = entry.status.message.unwrap();
+    assert!(
+        message.contains("DELETE_FAILED")
+            && message.contains("Bucket")
+            && message.contains("not empty"),
+        "{message}"
+    );
+    assert!(
+        entry.deletion_requested_at.is_some(),
+        "the entry stays until the stack is gone"
+    );
+    assert!(entry.lease.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_set_failing_for_another_reason_fails_the_run_and_is_cleaned_up() {
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::CreateComplete)]);
+    fake.script().change_set = [
+        pending(),
+        failed("Template error: instance of Fn::GetAtt references undefined resource"),
+    ]
+    .into_iter()
+    .collect();
+    let (h, name) = harness(&fake, "").await;
+    let outcome = h.reconcile(&name).await;
+    assert!(matches!(&outcome, Outcome::Failed(_)), "{outcome:?}");
+    assert!(
+        fake.operations().contains(&"DeleteChangeSet".to_owned()),
+        "cleaned up"
+    );
+    assert!(!fake.operations().contains(&"ExecuteChangeSet".to_owned()));
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.status.phase, Phase::Failed);
+    assert!(entry.status.message.unwrap().contains("undefined resource"));
+    assert!(entry.status.change_set_name.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_change_set_is_success_and_is_deleted() {
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]);
+    fake.script().change_set = [failed(
+        "The submitted information didn't contain changes. Submit different information to create a change set.",
+    )]
+    .into_iter()
+    .collect();
+    let (h, name) = harness(&fake, "").await;
+    assert!(ok(&h.reconcile(&name).await));
+    assert!(fake.operations().contains(&"DeleteChangeSet".to_owned()));
+    assert!(!fake.operations().contains(&"ExecuteChangeSet".to_owned()));
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.status.phase, Phase::Ready);
+    assert!(entry.status.message.unwrap().contains("empty"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn throttling_is_retried_by_the_state_machine_and_the_run_succeeds() {
+    let fake = ScriptedCloudFormation::with_stack(&[None]);
+    fake.script().after_execute = vec![Some(S::CreateComplete)];
+    fake.script().failures.insert(
+        "DescribeStacks",
+        std::iter::repeat_n(
+            PortError::Transient("DescribeStacks: Throttling: Rate exceeded".into()),
+            3,
+        )
+        .collect(),
+    );
+    let (h, name) = harness(&fake, "").await;
+    let outcome = h.reconcile(&name).await;
+    assert!(ok(&outcome), "{outcome:?}");
+    let retries = h
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| matches!(e, Event::TaskFailed { error, retry_in: Some(_), .. } if error.name == "StackSync.Transient"))
+        .count();
+    assert_eq!(retries, 3);
+    assert_eq!(h.entry(&name).await.status.phase, Phase::Ready);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_killed_mid_way_records_the_failure_releases_the_lease_and_the_next_run_proceeds() {
+    let fake = ScriptedCloudFormation::with_stack(&[None]);
+    fake.script().after_execute = vec![Some(S::CreateComplete)];
+    fake.script().failures.insert(
+        "ExecuteChangeSet",
+        [PortError::Rejected(
+            "ExecuteChangeSet: AccessDenied: not allowed".into(),
+        )]
+        .into_iter()
+        .collect(),
+    );
+    let (h, name) = harness(&fake, "").await;
+    let outcome = h.reconcile(&name).await;
+    assert!(
+        matches!(&outcome, Outcome::Failed(e) if e.name == "StackSync.ReconcileFailed"),
+        "{outcome:?}"
+    );
+    let entry = h.entry(&name).await;
+    assert!(entry.lease.is_none(), "released on the Catch path");
+    assert_eq!(entry.status.phase, Phase::Failed);
+    assert!(entry.status.message.unwrap().contains("AccessDenied"));
+    assert!(
+        entry.status.next_reconcile_at.is_some(),
+        "a retry is scheduled"
+    );
+
+    // The next run takes the lease and finishes (the change set is re-used by name).
+    fake.script().stack = [None].into_iter().collect();
+    fake.script().change_set = [ready(1)].into_iter().collect();
+    let outcome = h.reconcile(&name).await;
+    assert!(ok(&outcome), "{outcome:?}");
+    assert_eq!(h.entry(&name).await.status.phase, Phase::Ready);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_update_that_rolls_back_fails_with_the_first_failed_resource() {
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]);
+    {
+        let mut s = fake.script();
+        s.after_execute = vec![
+            Some(S::UpdateInProgress),
+            Some(S::UpdateRollbackInProgress),
+            Some(S::UpdateRollbackComplete),
+        ];
+        s.events = vec![failure_event(
+            "Queue",
+            "UPDATE_FAILED",
+            "Resource handler returned message: \"Invalid value for VisibilityTimeout\"",
+        )];
+    }
+    let (h, name) = harness(&fake, "").await;
+    let outcome = h.reconcile(&name).await;
+    assert!(matches!(&outcome, Outcome::Failed(_)), "{outcome:?}");
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.status.phase, Phase::Failed);
+    let message = entry.status.message.unwrap();
+    assert!(
+        message.contains("UPDATE_ROLLBACK_COMPLETE")
+            && message.contains("Queue")
+            && message.contains("VisibilityTimeout"),
+        "{message}"
+    );
+    assert_eq!(
+        entry.status.last_applied_revision, None,
+        "nothing was applied"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_finds_the_lease_held_ends_without_touching_anything() {
+    let fake = ScriptedCloudFormation::with_stack(&[None]);
+    let (h, name) = harness(&fake, "").await;
+    h.steps
+        .registry
+        .acquire_lease(
+            &name,
+            "someone-else",
+            std::time::Duration::from_secs(600),
+            stacksync::clock::now_millis(),
+        )
+        .await
+        .unwrap();
+    let outcome = h.reconcile(&name).await;
+    assert!(ok(&outcome), "{outcome:?}");
+    assert!(fake.operations().is_empty(), "no CloudFormation call");
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.lease.unwrap().owner, "someone-else");
+    assert_eq!(entry.status.phase, Phase::Pending);
+}
