@@ -15,6 +15,8 @@ pub mod aws;
 pub mod clock;
 pub mod duration;
 pub mod hash;
+#[cfg(feature = "lambda")]
+pub mod lambda;
 pub mod manifest;
 pub mod reconcile;
 pub mod registry;

@@ -89,9 +89,15 @@ impl GitDaemon {
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .expect("a free port");
-        let child = Command::new("git")
+        // `git daemon` forks `git-daemon`; killing `git` would leave the daemon
+        // behind. Run `git-daemon` itself so that drop stops it.
+        let exec_path = Command::new("git")
+            .arg("--exec-path")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .expect("git --exec-path");
+        let child = Command::new(Path::new(&exec_path).join("git-daemon"))
             .args([
-                "daemon",
                 "--listen=127.0.0.1",
                 &format!("--port={port}"),
                 "--reuseaddr",

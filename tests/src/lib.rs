@@ -10,6 +10,7 @@
 pub mod git;
 pub mod local;
 pub mod scripted;
+pub mod stepfunctions;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -34,6 +35,8 @@ pub fn repo_root() -> PathBuf {
 #[derive(Debug)]
 pub struct Emulator {
     endpoint: String,
+    /// Where the emulator serves the Lambda Runtime API (scripts/moto_server.py).
+    lambda_runtime: Option<String>,
     /// The watchdog of a server this process started; it ends with us.
     _watchdog: Option<std::process::Child>,
 }
@@ -45,6 +48,7 @@ impl Emulator {
         EMULATOR.get_or_init(|| match std::env::var("STACKSYNC_TEST_ENDPOINT") {
             Ok(endpoint) if !endpoint.is_empty() => Emulator {
                 endpoint,
+                lambda_runtime: std::env::var("STACKSYNC_TEST_LAMBDA_RUNTIME").ok(),
                 _watchdog: None,
             },
             _ => Emulator::start_private(),
@@ -58,14 +62,17 @@ impl Emulator {
             .expect("scripts/venv runs");
         assert!(venv.status.success(), "scripts/venv failed");
         let venv = String::from_utf8_lossy(&venv.stdout).trim().to_owned();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port on 127.0.0.1");
+        let free_port = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("a free port on 127.0.0.1")
+        };
+        let (port, runtime_port) = (free_port(), free_port());
         // The shell loop outlives neither us nor the server: it stops the
         // server as soon as this test process is gone.
         let watchdog = format!(
-            "{venv}/bin/python {launcher} -H 127.0.0.1 -p {port} >/dev/null 2>&1 & server=$!; \
+            "MOTO_PORT={port} STACKSYNC_LAMBDA_RUNTIME_PORT={runtime_port} {venv}/bin/python {launcher} -H 127.0.0.1 -p {port} >/dev/null 2>&1 & server=$!; \
              trap 'kill $server 2>/dev/null' EXIT; \
              while kill -0 {parent} 2>/dev/null && kill -0 $server 2>/dev/null; do sleep 0.5; done",
             parent = std::process::id(),
@@ -88,8 +95,14 @@ impl Emulator {
         }
         Emulator {
             endpoint,
+            lambda_runtime: Some(format!("http://127.0.0.1:{runtime_port}")),
             _watchdog: Some(watchdog),
         }
+    }
+
+    /// The Lambda Runtime API the emulator forwards invocations to.
+    pub fn lambda_runtime(&self) -> Option<&str> {
+        self.lambda_runtime.as_deref()
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -125,10 +138,25 @@ impl Emulator {
 
     /// Sends one HTTP request to the emulator's own API (`/moto-api/...`).
     pub fn moto_api(&self, method: &str, path: &str, body: &str) -> String {
+        self.raw_request(method, path, &[("Content-Type", "application/json")], body)
+    }
+
+    /// One plain HTTP/1.0 request to the emulator; returns the body.
+    pub fn raw_request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> String {
         let address = self.endpoint.trim_start_matches("http://");
         let mut stream = std::net::TcpStream::connect(address).expect("emulator reachable");
+        let extra: String = headers
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}\r\n"))
+            .collect();
         let request = format!(
-            "{method} {path} HTTP/1.0\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "{method} {path} HTTP/1.0\r\nHost: {address}\r\n{extra}Content-Length: {}\r\n\r\n{body}",
             body.len()
         );
         stream.write_all(request.as_bytes()).expect("request sent");

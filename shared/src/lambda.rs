@@ -1,0 +1,59 @@
+//! The glue every step function shares: configuration read once, clients
+//! built once, and step errors turned into Lambda errors whose `errorType` is
+//! the name the state machine's `Retry` and `Catch` match.
+
+use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
+use serde_json::Value;
+
+use crate::aws::{AwsOptions, load_config};
+use crate::reconcile::local::{run_step, sdk_steps};
+use crate::reconcile::run::StepError;
+use crate::registry::Registry;
+
+/// A required environment variable, or an error that names it.
+fn required(name: &str) -> Result<String, lambda_runtime::Error> {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| format!("the environment variable {name} is not set").into())
+}
+
+fn diagnostic(e: StepError) -> Diagnostic {
+    Diagnostic {
+        error_type: e.name.to_owned(),
+        error_message: e.message,
+    }
+}
+
+/// Runs the Lambda function for one step (`artifact-fetch`, `change-set`, …).
+///
+/// Environment: `STACKSYNC_TABLE`, `STACKSYNC_BUCKET` (required);
+/// `AWS_ENDPOINT_URL` (a local emulator), `STACKSYNC_TEMPLATE_URL_BASE`,
+/// `STACKSYNC_LOG` (optional).
+pub async fn serve_step(function: &'static str) -> Result<(), lambda_runtime::Error> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STACKSYNC_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .without_time()
+        .with_ansi(false)
+        .init();
+    let table = required("STACKSYNC_TABLE")?;
+    let bucket = required("STACKSYNC_BUCKET")?;
+    let endpoint = std::env::var("AWS_ENDPOINT_URL")
+        .ok()
+        .filter(|e| !e.is_empty());
+    let config = load_config(&AwsOptions::default()).await;
+    let registry = Registry::new(aws_sdk_dynamodb::Client::new(&config), table);
+    let steps = sdk_steps(&config, registry, &bucket, endpoint.as_deref())
+        .await
+        .map_err(|e| e.to_string())?;
+    let steps = &steps;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        run_step(steps, function, event.payload)
+            .await
+            .map_err(diagnostic)
+    }))
+    .await
+}
