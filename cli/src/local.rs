@@ -85,6 +85,7 @@ impl LocalRunner {
             ))
         });
         let quiet = self.quiet;
+        let speedup = self.options.speedup;
         if !quiet {
             println!("── reconcile {name} ({execution})");
         }
@@ -94,6 +95,9 @@ impl LocalRunner {
             }
             match event {
                 Event::StateEntered { name, kind } if kind != "Choice" => println!("   ▸ {name}"),
+                Event::Waiting { seconds, .. } if speedup > 1.0 => {
+                    println!("     waiting {seconds}s (sped up ×{speedup})");
+                }
                 Event::Waiting { seconds, .. } => println!("     waiting {seconds}s"),
                 Event::TaskFailed {
                     name,
