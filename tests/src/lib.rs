@@ -205,6 +205,58 @@ impl Emulator {
             .collect()
     }
 
+    /// Clears moto's recording (tests share the server: only the bench, which
+    /// owns its emulator, may call this) and keeps recording.
+    pub fn reset_recording(&self) {
+        self.moto_api("POST", "/moto-api/recorder/reset-recording", "");
+        self.start_recording();
+    }
+
+    /// Every recorded call as `service:Operation`, oldest first.
+    pub fn recorded_operations(&self) -> Vec<String> {
+        use base64::Engine;
+        let recording = self.moto_api("GET", "/moto-api/recorder/download-recording", "");
+        recording
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .map(|call| {
+                let headers = &call["headers"];
+                if let Some(target) = headers["X-Amz-Target"].as_str() {
+                    let (service, op) = target.split_once('.').unwrap_or(("?", target));
+                    let service = if service.starts_with("DynamoDB") { "dynamodb" } else { service };
+                    return format!("{service}:{op}");
+                }
+                let raw = call["body"].as_str().unwrap_or("");
+                let body = if call["body_encoded"].as_bool() == Some(true) {
+                    base64::engine::general_purpose::STANDARD
+                        .decode(raw)
+                        .map(|b| String::from_utf8_lossy(&b).into_owned())
+                        .unwrap_or_default()
+                } else {
+                    raw.to_owned()
+                };
+                if let Some(action) = body.split('&').find_map(|kv| kv.strip_prefix("Action=")) {
+                    return format!("cloudformation:{action}");
+                }
+                // S3 (REST): the method and whether a key is named.
+                let method = call["method"].as_str().unwrap_or("");
+                let url = call["url"].as_str().unwrap_or("");
+                let path = url.splitn(4, '/').nth(3).unwrap_or("");
+                let path = path.split('?').next().unwrap_or("");
+                let has_key = path.trim_end_matches('/').contains('/');
+                let op = match (method, has_key) {
+                    ("HEAD", true) => "HeadObject",
+                    ("GET", true) => "GetObject",
+                    ("PUT", true) => "PutObject",
+                    ("PUT", false) => "CreateBucket",
+                    ("HEAD", false) => "HeadBucket",
+                    (m, _) => m,
+                };
+                format!("s3:{op}")
+            })
+            .collect()
+    }
+
     /// A CloudFormation client for the emulator.
     pub fn cloudformation(&self) -> aws_sdk_cloudformation::Client {
         aws_sdk_cloudformation::Client::new(&self.sdk_config())
