@@ -10,7 +10,7 @@ use serde_json::json;
 use stacksync::asl::{Event, Outcome, RunOptions};
 use stacksync_testkit::git::{GitDaemon, GitRepo};
 use stacksync_testkit::local::Harness;
-use stacksync_testkit::{unique_name, Emulator};
+use stacksync_testkit::{Emulator, unique_name};
 
 const V1: &[u8] = b"Parameters:\n  Retention: {Type: Number, Default: 345600}\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties:\n      MessageRetentionPeriod: !Ref Retention\n";
 const V2: &[u8] = b"Parameters:\n  Retention: {Type: Number, Default: 345600}\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties:\n      MessageRetentionPeriod: !Ref Retention\n  DeadLetters:\n    Type: AWS::SQS::Queue\n";
@@ -48,7 +48,10 @@ async fn main() {
         let mut lambdas = 0;
         let mut transitions = 0;
         let started = Instant::now();
-        let options = RunOptions { speedup: 1.0, ..RunOptions::default() };
+        let options = RunOptions {
+            speedup: 1.0,
+            ..RunOptions::default()
+        };
         let outcome = h
             .machine
             .execute(
@@ -63,33 +66,70 @@ async fn main() {
                             lambdas += 1;
                         }
                     }
-                    Event::TaskFailed { retry_in: Some(_), .. } => lambdas += 1,
+                    Event::TaskFailed {
+                        retry_in: Some(_), ..
+                    } => lambdas += 1,
                     _ => {}
                 },
             )
             .await;
         let millis = started.elapsed().as_millis();
-        assert!(matches!(outcome, Outcome::Succeeded(_)), "{scenario}: {outcome:?}");
+        assert!(
+            matches!(outcome, Outcome::Succeeded(_)),
+            "{scenario}: {outcome:?}"
+        );
         let mut operations = BTreeMap::new();
         for op in emulator.recorded_operations() {
             *operations.entry(op).or_insert(0) += 1;
         }
-        results.push(Measured { scenario, millis, operations, lambdas, transitions });
+        results.push(Measured {
+            scenario,
+            millis,
+            operations,
+            lambdas,
+            transitions,
+        });
     }
 
-    println!("| scenario | wall time (local runner, real waits) | Lambda invocations | state transitions | AWS API calls | CloudFormation calls |");
+    println!(
+        "| scenario | wall time (local runner, real waits) | Lambda invocations | state transitions | AWS API calls | CloudFormation calls |"
+    );
     println!("|---|---|---|---|---|---|");
     for r in &results {
         let total: usize = r.operations.values().sum();
-        let cfn: usize = r.operations.iter().filter(|(k, _)| k.starts_with("cloudformation:")).map(|(_, v)| v).sum();
-        println!("| {} | {:.2} s | {} | {} | {} | {} |", r.scenario, r.millis as f64 / 1000.0, r.lambdas, r.transitions, total, cfn);
+        let cfn: usize = r
+            .operations
+            .iter()
+            .filter(|(k, _)| k.starts_with("cloudformation:"))
+            .map(|(_, v)| v)
+            .sum();
+        println!(
+            "| {} | {:.2} s | {} | {} | {} | {} |",
+            r.scenario,
+            r.millis as f64 / 1000.0,
+            r.lambdas,
+            r.transitions,
+            total,
+            cfn
+        );
     }
     println!();
-    let all: std::collections::BTreeSet<&String> = results.iter().flat_map(|r| r.operations.keys()).collect();
-    println!("| operation | {} |", results.iter().map(|r| r.scenario).collect::<Vec<_>>().join(" | "));
+    let all: std::collections::BTreeSet<&String> =
+        results.iter().flat_map(|r| r.operations.keys()).collect();
+    println!(
+        "| operation | {} |",
+        results
+            .iter()
+            .map(|r| r.scenario)
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
     println!("|---|{}", "---|".repeat(results.len()));
     for op in all {
-        let counts: Vec<String> = results.iter().map(|r| r.operations.get(op).copied().unwrap_or(0).to_string()).collect();
+        let counts: Vec<String> = results
+            .iter()
+            .map(|r| r.operations.get(op).copied().unwrap_or(0).to_string())
+            .collect();
         println!("| `{op}` | {} |", counts.join(" | "));
     }
 }

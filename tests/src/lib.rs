@@ -223,7 +223,11 @@ impl Emulator {
                 let headers = &call["headers"];
                 if let Some(target) = headers["X-Amz-Target"].as_str() {
                     let (service, op) = target.split_once('.').unwrap_or(("?", target));
-                    let service = if service.starts_with("DynamoDB") { "dynamodb" } else { service };
+                    let service = if service.starts_with("DynamoDB") {
+                        "dynamodb"
+                    } else {
+                        service
+                    };
                     return format!("{service}:{op}");
                 }
                 let raw = call["body"].as_str().unwrap_or("");

@@ -314,3 +314,37 @@ async fn a_run_that_finds_the_lease_held_ends_without_touching_anything() {
     assert_eq!(entry.lease.unwrap().owner, "someone-else");
     assert_eq!(entry.status.phase, Phase::Pending);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sources_not_supported_yet_fail_clearly_without_touching_the_stack() {
+    let fake = ScriptedCloudFormation::with_stack(&[None]);
+    let h = Harness::with_port("unsupported", fake.clone()).await;
+    let private = unique_name("p").replace('-', "x");
+    let archive = unique_name("a").replace('-', "x");
+    let secret = "arn:aws:secretsmanager:us-east-1:111122223333:secret:git-token";
+    let file = [
+        "stacks:".to_owned(),
+        format!("  - name: {private}"),
+        format!("    source: {{git: 'https://example.invalid/r.git', path: t.yaml, credentialsSecret: '{secret}'}}"),
+        format!("  - name: {archive}"),
+        "    source: {s3: 's3://some-bucket/app.zip', path: t.yaml}".to_owned(),
+    ]
+    .join("\n");
+    h.apply(&file).await;
+    for (name, expected) in [
+        (&private, "credentialsSecret is not supported"),
+        (&archive, "S3 sources"),
+    ] {
+        let outcome = h.reconcile(name).await;
+        assert!(matches!(&outcome, Outcome::Failed(_)), "{outcome:?}");
+        let entry = h.entry(name).await;
+        assert_eq!(entry.status.phase, Phase::Failed);
+        assert!(
+            entry.status.message.clone().unwrap().contains(expected),
+            "{:?}",
+            entry.status.message
+        );
+        assert!(entry.lease.is_none());
+    }
+    assert!(fake.operations().is_empty(), "no CloudFormation call");
+}

@@ -218,6 +218,12 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
                 "S3 sources ({url}) are not supported by this version of stacksync yet"
             )));
         }
+        if spec.source.credentials_secret.is_some() {
+            return Err(StepError::stalled(format!(
+                "source.credentialsSecret is not supported by this version of stacksync yet: \
+                 {url} can only be fetched without credentials"
+            )));
+        }
         let reference = spec.effective_ref().unwrap_or("main").to_owned();
         let revision = match &state.trigger.revision {
             Some(r) => r.clone(),
