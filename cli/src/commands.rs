@@ -141,15 +141,7 @@ pub async fn run(cli: Cli) -> Result {
             speedup,
         } => {
             require_local(local)?;
-            let runner = LocalRunner::new(
-                &config,
-                registry,
-                &cli.bucket,
-                endpoint(&config).as_deref(),
-                speedup,
-                false,
-            )
-            .await?;
+            let runner = LocalRunner::new(&config, registry, &cli.bucket, speedup).await?;
             let ok = runner.reconcile(&name).await?;
             let entries = runner.steps.registry.list().await.map_err(err)?;
             print_status(
@@ -185,15 +177,7 @@ pub async fn run(cli: Cli) -> Result {
                 })
                 .map(|e| e.name)
                 .collect();
-            let runner = LocalRunner::new(
-                &config,
-                registry,
-                &cli.bucket,
-                endpoint(&config).as_deref(),
-                speedup,
-                false,
-            )
-            .await?;
+            let runner = LocalRunner::new(&config, registry, &cli.bucket, speedup).await?;
             let mut failed = Vec::new();
             for name in &names {
                 if !runner.reconcile(name).await? {
@@ -254,11 +238,6 @@ fn require_local(local: bool) -> Result {
              state machine in-process against the configured AWS endpoint"
             .into())
     }
-}
-
-/// The endpoint override (a local emulator), if any.
-fn endpoint(config: &aws_config::SdkConfig) -> Option<String> {
-    config.endpoint_url().map(str::to_owned)
 }
 
 fn read_manifest(file: &Path) -> Result<Vec<StackSpec>> {

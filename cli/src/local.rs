@@ -23,7 +23,6 @@ pub struct LocalRunner {
     pub steps: LocalSteps,
     machine: StateMachine,
     options: RunOptions,
-    quiet: bool,
 }
 
 impl LocalRunner {
@@ -31,10 +30,10 @@ impl LocalRunner {
         config: &aws_config::SdkConfig,
         registry: Registry,
         bucket: &str,
-        endpoint: Option<&str>,
         speedup: f64,
-        quiet: bool,
     ) -> Result<Self, String> {
+        // An endpoint override means a local emulator (see `sdk_steps`).
+        let endpoint = config.endpoint_url();
         Ok(Self {
             steps: sdk_steps(config, registry, bucket, endpoint)
                 .await
@@ -44,7 +43,6 @@ impl LocalRunner {
                 speedup,
                 ..RunOptions::default()
             },
-            quiet,
         })
     }
 
@@ -75,69 +73,53 @@ impl LocalRunner {
             .await
             .map_err(|e| e.to_string())?;
         let watching = Arc::new(AtomicBool::new(true));
-        let watcher = (!self.quiet).then(|| {
-            tokio::spawn(watch_events(
-                cfn,
-                entry.spec.effective_stack_name().to_owned(),
-                now_millis(),
-                watching.clone(),
-                self.options.speedup,
-            ))
-        });
-        let quiet = self.quiet;
+        let watcher = tokio::spawn(watch_events(
+            cfn,
+            entry.spec.effective_stack_name().to_owned(),
+            now_millis(),
+            watching.clone(),
+            self.options.speedup,
+        ));
         let speedup = self.options.speedup;
-        if !quiet {
-            println!("── reconcile {name} ({execution})");
-        }
-        let mut print = move |event: &Event, _: &serde_json::Value| {
-            if quiet {
-                return;
+        println!("── reconcile {name} ({execution})");
+        let mut print = move |event: &Event, _: &serde_json::Value| match event {
+            Event::StateEntered { name, kind } if kind != "Choice" => println!("   ▸ {name}"),
+            Event::Waiting { seconds, .. } if speedup > 1.0 => {
+                println!("     waiting {seconds}s (sped up ×{speedup})");
             }
-            match event {
-                Event::StateEntered { name, kind } if kind != "Choice" => println!("   ▸ {name}"),
-                Event::Waiting { seconds, .. } if speedup > 1.0 => {
-                    println!("     waiting {seconds}s (sped up ×{speedup})");
-                }
-                Event::Waiting { seconds, .. } => println!("     waiting {seconds}s"),
-                Event::TaskFailed {
-                    name,
-                    error,
-                    retry_in: Some(delay),
-                } => {
-                    println!(
-                        "     {name}: {error} — retrying in {:.1}s",
-                        delay.as_secs_f64()
-                    );
-                }
-                Event::TaskFailed {
-                    name,
-                    error,
-                    retry_in: None,
-                } => println!("     {name}: {error}"),
-                Event::Caught { next, .. } => println!("     → {next}"),
-                _ => {}
+            Event::Waiting { seconds, .. } => println!("     waiting {seconds}s"),
+            Event::TaskFailed {
+                name,
+                error,
+                retry_in: Some(delay),
+            } => {
+                println!(
+                    "     {name}: {error} — retrying in {:.1}s",
+                    delay.as_secs_f64()
+                );
             }
+            Event::TaskFailed {
+                name,
+                error,
+                retry_in: None,
+            } => println!("     {name}: {error}"),
+            Event::Caught { next, .. } => println!("     → {next}"),
+            _ => {}
         };
         let outcome = self
             .machine
             .execute(&self.steps, &execution, input, &self.options, &mut print)
             .await;
         watching.store(false, Ordering::Relaxed);
-        if let Some(watcher) = watcher {
-            let _ = watcher.await;
-        }
+        let _ = watcher.await;
         Ok(match outcome {
             Outcome::Succeeded(state) => {
-                if !quiet {
-                    let outcome = state["outcome"].as_str().unwrap_or("done");
-                    println!("   ✓ {name}: {outcome}");
-                }
+                let outcome = state["outcome"].as_str().unwrap_or("done");
+                println!("   ✓ {name}: {outcome}");
                 true
             }
             Outcome::Failed(error) => {
-                if !quiet {
-                    println!("   ✗ {name}: {error}");
-                }
+                println!("   ✗ {name}: {error}");
                 false
             }
         })

@@ -53,6 +53,22 @@ async fn stack_status(name: &str) -> Option<String> {
         .map(|s| s.as_str().to_owned())
 }
 
+/// Runs a reconcile that must succeed; says why when it does not.
+async fn reconciled<F: stacksync::reconcile::ports::CloudFormationFactory>(
+    h: &Harness<F>,
+    name: &str,
+) {
+    let outcome = h.reconcile(name).await;
+    let message = match h.steps.registry.get(name).await {
+        Ok(Some(entry)) => entry.status.message,
+        other => Some(format!("{other:?}")),
+    };
+    assert!(
+        succeeded(&outcome),
+        "reconcile of {name}: {outcome:?}; status message: {message:?}"
+    );
+}
+
 fn succeeded(outcome: &Outcome) -> bool {
     matches!(outcome, Outcome::Succeeded(_))
 }
@@ -107,7 +123,7 @@ async fn a_stack_is_created_updated_by_a_template_commit_and_left_alone_by_an_un
     assert_eq!(emulator.recorded("CreateChangeSet", &name), 1);
 
     let second = repo.commit(&[("stacks/queue.yaml", QUEUE_AND_TOPIC)], "add a topic");
-    assert!(succeeded(&h.reconcile(&name).await));
+    reconciled(&h, &name).await;
     let entry = h.entry(&name).await;
     assert_eq!(
         entry.status.last_applied_revision.as_deref(),
@@ -122,7 +138,7 @@ async fn a_stack_is_created_updated_by_a_template_commit_and_left_alone_by_an_un
     h.take_states();
 
     let third = repo.commit(&[("README.md", b"v2")], "docs only");
-    assert!(succeeded(&h.reconcile(&name).await));
+    reconciled(&h, &name).await;
     let entry = h.entry(&name).await;
     assert_eq!(entry.status.phase, Phase::Ready);
     assert_eq!(
@@ -163,7 +179,7 @@ async fn parameter_and_tag_changes_update_the_stack() {
         "    parameters: {Visibility: 40}\n    tags: {team: a}\n",
     ))
     .await;
-    assert!(succeeded(&h.reconcile(&name).await));
+    reconciled(&h, &name).await;
 
     h.apply(&stacks(
         &name,
@@ -171,7 +187,7 @@ async fn parameter_and_tag_changes_update_the_stack() {
         "    parameters: {Visibility: 50}\n    tags: {team: a}\n",
     ))
     .await;
-    assert!(succeeded(&h.reconcile(&name).await));
+    reconciled(&h, &name).await;
     let described = emulator
         .cloudformation()
         .describe_stacks()
@@ -194,7 +210,7 @@ async fn parameter_and_tag_changes_update_the_stack() {
         "    parameters: {Visibility: 50}\n    tags: {team: b}\n",
     ))
     .await;
-    assert!(succeeded(&h.reconcile(&name).await));
+    reconciled(&h, &name).await;
     // The emulator keeps a stack's first tags whatever a change set says, so
     // the proof is the request: a third change set, with the new tag, executed.
     let created = emulator.recorded_bodies("CreateChangeSet", &name);
@@ -225,12 +241,12 @@ async fn removing_an_entry_deletes_the_stack_only_with_destroy_on_delete() {
         stacks(&kept, &repo.file_url(), "").replace("stacks:\n", "")
     );
     h.apply(&file).await;
-    assert!(succeeded(&h.reconcile(&doomed).await));
-    assert!(succeeded(&h.reconcile(&kept).await));
+    reconciled(&h, &doomed).await;
+    reconciled(&h, &kept).await;
 
     h.apply("stacks: []\n").await; // pruned: both marked for deletion
-    assert!(succeeded(&h.reconcile(&doomed).await));
-    assert!(succeeded(&h.reconcile(&kept).await));
+    reconciled(&h, &doomed).await;
+    reconciled(&h, &kept).await;
     assert!(h.steps.registry.get(&doomed).await.unwrap().is_none());
     assert!(h.steps.registry.get(&kept).await.unwrap().is_none());
     assert_eq!(stack_status(&doomed).await, None, "deleted");
@@ -256,7 +272,7 @@ async fn a_suspended_stack_is_not_touched() {
         .await
         .unwrap();
 
-    assert!(succeeded(&h.reconcile(&name).await));
+    reconciled(&h, &name).await;
     let entry = h.entry(&name).await;
     assert_eq!(entry.status.phase, Phase::Suspended);
     assert!(entry.lease.is_none());
@@ -276,7 +292,7 @@ async fn bad_templates_fail_with_the_file_named_and_keep_the_last_applied_revisi
     let good = repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
     let name = unique_name("b").replace('-', "x");
     h.apply(&stacks(&name, &repo.file_url(), "")).await;
-    assert!(succeeded(&h.reconcile(&name).await));
+    reconciled(&h, &name).await;
 
     let huge = {
         let mut t = QUEUE.to_vec();
@@ -349,8 +365,8 @@ async fn two_stacks_on_one_repo_and_commit_fetch_it_once() {
         stacks(&b, &repo.file_url(), "").replace("stacks:\n", "")
     );
     h.apply(&file).await;
-    assert!(succeeded(&h.reconcile(&a).await));
-    assert!(succeeded(&h.reconcile(&b).await));
+    reconciled(&h, &a).await;
+    reconciled(&h, &b).await;
     assert_eq!(
         h.steps.sources.fetches.load(Ordering::SeqCst),
         1,

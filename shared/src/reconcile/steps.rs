@@ -88,12 +88,14 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
         })
     }
 
-    /// Renews the lease (every step does, so a long run keeps it).
-    async fn hold(&self, state: &RunState) -> Result<(), StepError> {
+    /// How every step after the first begins: renew the lease (so a long
+    /// run keeps it, and a run that lost it stops here) and read the entry
+    /// afresh (a retried or resumed step never works from stale state).
+    async fn resume(&self, state: &RunState) -> Result<StackEntry, StepError> {
         self.registry
             .renew_lease(&state.stack_id, &state.execution, LEASE_TTL, now_millis())
             .await?;
-        Ok(())
+        self.entry(state).await
     }
 
     async fn port(&self, spec: &StackSpec) -> Result<F::Port, StepError> {
@@ -138,6 +140,18 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
         state.next = Next::Done;
         state.outcome = Some(outcome.to_owned());
         Ok(state)
+    }
+
+    /// Ends the run in sync: `Ready` at this run's revision, nothing deployed.
+    async fn in_sync(
+        &self,
+        state: RunState,
+        entry: &StackEntry,
+        stack_status: Option<String>,
+        message: &str,
+    ) -> StepResult {
+        let status = self.ready_status(&state, entry, stack_status, message);
+        self.finish(state, entry, status, "in sync").await
     }
 
     fn ready_status(
@@ -260,8 +274,7 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
     /// stores it content-addressed, and computes the desired hash. Already
     /// applied to a healthy stack → the run ends in sync, no change set made.
     pub async fn template_upload(&self, mut state: RunState) -> StepResult {
-        self.hold(&state).await?;
-        let entry = self.entry(&state).await?;
+        let entry = self.resume(&state).await?;
         let spec = &entry.spec;
         let key = state
             .artifact_key
@@ -322,13 +335,14 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
             let cfn = self.port(spec).await?;
             let stack = cfn.describe_stack(spec.effective_stack_name()).await?;
             if let Some(stack) = stack.filter(|s| s.status.is_success()) {
-                let status = self.ready_status(
-                    &state,
-                    &entry,
-                    Some(stack.status.to_string()),
-                    "in sync: nothing to change",
-                );
-                return self.finish(state, &entry, status, "in sync").await;
+                return self
+                    .in_sync(
+                        state,
+                        &entry,
+                        Some(stack.status.to_string()),
+                        "in sync: nothing to change",
+                    )
+                    .await;
             }
         }
         state.next = Next::ChangeSet;
@@ -340,8 +354,7 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
     /// Acts on the stack's status (the decision table), or executes the change
     /// set poll-status found ready.
     pub async fn change_set(&self, mut state: RunState) -> StepResult {
-        self.hold(&state).await?;
-        let entry = self.entry(&state).await?;
+        let entry = self.resume(&state).await?;
         let spec = &entry.spec;
         let stack_name = spec.effective_stack_name();
         let cfn = self.port(spec).await?;
@@ -384,25 +397,25 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
                         Ok(self.wait(state, WaitOn::ChangeSet, spec))
                     }
                     Created::NothingToChange => {
-                        let status = self.ready_status(
-                            &state,
+                        self.in_sync(
+                            state,
                             &entry,
                             stack.map(|s| s.status.to_string()),
                             "in sync: the change set was empty",
-                        );
-                        self.finish(state, &entry, status, "in sync").await
+                        )
+                        .await
                     }
                 }
             }
             StackDecision::Wait => Ok(self.wait(state, WaitOn::Stack, spec)),
             StackDecision::InSync => {
-                let status = self.ready_status(
-                    &state,
+                self.in_sync(
+                    state,
                     &entry,
                     stack.map(|s| s.status.to_string()),
                     "in sync: nothing to change",
-                );
-                self.finish(state, &entry, status, "in sync").await
+                )
+                .await
             }
             StackDecision::ContinueRollback => {
                 cfn.continue_update_rollback(stack_name, spec.role_arn.as_deref())
@@ -497,9 +510,8 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
 
     /// Looks at what the run waits for and says: wait again, go on, or finish.
     pub async fn poll_status(&self, mut state: RunState) -> StepResult {
-        self.hold(&state).await?;
+        let entry = self.resume(&state).await?;
         state.polls += 1;
-        let entry = self.entry(&state).await?;
         let spec = &entry.spec;
         let stack_name = spec.effective_stack_name();
         let cfn = self.port(spec).await?;
@@ -552,13 +564,13 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
                     ChangeSetDecision::Empty => {
                         cfn.delete_change_set(stack_name, &name).await?;
                         let stack = cfn.describe_stack(stack_name).await?;
-                        let status = self.ready_status(
-                            &state,
+                        self.in_sync(
+                            state,
                             &entry,
                             stack.map(|s| s.status.to_string()),
                             "in sync: the change set was empty",
-                        );
-                        self.finish(state, &entry, status, "in sync").await
+                        )
+                        .await
                     }
                     ChangeSetDecision::Failed { reason } => {
                         cfn.delete_change_set(stack_name, &name).await?;
@@ -638,8 +650,7 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
     /// Deletes the stack — for a removed entry with `destroyOnDelete`, or to
     /// recreate a failed create — polling (through the state machine) to gone.
     pub async fn delete(&self, mut state: RunState) -> StepResult {
-        self.hold(&state).await?;
-        let entry = self.entry(&state).await?;
+        let entry = self.resume(&state).await?;
         let spec = &entry.spec;
         let stack_name = spec.effective_stack_name();
         if !state.recreate && !spec.destroy_on_delete {

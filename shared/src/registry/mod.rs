@@ -609,7 +609,7 @@ impl Registry {
         ttl: Duration,
         now: EpochMillis,
     ) -> Result<Lease> {
-        let expires = now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+        let expires = lease_until(now, ttl);
         let result = self
             .client
             .update_item()
@@ -658,7 +658,7 @@ impl Registry {
         ttl: Duration,
         now: EpochMillis,
     ) -> Result<Lease> {
-        let expires = now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+        let expires = lease_until(now, ttl);
         let result = self
             .client
             .update_item()
@@ -766,6 +766,11 @@ mod expr {
     /// The caller holds the lease and the entry is being deleted.
     pub const HOLDS_LEASE_AND_DELETING: &str =
         "#leaseOwner = :owner AND attribute_exists(#deletionRequestedAt)";
+}
+
+/// When a lease taken at `now` for `ttl` runs out.
+fn lease_until(now: EpochMillis, ttl: Duration) -> EpochMillis {
+    now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// A token unique to one `TransactWriteItems` call (≤ 36 characters): the
