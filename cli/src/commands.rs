@@ -50,7 +50,9 @@ pub async fn run(cli: Cli) -> Result {
             file,
             prune,
             dry_run,
-        } => apply(&registry, &file, prune, dry_run, format).await,
+        } => apply(&registry, &file, prune, dry_run, format)
+            .await
+            .map(drop),
         Command::List => {
             let entries = registry.list().await.map_err(err)?;
             print_list(&entries, format)
@@ -164,16 +166,15 @@ pub async fn run(cli: Cli) -> Result {
             speedup,
         } => {
             require_local(local)?;
-            apply(&registry, &file, prune, false, Output::Table).await?;
+            let desired = apply(&registry, &file, prune, false, Output::Table).await?;
+            // The file's entries, and every entry being deleted (pruned now or before).
             let names: Vec<String> = registry
                 .list()
                 .await
                 .map_err(err)?
                 .into_iter()
                 .filter(|e| {
-                    e.deletion_requested_at.is_some()
-                        || read_manifest(&file)
-                            .is_ok_and(|specs| specs.iter().any(|s| s.name == e.name))
+                    e.deletion_requested_at.is_some() || desired.iter().any(|s| s.name == e.name)
                 })
                 .map(|e| e.name)
                 .collect();
@@ -267,7 +268,7 @@ async fn apply(
     prune: bool,
     dry_run: bool,
     format: Output,
-) -> Result {
+) -> Result<Vec<StackSpec>> {
     let desired = read_manifest(file)?;
     let current = registry.list().await.map_err(|e| e.to_string())?;
     let plan = plan_apply(&desired, &current, prune).map_err(|conflicts| {
@@ -293,14 +294,15 @@ async fn apply(
             .map_err(|e| e.to_string())?;
     }
     if format != Output::Table {
-        return print_structured(
+        print_structured(
             format,
             &ApplyReport {
                 file: file.display().to_string(),
                 dry_run,
                 changes: &plan.changes,
             },
-        );
+        )?;
+        return Ok(desired);
     }
     let (verb_create, verb_update, verb_prune) = if dry_run {
         ("would create", "would update", "would prune")
@@ -331,7 +333,7 @@ async fn apply(
     } else {
         println!("{writes} change(s) applied to {:?}", registry.table());
     }
-    Ok(())
+    Ok(desired)
 }
 
 fn report(format: Output, name: &str, action: &str, detail: &str) -> Result {

@@ -452,3 +452,82 @@ async fn usage_errors_exit_2_and_missing_tables_or_regions_are_explained() {
     let valid = cli.run(&["validate", "-f", &cli.file("v.yaml", GOOD)]);
     assert!(stdout(&valid).contains("2 entries, all valid"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sync_local_creates_the_stack_and_reconcile_reports_failures_with_exit_1() {
+    let (cli, _registry) = Cli::new("cli-sync").await;
+    let repo = stacksync_testkit::git::GitRepo::new("cli-sync");
+    repo.commit(
+        &[(
+            "q.yaml",
+            b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n",
+        )],
+        "queue",
+    );
+    let name = unique_name("clisync").replace('-', "x");
+    let bucket = unique_name("cli-sync-bucket");
+    let file = cli.file(
+        "sync.yaml",
+        &format!(
+            "stacks:\n  - name: {name}\n    source: {{git: '{}', path: q.yaml}}\n",
+            repo.file_url()
+        ),
+    );
+    let sync = |args: &[&str]| {
+        let mut all = vec!["--bucket", bucket.as_str()];
+        all.extend_from_slice(args);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
+        cmd.args(&all)
+            .env("STACKSYNC_TABLE", &cli.table)
+            .env("STACKSYNC_SPEEDUP", "1000");
+        for (k, v) in Emulator::shared().env() {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+
+    let out = sync(&["sync", "-f", &file, "--local"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains("▸ FetchArtifact") && text.contains("▸ PollStatus"),
+        "states are printed: {text}"
+    );
+    assert!(text.contains(&format!("✓ {name}: applied")), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(&name) && l.contains("Ready"))
+        .unwrap_or_default();
+    assert!(
+        row.contains("CREATE_COMPLETE"),
+        "the status table ends the run: {text}"
+    );
+
+    let again = sync(&["reconcile", &name, "--local"]);
+    assert!(stdout(&again).contains("in sync"), "{}", stdout(&again));
+
+    repo.commit(&[("q.yaml", b"not: [a template")], "broken");
+    let failed = sync(&["reconcile", &name, "--local"]);
+    assert_eq!(failed.status.code(), Some(1));
+    assert!(
+        stdout(&failed).contains("is not valid YAML"),
+        "{}",
+        stdout(&failed)
+    );
+    assert!(stderr(&failed).contains("failed"), "{}", stderr(&failed));
+
+    let deployed = sync(&["reconcile", &name]);
+    assert_eq!(deployed.status.code(), Some(1));
+    assert!(
+        stderr(&deployed).contains("pass --local"),
+        "{}",
+        stderr(&deployed)
+    );
+    let missing = sync(&["reconcile", "nope", "--local"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing).contains("no stack named"),
+        "{}",
+        stderr(&missing)
+    );
+}
