@@ -195,9 +195,14 @@ impl StateMachine {
                     )));
                 }
             }
+            let rule_targets = ["Choices", "Catch"]
+                .iter()
+                .flat_map(|field| state[*field].as_array().into_iter().flatten())
+                .filter_map(|rule| rule.get("Next"));
             for next in [state.get("Next"), state.get("Default")]
                 .into_iter()
                 .flatten()
+                .chain(rule_targets)
             {
                 let next = next.as_str().unwrap_or("");
                 if !states.contains_key(next) {
@@ -225,9 +230,12 @@ impl StateMachine {
         on_event: &mut (dyn FnMut(&Event, &Value) + Send),
     ) -> Outcome {
         let mut current = self.start_at.clone();
+        let original = input.clone();
         let mut data = input;
         for _ in 0..options.max_transitions {
-            let state = &self.states[&current];
+            let Some(state) = self.states.get(&current) else {
+                return Outcome::Failed(AslError::runtime(format!("no state named {current}")));
+            };
             let kind = state["Type"].as_str().unwrap_or("");
             on_event(
                 &Event::StateEntered {
@@ -237,7 +245,7 @@ impl StateMachine {
                 &data,
             );
             let context = json!({
-                "Execution": {"Id": format!("local:{execution_name}"), "Name": execution_name, "Input": data},
+                "Execution": {"Id": format!("local:{execution_name}"), "Name": execution_name, "Input": original},
                 "State": {"Name": current},
             });
             let step = self
@@ -327,8 +335,7 @@ impl StateMachine {
                     },
                     &input,
                 );
-                tokio::time::sleep(Duration::from_secs_f64(seconds / options.speedup.max(1e-9)))
-                    .await;
+                tokio::time::sleep(seconds_to_wait(seconds, options.speedup)).await;
                 next_or_end(apply_output_path(state, input)?)
             }
             "Choice" => {
@@ -361,8 +368,21 @@ impl StateMachine {
                 };
                 let resource = state["Resource"].as_str().unwrap_or("");
                 let mut attempts: BTreeMap<usize, u32> = BTreeMap::new();
+                // TimeoutSeconds is real time (a hung call is hung however sped up).
+                let timeout = state["TimeoutSeconds"].as_f64().unwrap_or(MAX_WAIT_SECONDS);
                 loop {
-                    match runner.run(resource, params.clone()).await {
+                    let attempt = tokio::time::timeout(
+                        seconds_to_wait(timeout, 1.0),
+                        runner.run(resource, params.clone()),
+                    )
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(AslError::new(
+                            "States.Timeout",
+                            format!("{name} ran longer than {timeout} s"),
+                        ))
+                    });
+                    match attempt {
                         Ok(result) => {
                             let output = apply_result_path(state, input, result)?;
                             return next_or_end(apply_output_path(state, output)?);
@@ -377,7 +397,11 @@ impl StateMachine {
                                     },
                                     &input,
                                 );
-                                tokio::time::sleep(delay.div_f64(options.speedup.max(1e-9))).await;
+                                tokio::time::sleep(seconds_to_wait(
+                                    delay.as_secs_f64(),
+                                    options.speedup,
+                                ))
+                                .await;
                                 continue;
                             }
                             on_event(
@@ -419,11 +443,11 @@ impl StateMachine {
                     &input,
                 );
                 let caught = json!({"Error": error.name, "Cause": error.cause});
-                let path = catcher
-                    .get("ResultPath")
-                    .and_then(Value::as_str)
-                    .unwrap_or("$");
-                let output = set_path(input, path, caught)?;
+                let output = match catcher.get("ResultPath") {
+                    // `null`: the error is discarded and the input goes on.
+                    Some(Value::Null) => input,
+                    path => set_path(input, path.and_then(Value::as_str).unwrap_or("$"), caught)?,
+                };
                 return Ok(Step::Next(next, output));
             }
         }
@@ -478,7 +502,22 @@ fn retry_delay(
         delay *= jitter();
     }
     *done += 1;
-    Some(Duration::from_secs_f64(delay.max(0.0)))
+    Some(seconds_to_wait(delay, 1.0))
+}
+
+/// The longest wait the interpreter honours (a year), so that no number in a
+/// definition or its input can overflow a `Duration`.
+const MAX_WAIT_SECONDS: f64 = 365.0 * 86_400.0;
+
+/// A wait of `seconds`, divided by `speedup`, bounded.
+fn seconds_to_wait(seconds: f64, speedup: f64) -> Duration {
+    let scaled = seconds / speedup.max(1e-9);
+    let bounded = if scaled.is_finite() {
+        scaled.clamp(0.0, MAX_WAIT_SECONDS)
+    } else {
+        MAX_WAIT_SECONDS
+    };
+    Duration::from_secs_f64(bounded)
 }
 
 /// A number in [0, 1) without a random-number crate: the clock's nanoseconds.

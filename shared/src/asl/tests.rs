@@ -179,3 +179,63 @@ fn paths_read_and_write() {
     );
     assert_eq!(set_path(json!({"a": 1}), "$", json!(2)).unwrap(), json!(2));
 }
+
+#[tokio::test]
+async fn a_catcher_with_a_null_result_path_keeps_the_input_and_a_dangling_catch_is_refused() {
+    let def = json!({"StartAt": "T", "States": {
+        "T": {"Type": "Task", "Resource": "always-fail:Boom", "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": null, "Next": "H"}], "End": true},
+        "H": {"Type": "Pass", "End": true}}});
+    let (outcome, _, _) = run(def, json!({"keep": 1})).await;
+    assert_eq!(outcome, Outcome::Succeeded(json!({"keep": 1})));
+    let dangling = json!({"StartAt": "T", "States": {
+        "T": {"Type": "Task", "Resource": "x", "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Nowhere"}], "End": true}}});
+    assert!(
+        StateMachine::load(&dangling.to_string(), &BTreeMap::new())
+            .unwrap_err()
+            .cause
+            .contains("Nowhere")
+    );
+}
+
+/// A runner that never answers.
+struct Hangs;
+
+impl TaskRunner for Hangs {
+    async fn run(&self, _resource: &str, _input: Value) -> Result<Value, AslError> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn a_task_past_its_timeout_fails_with_states_timeout() {
+    let def = json!({"StartAt": "T", "States": {"T": {"Type": "Task", "Resource": "x", "TimeoutSeconds": 1, "End": true}}});
+    let machine = StateMachine::load(&def.to_string(), &BTreeMap::new()).unwrap();
+    let outcome = machine
+        .execute(
+            &Hangs,
+            "e",
+            json!({}),
+            &RunOptions::default(),
+            &mut |_, _| {},
+        )
+        .await;
+    assert!(
+        matches!(outcome, Outcome::Failed(AslError { ref name, .. }) if name == "States.Timeout"),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn huge_waits_do_not_panic() {
+    let def = json!({"StartAt": "W", "States": {"W": {"Type": "Wait", "SecondsPath": "$.s", "Next": "S"}, "S": {"Type": "Succeed"}}});
+    let machine = StateMachine::load(&def.to_string(), &BTreeMap::new()).unwrap();
+    let options = RunOptions::default();
+    let mut ignore = |_: &Event, _: &Value| {};
+    let run = machine.execute(&Hangs, "e", json!({"s": 1e300}), &options, &mut ignore);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), run)
+            .await
+            .is_err(),
+        "it waits, bounded, without panicking"
+    );
+}

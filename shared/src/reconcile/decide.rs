@@ -73,7 +73,18 @@ pub fn decide_stack(observed: StackObservation<'_>) -> StackDecision {
             cleanup_review: *status == S::ReviewInProgress,
         },
         s if s.in_progress() => StackDecision::Wait,
-        // Healthy, or an update that did not take but left the stack usable:
+        // An operation failed without rolling back: the stack may be half
+        // changed. A new spec or revision is tried as an update; at our own
+        // hash there is nothing to try, and the failure is reported.
+        S::UpdateFailed | S::ImportRollbackFailed if observed.hash_matches => {
+            StackDecision::Stalled {
+                reason: format!(
+                    "the stack is {status}: its last operation failed without rolling back; \
+                 fix it, or push a change to try again"
+                ),
+            }
+        }
+        // Healthy, or rolled back to its previous (our applied) state:
         // in sync if it is at our hash, else an update.
         S::CreateComplete
         | S::UpdateComplete
@@ -335,6 +346,18 @@ mod tests {
                     S::DeleteFailed,
                     "only DELETE_FAILED stalls outside a deletion: {reason}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn a_failure_without_rollback_at_our_own_hash_is_reported() {
+        for status in [S::UpdateFailed, S::ImportRollbackFailed] {
+            match stack(Some(status.clone()), true) {
+                StackDecision::Stalled { reason } => {
+                    assert!(reason.contains(status.as_str()), "{reason}")
+                }
+                other => panic!("{status}: {other:?}"),
             }
         }
     }

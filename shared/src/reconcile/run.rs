@@ -96,6 +96,9 @@ pub struct RunState {
     /// Deleting to create again (a failed create), not to remove the entry.
     #[serde(default)]
     pub recreate: bool,
+    /// How many times this run continued a failed rollback.
+    #[serde(default)]
+    pub rollback_continues: u32,
     /// How many times delete asked CloudFormation to delete the stack.
     #[serde(default)]
     pub delete_requests: u32,

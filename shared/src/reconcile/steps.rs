@@ -34,6 +34,8 @@ use crate::template;
 pub const LEASE_TTL: Duration = Duration::from_secs(15 * 60);
 /// The longest wait between two polls.
 pub const MAX_POLL_SECONDS: u64 = 60;
+/// How often a run continues a failed rollback before reporting it.
+pub const MAX_ROLLBACK_CONTINUES: u32 = 1;
 /// How often delete asks CloudFormation before reporting `DELETE_FAILED`.
 pub const MAX_DELETE_REQUESTS: u32 = 2;
 
@@ -105,26 +107,32 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
             .await?)
     }
 
-    /// Writes a status, keeping the phase's transition time when the phase stays.
+    /// The phase's transition time: kept when the phase stays, now when it changes.
+    fn with_transition(&self, entry: &StackEntry, mut status: Status) -> Status {
+        if status.phase == entry.status.phase {
+            status.last_transition_at = entry.status.last_transition_at;
+        } else {
+            status.last_transition_at = Some(Timestamp(now_millis()));
+        }
+        status
+    }
+
+    /// Writes a status while the run goes on.
     async fn record(
         &self,
         state: &RunState,
         entry: &StackEntry,
         status: Status,
     ) -> Result<(), StepError> {
-        let mut status = status;
-        if status.phase == entry.status.phase {
-            status.last_transition_at = entry.status.last_transition_at;
-        } else {
-            status.last_transition_at = Some(Timestamp(now_millis()));
-        }
+        let status = self.with_transition(entry, status);
         self.registry
             .write_status(&state.stack_id, &state.execution, &status)
             .await?;
         Ok(())
     }
 
-    /// Ends the run: status written, lease released, `next` = done.
+    /// Ends the run: status written and lease released in one conditional
+    /// write (a retried step cannot find one done and the other not), `next` = done.
     async fn finish(
         &self,
         mut state: RunState,
@@ -133,9 +141,19 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
         outcome: &str,
     ) -> StepResult {
         info!(stack = %state.stack_id, phase = %status.phase, outcome, "run finished");
-        self.record(&state, entry, status).await?;
+        let mut status = self.with_transition(entry, status);
+        // The spec changed (or deletion was asked) while this run worked from
+        // an older one: look again at once rather than after `interval`.
+        if state.spec_version > 0 {
+            let latest = self.registry.get(&state.stack_id).await?;
+            if latest.is_some_and(|e| {
+                e.spec_version != state.spec_version || e.deletion_requested_at.is_some()
+            }) {
+                status.next_reconcile_at = Some(Timestamp(now_millis()));
+            }
+        }
         self.registry
-            .release_lease(&state.stack_id, &state.execution)
+            .write_status_and_release(&state.stack_id, &state.execution, &status)
             .await?;
         state.next = Next::Done;
         state.outcome = Some(outcome.to_owned());
@@ -188,11 +206,6 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
     pub async fn artifact_fetch(&self, mut state: RunState) -> StepResult {
         let now = now_millis();
         state.started_at = now;
-        let Some(entry) = self.registry.get(&state.stack_id).await? else {
-            state.next = Next::Done;
-            state.outcome = Some("the entry is no longer registered".into());
-            return Ok(state);
-        };
         match self
             .registry
             .acquire_lease(&state.stack_id, &state.execution, LEASE_TTL, now)
@@ -206,8 +219,21 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
                 state.outcome = Some(format!("another run ({owner}) holds the stack"));
                 return Ok(state);
             }
+            Err(RegistryError::Conflict { detail, .. }) => {
+                state.next = Next::Done;
+                state.outcome = Some(format!("the lease changed hands: {detail}"));
+                return Ok(state);
+            }
+            Err(RegistryError::NotFound { .. }) => {
+                state.next = Next::Done;
+                state.outcome = Some("the entry is no longer registered".into());
+                return Ok(state);
+            }
             Err(e) => return Err(e.into()),
         }
+        // Read only now, holding the lease: the status copied below is the
+        // latest, not one that a run finishing just before us has replaced.
+        let entry = self.entry(&state).await?;
         state.spec_version = entry.spec_version;
 
         if entry.deletion_requested_at.is_some() {
@@ -239,9 +265,11 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
             )));
         }
         let reference = spec.effective_ref().unwrap_or("main").to_owned();
+        // A trigger's revision is taken only when it is an exact commit id;
+        // anything else (a branch name) is resolved like the spec's ref.
         let revision = match &state.trigger.revision {
-            Some(r) => r.clone(),
-            None => self.sources.resolve(&url, &reference).await?,
+            Some(r) if is_commit_id(r) => r.to_ascii_lowercase(),
+            _ => self.sources.resolve(&url, &reference).await?,
         };
         let key = artifact_key(&url, &revision);
         if !self.store.exists(&key).await? {
@@ -361,8 +389,20 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
 
         if state.execute {
             let name = state.change_set_name.clone().unwrap_or_default();
-            info!(stack = %state.stack_id, change_set = %name, "executing change set");
-            cfn.execute_change_set(stack_name, &name).await?;
+            // A retried step may find its change set already executing.
+            let started = cfn
+                .describe_change_set(stack_name, &name)
+                .await?
+                .is_some_and(|cs| {
+                    matches!(
+                        cs.execution,
+                        ExecutionStatus::ExecuteInProgress | ExecutionStatus::ExecuteComplete
+                    )
+                });
+            if !started {
+                info!(stack = %state.stack_id, change_set = %name, "executing change set");
+                cfn.execute_change_set(stack_name, &name).await?;
+            }
             state.execute = false;
             return Ok(self.wait(state, WaitOn::Execution, spec));
         }
@@ -381,13 +421,17 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
                 kind,
                 cleanup_review,
             } => {
-                if cleanup_review {
-                    for old in cfn.list_change_sets(stack_name).await? {
-                        cfn.delete_change_set(stack_name, &old).await?;
-                    }
-                }
                 let desired = state.desired_hash.clone().unwrap_or_default();
                 let name = change_set_name(state.spec_version, &desired);
+                if cleanup_review {
+                    // Old change sets of a never-created stack; ours (a retried
+                    // step made it already) stays.
+                    for old in cfn.list_change_sets(stack_name).await? {
+                        if old != name {
+                            cfn.delete_change_set(stack_name, &old).await?;
+                        }
+                    }
+                }
                 let parameters = self.parameters(&state).await?;
                 let request = self.change_set_request(&state, spec, &name, kind, parameters)?;
                 match cfn.create_change_set(&request).await? {
@@ -417,9 +461,22 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
                 )
                 .await
             }
+            StackDecision::ContinueRollback
+                if state.rollback_continues >= MAX_ROLLBACK_CONTINUES =>
+            {
+                // Continuing did not help: a resource needs skipping or fixing by hand.
+                let events = cfn.events_since(stack_name, state.started_at).await?;
+                let reason = first_failure(&events)
+                    .or_else(|| stack.and_then(|s| s.reason))
+                    .unwrap_or_else(|| "no reason given".into());
+                Err(StepError::stalled(format!(
+                    "the stack is still UPDATE_ROLLBACK_FAILED after ContinueUpdateRollback: {reason}"
+                )))
+            }
             StackDecision::ContinueRollback => {
                 cfn.continue_update_rollback(stack_name, spec.role_arn.as_deref())
                     .await?;
+                state.rollback_continues += 1;
                 Ok(self.wait(state, WaitOn::Rollback, spec))
             }
             StackDecision::DeleteAndRecreate => {
@@ -530,7 +587,12 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
             Some(WaitOn::ChangeSet) => {
                 let name = state.change_set_name.clone().unwrap_or_default();
                 let Some(cs) = cfn.describe_change_set(stack_name, &name).await? else {
-                    return Err(StepError::stalled(format!("change set {name} disappeared")));
+                    // Gone (deleted by someone, or by a retried step): decide again.
+                    info!(stack = %state.stack_id, change_set = %name, "change set gone; deciding again");
+                    state.wait_on = None;
+                    state.change_set_name = None;
+                    state.next = Next::ChangeSet;
+                    return Ok(state);
                 };
                 let ready_without_changes = cs.status == ChangeSetStatus::CreateComplete
                     && cs.execution == ExecutionStatus::Available
@@ -694,6 +756,10 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
                         "deleting stack {stack_name} failed (DELETE_FAILED): {reason}"
                     )));
                 }
+                if spec.termination_protection && state.delete_requests == 0 {
+                    // stacksync turned it on; the entry's removal turns it off.
+                    cfn.set_termination_protection(stack_name, false).await?;
+                }
                 cfn.delete_stack(stack_name, spec.role_arn.as_deref())
                     .await?;
                 state.delete_requests += 1;
@@ -773,7 +839,15 @@ fn due(now: EpochMillis, secs: u64) -> EpochMillis {
 
 /// The first 12 characters of a revision.
 pub fn short(revision: &str) -> &str {
-    &revision[..revision.len().min(12)]
+    revision
+        .char_indices()
+        .nth(12)
+        .map_or(revision, |(i, _)| &revision[..i])
+}
+
+/// A full Git commit id (SHA-1 or SHA-256, hex).
+fn is_commit_id(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.chars().all(|c| c.is_ascii_hexdigit())
 }
 
 #[cfg(test)]

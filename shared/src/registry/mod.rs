@@ -585,6 +585,39 @@ impl Registry {
         }
     }
 
+    /// Records the final status of a run and gives the lease back, in one
+    /// write conditioned on holding the lease.
+    pub async fn write_status_and_release(
+        &self,
+        name: &str,
+        owner: &str,
+        status: &Status,
+    ) -> Result<()> {
+        let status = status.clone().bounded();
+        let update = match status.next_reconcile_at {
+            Some(_) => expr::FINAL_STATUS_DUE,
+            None => expr::FINAL_STATUS,
+        };
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, s(stack_key(name)))
+            .update_expression(update)
+            .condition_expression(expr::HOLDS_LEASE)
+            .set_expression_attribute_names(Some(names(&[update, expr::HOLDS_LEASE])))
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":status", to_attr_of(&status));
+        if let Some(at) = status.next_reconcile_at {
+            request = request.expression_attribute_values(":due", n(at.0));
+        }
+        match request.send().await {
+            Ok(_) => Ok(()),
+            Err(e) if is_condition_failure(&e) => Err(self.lease_not_held(name, owner).await),
+            Err(e) => Err(self.aws_error("UpdateItem", e)),
+        }
+    }
+
     async fn lease_not_held(&self, name: &str, owner: &str) -> RegistryError {
         match self.get(name).await {
             Ok(Some(entry)) => RegistryError::LeaseNotHeld {
@@ -741,6 +774,11 @@ impl Registry {
 /// `#name` placeholders (several of ours, like `status` and `name`, are
 /// reserved words in DynamoDB expressions); see [`names`].
 mod expr {
+    /// A run's last status, and the lease given back.
+    pub const FINAL_STATUS: &str = "SET #status = :status REMOVE #leaseOwner, #leaseExpiresAt";
+    /// The same, moving the entry in the scheduler's index.
+    pub const FINAL_STATUS_DUE: &str =
+        "SET #status = :status, #nextReconcileAt = :due REMOVE #leaseOwner, #leaseExpiresAt";
     /// A new entry: only if no entry has the name.
     pub const CREATE_IF_ABSENT: &str = "attribute_not_exists(#pk)";
     /// The entry is still as the plan saw it, and not being deleted.
