@@ -181,12 +181,26 @@ impl Emulator {
 
     /// The bodies of those calls (form-encoded or JSON), oldest first.
     pub fn recorded_bodies(&self, operation: &str, containing: &str) -> Vec<String> {
+        self.recorded_calls()
+            .into_iter()
+            .filter_map(|(call, body)| {
+                let target = call["headers"]["X-Amz-Target"].as_str().unwrap_or("");
+                let is_op = target.ends_with(&format!(".{operation}"))
+                    || body.contains(&format!("Action={operation}&"))
+                    || body.ends_with(&format!("Action={operation}"));
+                (is_op && body.contains(containing)).then_some(body)
+            })
+            .collect()
+    }
+
+    /// Every recorded call (moto's JSON record) with its body decoded, oldest first.
+    fn recorded_calls(&self) -> Vec<(serde_json::Value, String)> {
         use base64::Engine;
         let recording = self.moto_api("GET", "/moto-api/recorder/download-recording", "");
         recording
             .lines()
             .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .filter_map(|call| {
+            .map(|call| {
                 let raw = call["body"].as_str().unwrap_or("");
                 let body = if call["body_encoded"].as_bool() == Some(true) {
                     base64::engine::general_purpose::STANDARD
@@ -196,11 +210,7 @@ impl Emulator {
                 } else {
                     raw.to_owned()
                 };
-                let target = call["headers"]["X-Amz-Target"].as_str().unwrap_or("");
-                let is_op = target.ends_with(&format!(".{operation}"))
-                    || body.contains(&format!("Action={operation}&"))
-                    || body.ends_with(&format!("Action={operation}"));
-                (is_op && body.contains(containing)).then_some(body)
+                (call, body)
             })
             .collect()
     }
@@ -214,12 +224,9 @@ impl Emulator {
 
     /// Every recorded call as `service:Operation`, oldest first.
     pub fn recorded_operations(&self) -> Vec<String> {
-        use base64::Engine;
-        let recording = self.moto_api("GET", "/moto-api/recorder/download-recording", "");
-        recording
-            .lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .map(|call| {
+        self.recorded_calls()
+            .into_iter()
+            .map(|(call, body)| {
                 let headers = &call["headers"];
                 if let Some(target) = headers["X-Amz-Target"].as_str() {
                     let (service, op) = target.split_once('.').unwrap_or(("?", target));
@@ -230,15 +237,6 @@ impl Emulator {
                     };
                     return format!("{service}:{op}");
                 }
-                let raw = call["body"].as_str().unwrap_or("");
-                let body = if call["body_encoded"].as_bool() == Some(true) {
-                    base64::engine::general_purpose::STANDARD
-                        .decode(raw)
-                        .map(|b| String::from_utf8_lossy(&b).into_owned())
-                        .unwrap_or_default()
-                } else {
-                    raw.to_owned()
-                };
                 if let Some(action) = body.split('&').find_map(|kv| kv.strip_prefix("Action=")) {
                     return format!("cloudformation:{action}");
                 }

@@ -559,30 +559,7 @@ impl Registry {
     /// it, so a run that lost its lease cannot overwrite a newer run's status.
     /// `status.next_reconcile_at` moves the entry in the scheduler's index.
     pub async fn write_status(&self, name: &str, owner: &str, status: &Status) -> Result<()> {
-        let status = status.clone().bounded();
-        let condition = expr::HOLDS_LEASE;
-        let update = match status.next_reconcile_at {
-            Some(_) => "SET #status = :status, #nextReconcileAt = :due",
-            None => "SET #status = :status",
-        };
-        let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key(PK, s(stack_key(name)))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&[update, condition])))
-            .expression_attribute_values(":owner", s(owner))
-            .expression_attribute_values(":status", to_attr_of(&status));
-        if let Some(at) = status.next_reconcile_at {
-            request = request.expression_attribute_values(":due", n(at.0));
-        }
-        match request.send().await {
-            Ok(_) => Ok(()),
-            Err(e) if is_condition_failure(&e) => Err(self.lease_not_held(name, owner).await),
-            Err(e) => Err(self.aws_error("UpdateItem", e)),
-        }
+        self.put_status(name, owner, status, false).await
     }
 
     /// Records the final status of a run and gives the lease back, in one
@@ -593,10 +570,22 @@ impl Registry {
         owner: &str,
         status: &Status,
     ) -> Result<()> {
+        self.put_status(name, owner, status, true).await
+    }
+
+    async fn put_status(
+        &self,
+        name: &str,
+        owner: &str,
+        status: &Status,
+        release: bool,
+    ) -> Result<()> {
         let status = status.clone().bounded();
-        let update = match status.next_reconcile_at {
-            Some(_) => expr::FINAL_STATUS_DUE,
-            None => expr::FINAL_STATUS,
+        let update = match (status.next_reconcile_at.is_some(), release) {
+            (true, true) => expr::FINAL_STATUS_DUE,
+            (false, true) => expr::FINAL_STATUS,
+            (true, false) => expr::STATUS_DUE,
+            (false, false) => expr::STATUS,
         };
         let mut request = self
             .client
@@ -774,6 +763,10 @@ impl Registry {
 /// `#name` placeholders (several of ours, like `status` and `name`, are
 /// reserved words in DynamoDB expressions); see [`names`].
 mod expr {
+    /// A status written while the run goes on.
+    pub const STATUS: &str = "SET #status = :status";
+    /// The same, moving the entry in the scheduler's index.
+    pub const STATUS_DUE: &str = "SET #status = :status, #nextReconcileAt = :due";
     /// A run's last status, and the lease given back.
     pub const FINAL_STATUS: &str = "SET #status = :status REMOVE #leaseOwner, #leaseExpiresAt";
     /// The same, moving the entry in the scheduler's index.
