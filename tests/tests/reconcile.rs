@@ -382,3 +382,37 @@ async fn two_stacks_on_one_repo_and_commit_fetch_it_once() {
         h.entry(&b).await.status.last_applied_revision
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repository_that_does_not_exist_fails_at_once_without_retries() {
+    let h = Harness::new("norepo").await;
+    let name = unique_name("n").replace('-', "x");
+    let missing = std::env::temp_dir().join(unique_name("no-such-repo"));
+    h.apply(&stacks(&name, &format!("file://{}", missing.display()), ""))
+        .await;
+    let outcome = h.reconcile(&name).await;
+    assert!(matches!(&outcome, Outcome::Failed(_)), "{outcome:?}");
+    let retries = h
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                stacksync::asl::Event::TaskFailed {
+                    retry_in: Some(_),
+                    ..
+                }
+            )
+        })
+        .count();
+    let message = h.entry(&name).await.status.message;
+    assert_eq!(
+        retries, 0,
+        "a missing repository is not retried: {message:?}"
+    );
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.status.phase, Phase::Failed);
+    assert!(entry.status.message.unwrap().contains("no-such-repo"));
+}

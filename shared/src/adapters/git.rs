@@ -47,12 +47,52 @@ impl Error {
             Error::RefNotFound(_) | Error::NotACommit { .. } | Error::TooLarge { .. } => {
                 PortError::Rejected(format!("{url}: {self}"))
             }
-            // Network and server trouble: worth another try.
-            Error::Git(_) | Error::WorkdirNotEmpty(_) => {
-                PortError::Transient(format!("{url}: {self:#}"))
+            Error::Git(e) => {
+                // gix's Display is the top message only; the sources say why.
+                let mut chain = format!("{e}\n{e:?}");
+                let mut source = std::error::Error::source(&e);
+                while let Some(cause) = source {
+                    chain.push('\n');
+                    chain.push_str(&cause.to_string());
+                    source = cause.source();
+                }
+                let text = format!("{url}: {e} ({})", last_cause(&chain));
+                if is_final_git_failure(&chain) {
+                    PortError::Rejected(text)
+                } else {
+                    PortError::Transient(text)
+                }
             }
+            Error::WorkdirNotEmpty(_) => PortError::Transient(format!("{url}: {self}")),
         }
     }
+}
+
+/// Failures another try will not mend: no such repository, no access, a
+/// commit the server will not give, a transport Lambda cannot run.
+/// Anything else (connection refused, timeouts, 5xx) is worth retrying.
+fn is_final_git_failure(chain: &str) -> bool {
+    const FINAL: [&str; 9] = [
+        "not a valid git directory",
+        "does not appear to be a git repository",
+        "Repository not found",
+        "not our ref",
+        "401",
+        "403",
+        "404",
+        "Authentication",
+        "No such file or directory",
+    ];
+    FINAL.iter().any(|needle| chain.contains(needle))
+}
+
+/// The innermost message of a gix error chain, for people.
+fn last_cause(chain: &str) -> &str {
+    chain
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or(chain)
 }
 
 /// The Git [`SourceFetcher`].
@@ -72,6 +112,15 @@ impl GitFetcher {
 
 impl SourceFetcher for GitFetcher {
     async fn resolve(&self, url: &str, reference: &str) -> PortResult<String> {
+        // A local repository that is not there will not appear on a retry
+        // (the transport would only report a broken pipe).
+        if let Some(path) = url.strip_prefix("file://")
+            && !Path::new(path).exists()
+        {
+            return Err(PortError::Rejected(format!(
+                "{url}: there is no repository at {path}"
+            )));
+        }
         let (url, reference) = (url.to_owned(), reference.to_owned());
         tokio::task::spawn_blocking(move || {
             ls_remote(&url, &reference).map_err(|e| e.into_port(&url))
