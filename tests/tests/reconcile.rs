@@ -33,6 +33,23 @@ Resources:
     Type: AWS::SNS::Topic
 ";
 
+/// Two entries on one source; `first_extra` is added to the first.
+fn two_stacks(first: &str, second: &str, url: &str, first_extra: &str) -> String {
+    let second_entry = stacks(second, url, "");
+    format!(
+        "{}{}",
+        stacks(first, url, first_extra),
+        second_entry
+            .strip_prefix("stacks:\n")
+            .unwrap_or(&second_entry)
+    )
+}
+
+/// A stack name no other test uses (letters, digits and hyphens only).
+fn stack_name(prefix: &str) -> String {
+    unique_name(prefix).replace('-', "x")
+}
+
 fn stacks(name: &str, url: &str, extra: &str) -> String {
     format!(
         "stacks:\n  - name: {name}\n    source: {{git: '{url}', path: stacks/queue.yaml}}\n{extra}"
@@ -84,7 +101,7 @@ async fn a_stack_is_created_updated_by_a_template_commit_and_left_alone_by_an_un
         &[("stacks/queue.yaml", QUEUE), ("README.md", b"v1")],
         "queue",
     );
-    let name = unique_name("q").replace('-', "x");
+    let name = stack_name("q");
     h.apply(&stacks(
         &name,
         &daemon.url(&repo),
@@ -172,7 +189,7 @@ async fn parameter_and_tag_changes_update_the_stack() {
     let h = Harness::new("params").await;
     let repo = GitRepo::new("params");
     repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
-    let name = unique_name("p").replace('-', "x");
+    let name = stack_name("p");
     h.apply(&stacks(
         &name,
         &repo.file_url(),
@@ -233,12 +250,14 @@ async fn removing_an_entry_deletes_the_stack_only_with_destroy_on_delete() {
     let h = Harness::new("remove").await;
     let repo = GitRepo::new("remove");
     repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
-    let doomed = unique_name("d").replace('-', "x");
-    let kept = unique_name("k").replace('-', "x");
-    let file = format!(
-        "{}{}",
-        stacks(&doomed, &repo.file_url(), "    destroyOnDelete: true\n"),
-        stacks(&kept, &repo.file_url(), "").replace("stacks:\n", "")
+    let doomed = stack_name("d");
+    let kept = stack_name("k");
+    let file = two_stacks(
+        &doomed,
+        &kept,
+        &repo.file_url(),
+        "    destroyOnDelete: true
+",
     );
     h.apply(&file).await;
     reconciled(&h, &doomed).await;
@@ -264,7 +283,7 @@ async fn a_suspended_stack_is_not_touched() {
     let h = Harness::new("suspend").await;
     let repo = GitRepo::new("suspend");
     repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
-    let name = unique_name("s").replace('-', "x");
+    let name = stack_name("s");
     h.apply(&stacks(&name, &repo.file_url(), "")).await;
     h.steps
         .registry
@@ -290,7 +309,7 @@ async fn bad_templates_fail_with_the_file_named_and_keep_the_last_applied_revisi
     let h = Harness::new("badtpl").await;
     let repo = GitRepo::new("badtpl");
     let good = repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
-    let name = unique_name("b").replace('-', "x");
+    let name = stack_name("b");
     h.apply(&stacks(&name, &repo.file_url(), "")).await;
     reconciled(&h, &name).await;
 
@@ -357,13 +376,9 @@ async fn two_stacks_on_one_repo_and_commit_fetch_it_once() {
     let h = Harness::new("share").await;
     let repo = GitRepo::new("share");
     repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
-    let a = unique_name("a").replace('-', "x");
-    let b = unique_name("b").replace('-', "x");
-    let file = format!(
-        "{}{}",
-        stacks(&a, &repo.file_url(), ""),
-        stacks(&b, &repo.file_url(), "").replace("stacks:\n", "")
-    );
+    let a = stack_name("a");
+    let b = stack_name("b");
+    let file = two_stacks(&a, &b, &repo.file_url(), "");
     h.apply(&file).await;
     reconciled(&h, &a).await;
     reconciled(&h, &b).await;
@@ -386,7 +401,7 @@ async fn two_stacks_on_one_repo_and_commit_fetch_it_once() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_repository_that_does_not_exist_fails_at_once_without_retries() {
     let h = Harness::new("norepo").await;
-    let name = unique_name("n").replace('-', "x");
+    let name = stack_name("n");
     let missing = std::env::temp_dir().join(unique_name("no-such-repo"));
     h.apply(&stacks(&name, &format!("file://{}", missing.display()), ""))
         .await;
