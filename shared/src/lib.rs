@@ -7,6 +7,8 @@
 //!   and a per-stack lease.
 //! - [`duration`], [`source`], [`hash`], [`clock`]: small value types and helpers.
 //! - [`aws`]: building SDK clients from the standard configuration chain.
+//! - [`webhook`], [`events`]: trigger inputs (Git webhooks, EventBridge
+//!   events) verified and parsed, without I/O.
 
 pub mod adapters;
 pub mod artifact;
@@ -14,6 +16,7 @@ pub mod asl;
 pub mod aws;
 pub mod clock;
 pub mod duration;
+pub mod events;
 pub mod hash;
 #[cfg(feature = "lambda")]
 pub mod lambda;
@@ -25,6 +28,7 @@ pub mod spec;
 pub mod status;
 pub mod template;
 pub mod validate;
+pub mod webhook;
 
 pub use duration::Duration;
 pub use spec::StackSpec;
