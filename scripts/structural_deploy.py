@@ -3,12 +3,12 @@
 Translates the SAM template into plain CloudFormation with aws-sam-translator
 (as `sam deploy` would), deploys it into the local AWS emulator (moto), and
 checks that the resources exist: six functions, the table with its indexes,
-the bucket, the state machine; and that the stack's outputs name them.
+the bucket, the state machine calling exactly those functions; that the
+stack's outputs name them; and starts an execution by the StateMachineArn output.
 
 Usage: AWS_ENDPOINT_URL=... python scripts/structural_deploy.py template.yaml
 """
 import json
-import re
 import os
 import sys
 import time
@@ -79,12 +79,14 @@ def main(path):
     problems = []
 
     lam = session.client("lambda", endpoint_url=endpoint)
+    function_arns = set()
     for fn in ["ArtifactFetch", "TemplateUpload", "ChangeSet", "PollStatus", "Delete", "Finalize"]:
         physical = resources.get(f"{fn}Function", {}).get("PhysicalResourceId")
         if not physical:
             problems.append(f"no function {fn}Function")
             continue
         config = lam.get_function(FunctionName=physical)["Configuration"]
+        function_arns.add(config["FunctionArn"])
         env = config.get("Environment", {}).get("Variables", {})
         if config["Runtime"] != "provided.al2023" or "STACKSYNC_TABLE" not in env or "STACKSYNC_BUCKET" not in env:
             problems.append(f"{fn}Function is misconfigured: {config['Runtime']} {sorted(env)}")
@@ -97,27 +99,54 @@ def main(path):
     bucket = outputs.get("ArtifactBucketName")
     if bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
         problems.append(f"no bucket {bucket}")
-    # moto keeps state machines made through CloudFormation apart from its
-    # Step Functions API, so the wiring is checked in the translated template.
+    # The state machine named by the output: its deployed definition must call
+    # exactly the deployed functions, and it must accept an execution started
+    # by that ARN (moto keeps machines made through CloudFormation in a backend
+    # that does not run them, so the execution stays RUNNING: enough to prove
+    # the output is what `stacksync reconcile` starts).
     machine = outputs.get("StateMachineArn", "")
     sm = resources.get("ReconcileStateMachine", {})
     if not machine.startswith("arn:") or sm.get("PhysicalResourceId") != machine:
         problems.append(f"StateMachineArn output {machine!r} is not the stack's state machine {sm}")
-    sm_props = plain["Resources"]["ReconcileStateMachine"]["Properties"]
-    definition = json.dumps(sm_props.get("Definition") or sm_props.get("DefinitionString"))
-    placeholders = set(re.findall(r"\$\{(\w+)\}", definition))
-    wired = {
-        key: value
-        for key, value in sm_props.get("DefinitionSubstitutions", {}).items()
-        if isinstance(value, dict) and value.get("Fn::GetAtt", [""])[0].endswith("Function")
-    }
-    if not placeholders or placeholders != set(wired):
-        problems.append(f"placeholders {sorted(placeholders)} vs functions wired {sorted(wired)}")
+    else:
+        sfn = session.client("stepfunctions", endpoint_url=endpoint)
+        definition = json.loads(sfn.describe_state_machine(stateMachineArn=machine)["definition"])
+        called = set()
+
+        def collect(states):
+            for state in states.values():
+                if state.get("Type") == "Task":
+                    called.add(state["Resource"])
+                for branch in state.get("Branches", []):
+                    collect(branch["States"])
+
+        collect(definition["States"])
+        # moto stores the definition without applying DefinitionSubstitutions
+        # (CloudFormation does): resolve each placeholder the way it would,
+        # from the translated template's map and the deployed functions.
+        subs = plain["Resources"]["ReconcileStateMachine"]["Properties"].get("DefinitionSubstitutions", {})
+        physical_arn = {}
+        for key, value in subs.items():
+            logical = value.get("Fn::GetAtt", [None])[0] if isinstance(value, dict) else None
+            physical = resources.get(logical, {}).get("PhysicalResourceId")
+            if physical:
+                physical_arn["${" + key + "}"] = lam.get_function(FunctionName=physical)["Configuration"]["FunctionArn"]
+        called = {physical_arn.get(r, r) for r in called}
+        if unresolved := [r for r in called if "${" in r]:
+            problems.append(f"unsubstituted placeholders in the deployed definition: {unresolved}")
+        elif called != function_arns:
+            problems.append(f"the state machine calls {sorted(called)}, the stack has {sorted(function_arns)}")
+        name = f"structural-{int(time.time())}"
+        started = sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps({"stack": "probe"}))
+        execution = sfn.describe_execution(executionArn=started["executionArn"])
+        if execution["stateMachineArn"] != machine or execution["name"] != name:
+            problems.append(f"execution started by the output ARN is not listed: {execution}")
 
     if problems:
         sys.exit("structural deploy: " + "; ".join(problems))
     print(f"structural deploy: {len(resources)} resources created in the emulator; "
-          "6 functions, table with 2 indexes, bucket, state machine wired to the functions")
+          "6 functions, table with 2 indexes, bucket, state machine calling the 6 functions, "
+          "an execution started by the StateMachineArn output")
 
 
 if __name__ == "__main__":

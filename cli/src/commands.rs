@@ -11,11 +11,12 @@ use stacksync::registry::plan::{Action, Change, plan_apply};
 use stacksync::registry::{Registry, StackEntry};
 use stacksync::status::Timestamp;
 
+use crate::deployed::{Deployed, Resources, resolve};
 use crate::local::LocalRunner;
 use crate::output::{Table, cell, print_structured};
 use crate::{Cli, Command, Output};
 
-type Result<T = ()> = std::result::Result<T, String>;
+pub type Result<T = ()> = std::result::Result<T, String>;
 
 pub async fn run(cli: Cli) -> Result {
     let format = cli.output;
@@ -30,7 +31,7 @@ pub async fn run(cli: Cli) -> Result {
             _ => print_structured(format, &specs),
         };
     }
-    let (config, registry) = connect(&cli).await?;
+    let (config, resources, registry) = connect(&cli).await?;
     let err = |e: stacksync::registry::RegistryError| e.to_string();
     match cli.command {
         Command::Validate { .. } => Ok(()),
@@ -140,19 +141,31 @@ pub async fn run(cli: Cli) -> Result {
         Command::Reconcile {
             name,
             local,
+            wait,
             speedup,
         } => {
-            require_local(local)?;
-            let runner = LocalRunner::new(&config, registry, &cli.bucket, speedup).await?;
-            let ok = runner.reconcile(&name).await?;
-            let entries = runner.steps.registry.list().await.map_err(err)?;
-            print_status(
-                &entries
-                    .into_iter()
-                    .filter(|e| e.name == name)
-                    .collect::<Vec<_>>(),
-                format,
-            )?;
+            let ok = if local {
+                let runner =
+                    LocalRunner::new(&config, registry, &resources.bucket, speedup).await?;
+                let ok = runner.reconcile(&name).await?;
+                let entries = runner.steps.registry.list().await.map_err(err)?;
+                print_status(
+                    &entries
+                        .into_iter()
+                        .filter(|e| e.name == name)
+                        .collect::<Vec<_>>(),
+                    format,
+                )?;
+                ok
+            } else {
+                let deployed = Deployed::new(&config, &resources)?;
+                let ok = deployed.reconcile(&registry, &name, wait).await?;
+                if wait {
+                    let entry = registry.get(&name).await.map_err(err)?;
+                    print_status(&entry.into_iter().collect::<Vec<_>>(), format)?;
+                }
+                ok
+            };
             if ok {
                 Ok(())
             } else {
@@ -163,9 +176,15 @@ pub async fn run(cli: Cli) -> Result {
             file,
             prune,
             local,
+            wait,
             speedup,
         } => {
-            require_local(local)?;
+            // Fail before writing anything if there is nothing to run the reconciles.
+            let deployed = if local {
+                None
+            } else {
+                Some(Deployed::new(&config, &resources)?)
+            };
             let desired = apply(&registry, &file, prune, false, Output::Table).await?;
             // The file's entries, and every entry being deleted (pruned now or before).
             let names: Vec<String> = registry
@@ -178,21 +197,49 @@ pub async fn run(cli: Cli) -> Result {
                 })
                 .map(|e| e.name)
                 .collect();
-            let runner = LocalRunner::new(&config, registry, &cli.bucket, speedup).await?;
             let mut failed = Vec::new();
-            for name in &names {
-                if !runner.reconcile(name).await? {
-                    failed.push(name.clone());
+            let registry = match deployed {
+                Some(deployed) => {
+                    for name in &names {
+                        if !deployed.reconcile(&registry, name, wait).await? {
+                            failed.push(name.clone());
+                        }
+                    }
+                    if !wait {
+                        return Ok(());
+                    }
+                    registry
                 }
-            }
+                None => {
+                    let runner =
+                        LocalRunner::new(&config, registry, &resources.bucket, speedup).await?;
+                    for name in &names {
+                        if !runner.reconcile(name).await? {
+                            failed.push(name.clone());
+                        }
+                    }
+                    runner.steps.registry
+                }
+            };
             println!();
-            let entries = runner.steps.registry.list().await.map_err(err)?;
+            let entries = registry.list().await.map_err(err)?;
             print_status(&entries, format)?;
             if failed.is_empty() {
                 Ok(())
             } else {
                 Err(format!("the reconcile failed for {failed:?}"))
             }
+        }
+        Command::History { name, limit } => {
+            if registry.get(&name).await.map_err(err)?.is_none() {
+                eprintln!(
+                    "note: {name:?} is not in the registry {:?} (any past executions are listed)",
+                    registry.table()
+                );
+            }
+            Deployed::new(&config, &resources)?
+                .history(&name, limit, format)
+                .await
         }
         Command::Status { names } => {
             let mut entries = registry.list().await.map_err(err)?;
@@ -214,7 +261,7 @@ pub async fn run(cli: Cli) -> Result {
     }
 }
 
-async fn connect(cli: &Cli) -> Result<(aws_config::SdkConfig, Registry)> {
+async fn connect(cli: &Cli) -> Result<(aws_config::SdkConfig, Resources, Registry)> {
     let config = load_config(&AwsOptions {
         region: cli.region.clone(),
         profile: cli.profile.clone(),
@@ -227,18 +274,9 @@ async fn connect(cli: &Cli) -> Result<(aws_config::SdkConfig, Registry)> {
                 .into(),
         );
     }
-    let registry = Registry::new(aws_sdk_dynamodb::Client::new(&config), &cli.table);
-    Ok((config, registry))
-}
-
-fn require_local(local: bool) -> Result {
-    if local {
-        Ok(())
-    } else {
-        Err("starting executions of a deployed stacksync is not available yet: pass --local to run the \
-             state machine in-process against the configured AWS endpoint"
-            .into())
-    }
+    let resources = resolve(cli, &config).await?;
+    let registry = Registry::new(aws_sdk_dynamodb::Client::new(&config), &resources.table);
+    Ok((config, resources, registry))
 }
 
 fn read_manifest(file: &Path) -> Result<Vec<StackSpec>> {

@@ -127,7 +127,7 @@ impl LocalRunner {
 }
 
 /// Prints the stack's new events until told to stop (then once more).
-async fn watch_events(
+pub(crate) async fn watch_events(
     cfn: SdkCloudFormation,
     stack: String,
     since: i64,

@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 error (the message says what and where), 2 usage.
 
 mod commands;
+mod deployed;
 mod local;
 mod output;
 
@@ -15,22 +16,20 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(name = "stacksync", version, propagate_version = true)]
 pub struct Cli {
-    /// The registry's DynamoDB table.
-    #[arg(
-        long,
-        env = "STACKSYNC_TABLE",
-        default_value = "stacksync",
-        global = true
-    )]
-    pub table: String,
-    /// The artifact and template bucket.
-    #[arg(
-        long,
-        env = "STACKSYNC_BUCKET",
-        default_value = "stacksync-artifacts",
-        global = true
-    )]
-    pub bucket: String,
+    /// A deployed stacksync: the name of its CloudFormation stack (`sam
+    /// deploy`'s stack name). Table, bucket and state machine are read from its
+    /// outputs, unless given on their own.
+    #[arg(long, env = "STACKSYNC_INSTALLATION", global = true)]
+    pub installation: Option<String>,
+    /// The registry's DynamoDB table [default: the installation's, else `stacksync`].
+    #[arg(long, env = "STACKSYNC_TABLE", global = true)]
+    pub table: Option<String>,
+    /// The artifact and template bucket [default: the installation's, else `stacksync-artifacts`].
+    #[arg(long, env = "STACKSYNC_BUCKET", global = true)]
+    pub bucket: Option<String>,
+    /// The reconcile state machine of a deployed stacksync [default: the installation's].
+    #[arg(long, env = "STACKSYNC_STATE_MACHINE_ARN", global = true)]
+    pub state_machine_arn: Option<String>,
     /// AWS region (default: the standard chain: AWS_REGION, the profile).
     #[arg(long, global = true)]
     pub region: Option<String>,
@@ -99,7 +98,7 @@ pub enum Command {
         /// The entry's name.
         name: String,
     },
-    /// Reconcile one stack now: run the reconcile state machine for it.
+    /// Reconcile one stack now: start the deployed state machine for it (or, with --local, run it in-process).
     Reconcile {
         /// The entry's name.
         name: String,
@@ -107,6 +106,9 @@ pub enum Command {
         /// against the configured AWS endpoint, instead of starting it in Step Functions.
         #[arg(long)]
         local: bool,
+        /// Follow the execution: print its states and the stack's events; exit 1 if it fails.
+        #[arg(long)]
+        wait: bool,
         /// Divide every Wait and retry delay by this (for tests and demos).
         #[arg(long, env = "STACKSYNC_SPEEDUP", default_value_t = 1.0, hide = true)]
         speedup: f64,
@@ -122,9 +124,20 @@ pub enum Command {
         /// Run the state machine in-process against the configured AWS endpoint.
         #[arg(long)]
         local: bool,
+        /// Follow the executions one after another; exit 1 if any fails.
+        #[arg(long)]
+        wait: bool,
         /// Divide every Wait and retry delay by this (for tests and demos).
         #[arg(long, env = "STACKSYNC_SPEEDUP", default_value_t = 1.0, hide = true)]
         speedup: f64,
+    },
+    /// Recent reconcile executions of one stack in the deployed state machine, newest first.
+    History {
+        /// The entry's name.
+        name: String,
+        /// How many to show.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
     },
     /// A table of every stack's sync status (or only the named ones).
     Status {

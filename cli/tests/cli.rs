@@ -519,7 +519,7 @@ async fn sync_local_creates_the_stack_and_reconcile_reports_failures_with_exit_1
     let deployed = sync(&["reconcile", &name]);
     assert_eq!(deployed.status.code(), Some(1));
     assert!(
-        stderr(&deployed).contains("pass --local"),
+        stderr(&deployed).contains("pass --installation STACK"),
         "{}",
         stderr(&deployed)
     );
@@ -530,4 +530,150 @@ async fn sync_local_creates_the_stack_and_reconcile_reports_failures_with_exit_1
         "{}",
         stderr(&missing)
     );
+}
+
+/// A stacksync "installation": a CloudFormation stack with the outputs that
+/// template.yaml and infra/ give, naming the given table, bucket and machine.
+async fn installation(table: &str, bucket: &str, machine: &str) -> String {
+    let name = unique_name("stacksync-installation");
+    let template = serde_json::json!({
+        "Resources": {"Marker": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
+        "Outputs": {
+            "RegistryTableName": {"Value": table},
+            "ArtifactBucketName": {"Value": bucket},
+            "StateMachineArn": {"Value": machine},
+        }
+    });
+    Emulator::shared()
+        .cloudformation()
+        .create_stack()
+        .stack_name(&name)
+        .template_body(template.to_string())
+        .send()
+        .await
+        .unwrap();
+    name
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reconcile_starts_the_deployed_state_machine_follows_it_and_history_lists_it() {
+    let emulator = Emulator::shared();
+    let h = stacksync_testkit::local::Harness::new("cli-deployed").await;
+    let (table, bucket) = (
+        h.steps.registry.table().to_owned(),
+        h.steps.store.bucket().to_owned(),
+    );
+    let functions = emulator.deploy_functions(&table, &bucket);
+    let installation = installation(&table, &bucket, &functions.state_machine_arn).await;
+    let repo = stacksync_testkit::git::GitRepo::new("cli-deployed");
+    repo.commit(
+        &[(
+            "q.yaml",
+            b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n",
+        )],
+        "queue",
+    );
+    let name = unique_name("clidep").replace('-', "x");
+    let dir = std::env::temp_dir().join(unique_name("cli-deployed"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("stacks.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "stacks:\n  - name: {name}\n    source: {{git: '{}', path: q.yaml}}\n    pollInterval: 1s\n",
+            repo.file_url()
+        ),
+    )
+    .unwrap();
+    // Only the installation's name: table, bucket and machine come from its outputs.
+    let run = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
+        cmd.args(args)
+            .env("STACKSYNC_INSTALLATION", &installation)
+            .env_remove("STACKSYNC_TABLE")
+            .env_remove("STACKSYNC_BUCKET")
+            .env_remove("STACKSYNC_STATE_MACHINE_ARN");
+        for (k, v) in Emulator::shared().env() {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    let applied = run(&["apply", "-f", file.to_str().unwrap()]);
+    assert!(applied.status.success(), "{}", stderr(&applied));
+
+    let out = run(&["reconcile", &name, "--wait"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains(&format!("── reconcile {name} ({name}_manual_")),
+        "the execution is named after the stack: {text}"
+    );
+    assert!(
+        text.contains("▸ FetchArtifact") && text.contains("▸ PollStatus"),
+        "the states are followed: {text}"
+    );
+    assert!(text.contains(&format!("✓ {name}: SUCCEEDED")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&name) && l.contains("Ready") && l.contains("CREATE_COMPLETE")),
+        "the status table ends it: {text}"
+    );
+
+    // Without --wait: started, and the ARN printed.
+    let started = run(&["reconcile", &name]);
+    assert!(started.status.success(), "{}", stderr(&started));
+    assert!(
+        stdout(&started).contains(":execution:"),
+        "{}",
+        stdout(&started)
+    );
+
+    // Let it end before the next one (it holds the stack's lease while it runs).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while stdout(&run(&["history", &name])).contains("RUNNING") {
+        assert!(std::time::Instant::now() < deadline, "still running");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+
+    // A broken template: the execution fails, the reason is shown, exit 1.
+    repo.commit(&[("q.yaml", b"not: [a template")], "broken");
+    let failed = run(&["reconcile", &name, "--wait"]);
+    assert_eq!(failed.status.code(), Some(1), "{}", stdout(&failed));
+    assert!(
+        stdout(&failed).contains("is not valid YAML"),
+        "{}",
+        stdout(&failed)
+    );
+    assert!(
+        stderr(&failed).contains(&format!("the reconcile of {name:?} failed")),
+        "{}",
+        stderr(&failed)
+    );
+
+    // history: newest first, all three, with their outcome.
+    let history = run(&["history", &name, "-o", "json"]);
+    assert!(history.status.success(), "{}", stderr(&history));
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&history.stdout).unwrap();
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    assert_eq!(listed[0]["status"], "FAILED", "{listed:?}");
+    assert_eq!(listed[2]["status"], "SUCCEEDED", "{listed:?}");
+    let table_out = stdout(&run(&["history", &name]));
+    assert!(
+        table_out.starts_with("STARTED") && table_out.contains("SUCCEEDED"),
+        "{table_out}"
+    );
+
+    // A stack that is not a stacksync installation is named as such.
+    let other = Command::new(env!("CARGO_BIN_EXE_stacksync"))
+        .args(["--installation", "no-such-installation", "history", &name])
+        .envs(Emulator::shared().env())
+        .output()
+        .unwrap();
+    assert_eq!(other.status.code(), Some(1));
+    assert!(
+        stderr(&other).contains("cannot read the installation stack \"no-such-installation\""),
+        "{}",
+        stderr(&other)
+    );
+    drop(functions);
 }

@@ -25,12 +25,25 @@ fn diagnostic(e: StepError) -> Diagnostic {
     }
 }
 
-/// Runs the Lambda function for one step (`artifact-fetch`, `change-set`, …).
+/// Runs the Lambda function for one step (`artifact-fetch`, `change-set`, …):
+/// the whole `main` of a function binary.
 ///
 /// Environment: `STACKSYNC_TABLE`, `STACKSYNC_BUCKET` (required);
 /// `AWS_ENDPOINT_URL` (a local emulator), `STACKSYNC_TEMPLATE_URL_BASE`,
 /// `STACKSYNC_LOG` (optional).
-pub async fn serve_step(function: &'static str) -> Result<(), lambda_runtime::Error> {
+///
+/// Not `async` on purpose: the runtime is built and driven here, so the whole
+/// future is compiled once, in this crate. An `async fn` awaited from each
+/// binary's `#[tokio::main]` made every release build of every binary compile
+/// the SDK's code paths again (about 10 minutes per binary on 2 cores).
+pub fn serve_step(function: &'static str) -> Result<(), lambda_runtime::Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(serve(function))
+}
+
+async fn serve(function: &'static str) -> Result<(), lambda_runtime::Error> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("STACKSYNC_LOG")

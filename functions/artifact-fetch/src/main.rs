@@ -1,7 +1,6 @@
 //! The `artifact-fetch` Lambda function: takes the stack's lease, resolves the source revision and stores the artifact in S3.
 //! The logic is `stacksync::reconcile::steps::Steps`; this is wiring only.
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    stacksync::lambda::serve_step("artifact-fetch").await
+fn main() -> Result<(), lambda_runtime::Error> {
+    stacksync::lambda::serve_step("artifact-fetch")
 }

@@ -1,7 +1,6 @@
 //! The `change-set` Lambda function: acts on the stack's status: creates or executes a change set, continues a rollback, or recreates.
 //! The logic is `stacksync::reconcile::steps::Steps`; this is wiring only.
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    stacksync::lambda::serve_step("change-set").await
+fn main() -> Result<(), lambda_runtime::Error> {
+    stacksync::lambda::serve_step("change-set")
 }

@@ -1,7 +1,6 @@
 //! The `finalize` Lambda function: records a failure caught by the state machine and releases the stack's lease.
 //! The logic is `stacksync::reconcile::steps::Steps`; this is wiring only.
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    stacksync::lambda::serve_step("finalize").await
+fn main() -> Result<(), lambda_runtime::Error> {
+    stacksync::lambda::serve_step("finalize")
 }

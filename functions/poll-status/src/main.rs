@@ -1,7 +1,6 @@
 //! The `poll-status` Lambda function: looks at the change set or stack and says: wait again, go on, or finish.
 //! The logic is `stacksync::reconcile::steps::Steps`; this is wiring only.
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    stacksync::lambda::serve_step("poll-status").await
+fn main() -> Result<(), lambda_runtime::Error> {
+    stacksync::lambda::serve_step("poll-status")
 }

@@ -1,7 +1,6 @@
 //! The `template-upload` Lambda function: checks the template, stores it content-addressed, and ends the run when already in sync.
 //! The logic is `stacksync::reconcile::steps::Steps`; this is wiring only.
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    stacksync::lambda::serve_step("template-upload").await
+fn main() -> Result<(), lambda_runtime::Error> {
+    stacksync::lambda::serve_step("template-upload")
 }

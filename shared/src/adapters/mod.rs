@@ -4,6 +4,7 @@
 pub mod cloudformation;
 pub mod git;
 pub mod s3;
+pub mod stepfunctions;
 
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;

@@ -11,17 +11,15 @@
 //!    accepted secret, in constant time,
 //! 4. [`parse::parse`]: the body into pushes, a ping, or an ignored event.
 //!
-//! [`receive`] runs all four. [`execution_name`] derives the Step Functions
-//! execution name that makes a retried delivery start nothing new.
+//! [`receive`] runs all four. The execution a push starts is named by
+//! [`crate::adapters::stepfunctions::execution_name`] from the stack and the
+//! commit, so a retried or replayed delivery starts nothing new.
 
-pub mod name;
 pub mod parse;
 pub mod verify;
 
 use crate::hash::sha256_hex;
 use crate::source::source_key;
-
-pub use name::{MAX_EXECUTION_NAME_LEN, execution_name};
 
 /// The largest body accepted, in bytes: 4 MiB.
 ///

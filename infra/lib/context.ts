@@ -1,0 +1,35 @@
+// StackSyncProps from the CDK context: cdk.json's "context", or
+// `npx cdk deploy -c stackNamePrefix=prod- -c cloudFormationRoleArns=arn1,arn2`.
+import type { Node } from 'constructs';
+import type { LambdaArchitecture, StackSyncProps } from './stacksync-stack';
+
+/** The context keys the app reads (besides `stackName`, the CloudFormation stack's name). */
+export const CONTEXT_KEYS = [
+  'stackNamePrefix',
+  'cloudFormationRoleArns',
+  'targetAccountRoleArns',
+  'logRetentionDays',
+  'architecture',
+] as const;
+
+/** A list from the context: a JSON array (cdk.json) or a comma-separated string (`-c key=a,b`). */
+function list(value: unknown): string[] | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (Array.isArray(value)) return value.map((v) => String(v).trim()).filter((v) => v !== '');
+  return String(value)
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
+}
+
+export function propsFromContext(node: Node): StackSyncProps {
+  const get = (key: (typeof CONTEXT_KEYS)[number]): unknown => node.tryGetContext(key);
+  const days = get('logRetentionDays');
+  return {
+    stackNamePrefix: get('stackNamePrefix') === undefined ? undefined : String(get('stackNamePrefix')),
+    cloudFormationRoleArns: list(get('cloudFormationRoleArns')),
+    targetAccountRoleArns: list(get('targetAccountRoleArns')),
+    logRetentionDays: days === undefined ? undefined : Number(days),
+    architecture: get('architecture') === undefined ? undefined : (String(get('architecture')) as LambdaArchitecture),
+  };
+}

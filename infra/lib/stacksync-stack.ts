@@ -1,0 +1,586 @@
+// The stacksync stack: the same architecture as ../../template.yaml (SAM).
+//
+// The registry (DynamoDB), the artifact bucket (S3, with its access-log
+// bucket), the reconcile step functions (Rust on Lambda, built by
+// cargo-lambda), the reconcile state machine (Step Functions) and the alarms.
+// Every function is one row of FUNCTIONS below: its binary, its description
+// and what its role may do. A role holds exactly the statements of its row
+// (README "IAM by function", the same as template.yaml), plus writing its own
+// log group and X-Ray traces.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { RustFunction } from 'cargo-lambda-cdk';
+import { NagSuppressions, type NagPackSuppression } from 'cdk-nag';
+import type { Construct } from 'constructs';
+
+/** The values template.yaml's `LogRetentionDays` parameter allows. */
+export const LOG_RETENTION_DAYS = [
+  1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
+] as const;
+
+export type LambdaArchitecture = 'arm64' | 'x86_64';
+
+export interface StackSyncProps extends StackProps {
+  /**
+   * Only stacks whose names start with this prefix may be managed; scopes
+   * every CloudFormation permission to `stack/<prefix>*\/*`.
+   * @default '' (any stack of this account)
+   */
+  readonly stackNamePrefix?: string;
+  /**
+   * Service roles CloudFormation may be given (the stacks' `roleArn`); the
+   * functions may pass only these (`iam:PassRole`, to CloudFormation only).
+   * @default none
+   */
+  readonly cloudFormationRoleArns?: string[];
+  /**
+   * Roles in other accounts the functions may assume (the stacks'
+   * `assumeRoleArn`).
+   * @default none (same account only)
+   */
+  readonly targetAccountRoleArns?: string[];
+  /**
+   * How long function, state machine and S3 access logs are kept.
+   * @default 30
+   */
+  readonly logRetentionDays?: number;
+  /**
+   * Lambda architecture of the functions. x86_64 by default, as in
+   * template.yaml: arm64 needs the aarch64-unknown-linux-gnu standard library
+   * (`rustup target add`) besides cargo-lambda and zig.
+   * @default 'x86_64'
+   */
+  readonly architecture?: LambdaArchitecture;
+  /**
+   * The Cargo workspace (directory holding the root Cargo.toml and
+   * statemachine/).
+   * @default the first directory above this file whose Cargo.toml has [workspace]
+   */
+  readonly workspaceRoot?: string;
+  /**
+   * The Cargo profile the functions are built with.
+   * @default 'release' (Cargo.toml: opt-level "s", stripped; what `sam build` uses too)
+   */
+  readonly cargoProfile?: string;
+}
+
+/** What a row of FUNCTIONS may ask for; each method is one statement of template.yaml. */
+export interface Permissions {
+  /** `Registry`: these DynamoDB actions on the registry table. */
+  registry(...actions: string[]): iam.PolicyStatement;
+  /** These object actions on `<prefix>/*` of the artifact bucket, for each prefix. */
+  objects(sid: string, actions: string[], prefixes: string[]): iam.PolicyStatement;
+  /** `s3:ListBucket` on the bucket, so that a missing object reads as 404 rather than 403. */
+  listBucket(sid: string): iam.PolicyStatement;
+  /** `Stacks`: these CloudFormation actions on `stack/<stackNamePrefix>*\/*` (any region, this account). */
+  stacks(...actions: string[]): iam.PolicyStatement;
+  /** `PassServiceRoles`: iam:PassRole on the configured service roles, to CloudFormation only; none when none are configured. */
+  passServiceRoles(): iam.PolicyStatement[];
+  /** `TargetAccounts`: sts:AssumeRole on the configured target-account roles; none when none are configured. */
+  assumeTargetRoles(): iam.PolicyStatement[];
+}
+
+export interface FunctionSpec {
+  /** Construct id stem: `<id>Function`, `<id>Role`, `<id>Logs`; the state machine placeholder is `${<id>FunctionArn}`. */
+  readonly id: string;
+  /** The Cargo binary (`[[bin]] name`). */
+  readonly binary: string;
+  readonly description: string;
+  /** Its id in FunctionErrorsAlarm's metric math expression. */
+  readonly errorsMetricId: string;
+  /** Whether statemachine/reconcile.asl.json invokes it (the trigger functions are not invoked by it). */
+  readonly reconcileStep: boolean;
+  /** Its role's statements, beyond its own logs and traces. */
+  readonly permissions: (p: Permissions) => iam.PolicyStatement[];
+}
+
+/** The functions, as in template.yaml. A new function is one more row. */
+export const FUNCTIONS: readonly FunctionSpec[] = [
+  {
+    id: 'ArtifactFetch',
+    binary: 'artifact-fetch',
+    description: 'stacksync artifact-fetch: lease, revision, artifact',
+    errorsMetricId: 'fetch',
+    reconcileStep: true,
+    permissions: (p) => [
+      p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'),
+      p.objects('Artifacts', ['s3:GetObject', 's3:PutObject'], ['artifacts']),
+      p.listBucket('ArtifactExists'),
+    ],
+  },
+  {
+    id: 'TemplateUpload',
+    binary: 'template-upload',
+    description: 'stacksync template-upload: checks and stores the template',
+    errorsMetricId: 'upload',
+    reconcileStep: true,
+    permissions: (p) => [
+      p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'),
+      p.objects('ReadArtifacts', ['s3:GetObject'], ['artifacts']),
+      p.objects('StoreTemplates', ['s3:GetObject', 's3:PutObject'], ['templates', 'parameters']),
+      p.listBucket('ObjectExists'),
+      p.stacks('cloudformation:DescribeStacks'),
+      ...p.assumeTargetRoles(),
+    ],
+  },
+  {
+    id: 'ChangeSet',
+    binary: 'change-set',
+    description: "stacksync change-set: acts on the stack's status",
+    errorsMetricId: 'changeset',
+    reconcileStep: true,
+    permissions: (p) => [
+      p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'),
+      // CloudFormation reads TemplateURL with the caller's permissions.
+      p.objects('TemplatesAndParameters', ['s3:GetObject'], ['templates', 'parameters']),
+      p.stacks(
+        'cloudformation:DescribeStacks',
+        'cloudformation:CreateChangeSet',
+        'cloudformation:ExecuteChangeSet',
+        'cloudformation:DeleteChangeSet',
+        'cloudformation:ListChangeSets',
+        'cloudformation:ContinueUpdateRollback',
+      ),
+      ...p.passServiceRoles(),
+      ...p.assumeTargetRoles(),
+    ],
+  },
+  {
+    id: 'PollStatus',
+    binary: 'poll-status',
+    description: 'stacksync poll-status: wait again, go on, or finish',
+    errorsMetricId: 'poll',
+    reconcileStep: true,
+    permissions: (p) => [
+      p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'),
+      p.objects('Parameters', ['s3:GetObject'], ['parameters']),
+      p.stacks(
+        'cloudformation:DescribeStacks',
+        'cloudformation:DescribeChangeSet',
+        'cloudformation:DeleteChangeSet',
+        'cloudformation:DescribeStackEvents',
+        'cloudformation:UpdateTerminationProtection',
+        'cloudformation:SetStackPolicy',
+      ),
+      ...p.assumeTargetRoles(),
+    ],
+  },
+  {
+    id: 'Delete',
+    binary: 'delete',
+    description: 'stacksync delete: deletes a stack, drops the entry',
+    errorsMetricId: 'del',
+    reconcileStep: true,
+    permissions: (p) => [
+      p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'),
+      p.stacks('cloudformation:DescribeStacks', 'cloudformation:DeleteStack', 'cloudformation:DescribeStackEvents'),
+      ...p.passServiceRoles(),
+      ...p.assumeTargetRoles(),
+    ],
+  },
+  {
+    id: 'Finalize',
+    binary: 'finalize',
+    description: 'stacksync finalize: records a failure, releases the lease',
+    errorsMetricId: 'fin',
+    reconcileStep: true,
+    permissions: (p) => [p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem')],
+  },
+];
+
+const ROLE_ARN = /^arn:aws(-[a-z]+)*:iam::\d{12}:role\/[\w+=,.@/-]{1,512}$/;
+
+/** The directory holding the Cargo workspace's Cargo.toml, searched upwards from `start`. */
+export function findWorkspaceRoot(start: string = __dirname): string {
+  let dir = path.resolve(start);
+  for (;;) {
+    const manifest = path.join(dir, 'Cargo.toml');
+    if (fs.existsSync(manifest) && /^\[workspace\]/m.test(fs.readFileSync(manifest, 'utf8'))) {
+      return dir;
+    }
+    const parent = path.dirname(dir);
+    if (parent === dir) {
+      throw new Error(`no Cargo workspace (a Cargo.toml with [workspace]) in ${start} or above`);
+    }
+    dir = parent;
+  }
+}
+
+/**
+ * A CloudFormation value flattened as cdk-nag names it in a finding
+ * (`Resource::<Logical.Arn>/artifacts/*`), so a suppression names exactly one finding.
+ */
+export function nagFinding(value: unknown): string {
+  const visit = (node: unknown): string => {
+    if (typeof node === 'string') return node.replace(/\$\{/g, '<').replace(/\}/g, '>');
+    if (node && typeof node === 'object') {
+      const o = node as Record<string, unknown>;
+      if (Array.isArray(o['Fn::Join'])) {
+        const [sep, items] = o['Fn::Join'] as [string, unknown[]];
+        return items.map(visit).join(sep);
+      }
+      if (o['Fn::Sub'] !== undefined) return visit(o['Fn::Sub']);
+      if (Array.isArray(o['Fn::GetAtt'])) {
+        const [res, attr] = o['Fn::GetAtt'] as [unknown, unknown];
+        return `<${visit(res)}.${visit(attr)}>`;
+      }
+      if (o.Ref !== undefined) return `<${visit(o.Ref)}>`;
+    }
+    return JSON.stringify(node);
+  };
+  return visit(value);
+}
+
+export class StackSyncStack extends Stack {
+  readonly table: dynamodb.Table;
+  readonly bucket: s3.Bucket;
+  readonly accessLogsBucket: s3.Bucket;
+  readonly functions: Record<string, lambda.Function> = {};
+  readonly stateMachine: sfn.StateMachine;
+
+  private readonly stackNamePrefix: string;
+  private readonly cloudFormationRoleArns: string[];
+  private readonly targetAccountRoleArns: string[];
+  private readonly logRetention: logs.RetentionDays;
+  private readonly architecture: lambda.Architecture;
+  private readonly workspaceRoot: string;
+  private readonly cargoProfile: string;
+
+  constructor(scope: Construct, id: string, props: StackSyncProps = {}) {
+    super(scope, id, {
+      description:
+        'stacksync: serverless GitOps for AWS CloudFormation. The registry (DynamoDB), the artifact bucket (S3), ' +
+        'the reconcile step functions (Lambda) and the reconcile state machine (Step Functions).',
+      ...props,
+    });
+
+    this.stackNamePrefix = props.stackNamePrefix ?? '';
+    if (!/^[A-Za-z0-9-]*$/.test(this.stackNamePrefix)) {
+      throw new Error(`stackNamePrefix "${this.stackNamePrefix}": only letters, digits and "-"`);
+    }
+    this.cloudFormationRoleArns = checkRoleArns('cloudFormationRoleArns', props.cloudFormationRoleArns);
+    this.targetAccountRoleArns = checkRoleArns('targetAccountRoleArns', props.targetAccountRoleArns);
+    const days = props.logRetentionDays ?? 30;
+    if (!(LOG_RETENTION_DAYS as readonly number[]).includes(days)) {
+      throw new Error(`logRetentionDays ${days}: one of ${LOG_RETENTION_DAYS.join(', ')}`);
+    }
+    this.logRetention = days as logs.RetentionDays;
+    const arch = props.architecture ?? 'x86_64';
+    if (arch !== 'arm64' && arch !== 'x86_64') {
+      throw new Error(`architecture "${String(arch)}": arm64 or x86_64`);
+    }
+    this.architecture = arch === 'arm64' ? lambda.Architecture.ARM_64 : lambda.Architecture.X86_64;
+    this.workspaceRoot = props.workspaceRoot ?? findWorkspaceRoot();
+    this.cargoProfile = props.cargoProfile ?? 'release';
+
+    // ---- the registry --------------------------------------------------------
+    // The schema is shared/src/registry/schema.rs (a Rust test compares it with template.yaml).
+    this.table = new dynamodb.Table(this, 'RegistryTable', {
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
+      timeToLiveAttribute: 'expiresAt',
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      encryption: dynamodb.TableEncryption.AWS_MANAGED,
+      deletionProtection: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    this.table.addGlobalSecondaryIndex({
+      indexName: 'by-next-reconcile',
+      partitionKey: { name: 'schedShard', type: dynamodb.AttributeType.STRING },
+      sortKey: { name: 'nextReconcileAt', type: dynamodb.AttributeType.NUMBER },
+      projectionType: dynamodb.ProjectionType.ALL,
+    });
+    this.table.addGlobalSecondaryIndex({
+      indexName: 'by-source',
+      partitionKey: { name: 'sourceKey', type: dynamodb.AttributeType.STRING },
+      sortKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
+      projectionType: dynamodb.ProjectionType.ALL,
+    });
+
+    // ---- artifacts and templates -----------------------------------------------
+    // Server access logs of the artifact bucket go to a bucket of their own
+    // (SSE-S3: S3 log delivery cannot write to SSE-KMS buckets).
+    this.accessLogsBucket = new s3.Bucket(this, 'AccessLogsBucket', {
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+      enforceSSL: true,
+      lifecycleRules: [
+        { id: 'expire-access-logs', expiration: Duration.days(days), abortIncompleteMultipartUploadAfter: Duration.days(1) },
+      ],
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    NagSuppressions.addResourceSuppressions(this.accessLogsBucket, [
+      {
+        id: 'AwsSolutions-S1',
+        reason:
+          'This bucket is the destination of the artifact bucket\'s server access logs; logging it too would need ' +
+          'yet another bucket (and logging it into itself would log its own log deliveries).',
+      },
+    ]);
+
+    this.bucket = new s3.Bucket(this, 'ArtifactBucket', {
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+      versioned: true,
+      enforceSSL: true,
+      serverAccessLogsBucket: this.accessLogsBucket,
+      serverAccessLogsPrefix: 'artifact-bucket/',
+      lifecycleRules: [
+        { id: 'expire-artifacts', prefix: 'artifacts/', expiration: Duration.days(30) },
+        { id: 'expire-parameters', prefix: 'parameters/', expiration: Duration.days(90) },
+        { id: 'expire-old-templates', prefix: 'templates/', expiration: Duration.days(365) },
+        {
+          id: 'expire-noncurrent-versions',
+          noncurrentVersionExpiration: Duration.days(7),
+          abortIncompleteMultipartUploadAfter: Duration.days(1),
+        },
+      ],
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+
+    // ---- the functions -----------------------------------------------------------
+    for (const spec of FUNCTIONS) {
+      this.functions[spec.id] = this.addFunction(spec);
+    }
+
+    // ---- the state machine ---------------------------------------------------------
+    const steps = FUNCTIONS.filter((f) => f.reconcileStep);
+    const stateMachineLogs = new logs.LogGroup(this, 'StateMachineLogs', {
+      retention: this.logRetention,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    this.stateMachine = new sfn.StateMachine(this, 'ReconcileStateMachine', {
+      stateMachineType: sfn.StateMachineType.STANDARD,
+      definitionBody: sfn.DefinitionBody.fromFile(path.join(this.workspaceRoot, 'statemachine', 'reconcile.asl.json')),
+      definitionSubstitutions: Object.fromEntries(
+        steps.map((f) => [`${f.id}FunctionArn`, this.functions[f.id].functionArn]),
+      ),
+      tracingEnabled: true,
+      logs: { destination: stateMachineLogs, level: sfn.LogLevel.ERROR, includeExecutionData: false },
+    });
+    // The machine invokes the functions by their unqualified ARNs (Resource: ${...FunctionArn}).
+    this.stateMachine.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: 'InvokeSteps',
+        actions: ['lambda:InvokeFunction'],
+        resources: steps.map((f) => this.functions[f.id].functionArn),
+      }),
+    );
+    NagSuppressions.addResourceSuppressions(
+      this.stateMachine,
+      [
+        {
+          id: 'AwsSolutions-IAM5',
+          appliesTo: ['Resource::*'],
+          reason:
+            'Added by the StateMachine construct for logging and tracing: the CloudWatch Logs log-delivery actions ' +
+            '(logs:CreateLogDelivery, GetLogDelivery, UpdateLogDelivery, DeleteLogDelivery, ListLogDeliveries, ' +
+            'PutResourcePolicy, DescribeResourcePolicies, DescribeLogGroups) and X-Ray (xray:PutTraceSegments, ' +
+            'PutTelemetryRecords, GetSamplingRules, GetSamplingTargets) support no resource-level permissions; AWS ' +
+            'documents "*" for both. template.yaml grants the same.',
+        },
+        {
+          id: 'AwsSolutions-SF1',
+          reason:
+            'Logs level ERROR as in template.yaml: the machine routes on $.next and loops while CloudFormation works, ' +
+            'so ALL would log every poll of every run; the execution history (90 days) and X-Ray traces keep the ' +
+            'successful transitions, and failures are logged.',
+        },
+      ],
+      true,
+    );
+
+    // ---- alarms ---------------------------------------------------------------------
+    const period = Duration.minutes(5);
+    const alarmDefaults = {
+      evaluationPeriods: 1,
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    };
+    new cloudwatch.Alarm(this, 'FailedReconcilesAlarm', {
+      alarmDescription: 'stacksync reconciles are failing (see `stacksync status`)',
+      metric: this.stateMachine.metricFailed({ period, statistic: cloudwatch.Stats.SUM }),
+      ...alarmDefaults,
+    });
+    new cloudwatch.Alarm(this, 'FunctionErrorsAlarm', {
+      alarmDescription: 'a stacksync function reports errors',
+      metric: new cloudwatch.MathExpression({
+        expression: `SUM([${FUNCTIONS.map((f) => f.errorsMetricId).join(', ')}])`,
+        usingMetrics: Object.fromEntries(
+          FUNCTIONS.map((f) => [f.errorsMetricId, this.functions[f.id].metricErrors({ period, statistic: cloudwatch.Stats.SUM })]),
+        ),
+        period,
+      }),
+      ...alarmDefaults,
+    });
+    new cloudwatch.Alarm(this, 'ThrottlesAlarm', {
+      alarmDescription: 'stacksync functions are throttled (account concurrency)',
+      metric: new cloudwatch.Metric({ namespace: 'AWS/Lambda', metricName: 'Throttles', statistic: cloudwatch.Stats.SUM, period }),
+      ...alarmDefaults,
+    });
+
+    // ---- outputs ----------------------------------------------------------------------
+    new CfnOutput(this, 'RegistryTableName', {
+      description: 'the registry (STACKSYNC_TABLE)',
+      value: this.table.tableName,
+    });
+    new CfnOutput(this, 'ArtifactBucketName', {
+      description: 'the artifact and template bucket (STACKSYNC_BUCKET)',
+      value: this.bucket.bucketName,
+    });
+    new CfnOutput(this, 'StateMachineArn', {
+      description: 'the reconcile state machine',
+      value: this.stateMachine.stateMachineArn,
+    });
+  }
+
+  /** One function of FUNCTIONS: its log group, its role (exactly its row's statements), the function. */
+  private addFunction(spec: FunctionSpec): lambda.Function {
+    const logGroup = new logs.LogGroup(this, `${spec.id}Logs`, {
+      retention: this.logRetention,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    const statements = [
+      ...spec.permissions(this.permissions()),
+      new iam.PolicyStatement({
+        sid: 'OwnLogs',
+        actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+        resources: [logGroup.logGroupArn],
+      }),
+    ];
+    const role = new iam.Role(this, `${spec.id}Role`, {
+      description: `stacksync ${spec.binary}`,
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      inlinePolicies: { [spec.binary]: new iam.PolicyDocument({ statements }) },
+    });
+    const fn = new RustFunction(this, `${spec.id}Function`, {
+      manifestPath: path.join(this.workspaceRoot, 'Cargo.toml'),
+      binaryName: spec.binary,
+      bundling: { architecture: this.architecture, profile: this.cargoProfile },
+      runtime: 'provided.al2023',
+      architecture: this.architecture,
+      description: spec.description,
+      memorySize: 256,
+      timeout: Duration.seconds(300),
+      tracing: lambda.Tracing.ACTIVE,
+      role,
+      logGroup,
+      environment: {
+        STACKSYNC_TABLE: this.table.tableName,
+        STACKSYNC_BUCKET: this.bucket.bucketName,
+        STACKSYNC_LOG: 'info',
+      },
+    });
+    // With applyToChildren, the suppressions cover the role's DefaultPolicy, where lambda.Function puts its X-Ray statement.
+    NagSuppressions.addResourceSuppressions(
+      role,
+      [
+        ...this.wildcardSuppressions(spec, statements),
+        {
+          id: 'AwsSolutions-IAM5',
+          appliesTo: ['Resource::*'],
+          reason:
+            'xray:PutTraceSegments and xray:PutTelemetryRecords (added by lambda.Function for active tracing) support ' +
+            'no resource-level permissions; AWS documents "*". SAM adds the same for Tracing: Active.',
+        },
+      ],
+      true,
+    );
+    return fn;
+  }
+
+  private permissions(): Permissions {
+    const stacksArn = this.stacksArn();
+    return {
+      registry: (...actions) =>
+        new iam.PolicyStatement({ sid: 'Registry', actions, resources: [this.table.tableArn] }),
+      objects: (sid, actions, prefixes) =>
+        new iam.PolicyStatement({ sid, actions, resources: prefixes.map((p) => this.bucket.arnForObjects(`${p}/*`)) }),
+      listBucket: (sid) =>
+        new iam.PolicyStatement({ sid, actions: ['s3:ListBucket'], resources: [this.bucket.bucketArn] }),
+      stacks: (...actions) => new iam.PolicyStatement({ sid: 'Stacks', actions, resources: [stacksArn] }),
+      passServiceRoles: () =>
+        this.cloudFormationRoleArns.length === 0
+          ? []
+          : [
+              new iam.PolicyStatement({
+                sid: 'PassServiceRoles',
+                actions: ['iam:PassRole'],
+                resources: this.cloudFormationRoleArns,
+                conditions: { StringEquals: { 'iam:PassedToService': 'cloudformation.amazonaws.com' } },
+              }),
+            ],
+      assumeTargetRoles: () =>
+        this.targetAccountRoleArns.length === 0
+          ? []
+          : [new iam.PolicyStatement({ sid: 'TargetAccounts', actions: ['sts:AssumeRole'], resources: this.targetAccountRoleArns })],
+    };
+  }
+
+  /**
+   * One AwsSolutions-IAM5 suppression per wildcard resource of a role, each
+   * with the reason for that kind of resource. A wildcard of an unknown kind
+   * fails the synthesis: a new function must say why it needs it.
+   */
+  private wildcardSuppressions(spec: FunctionSpec, statements: iam.PolicyStatement[]): NagPackSuppression[] {
+    const bucketArn = nagFinding(this.resolve(this.bucket.bucketArn));
+    const stacks = nagFinding(this.resolve(this.stacksArn()));
+    const found = new Map<string, string>();
+    for (const statement of statements) {
+      for (const resource of statement.resources) {
+        const flat = nagFinding(this.resolve(resource));
+        if (!flat.includes('*')) continue;
+        const prefix = flat.startsWith(`${bucketArn}/`) ? flat.slice(bucketArn.length + 1) : undefined;
+        if (flat === stacks) {
+          found.set(
+            flat,
+            'The managed stacks are named at run time (the registry), and a CloudFormation stack ARN ends in a ' +
+              `generated id: stack/${this.stackNamePrefix}*/* is the narrowest ARN (stackNamePrefix narrows the ` +
+              'names); the region is * because an entry may name any region (stacks.yaml `region`). As in template.yaml.',
+          );
+        } else if (prefix !== undefined && /^[a-z]+\/\*$/.test(prefix)) {
+          found.set(
+            flat,
+            `Objects under ${prefix} of the stack's own artifact bucket: their keys are made at run time (source ` +
+              'hash and Git revision, template and parameter hashes), so the prefix is the narrowest resource. As in ' +
+              'template.yaml.',
+          );
+        } else {
+          throw new Error(`${spec.id}: wildcard resource ${flat} has no reason; add one in wildcardSuppressions`);
+        }
+      }
+    }
+    return [...found].map(([flat, reason]) => ({ id: 'AwsSolutions-IAM5', appliesTo: [`Resource::${flat}`], reason }));
+  }
+
+  /** arn:PARTITION:cloudformation:*:ACCOUNT:stack/<stackNamePrefix>*\/* */
+  private stacksArn(): string {
+    return this.formatArn({
+      service: 'cloudformation',
+      region: '*',
+      resource: 'stack',
+      resourceName: `${this.stackNamePrefix}*/*`,
+    });
+  }
+}
+
+function checkRoleArns(name: string, arns: string[] | undefined): string[] {
+  const list = arns ?? [];
+  for (const arn of list) {
+    if (!ROLE_ARN.test(arn)) {
+      throw new Error(`${name}: "${arn}" is not an IAM role ARN (arn:PARTITION:iam::ACCOUNT:role/NAME, no wildcards)`);
+    }
+  }
+  return [...new Set(list)];
+}

@@ -1,0 +1,597 @@
+// Offline test of the CDK app: synthesizes the stack without building Rust
+// and checks it against template.yaml's architecture, the README's
+// "IAM by function" table and cdk-nag's AwsSolutions pack.
+// Run: `npx tsc && node --test dist/test/` (scripts/check-infra).
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { strict as assert } from 'node:assert';
+import { after, describe, test } from 'node:test';
+import { App, Aspects, Stack } from 'aws-cdk-lib';
+import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { propsFromContext } from '../lib/context';
+import { FUNCTIONS, StackSyncStack, findWorkspaceRoot, nagFinding, type StackSyncProps } from '../lib/stacksync-stack';
+
+const INFRA = path.resolve(__dirname, '..', '..');
+const ROOT = findWorkspaceRoot(__dirname);
+const CDK_CONTEXT = JSON.parse(fs.readFileSync(path.join(INFRA, 'cdk.json'), 'utf8')).context as Record<string, unknown>;
+
+// A stand-in `cargo` first on PATH, installed before any RustFunction exists
+// (cargo-lambda-cdk probes `cargo lambda --version` once per process). It
+// logs every call and answers like cargo-lambda: `lambda build` writes a stub
+// bootstrap into --lambda-dir. So the test proves that bundling is skipped
+// even where the real cargo-lambda is installed, and it can check the build
+// command a real `cdk synth` runs.
+const SHIM = fs.mkdtempSync(path.join(os.tmpdir(), 'stacksync-infra-test-'));
+const CARGO_LOG = path.join(SHIM, 'cargo.log');
+fs.writeFileSync(
+  path.join(SHIM, 'cargo'),
+  `#!/usr/bin/env bash
+printf '%s\\n' "$*" >> '${CARGO_LOG}'
+case "$1 \${2:-}" in
+  "lambda --version") echo "cargo-lambda 0.0.0 (stacksync test stand-in)" ;;
+  "lambda build")
+    while [ $# -gt 0 ]; do
+      if [ "$1" = --lambda-dir ]; then mkdir -p "$2" && printf stub > "$2/bootstrap"; fi
+      shift
+    done ;;
+  *) exit 1 ;;
+esac
+`,
+  { mode: 0o755 },
+);
+process.env.PATH = `${SHIM}${path.delimiter}${process.env.PATH ?? ''}`;
+after(() => fs.rmSync(SHIM, { recursive: true, force: true }));
+const cargoCalls = (): string[] =>
+  fs.existsSync(CARGO_LOG) ? fs.readFileSync(CARGO_LOG, 'utf8').split('\n').filter((l) => l !== '') : [];
+
+interface Synth {
+  stack: StackSyncStack;
+  template: Template;
+  json: CfnTemplate;
+}
+interface CfnResource {
+  Type: string;
+  Properties?: Record<string, any>;
+  DeletionPolicy?: string;
+  UpdateReplacePolicy?: string;
+  Metadata?: Record<string, any>;
+}
+interface CfnTemplate {
+  Resources: Record<string, CfnResource>;
+  Outputs?: Record<string, any>;
+}
+
+/** The stack as `cdk synth` makes it (cdk.json's feature flags, cdk-nag), but with bundling skipped unless `bundle`. */
+function synth(props: StackSyncProps = {}, bundle = false): Synth {
+  const context: Record<string, unknown> = { ...CDK_CONTEXT };
+  if (!bundle) context['aws:cdk:bundling-stacks'] = [];
+  const app = new App({ context });
+  const stack = new StackSyncStack(app, 'StackSyncTest', props);
+  Aspects.of(app).add(new AwsSolutionsChecks({ verbose: true }));
+  const template = Template.fromStack(stack);
+  return { stack, template, json: template.toJSON() as CfnTemplate };
+}
+
+const PREFIX = 'prod-';
+const CFN_ROLES = ['arn:aws:iam::111122223333:role/cfn-exec', 'arn:aws:iam::111122223333:role/cfn-exec-2'];
+const TARGET_ROLES = ['arn:aws:iam::444455556666:role/stacksync'];
+const FULL: StackSyncProps = { stackNamePrefix: PREFIX, cloudFormationRoleArns: CFN_ROLES, targetAccountRoleArns: TARGET_ROLES };
+
+// Synthesized once, on first use. A synthesis fails on an unsuppressed cdk-nag
+// error (cdk.json: @aws-cdk/core:annotationsInValidationReport), and then each
+// test that uses it fails with the findings.
+function once<T>(make: () => T): () => T {
+  let value: { ok: T } | { err: unknown } | undefined;
+  return () => {
+    value ??= (() => {
+      try {
+        return { ok: make() };
+      } catch (err) {
+        return { err };
+      }
+    })();
+    if ('err' in value) throw value.err;
+    return value.ok;
+  };
+}
+const lazyDefaults = once(() => synth());
+const lazyFull = once(() => synth(FULL));
+
+function ofType(json: CfnTemplate, type: string): [string, CfnResource][] {
+  return Object.entries(json.Resources).filter(([, r]) => r.Type === type);
+}
+function only(json: CfnTemplate, type: string): [string, CfnResource] {
+  const found = ofType(json, type);
+  assert.equal(found.length, 1, `one ${type}`);
+  return found[0];
+}
+const arr = <T>(v: T | T[] | undefined): T[] => (v === undefined ? [] : Array.isArray(v) ? v : [v]);
+function logicalId(s: Synth, construct: { node: { defaultChild?: unknown } }): string {
+  return s.stack.resolve((construct.node.defaultChild as { logicalId: string }).logicalId) as string;
+}
+
+interface Statement {
+  Sid?: string;
+  Effect: string;
+  Action: string | string[];
+  Resource: unknown;
+  Condition?: unknown;
+}
+/** Every statement of every identity policy (inline on roles and AWS::IAM::Policy), with the roles it applies to. */
+function identityStatements(json: CfnTemplate): { roles: string[]; statement: Statement }[] {
+  const out: { roles: string[]; statement: Statement }[] = [];
+  for (const [id, r] of Object.entries(json.Resources)) {
+    if (r.Type === 'AWS::IAM::Role') {
+      for (const p of arr(r.Properties?.Policies)) {
+        for (const statement of arr<Statement>(p.PolicyDocument.Statement)) out.push({ roles: [id], statement });
+      }
+    } else if (r.Type === 'AWS::IAM::Policy' || r.Type === 'AWS::IAM::ManagedPolicy') {
+      const roles = arr<{ Ref: string }>(r.Properties?.Roles).map((x) => x.Ref);
+      for (const statement of arr<Statement>(r.Properties?.PolicyDocument.Statement)) out.push({ roles, statement });
+    }
+  }
+  return out;
+}
+
+/** The README's "IAM by function" table: function -> its actions. */
+function readmeIam(): Map<string, Set<string>> {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  const section = readme.split(/^### IAM by function$/m)[1]?.split(/^#{2,3} /m)[0];
+  assert.ok(section, 'README.md has a "### IAM by function" section');
+  const table = new Map<string, Set<string>>();
+  for (const line of section.split('\n')) {
+    const cells = line.split('|').map((c) => c.trim());
+    if (cells.length < 4 || !/^[a-z][a-z-]*$/.test(cells[1]) || cells[1] === 'function') continue;
+    table.set(cells[1], new Set([...cells[2].matchAll(/`([a-z0-9-]+:[A-Za-z0-9]+)`/g)].map((m) => m[1])));
+  }
+  return table;
+}
+
+/** One function's role statements as template.yaml writes them, with resources named TABLE, BUCKET, STACKS. */
+function roleStatements(s: Synth, spec: (typeof FUNCTIONS)[number]) {
+  const roleId = logicalId(s, s.stack.functions[spec.id].role as any);
+  const table = `<${logicalId(s, s.stack.table)}.Arn>`;
+  const bucket = `<${logicalId(s, s.stack.bucket)}.Arn>`;
+  const stacks = `arn:<AWS::Partition>:cloudformation:*:<AWS::AccountId>:stack/`;
+  const name = (r: unknown) =>
+    nagFinding(r).replace(table, 'TABLE').replace(bucket, 'BUCKET').replace(stacks, 'STACKS:');
+  return identityStatements(s.json)
+    .filter((x) => x.roles.includes(roleId))
+    .map(({ statement }) => ({
+      sid: statement.Sid,
+      actions: arr(statement.Action).sort(),
+      resources: arr(statement.Resource).map(name).sort(),
+      condition: statement.Condition,
+    }))
+    .filter((x) => x.sid !== 'OwnLogs' && !x.actions.every((a) => a.startsWith('xray:')));
+}
+
+describe('synthesis without Rust', () => {
+  test('cargo-lambda bundling is skipped: no `cargo lambda build`, only the version probe', () => {
+    assert.equal(cargoCalls().length, 0, 'the first synthesis of this file');
+    const defaults = lazyDefaults();
+    lazyFull();
+    assert.equal(defaults.stack.bundlingRequired, false);
+    // The stand-in answered the probe, so a bundling attempt would have run `cargo lambda build` locally.
+    assert.deepEqual(cargoCalls(), ['lambda --version'], 'no cargo lambda build while aws:cdk:bundling-stacks is []');
+    for (const [, fn] of ofType(defaults.json, 'AWS::Lambda::Function')) {
+      assert.ok(fn.Properties?.Code?.S3Key, 'the code is still an asset');
+    }
+  });
+
+  test('a real synth (bundling on) builds each binary with cargo lambda, for the architecture, in the release profile', () => {
+    const before = cargoCalls().length;
+    const s = synth({ architecture: 'arm64' }, true);
+    assert.equal(s.stack.bundlingRequired, true);
+    const builds = cargoCalls()
+      .slice(before)
+      .filter((c) => c.startsWith('lambda build'));
+    assert.equal(builds.length, FUNCTIONS.length);
+    for (const spec of FUNCTIONS) {
+      const build = builds.find((b) => b.includes(` --bin ${spec.binary} `));
+      assert.ok(build, `cargo lambda build --bin ${spec.binary}`);
+      assert.match(build, / --release /);
+      assert.match(build, / --arm64 /);
+      assert.match(build, new RegExp(` --flatten ${spec.binary}$`));
+    }
+  });
+});
+
+describe('functions', () => {
+  test('six Rust functions: provided.al2023, x86_64 by default, 256 MB, 300 s, active tracing, the environment', () => {
+    const defaults = lazyDefaults();
+    const fns = ofType(defaults.json, 'AWS::Lambda::Function');
+    assert.equal(fns.length, 6);
+    const tableId = logicalId(defaults, defaults.stack.table);
+    const bucketId = logicalId(defaults, defaults.stack.bucket);
+    for (const [, fn] of fns) {
+      const p = fn.Properties!;
+      assert.equal(p.Runtime, 'provided.al2023');
+      assert.equal(p.Handler, 'bootstrap');
+      assert.deepEqual(p.Architectures, ['x86_64']);
+      assert.equal(p.MemorySize, 256);
+      assert.equal(p.Timeout, 300);
+      assert.deepEqual(p.TracingConfig, { Mode: 'Active' });
+      assert.deepEqual(p.Environment.Variables, {
+        STACKSYNC_TABLE: { Ref: tableId },
+        STACKSYNC_BUCKET: { Ref: bucketId },
+        STACKSYNC_LOG: 'info',
+      });
+      const logGroup = defaults.json.Resources[p.LoggingConfig.LogGroup.Ref];
+      assert.equal(logGroup.Type, 'AWS::Logs::LogGroup');
+      assert.equal(logGroup.Properties?.RetentionInDays, 30);
+    }
+    // The binaries and descriptions of template.yaml's functions.
+    const template = fs.readFileSync(path.join(ROOT, 'template.yaml'), 'utf8');
+    const binaries = [...template.matchAll(/BuildProperties: \{ Binary: ([a-z-]+) \}/g)].map((m) => m[1]);
+    const descriptions = [...template.matchAll(/^ +Description: "(stacksync [^"]+)"$/gm)].map((m) => m[1]);
+    assert.equal(binaries.length, 6);
+    assert.deepEqual(FUNCTIONS.map((f) => f.binary).sort(), binaries.sort());
+    assert.deepEqual(fns.map(([, fn]) => fn.Properties!.Description).sort(), descriptions.sort());
+  });
+
+  test('architecture and log retention are props', () => {
+    const s = synth({ architecture: 'arm64', logRetentionDays: 7 });
+    for (const [, fn] of ofType(s.json, 'AWS::Lambda::Function')) {
+      assert.deepEqual(fn.Properties!.Architectures, ['arm64']);
+    }
+    const groups = ofType(s.json, 'AWS::Logs::LogGroup');
+    assert.equal(groups.length, 7, 'six functions and the state machine');
+    for (const [, g] of groups) assert.equal(g.Properties!.RetentionInDays, 7);
+  });
+
+  test('bad props are refused', () => {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    let n = 0;
+    const make = (props: StackSyncProps) => () => new StackSyncStack(app, `Bad${n++}`, props);
+    assert.throws(make({ stackNamePrefix: 'prod_*' }), /stackNamePrefix/);
+    assert.throws(make({ cloudFormationRoleArns: ['arn:aws:iam::111122223333:role/*'] }), /not an IAM role ARN/);
+    assert.throws(make({ targetAccountRoleArns: ['*'] }), /not an IAM role ARN/);
+    assert.throws(make({ logRetentionDays: 31 }), /logRetentionDays/);
+    assert.throws(make({ architecture: 'riscv' as never }), /architecture/);
+  });
+
+  test('props from the CDK context: lists as JSON arrays or comma-separated', () => {
+    const app = new App({
+      context: {
+        stackNamePrefix: 'prod-',
+        cloudFormationRoleArns: `${CFN_ROLES[0]}, ${CFN_ROLES[1]}`,
+        targetAccountRoleArns: TARGET_ROLES,
+        logRetentionDays: '90',
+        architecture: 'x86_64',
+      },
+    });
+    assert.deepEqual(propsFromContext(app.node), {
+      stackNamePrefix: 'prod-',
+      cloudFormationRoleArns: CFN_ROLES,
+      targetAccountRoleArns: TARGET_ROLES,
+      logRetentionDays: 90,
+      architecture: 'x86_64',
+    });
+  });
+});
+
+describe('registry and bucket', () => {
+  test('the registry table: on demand, pk, both GSIs, TTL expiresAt, PITR, SSE, deletion protection, retained', () => {
+    const defaults = lazyDefaults();
+    const [, table] = only(defaults.json, 'AWS::DynamoDB::Table');
+    assert.equal(table.DeletionPolicy, 'Retain');
+    assert.equal(table.UpdateReplacePolicy, 'Retain');
+    defaults.template.hasResourceProperties('AWS::DynamoDB::Table', {
+      BillingMode: 'PAY_PER_REQUEST',
+      KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+      AttributeDefinitions: Match.arrayEquals([
+        { AttributeName: 'pk', AttributeType: 'S' },
+        { AttributeName: 'schedShard', AttributeType: 'S' },
+        { AttributeName: 'nextReconcileAt', AttributeType: 'N' },
+        { AttributeName: 'sourceKey', AttributeType: 'S' },
+      ]),
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: 'by-next-reconcile',
+          KeySchema: [
+            { AttributeName: 'schedShard', KeyType: 'HASH' },
+            { AttributeName: 'nextReconcileAt', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'ALL' },
+        },
+        {
+          IndexName: 'by-source',
+          KeySchema: [
+            { AttributeName: 'sourceKey', KeyType: 'HASH' },
+            { AttributeName: 'pk', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'ALL' },
+        },
+      ],
+      TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true },
+      PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+      SSESpecification: { SSEEnabled: true },
+      DeletionProtectionEnabled: true,
+    });
+  });
+
+  test('the artifact bucket: encrypted, no public access, owner enforced, versioned, TLS only, the lifecycle, access logs', () => {
+    const defaults = lazyDefaults();
+    const bucketId = logicalId(defaults, defaults.stack.bucket);
+    const logsId = logicalId(defaults, defaults.stack.accessLogsBucket);
+    const bucket = defaults.json.Resources[bucketId];
+    assert.equal(bucket.DeletionPolicy, 'Retain');
+    const secure = {
+      BucketEncryption: { ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }] },
+      PublicAccessBlockConfiguration: {
+        BlockPublicAcls: true,
+        BlockPublicPolicy: true,
+        IgnorePublicAcls: true,
+        RestrictPublicBuckets: true,
+      },
+      OwnershipControls: { Rules: [{ ObjectOwnership: 'BucketOwnerEnforced' }] },
+    };
+    assert.deepEqual(
+      bucket.Properties,
+      {
+        ...secure,
+        VersioningConfiguration: { Status: 'Enabled' },
+        LifecycleConfiguration: {
+          Rules: [
+            { Id: 'expire-artifacts', Status: 'Enabled', Prefix: 'artifacts/', ExpirationInDays: 30 },
+            { Id: 'expire-parameters', Status: 'Enabled', Prefix: 'parameters/', ExpirationInDays: 90 },
+            { Id: 'expire-old-templates', Status: 'Enabled', Prefix: 'templates/', ExpirationInDays: 365 },
+            {
+              Id: 'expire-noncurrent-versions',
+              Status: 'Enabled',
+              NoncurrentVersionExpiration: { NoncurrentDays: 7 },
+              AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 },
+            },
+          ],
+        },
+        LoggingConfiguration: { DestinationBucketName: { Ref: logsId }, LogFilePrefix: 'artifact-bucket/' },
+      },
+    );
+    defaults.template.hasResourceProperties('AWS::S3::Bucket', { ...secure, LoggingConfiguration: Match.absent() });
+    for (const id of [bucketId, logsId]) {
+      defaults.template.hasResourceProperties('AWS::S3::BucketPolicy', {
+        Bucket: { Ref: id },
+        PolicyDocument: {
+          Statement: Match.arrayWith([
+            Match.objectLike({
+              Effect: 'Deny',
+              Action: 's3:*',
+              Condition: { Bool: { 'aws:SecureTransport': 'false' } },
+            }),
+          ]),
+        },
+      });
+    }
+  });
+});
+
+describe('state machine, alarms, outputs', () => {
+  test('the state machine: the ASL file, every placeholder bound to its function ARN, STANDARD, tracing, ERROR logs', () => {
+    const defaults = lazyDefaults();
+    const asl = fs.readFileSync(path.join(ROOT, 'statemachine', 'reconcile.asl.json'), 'utf8');
+    const placeholders = new Set([...asl.matchAll(/\$\{([A-Za-z0-9]+)\}/g)].map((m) => m[1]));
+    const [, sm] = only(defaults.json, 'AWS::StepFunctions::StateMachine');
+    const p = sm.Properties!;
+    assert.equal(p.StateMachineType, 'STANDARD');
+    assert.deepEqual(p.TracingConfiguration, { Enabled: true });
+    assert.equal(p.LoggingConfiguration.Level, 'ERROR');
+    assert.equal(p.LoggingConfiguration.IncludeExecutionData, false);
+    assert.ok(p.DefinitionS3Location, 'the definition is the ASL file, as an asset');
+    const expected = Object.fromEntries(
+      FUNCTIONS.filter((f) => f.reconcileStep).map((f) => [
+        `${f.id}FunctionArn`,
+        { 'Fn::GetAtt': [logicalId(defaults, defaults.stack.functions[f.id]), 'Arn'] },
+      ]),
+    );
+    assert.equal(Object.keys(expected).length, 6);
+    assert.deepEqual(p.DefinitionSubstitutions, expected);
+    assert.deepEqual([...placeholders].sort(), Object.keys(expected).sort(), 'the ASL placeholders are exactly these');
+    // Its role may invoke exactly the six functions.
+    const roleId = p.RoleArn['Fn::GetAtt'][0];
+    const invoke = identityStatements(defaults.json).filter(
+      (x) => x.roles.includes(roleId) && arr(x.statement.Action).includes('lambda:InvokeFunction'),
+    );
+    assert.equal(invoke.length, 1);
+    assert.deepEqual(arr(invoke[0].statement.Action), ['lambda:InvokeFunction']);
+    assert.deepEqual(
+      arr(invoke[0].statement.Resource).map(nagFinding).sort(),
+      Object.values(expected).map(nagFinding).sort(),
+    );
+  });
+
+  test('three alarms: failed executions, function errors (all six), throttles', () => {
+    const defaults = lazyDefaults();
+    const alarms = ofType(defaults.json, 'AWS::CloudWatch::Alarm').map(([, a]) => a.Properties!);
+    assert.equal(alarms.length, 3);
+    const smId = logicalId(defaults, defaults.stack.stateMachine);
+    const failed = alarms.find((a) => a.MetricName === 'ExecutionsFailed')!;
+    assert.equal(failed.Namespace, 'AWS/States');
+    assert.deepEqual(failed.Dimensions, [{ Name: 'StateMachineArn', Value: { Ref: smId } }]);
+    const throttles = alarms.find((a) => a.MetricName === 'Throttles')!;
+    assert.equal(throttles.Namespace, 'AWS/Lambda');
+    assert.equal(throttles.Dimensions, undefined, 'account-wide');
+    const errors = alarms.find((a) => a.Metrics)!;
+    const fnIds = new Set(
+      errors.Metrics.filter((m: any) => m.MetricStat).map((m: any) => {
+        assert.equal(m.MetricStat.Metric.MetricName, 'Errors');
+        return m.MetricStat.Metric.Dimensions[0].Value.Ref;
+      }),
+    );
+    assert.deepEqual(fnIds, new Set(FUNCTIONS.map((f) => logicalId(defaults, defaults.stack.functions[f.id]))));
+    assert.match(errors.Metrics.find((m: any) => m.Expression).Expression, /^SUM\(\[fetch, upload, changeset, poll, del, fin\]\)$/);
+    for (const a of alarms) {
+      assert.equal(a.Threshold, 1);
+      assert.equal(a.EvaluationPeriods, 1);
+      assert.equal(a.ComparisonOperator, 'GreaterThanOrEqualToThreshold');
+      assert.equal(a.TreatMissingData, 'notBreaching');
+    }
+  });
+
+  test('the outputs', () => {
+    const defaults = lazyDefaults();
+    defaults.template.hasOutput('RegistryTableName', { Value: { Ref: logicalId(defaults, defaults.stack.table) } });
+    defaults.template.hasOutput('ArtifactBucketName', { Value: { Ref: logicalId(defaults, defaults.stack.bucket) } });
+    defaults.template.hasOutput('StateMachineArn', { Value: { Ref: logicalId(defaults, defaults.stack.stateMachine) } });
+    assert.deepEqual(Object.keys(defaults.json.Outputs ?? {}).sort(), ['ArtifactBucketName', 'RegistryTableName', 'StateMachineArn']);
+  });
+});
+
+describe('IAM', () => {
+  for (const [name, get] of [['defaults', lazyDefaults], ['all props', lazyFull]] as const) {
+    test(`no wildcard actions; "*" resources only for log delivery and X-Ray (${name})`, () => {
+      const s = get();
+      const statements = identityStatements(s.json);
+      assert.ok(statements.length > 0);
+      for (const { statement } of statements) {
+        assert.equal(statement.Effect, 'Allow');
+        for (const action of arr(statement.Action)) {
+          assert.ok(!action.includes('*'), `wildcard action ${action}`);
+        }
+        if (arr(statement.Resource).includes('*')) {
+          for (const action of arr(statement.Action)) {
+            assert.match(action, /^(xray:|logs:(Create|Get|Update|Delete|List)LogDeliver|logs:(PutResourcePolicy|DescribeResourcePolicies|DescribeLogGroups)$)/);
+          }
+        }
+      }
+    });
+  }
+
+  test('each role has exactly the actions of the README table (all props)', () => {
+    const defaults = lazyDefaults();
+    const full = lazyFull();
+    const readme = readmeIam();
+    assert.deepEqual([...readme.keys()].sort(), FUNCTIONS.map((f) => f.binary).sort());
+    for (const spec of FUNCTIONS) {
+      for (const [s, optional] of [[full, false], [defaults, true]] as const) {
+        const actions = new Set(roleStatements(s, spec).flatMap((x) => x.actions));
+        const expected = new Set(
+          [...readme.get(spec.binary)!].filter((a) => !optional || (a !== 'iam:PassRole' && a !== 'sts:AssumeRole')),
+        );
+        assert.deepEqual(actions, expected, spec.binary);
+      }
+    }
+  });
+
+  test('each role has exactly the statements of template.yaml (all props)', () => {
+    const full = lazyFull();
+    const S = `STACKS:${PREFIX}*/*`;
+    const pass = { sid: 'PassServiceRoles', actions: ['iam:PassRole'], resources: [...CFN_ROLES].sort(), condition: { StringEquals: { 'iam:PassedToService': 'cloudformation.amazonaws.com' } } };
+    const assume = { sid: 'TargetAccounts', actions: ['sts:AssumeRole'], resources: TARGET_ROLES, condition: undefined };
+    const st = (sid: string, actions: string[], resources: string[]) => ({ sid, actions: actions.sort(), resources: resources.sort(), condition: undefined });
+    const registry = st('Registry', ['dynamodb:GetItem', 'dynamodb:UpdateItem'], ['TABLE']);
+    const expected: Record<string, unknown[]> = {
+      'artifact-fetch': [
+        registry,
+        st('Artifacts', ['s3:GetObject', 's3:PutObject'], ['BUCKET/artifacts/*']),
+        st('ArtifactExists', ['s3:ListBucket'], ['BUCKET']),
+      ],
+      'template-upload': [
+        registry,
+        st('ReadArtifacts', ['s3:GetObject'], ['BUCKET/artifacts/*']),
+        st('StoreTemplates', ['s3:GetObject', 's3:PutObject'], ['BUCKET/templates/*', 'BUCKET/parameters/*']),
+        st('ObjectExists', ['s3:ListBucket'], ['BUCKET']),
+        st('Stacks', ['cloudformation:DescribeStacks'], [S]),
+        assume,
+      ],
+      'change-set': [
+        registry,
+        st('TemplatesAndParameters', ['s3:GetObject'], ['BUCKET/templates/*', 'BUCKET/parameters/*']),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:CreateChangeSet', 'cloudformation:ExecuteChangeSet', 'cloudformation:DeleteChangeSet', 'cloudformation:ListChangeSets', 'cloudformation:ContinueUpdateRollback'], [S]),
+        pass,
+        assume,
+      ],
+      'poll-status': [
+        registry,
+        st('Parameters', ['s3:GetObject'], ['BUCKET/parameters/*']),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:DeleteChangeSet', 'cloudformation:DescribeStackEvents', 'cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'], [S]),
+        assume,
+      ],
+      delete: [
+        st('Registry', ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'], ['TABLE']),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DeleteStack', 'cloudformation:DescribeStackEvents'], [S]),
+        pass,
+        assume,
+      ],
+      finalize: [registry],
+    };
+    const bySid = (a: any, b: any) => String(a.sid).localeCompare(String(b.sid));
+    for (const spec of FUNCTIONS) {
+      assert.deepEqual(roleStatements(full, spec).sort(bySid), [...expected[spec.binary]].sort(bySid), spec.binary);
+    }
+  });
+
+  test('a role also writes only its own log group (and X-Ray traces)', () => {
+    const defaults = lazyDefaults();
+    for (const spec of FUNCTIONS) {
+      const roleId = logicalId(defaults, defaults.stack.functions[spec.id].role as any);
+      const fn = defaults.json.Resources[logicalId(defaults, defaults.stack.functions[spec.id])];
+      const own = identityStatements(defaults.json).filter((x) => x.roles.includes(roleId) && x.statement.Sid === 'OwnLogs');
+      assert.equal(own.length, 1);
+      assert.deepEqual(arr(own[0].statement.Action).sort(), ['logs:CreateLogStream', 'logs:PutLogEvents']);
+      assert.deepEqual(own[0].statement.Resource, { 'Fn::GetAtt': [fn.Properties!.LoggingConfig.LogGroup.Ref, 'Arn'] });
+    }
+    assert.deepEqual(ofType(defaults.json, 'AWS::IAM::Role').filter(([, r]) => r.Properties?.ManagedPolicyArns), [], 'no managed policies');
+  });
+
+  test('iam:PassRole only to the given service roles, only to CloudFormation; none without them', () => {
+    const defaults = lazyDefaults();
+    const full = lazyFull();
+    for (const [s, roles] of [[full, CFN_ROLES], [defaults, []]] as const) {
+      const pass = identityStatements(s.json).filter((x) => arr(x.statement.Action).includes('iam:PassRole'));
+      assert.equal(pass.length, roles.length === 0 ? 0 : 2, 'change-set and delete');
+      for (const { statement } of pass) {
+        assert.deepEqual(arr(statement.Action), ['iam:PassRole']);
+        assert.deepEqual(arr(statement.Resource).sort(), [...roles].sort());
+        assert.deepEqual(statement.Condition, { StringEquals: { 'iam:PassedToService': 'cloudformation.amazonaws.com' } });
+      }
+      const assume = identityStatements(s.json).filter((x) => arr(x.statement.Action).includes('sts:AssumeRole'));
+      assert.equal(assume.length, s === full ? 4 : 0, 'template-upload, change-set, poll-status, delete');
+      for (const { statement } of assume) assert.deepEqual(arr(statement.Resource), TARGET_ROLES);
+    }
+  });
+
+  test('CloudFormation actions only on stack/<prefix>*/*', () => {
+    const defaults = lazyDefaults();
+    const full = lazyFull();
+    for (const [s, prefix] of [[full, PREFIX], [defaults, '']] as const) {
+      const cfn = identityStatements(s.json).filter((x) => arr(x.statement.Action).some((a) => a.startsWith('cloudformation:')));
+      assert.equal(cfn.length, 4, 'template-upload, change-set, poll-status, delete');
+      for (const { statement } of cfn) {
+        assert.ok(arr(statement.Action).every((a) => a.startsWith('cloudformation:')));
+        assert.deepEqual(arr(statement.Resource).map(nagFinding), [
+          `arn:<AWS::Partition>:cloudformation:*:<AWS::AccountId>:stack/${prefix}*/*`,
+        ]);
+      }
+    }
+  });
+});
+
+describe('cdk-nag (AwsSolutions)', () => {
+  for (const [name, get] of [['defaults', lazyDefaults], ['all props', lazyFull]] as const) {
+    test(`no unsuppressed errors or warnings (${name})`, () => {
+      const s = get();
+      const annotations = Annotations.fromStack(s.stack);
+      const findings = [
+        ...annotations.findError('*', Match.stringLikeRegexp('AwsSolutions-.*')),
+        ...annotations.findWarning('*', Match.stringLikeRegexp('AwsSolutions-.*')),
+      ].map((m) => `${m.id}: ${String(m.entry.data).split('\n')[0]}`);
+      assert.deepEqual(findings, []);
+    });
+  }
+
+  test('every suppression has a specific reason, and IAM5 suppressions name their findings', () => {
+    const full = lazyFull();
+    const suppressions = Object.values(full.json.Resources).flatMap((r) =>
+      arr<{ id: string; reason: string; applies_to?: unknown[] }>(r.Metadata?.cdk_nag?.rules_to_suppress),
+    );
+    assert.ok(suppressions.length > 0);
+    for (const sup of suppressions) {
+      assert.ok(sup.reason.length >= 80, `${sup.id}: a specific reason, not "${sup.reason}"`);
+      if (sup.id === 'AwsSolutions-IAM5') assert.ok(sup.applies_to && sup.applies_to.length > 0, 'IAM5 with appliesTo');
+    }
+    assert.equal(Stack.of(full.stack).templateOptions.metadata?.cdk_nag, undefined, 'no stack-wide suppressions');
+  });
+});

@@ -1,0 +1,329 @@
+//! Starting and listing reconcile executions of a deployed state machine.
+//!
+//! Used by `stacksync reconcile` / `history`, the webhook and the scheduler.
+//! Execution names are deterministic for a (stack, trigger, key): Step
+//! Functions refuses a second execution of one name (for 90 days), so a
+//! retried webhook delivery or a scheduler run that overlaps another cannot
+//! start the same reconcile twice.
+
+use aws_sdk_sfn::Client;
+use aws_sdk_sfn::error::ProvideErrorMetadata;
+use aws_sdk_sfn::types::{ExecutionStatus, HistoryEvent, HistoryEventType};
+use serde::Serialize;
+
+use super::port_error;
+use crate::clock::EpochMillis;
+use crate::hash::sha256_hex;
+use crate::reconcile::ports::PortResult;
+use crate::reconcile::run::Trigger;
+
+/// How many characters of the stack name lead an execution name.
+const NAME_PREFIX_CHARS: usize = 48;
+
+/// The execution name for `stack` started by `kind` for `key` (a commit, a
+/// due time, a request id): `<stack, at most 48 chars>_<kind>_<16 hex>`, at
+/// most 80 characters of `[A-Za-z0-9_-]` (stack names are `[A-Za-z0-9-]`).
+/// Equal inputs give equal names; the hash covers the whole stack name, so
+/// two long names with one prefix still differ.
+pub fn execution_name(stack: &str, kind: &str, key: &str) -> String {
+    let prefix: String = stack
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(NAME_PREFIX_CHARS)
+        .collect();
+    let kind: String = kind
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(8)
+        .collect();
+    let hash = sha256_hex(format!("{stack}\0{kind}\0{key}").as_bytes());
+    format!("{prefix}_{kind}_{}", &hash[..16])
+}
+
+/// Whether an execution name may belong to `stack` (its prefix matches; for
+/// names longer than the prefix, the input decides — see [`Executions::history`]).
+fn name_may_be_for(name: &str, stack: &str) -> bool {
+    let prefix: String = stack.chars().take(NAME_PREFIX_CHARS).collect();
+    name.strip_prefix(&prefix)
+        .is_some_and(|rest| rest.starts_with('_'))
+}
+
+/// What a start did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Started {
+    pub stack: String,
+    pub execution_name: String,
+    pub execution_arn: String,
+    /// False when an execution of this name already existed (a replay).
+    pub new: bool,
+}
+
+/// One past or running execution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionSummary {
+    pub name: String,
+    pub arn: String,
+    /// `RUNNING`, `SUCCEEDED`, `FAILED`, `TIMED_OUT`, `ABORTED`, ...
+    pub status: String,
+    pub started_at: EpochMillis,
+    pub stopped_at: Option<EpochMillis>,
+}
+
+/// One state entered, or a failure, in an execution's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Entered(String),
+    Failed { error: String, cause: String },
+}
+
+/// The reconcile state machine of one installation.
+#[derive(Debug, Clone)]
+pub struct Executions {
+    client: Client,
+    state_machine_arn: String,
+}
+
+impl Executions {
+    pub fn new(client: Client, state_machine_arn: impl Into<String>) -> Self {
+        Self {
+            client,
+            state_machine_arn: state_machine_arn.into(),
+        }
+    }
+
+    pub fn state_machine_arn(&self) -> &str {
+        &self.state_machine_arn
+    }
+
+    /// Starts the reconcile of `stack`, named [`execution_name`]`(stack,
+    /// trigger.kind, key)`. An execution of that name that already exists
+    /// counts as started (`new: false`), not as an error.
+    pub async fn start(&self, stack: &str, trigger: &Trigger, key: &str) -> PortResult<Started> {
+        let name = execution_name(stack, &trigger.kind, key);
+        let input = serde_json::json!({ "stackId": stack, "trigger": trigger }).to_string();
+        let result = self
+            .client
+            .start_execution()
+            .state_machine_arn(&self.state_machine_arn)
+            .name(&name)
+            .input(input)
+            .send()
+            .await;
+        match result {
+            Ok(out) => Ok(Started {
+                stack: stack.to_owned(),
+                execution_name: name,
+                execution_arn: out.execution_arn,
+                new: true,
+            }),
+            Err(e) if e.code() == Some("ExecutionAlreadyExists") => Ok(Started {
+                stack: stack.to_owned(),
+                execution_arn: self.execution_arn(&name),
+                execution_name: name,
+                new: false,
+            }),
+            Err(e) => Err(port_error("StartExecution", &e)),
+        }
+    }
+
+    /// The ARN of the execution `name` of this state machine.
+    pub fn execution_arn(&self, name: &str) -> String {
+        format!(
+            "{}:{name}",
+            self.state_machine_arn
+                .replacen(":stateMachine:", ":execution:", 1)
+        )
+    }
+
+    /// Status of one execution.
+    pub async fn describe(&self, execution_arn: &str) -> PortResult<ExecutionSummary> {
+        let out = self
+            .client
+            .describe_execution()
+            .execution_arn(execution_arn)
+            .send()
+            .await
+            .map_err(|e| port_error("DescribeExecution", &e))?;
+        Ok(ExecutionSummary {
+            name: out.name.unwrap_or_default(),
+            arn: out.execution_arn,
+            status: out.status.as_str().to_owned(),
+            started_at: millis(&out.start_date),
+            stopped_at: out.stop_date.as_ref().map(millis),
+        })
+    }
+
+    /// The history events of an execution after event id `after`: the states
+    /// entered and the failures, and the last event id seen.
+    pub async fn steps_since(
+        &self,
+        execution_arn: &str,
+        after: i64,
+    ) -> PortResult<(Vec<Step>, i64)> {
+        let mut steps = Vec::new();
+        let mut last = after;
+        let mut pages = self
+            .client
+            .get_execution_history()
+            .execution_arn(execution_arn)
+            .max_results(1000)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| port_error("GetExecutionHistory", &e))?;
+            for event in page.events {
+                if event.id <= after {
+                    continue;
+                }
+                last = last.max(event.id);
+                if let Some(step) = step_of(&event) {
+                    steps.push(step);
+                }
+            }
+        }
+        Ok((steps, last))
+    }
+
+    /// The newest executions for `stack`, newest first, at most `limit`.
+    /// Step Functions cannot filter by name, so this pages through the
+    /// machine's executions (newest first) until `limit` are found or
+    /// `max_scanned` were looked at.
+    pub async fn history(
+        &self,
+        stack: &str,
+        limit: usize,
+        max_scanned: usize,
+    ) -> PortResult<Vec<ExecutionSummary>> {
+        let mut found = Vec::new();
+        let mut scanned = 0;
+        let mut pages = self
+            .client
+            .list_executions()
+            .state_machine_arn(&self.state_machine_arn)
+            .max_results(1000)
+            .into_paginator()
+            .send();
+        'pages: while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| port_error("ListExecutions", &e))?;
+            for item in page.executions {
+                scanned += 1;
+                if name_may_be_for(&item.name, stack)
+                    && (stack.chars().count() <= NAME_PREFIX_CHARS
+                        || self.input_names(&item.execution_arn, stack).await?)
+                {
+                    found.push(ExecutionSummary {
+                        name: item.name,
+                        arn: item.execution_arn,
+                        status: item.status.as_str().to_owned(),
+                        started_at: millis(&item.start_date),
+                        stopped_at: item.stop_date.as_ref().map(millis),
+                    });
+                }
+                if found.len() >= limit || scanned >= max_scanned {
+                    break 'pages;
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Whether the execution's input names `stack` (for long stack names).
+    async fn input_names(&self, execution_arn: &str, stack: &str) -> PortResult<bool> {
+        let out = self
+            .client
+            .describe_execution()
+            .execution_arn(execution_arn)
+            .send()
+            .await
+            .map_err(|e| port_error("DescribeExecution", &e))?;
+        let input: serde_json::Value = out
+            .input
+            .as_deref()
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default();
+        Ok(input.get("stackId").and_then(|v| v.as_str()) == Some(stack))
+    }
+}
+
+/// Whether an execution status is final.
+pub fn is_finished(status: &str) -> bool {
+    status != ExecutionStatus::Running.as_str()
+        && status != ExecutionStatus::PendingRedrive.as_str()
+}
+
+fn step_of(event: &HistoryEvent) -> Option<Step> {
+    if let Some(details) = &event.state_entered_event_details {
+        return Some(Step::Entered(details.name.clone()));
+    }
+    let failed = |error: Option<&str>, cause: Option<&str>| Step::Failed {
+        error: error.unwrap_or_default().to_owned(),
+        cause: cause.unwrap_or_default().to_owned(),
+    };
+    match event.r#type {
+        HistoryEventType::ExecutionFailed => event
+            .execution_failed_event_details
+            .as_ref()
+            .map(|d| failed(d.error.as_deref(), d.cause.as_deref())),
+        HistoryEventType::LambdaFunctionFailed => event
+            .lambda_function_failed_event_details
+            .as_ref()
+            .map(|d| failed(d.error.as_deref(), d.cause.as_deref())),
+        _ => None,
+    }
+}
+
+fn millis(date: &aws_smithy_types::DateTime) -> EpochMillis {
+    date.to_millis().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_deterministic_bounded_and_safe() {
+        let a = execution_name("network", "webhook", "0123abcd");
+        assert_eq!(a, execution_name("network", "webhook", "0123abcd"));
+        assert!(a.starts_with("network_webhook_"));
+        assert_ne!(a, execution_name("network", "webhook", "0123abce"));
+        assert_ne!(a, execution_name("network", "schedule", "0123abcd"));
+        let long = "a".repeat(128);
+        let b = execution_name(&long, "schedule", "k");
+        assert!(b.len() <= 80, "{} chars", b.len());
+        assert!(
+            b.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        );
+        let other = format!("{}b", "a".repeat(127));
+        assert_ne!(b, execution_name(&other, "schedule", "k"));
+    }
+
+    #[test]
+    fn history_matches_a_stack_by_its_name_prefix_only() {
+        let name = execution_name("app", "manual", "1");
+        assert!(name_may_be_for(&name, "app"));
+        assert!(!name_may_be_for(&name, "ap"));
+        assert!(!name_may_be_for(
+            &execution_name("app-db", "manual", "1"),
+            "app"
+        ));
+    }
+
+    #[test]
+    fn execution_arns_follow_the_state_machine_arn() {
+        let client = Client::from_conf(
+            aws_sdk_sfn::Config::builder()
+                .behavior_version(aws_sdk_sfn::config::BehaviorVersion::latest())
+                .build(),
+        );
+        let e = Executions::new(client, "arn:aws:states:eu-west-1:1:stateMachine:sm");
+        assert_eq!(
+            e.execution_arn("x_manual_1"),
+            "arn:aws:states:eu-west-1:1:execution:sm:x_manual_1"
+        );
+        assert!(is_finished("FAILED"));
+        assert!(!is_finished("RUNNING"));
+    }
+}
