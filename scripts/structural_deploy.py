@@ -61,6 +61,20 @@ def main(path):
     except InvalidDocumentException as e:
         sys.exit("SAM translation failed: " + "; ".join(str(c) for c in e.causes))
 
+    # moto's CloudFormation cannot create AWS::Lambda::Url: check the URL in
+    # the translated template, then deploy without it (outputs that read it
+    # get a stand-in value).
+    problems = []
+    urls = {k: r for k, r in plain["Resources"].items() if r["Type"] == "AWS::Lambda::Url"}
+    webhook_url = urls.get("WebhookFunctionUrl", {}).get("Properties", {})
+    if webhook_url.get("AuthType") != "NONE" or webhook_url.get("TargetFunctionArn") != {"Ref": "WebhookFunction"}:
+        problems.append(f"WebhookFunctionUrl is not a public URL of WebhookFunction: {webhook_url}")
+    for name in urls:
+        del plain["Resources"][name]
+    for output in plain.get("Outputs", {}).values():
+        if json.dumps(output["Value"]).find('"WebhookFunctionUrl"') >= 0:
+            output["Value"] = "https://stand-in.lambda-url.localhost/"
+
     endpoint = os.environ["AWS_ENDPOINT_URL"]
     region = os.environ.get("AWS_REGION", "us-east-1")
     session = boto3.session.Session(region_name=region)
@@ -76,17 +90,21 @@ def main(path):
         sys.exit(f"{stack}: {described['StackStatus']} {described.get('StackStatusReason')}")
     resources = {r["LogicalResourceId"]: r for r in cfn.list_stack_resources(StackName=stack)["StackResourceSummaries"]}
     outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
-    problems = []
 
     lam = session.client("lambda", endpoint_url=endpoint)
     function_arns = set()
-    for fn in ["ArtifactFetch", "TemplateUpload", "ChangeSet", "PollStatus", "Delete", "Finalize"]:
+    trigger_env = {}
+    steps = ["ArtifactFetch", "TemplateUpload", "ChangeSet", "PollStatus", "Delete", "Finalize"]
+    for fn in steps + ["Webhook"]:
         physical = resources.get(f"{fn}Function", {}).get("PhysicalResourceId")
         if not physical:
             problems.append(f"no function {fn}Function")
             continue
         config = lam.get_function(FunctionName=physical)["Configuration"]
-        function_arns.add(config["FunctionArn"])
+        if fn in steps:
+            function_arns.add(config["FunctionArn"])
+        else:
+            trigger_env[fn] = env
         env = config.get("Environment", {}).get("Variables", {})
         if config["Runtime"] != "provided.al2023" or "STACKSYNC_TABLE" not in env or "STACKSYNC_BUCKET" not in env:
             problems.append(f"{fn}Function is misconfigured: {config['Runtime']} {sorted(env)}")
@@ -142,10 +160,21 @@ def main(path):
         if execution["stateMachineArn"] != machine or execution["name"] != name:
             problems.append(f"execution started by the output ARN is not listed: {execution}")
 
+    # The webhook starts the stack's own state machine (checked in the
+    # translated template: moto drops that variable, whose Ref it resolves
+    # after creating the function), and its URL is an output.
+    webhook_env = plain["Resources"]["WebhookFunction"]["Properties"]["Environment"]["Variables"]
+    if webhook_env.get("STACKSYNC_STATE_MACHINE_ARN") != {"Ref": "ReconcileStateMachine"}:
+        problems.append(f"the webhook does not start ReconcileStateMachine: {webhook_env}")
+    if "Webhook" not in trigger_env:
+        problems.append("no webhook function deployed")
+    if not outputs.get("WebhookUrl", "").startswith("http"):
+        problems.append(f"WebhookUrl output is {outputs.get('WebhookUrl')!r}")
+
     if problems:
         sys.exit("structural deploy: " + "; ".join(problems))
     print(f"structural deploy: {len(resources)} resources created in the emulator; "
-          "6 functions, table with 2 indexes, bucket, state machine calling the 6 functions, "
+          "6 step functions and the webhook (URL in the outputs), table with 2 indexes, bucket, state machine calling the 6 functions, "
           "an execution started by the StateMachineArn output")
 
 

@@ -2,7 +2,8 @@
 //
 // The registry (DynamoDB), the artifact bucket (S3, with its access-log
 // bucket), the reconcile step functions (Rust on Lambda, built by
-// cargo-lambda), the reconcile state machine (Step Functions) and the alarms.
+// cargo-lambda), the reconcile state machine (Step Functions), the Git webhook
+// (a Lambda function behind a Function URL) and the alarms.
 // Every function is one row of FUNCTIONS below: its binary, its description
 // and what its role may do. A role holds exactly the statements of its row
 // (README "IAM by function", the same as template.yaml), plus writing its own
@@ -48,6 +49,13 @@ export interface StackSyncProps extends StackProps {
    */
   readonly targetAccountRoleArns?: string[];
   /**
+   * The Secrets Manager secret the webhook checks signatures with (the plain
+   * secret, or JSON `{"current": ..., "previous": ...}` while rotating): a
+   * secret ARN, no wildcards. The webhook role may read only this secret.
+   * @default none (the webhook refuses every delivery)
+   */
+  readonly webhookSecretArn?: string;
+  /**
    * How long function, state machine and S3 access logs are kept.
    * @default 30
    */
@@ -86,6 +94,28 @@ export interface Permissions {
   passServiceRoles(): iam.PolicyStatement[];
   /** `TargetAccounts`: sts:AssumeRole on the configured target-account roles; none when none are configured. */
   assumeTargetRoles(): iam.PolicyStatement[];
+  /** These DynamoDB actions on the registry table, under a Sid of the row's own (the `Registry` statement is `registry`). */
+  table(sid: string, ...actions: string[]): iam.PolicyStatement;
+  /** These DynamoDB actions on `<table ARN>/index/<indexName>`, one of the registry's GSIs. */
+  index(sid: string, indexName: string, ...actions: string[]): iam.PolicyStatement;
+  /**
+   * `StartReconcile`: states:StartExecution on the reconcile state machine.
+   * Only for rows with `reconcileStep: false` (the steps are made before the machine).
+   */
+  startReconcile(): iam.PolicyStatement;
+  /** `Secret`: secretsmanager:GetSecretValue on the `webhookSecretArn` secret; none when none is configured. */
+  webhookSecret(): iam.PolicyStatement[];
+}
+
+/** Values of the stack a row may put in its function's environment. */
+export interface StackValues {
+  /**
+   * The reconcile state machine's ARN. Only for rows with
+   * `reconcileStep: false` (the steps are made before the machine).
+   */
+  readonly stateMachineArn: string;
+  /** The `webhookSecretArn` prop, or '' without one (as template.yaml's `WebhookSecretArn` default). */
+  readonly webhookSecretArn: string;
 }
 
 export interface FunctionSpec {
@@ -100,6 +130,16 @@ export interface FunctionSpec {
   readonly reconcileStep: boolean;
   /** Its role's statements, beyond its own logs and traces. */
   readonly permissions: (p: Permissions) => iam.PolicyStatement[];
+  /** The function's timeout in seconds (template.yaml's Globals: 300). */
+  readonly timeoutSeconds?: number;
+  /** Environment variables beyond STACKSYNC_TABLE, STACKSYNC_BUCKET and STACKSYNC_LOG. */
+  readonly environment?: (v: StackValues) => Record<string, string>;
+  /**
+   * A Lambda Function URL with auth type NONE (public: the function
+   * authenticates each request itself, e.g. by a signature), and the output
+   * `<id>Url` with this description. The rule of the row says why it may be public.
+   */
+  readonly publicUrl?: { readonly outputDescription: string; readonly why: string };
 }
 
 /** The functions, as in template.yaml. A new function is one more row. */
@@ -194,9 +234,40 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     reconcileStep: true,
     permissions: (p) => [p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem')],
   },
+  {
+    // A trigger: Git hosts POST pushes to its Function URL; it starts the state machine.
+    id: 'Webhook',
+    binary: 'webhook',
+    description: 'stacksync webhook: verifies a push, starts the stacks that follow it',
+    errorsMetricId: 'hook',
+    reconcileStep: false,
+    timeoutSeconds: 30,
+    environment: (v) => ({
+      STACKSYNC_STATE_MACHINE_ARN: v.stateMachineArn,
+      STACKSYNC_WEBHOOK_SECRET_ARN: v.webhookSecretArn,
+    }),
+    publicUrl: {
+      outputDescription: 'the Git webhook endpoint (payload URL of a GitHub/GitLab/Bitbucket webhook)',
+      why:
+        'Git hosts (GitHub, GitLab, Bitbucket) call webhooks without AWS credentials, so the URL cannot use AWS_IAM ' +
+        'auth; the function authenticates every delivery itself (HMAC signature or GitLab token, checked against ' +
+        'the WebhookSecretArn secret) and refuses all deliveries when no secret is configured. As in template.yaml.',
+    },
+    permissions: (p) => [
+      // Delivery ids (delivery#...), so that a redelivered push starts nothing twice.
+      p.table('Deliveries', 'dynamodb:PutItem', 'dynamodb:DeleteItem'),
+      p.index('SourceIndex', 'by-source', 'dynamodb:Query'),
+      p.startReconcile(),
+      ...p.webhookSecret(),
+    ],
+  },
 ];
 
 const ROLE_ARN = /^arn:aws(-[a-z]+)*:iam::\d{12}:role\/[\w+=,.@/-]{1,512}$/;
+/** The registry's GSIs (RegistryTable below, template.yaml, shared/src/registry/schema.rs). */
+const REGISTRY_INDEXES = ['by-next-reconcile', 'by-source'];
+/** template.yaml's `WebhookSecretArn` AllowedPattern (without the empty alternative). */
+const SECRET_ARN = /^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$/;
 
 /** The directory holding the Cargo workspace's Cargo.toml, searched upwards from `start`. */
 export function findWorkspaceRoot(start: string = __dirname): string {
@@ -244,11 +315,14 @@ export class StackSyncStack extends Stack {
   readonly bucket: s3.Bucket;
   readonly accessLogsBucket: s3.Bucket;
   readonly functions: Record<string, lambda.Function> = {};
+  /** The Function URLs of the rows with `publicUrl`, by row id. */
+  readonly functionUrls: Record<string, lambda.FunctionUrl> = {};
   readonly stateMachine: sfn.StateMachine;
 
   private readonly stackNamePrefix: string;
   private readonly cloudFormationRoleArns: string[];
   private readonly targetAccountRoleArns: string[];
+  private readonly webhookSecretArn: string | undefined;
   private readonly logRetention: logs.RetentionDays;
   private readonly architecture: lambda.Architecture;
   private readonly workspaceRoot: string;
@@ -258,7 +332,8 @@ export class StackSyncStack extends Stack {
     super(scope, id, {
       description:
         'stacksync: serverless GitOps for AWS CloudFormation. The registry (DynamoDB), the artifact bucket (S3), ' +
-        'the reconcile step functions (Lambda) and the reconcile state machine (Step Functions).',
+        'the reconcile step functions (Lambda), the reconcile state machine (Step Functions), and the Git webhook ' +
+        '(Lambda Function URL).',
       ...props,
     });
 
@@ -268,6 +343,13 @@ export class StackSyncStack extends Stack {
     }
     this.cloudFormationRoleArns = checkRoleArns('cloudFormationRoleArns', props.cloudFormationRoleArns);
     this.targetAccountRoleArns = checkRoleArns('targetAccountRoleArns', props.targetAccountRoleArns);
+    this.webhookSecretArn = props.webhookSecretArn === '' ? undefined : props.webhookSecretArn;
+    if (this.webhookSecretArn !== undefined && !SECRET_ARN.test(this.webhookSecretArn)) {
+      throw new Error(
+        `webhookSecretArn "${this.webhookSecretArn}": not a Secrets Manager secret ARN ` +
+          '(arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME, no wildcards)',
+      );
+    }
     const days = props.logRetentionDays ?? 30;
     if (!(LOG_RETENTION_DAYS as readonly number[]).includes(days)) {
       throw new Error(`logRetentionDays ${days}: one of ${LOG_RETENTION_DAYS.join(', ')}`);
@@ -348,13 +430,13 @@ export class StackSyncStack extends Stack {
       removalPolicy: RemovalPolicy.RETAIN,
     });
 
-    // ---- the functions -----------------------------------------------------------
-    for (const spec of FUNCTIONS) {
+    // ---- the reconcile step functions ------------------------------------------------
+    const steps = FUNCTIONS.filter((f) => f.reconcileStep);
+    for (const spec of steps) {
       this.functions[spec.id] = this.addFunction(spec);
     }
 
     // ---- the state machine ---------------------------------------------------------
-    const steps = FUNCTIONS.filter((f) => f.reconcileStep);
     const stateMachineLogs = new logs.LogGroup(this, 'StateMachineLogs', {
       retention: this.logRetention,
       removalPolicy: RemovalPolicy.DESTROY,
@@ -400,6 +482,11 @@ export class StackSyncStack extends Stack {
       true,
     );
 
+    // ---- the triggers (after the state machine, which they start) ------------------------
+    for (const spec of FUNCTIONS.filter((f) => !f.reconcileStep)) {
+      this.functions[spec.id] = this.addFunction(spec);
+    }
+
     // ---- alarms ---------------------------------------------------------------------
     const period = Duration.minutes(5);
     const alarmDefaults = {
@@ -443,6 +530,13 @@ export class StackSyncStack extends Stack {
       description: 'the reconcile state machine',
       value: this.stateMachine.stateMachineArn,
     });
+    for (const spec of FUNCTIONS) {
+      if (!spec.publicUrl) continue;
+      new CfnOutput(this, `${spec.id}Url`, {
+        description: spec.publicUrl.outputDescription,
+        value: this.functionUrls[spec.id].url,
+      });
+    }
   }
 
   /** One function of FUNCTIONS: its log group, its role (exactly its row's statements), the function. */
@@ -452,7 +546,7 @@ export class StackSyncStack extends Stack {
       removalPolicy: RemovalPolicy.DESTROY,
     });
     const statements = [
-      ...spec.permissions(this.permissions()),
+      ...spec.permissions(this.permissions(spec)),
       new iam.PolicyStatement({
         sid: 'OwnLogs',
         actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
@@ -472,7 +566,7 @@ export class StackSyncStack extends Stack {
       architecture: this.architecture,
       description: spec.description,
       memorySize: 256,
-      timeout: Duration.seconds(300),
+      timeout: Duration.seconds(spec.timeoutSeconds ?? 300),
       tracing: lambda.Tracing.ACTIVE,
       role,
       logGroup,
@@ -480,8 +574,17 @@ export class StackSyncStack extends Stack {
         STACKSYNC_TABLE: this.table.tableName,
         STACKSYNC_BUCKET: this.bucket.bucketName,
         STACKSYNC_LOG: 'info',
+        ...spec.environment?.(this.stackValues(spec)),
       },
     });
+    if (spec.publicUrl) {
+      // AWS::Lambda::Url plus the two public permissions (lambda:InvokeFunctionUrl with FunctionUrlAuthType NONE,
+      // lambda:InvokeFunction only via the URL), as SAM's FunctionUrlConfig AuthType NONE.
+      this.functionUrls[spec.id] = new lambda.FunctionUrl(this, `${spec.id}FunctionUrl`, {
+        function: fn,
+        authType: lambda.FunctionUrlAuthType.NONE,
+      });
+    }
     // With applyToChildren, the suppressions cover the role's DefaultPolicy, where lambda.Function puts its X-Ray statement.
     NagSuppressions.addResourceSuppressions(
       role,
@@ -500,7 +603,25 @@ export class StackSyncStack extends Stack {
     return fn;
   }
 
-  private permissions(): Permissions {
+  /** The stack's state machine, for rows made after it (`reconcileStep: false`). */
+  private machineFor(spec: FunctionSpec): sfn.StateMachine {
+    if (this.stateMachine === undefined) {
+      throw new Error(`${spec.id}: a reconcile step cannot refer to the state machine (it is made after the steps)`);
+    }
+    return this.stateMachine;
+  }
+
+  private stackValues(spec: FunctionSpec): StackValues {
+    const stack = this;
+    return {
+      get stateMachineArn() {
+        return stack.machineFor(spec).stateMachineArn;
+      },
+      webhookSecretArn: this.webhookSecretArn ?? '',
+    };
+  }
+
+  private permissions(spec: FunctionSpec): Permissions {
     const stacksArn = this.stacksArn();
     return {
       registry: (...actions) =>
@@ -525,6 +646,29 @@ export class StackSyncStack extends Stack {
         this.targetAccountRoleArns.length === 0
           ? []
           : [new iam.PolicyStatement({ sid: 'TargetAccounts', actions: ['sts:AssumeRole'], resources: this.targetAccountRoleArns })],
+      table: (sid, ...actions) => new iam.PolicyStatement({ sid, actions, resources: [this.table.tableArn] }),
+      index: (sid, indexName, ...actions) => {
+        if (!REGISTRY_INDEXES.includes(indexName)) {
+          throw new Error(`${spec.id}: the registry has no index "${indexName}" (${REGISTRY_INDEXES.join(', ')})`);
+        }
+        return new iam.PolicyStatement({ sid, actions, resources: [`${this.table.tableArn}/index/${indexName}`] });
+      },
+      startReconcile: () =>
+        new iam.PolicyStatement({
+          sid: 'StartReconcile',
+          actions: ['states:StartExecution'],
+          resources: [this.machineFor(spec).stateMachineArn],
+        }),
+      webhookSecret: () =>
+        this.webhookSecretArn === undefined
+          ? []
+          : [
+              new iam.PolicyStatement({
+                sid: 'Secret',
+                actions: ['secretsmanager:GetSecretValue'],
+                resources: [this.webhookSecretArn],
+              }),
+            ],
     };
   }
 

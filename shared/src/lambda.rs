@@ -43,7 +43,7 @@ pub fn serve_step(function: &'static str) -> Result<(), lambda_runtime::Error> {
         .block_on(serve(function))
 }
 
-async fn serve(function: &'static str) -> Result<(), lambda_runtime::Error> {
+fn init_logs() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("STACKSYNC_LOG")
@@ -52,6 +52,10 @@ async fn serve(function: &'static str) -> Result<(), lambda_runtime::Error> {
         .without_time()
         .with_ansi(false)
         .init();
+}
+
+async fn serve(function: &'static str) -> Result<(), lambda_runtime::Error> {
+    init_logs();
     let table = required("STACKSYNC_TABLE")?;
     let bucket = required("STACKSYNC_BUCKET")?;
     let endpoint = std::env::var("AWS_ENDPOINT_URL")
@@ -67,6 +71,64 @@ async fn serve(function: &'static str) -> Result<(), lambda_runtime::Error> {
         run_step(steps, function, event.payload)
             .await
             .map_err(diagnostic)
+    }))
+    .await
+}
+
+/// Runs the webhook function (behind a Lambda Function URL).
+///
+/// Environment: `STACKSYNC_TABLE`, `STACKSYNC_STATE_MACHINE_ARN`, and the
+/// secret's place: `STACKSYNC_WEBHOOK_SECRET_ARN` (Secrets Manager) or
+/// `STACKSYNC_WEBHOOK_SECRET_PARAMETER` (SSM SecureString).
+pub fn serve_webhook() -> Result<(), lambda_runtime::Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(webhook())
+}
+
+async fn webhook() -> Result<(), lambda_runtime::Error> {
+    use crate::webhook::handler::{
+        SecretLocation, Secrets, Webhook, function_url_request, function_url_response,
+    };
+    init_logs();
+    let table = required("STACKSYNC_TABLE")?;
+    let machine = required("STACKSYNC_STATE_MACHINE_ARN")?;
+    let location = match (
+        required("STACKSYNC_WEBHOOK_SECRET_ARN"),
+        required("STACKSYNC_WEBHOOK_SECRET_PARAMETER"),
+    ) {
+        (Ok(arn), _) => SecretLocation::SecretsManager(arn),
+        (_, Ok(name)) => SecretLocation::Parameter(name),
+        _ => {
+            // Fail closed: with no secret, every delivery is refused (401).
+            tracing::warn!(
+                "no webhook secret configured (STACKSYNC_WEBHOOK_SECRET_ARN or \
+                 STACKSYNC_WEBHOOK_SECRET_PARAMETER): every delivery is refused"
+            );
+            SecretLocation::Fixed(Vec::new())
+        }
+    };
+    let config = load_config(&AwsOptions::default()).await;
+    let webhook = Webhook {
+        registry: Registry::new(aws_sdk_dynamodb::Client::new(&config), table),
+        executions: crate::adapters::stepfunctions::Executions::new(
+            aws_sdk_sfn::Client::new(&config),
+            machine,
+        ),
+        secrets: Secrets::new(location, &config),
+    };
+    let webhook = &webhook;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        let response = match function_url_request(&event.payload) {
+            Ok((headers, body)) => {
+                webhook
+                    .handle(&headers, &body, crate::clock::now_millis())
+                    .await
+            }
+            Err(response) => response,
+        };
+        Ok::<Value, lambda_runtime::Error>(function_url_response(&response))
     }))
     .await
 }

@@ -55,7 +55,9 @@ pub struct Started {
     pub stack: String,
     pub execution_name: String,
     pub execution_arn: String,
-    /// False when an execution of this name already existed (a replay).
+    /// False when Step Functions said an execution of this name exists (a
+    /// replay). A start matching a *running* execution of the same name and
+    /// input also succeeds, with that execution's ARN, and starts nothing.
     pub new: bool,
 }
 

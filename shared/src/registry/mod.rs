@@ -313,6 +313,82 @@ impl Registry {
         Ok(all)
     }
 
+    /// Every entry that follows the source `key` ([`crate::source::source_key`]:
+    /// normal URL and ref), through the source index: reads proportional to
+    /// the matching entries, not to the registry.
+    pub async fn by_source(&self, key: &str) -> Result<Vec<StackEntry>> {
+        let mut found = Vec::new();
+        let mut start: Option<HashMap<String, AttributeValue>> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(schema::INDEX_BY_SOURCE)
+                .key_condition_expression("#sk = :key")
+                .set_expression_attribute_names(Some(HashMap::from([(
+                    "#sk".to_owned(),
+                    schema::attr::SOURCE_KEY.to_owned(),
+                )])))
+                .expression_attribute_values(":key", s(key))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| self.aws_error("Query", e))?;
+            for item in out.items() {
+                found.push(decode_entry(item)?);
+            }
+            match out.last_evaluated_key {
+                Some(next) if !next.is_empty() => start = Some(next),
+                _ => break,
+            }
+        }
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(found)
+    }
+
+    /// Records a webhook delivery id, once: `true` the first time, `false` for
+    /// a delivery seen before (a conditional put, so two concurrent copies
+    /// cannot both get `true`). The item expires `ttl_seconds` after `now`.
+    pub async fn record_delivery(
+        &self,
+        id: &str,
+        now: EpochMillis,
+        ttl_seconds: i64,
+    ) -> Result<bool> {
+        let expires = now / 1000 + ttl_seconds;
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item(PK, s(format!("{}{id}", schema::DELIVERY_PREFIX)))
+            .item(
+                schema::TTL_ATTRIBUTE,
+                AttributeValue::N(expires.to_string()),
+            )
+            .condition_expression("attribute_not_exists(#pk)")
+            .set_expression_attribute_names(Some(names(&["#pk"])))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failure(&e) => Ok(false),
+            Err(e) => Err(self.aws_error("PutItem", e)),
+        }
+    }
+
+    /// Forgets a delivery id (its starts failed: let a redelivery try again).
+    pub async fn forget_delivery(&self, id: &str) -> Result<()> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .key(PK, s(format!("{}{id}", schema::DELIVERY_PREFIX)))
+            .send()
+            .await
+            .map_err(|e| self.aws_error("DeleteItem", e))?;
+        Ok(())
+    }
+
     /// Carries out a plan from [`plan::plan_apply`]: all of it or none of it
     /// (up to 100 writes per transaction; larger plans go in several).
     ///

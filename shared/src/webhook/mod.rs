@@ -1,6 +1,6 @@
 //! Webhook deliveries from Git hosts, verified and reduced to pushes.
 //!
-//! Pure: the webhook function hands over the request's headers and raw body
+//! Pure (all but [`handler`], which does the I/O): the webhook function hands over the request's headers and raw body
 //! (already base64-decoded from the Function URL event) and the accepted
 //! secrets, and gets back an [`Event`] or a [`WebhookError`] that knows its
 //! HTTP status. The steps, each usable alone:
@@ -15,6 +15,7 @@
 //! [`crate::adapters::stepfunctions::execution_name`] from the stack and the
 //! commit, so a retried or replayed delivery starts nothing new.
 
+pub mod handler;
 pub mod parse;
 pub mod verify;
 

@@ -1,0 +1,350 @@
+//! The webhook handler against the emulator: real-shaped GitHub, GitLab and
+//! Bitbucket deliveries (tests/fixtures/webhooks), the secret in Secrets
+//! Manager, stacks found through the registry's source index, and executions
+//! started in the emulator's Step Functions (listed there to count them).
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use stacksync::adapters::stepfunctions::Executions;
+use stacksync::clock::now_millis;
+use stacksync::registry::Registry;
+use stacksync::webhook::Headers;
+use stacksync::webhook::handler::{SecretLocation, Secrets, Webhook};
+use stacksync::webhook::verify::sign;
+use stacksync_testkit::local::Harness;
+use stacksync_testkit::{Emulator, unique_name};
+
+const SECRET: &str = "s3cret-current";
+const PREVIOUS: &str = "s3cret-previous";
+
+/// A fixture: its headers and its body as the sender would serialize it.
+fn fixture(name: &str) -> (Vec<(String, String)>, Value) {
+    let path = format!(
+        "{}/fixtures/webhooks/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let headers = file["headers"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+        .collect();
+    (headers, file["body"].clone())
+}
+
+/// Headers with the provider's signature (or token) for `body` under `secret`.
+fn signed(headers: &[(String, String)], body: &[u8], secret: &str) -> Headers {
+    let mut h: Headers = headers.iter().cloned().collect();
+    if h.contains("X-GitHub-Event") {
+        h.insert("X-Hub-Signature-256", sign(secret.as_bytes(), body));
+    } else if h.contains("X-Gitlab-Event") {
+        h.insert("X-Gitlab-Token", secret);
+    } else if h.contains("X-Event-Key") {
+        h.insert("X-Hub-Signature", sign(secret.as_bytes(), body));
+    } else {
+        h.insert("X-Stacksync-Signature-256", sign(secret.as_bytes(), body));
+    }
+    h
+}
+
+struct Setup {
+    webhook: Arc<Webhook>,
+    sfn: aws_sdk_sfn::Client,
+    machine: String,
+    secret_id: String,
+    _harness: Harness<stacksync::adapters::cloudformation::SdkCloudFormationFactory>,
+}
+
+impl Setup {
+    async fn new(prefix: &str, stacks: &str) -> Setup {
+        let emulator = Emulator::shared();
+        let harness = Harness::new(prefix).await;
+        harness.apply(stacks).await;
+        let config = emulator.sdk_config();
+        let sfn = aws_sdk_sfn::Client::new(&config);
+        let machine = sfn
+            .create_state_machine()
+            .name(unique_name(prefix))
+            .definition(r#"{"StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}"#)
+            .role_arn("arn:aws:iam::123456789012:role/stacksync-test")
+            .send()
+            .await
+            .unwrap()
+            .state_machine_arn;
+        let secret_id = unique_name(prefix);
+        aws_sdk_secretsmanager::Client::new(&config)
+            .create_secret()
+            .name(&secret_id)
+            .secret_string(json!({"current": SECRET, "previous": PREVIOUS}).to_string())
+            .send()
+            .await
+            .unwrap();
+        let webhook = Webhook {
+            registry: Registry::new(emulator.dynamodb(), harness.steps.registry.table()),
+            executions: Executions::new(sfn.clone(), &machine),
+            secrets: Secrets::new(SecretLocation::SecretsManager(secret_id.clone()), &config),
+        };
+        Setup {
+            webhook: Arc::new(webhook),
+            sfn,
+            machine,
+            secret_id,
+            _harness: harness,
+        }
+    }
+
+    async fn deliver(&self, headers: &Headers, body: &[u8]) -> (u16, Value) {
+        let r = self.webhook.handle(headers, body, now_millis()).await;
+        (r.status, r.body)
+    }
+
+    /// Every execution of the machine: (name, input).
+    async fn executions(&self) -> Vec<(String, Value)> {
+        let listed = self
+            .sfn
+            .list_executions()
+            .state_machine_arn(&self.machine)
+            .max_results(1000)
+            .send()
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        for e in listed.executions() {
+            let described = self
+                .sfn
+                .describe_execution()
+                .execution_arn(e.execution_arn())
+                .send()
+                .await
+                .unwrap();
+            let input = serde_json::from_str(described.input().unwrap_or("null")).unwrap();
+            out.push((e.name().to_owned(), input));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+}
+
+fn started_stacks(body: &Value) -> Vec<String> {
+    let mut names: Vec<String> = body["started"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|s| s["stack"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+fn stacks(p: &str) -> String {
+    format!(
+        "stacks:
+  - {{name: {p}-https, source: {{git: 'https://github.com/acme/infra.git', path: a.yaml}}}}
+  - {{name: {p}-ssh, source: {{git: 'ssh://git@github.com/Acme/infra', path: b.yaml}}}}
+  - {{name: {p}-develop, source: {{git: 'https://github.com/acme/infra', ref: develop, path: c.yaml}}}}
+  - {{name: {p}-other, source: {{git: 'https://github.com/acme/other.git', path: d.yaml}}}}
+  - {{name: {p}-paused, suspend: true, source: {{git: 'https://github.com/acme/infra', path: e.yaml}}}}
+  - {{name: {p}-gitlab, source: {{git: 'https://gitlab.com/acme-group/platform/infra.git', path: f.yaml}}}}
+  - {{name: {p}-bitbucket, source: {{git: 'git@bitbucket.org:acme/infra.git', path: g.yaml}}}}
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_github_push_starts_each_following_stack_once_and_replays_start_nothing() {
+    let p = unique_name("wh").replace('-', "x");
+    let s = Setup::new("webhook-gh", &stacks(&p)).await;
+    let (headers, body) = fixture("github-push");
+    let commit = body["after"].as_str().unwrap().to_owned();
+    let raw = serde_json::to_vec(&body).unwrap();
+
+    let (status, answer) = s.deliver(&signed(&headers, &raw, SECRET), &raw).await;
+    assert_eq!(status, 202, "{answer}");
+    // The https and the ssh spelling of the repository both follow main; the
+    // develop branch, another repository and the suspended entry do not start.
+    assert_eq!(
+        started_stacks(&answer),
+        vec![format!("{p}-https"), format!("{p}-ssh")],
+        "{answer}"
+    );
+    assert_eq!(answer["skipped"][0]["stack"], format!("{p}-paused"));
+    let executions = s.executions().await;
+    assert_eq!(executions.len(), 2, "{executions:?}");
+    for (name, input) in &executions {
+        assert!(name.contains("_webhook_"), "{name}");
+        assert_eq!(input["trigger"]["kind"], "webhook");
+        assert_eq!(input["trigger"]["revision"], commit.as_str());
+    }
+
+    // The same delivery again: acknowledged, nothing started.
+    let (status, answer) = s.deliver(&signed(&headers, &raw, SECRET), &raw).await;
+    assert_eq!(
+        (status, answer["result"].as_str()),
+        (200, Some("duplicate"))
+    );
+    // Another delivery of the same push (a redelivery with a new id): the
+    // executions exist already by name.
+    let mut again = headers.clone();
+    for (k, v) in again.iter_mut() {
+        if k == "X-GitHub-Delivery" {
+            *v = "another-delivery-id".into();
+        }
+    }
+    let (status, answer) = s.deliver(&signed(&again, &raw, SECRET), &raw).await;
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(started_stacks(&answer).len(), 2, "{answer}");
+    assert_eq!(s.executions().await.len(), 2);
+
+    // A push to develop starts only the entry that follows develop.
+    let mut develop = body.clone();
+    develop["ref"] = json!("refs/heads/develop");
+    develop["after"] = json!("1111111111111111111111111111111111111111");
+    develop["head_commit"]["id"] = develop["after"].clone();
+    let raw = serde_json::to_vec(&develop).unwrap();
+    let mut h = headers.clone();
+    h.retain(|(k, _)| k != "X-GitHub-Delivery");
+    h.push(("X-GitHub-Delivery".into(), "develop-push".into()));
+    let (status, answer) = s.deliver(&signed(&h, &raw, SECRET), &raw).await;
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(started_stacks(&answer), vec![format!("{p}-develop")]);
+
+    // A repository nobody follows: 200, nothing started, the sources named.
+    let mut nobody = body.clone();
+    for key in ["clone_url", "ssh_url", "git_url", "html_url", "url"] {
+        if nobody["repository"].get(key).is_some() {
+            nobody["repository"][key] = json!("https://github.com/acme/nobody.git");
+        }
+    }
+    let raw = serde_json::to_vec(&nobody).unwrap();
+    h.retain(|(k, _)| k != "X-GitHub-Delivery");
+    h.push(("X-GitHub-Delivery".into(), "nobody-push".into()));
+    let (status, answer) = s.deliver(&signed(&h, &raw, SECRET), &raw).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["sources"].to_string().contains("acme/nobody"),
+        "{answer}"
+    );
+    assert_eq!(s.executions().await.len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn signatures_are_checked_before_anything_is_read_or_started() {
+    let p = unique_name("whs").replace('-', "x");
+    let s = Setup::new("webhook-sig", &stacks(&p)).await;
+    let (headers, body) = fixture("github-push");
+    let raw = serde_json::to_vec(&body).unwrap();
+    let unsigned: Headers = headers.iter().cloned().collect();
+    let other_body = br#"{"ref": "refs/heads/main"}"#;
+    let cases = [
+        ("missing", unsigned, 401),
+        (
+            "wrong secret",
+            signed(&headers, &raw, "not-the-secret"),
+            401,
+        ),
+        ("another body", signed(&headers, other_body, SECRET), 401),
+    ];
+    for (what, h, want) in cases {
+        let (status, answer) = s.deliver(&h, &raw).await;
+        assert_eq!(status, want, "{what}: {answer}");
+        assert!(answer["message"].is_string(), "{what}: {answer}");
+        assert!(!answer.to_string().contains(SECRET), "{what}: {answer}");
+    }
+    assert!(s.executions().await.is_empty(), "nothing started");
+
+    // The previous secret is still accepted during a rotation.
+    let (status, answer) = s.deliver(&signed(&headers, &raw, PREVIOUS), &raw).await;
+    assert_eq!(status, 202, "{answer}");
+
+    // Malformed (but signed), too large, ping, an event we ignore.
+    let junk = b"{not json";
+    let (status, _) = s.deliver(&signed(&headers, junk, SECRET), junk).await;
+    assert_eq!(status, 400);
+    let big = vec![b' '; stacksync::webhook::MAX_BODY_BYTES + 1];
+    let (status, _) = s.deliver(&signed(&headers, &big, SECRET), &big).await;
+    assert_eq!(status, 413);
+    let (ping_headers, ping) = fixture("github-ping");
+    let ping = serde_json::to_vec(&ping).unwrap();
+    let (status, answer) = s
+        .deliver(&signed(&ping_headers, &ping, SECRET), &ping)
+        .await;
+    assert_eq!((status, answer["result"].as_str()), (200, Some("pong")));
+    let (issue_headers, issue) = fixture("github-issues");
+    let issue = serde_json::to_vec(&issue).unwrap();
+    let (status, answer) = s
+        .deliver(&signed(&issue_headers, &issue, SECRET), &issue)
+        .await;
+    assert_eq!((status, answer["result"].as_str()), (200, Some("ignored")));
+
+    // A secret rotated in Secrets Manager is picked up without a restart.
+    aws_sdk_secretsmanager::Client::new(&Emulator::shared().sdk_config())
+        .put_secret_value()
+        .secret_id(&s.secret_id)
+        .secret_string(json!({"current": "rotated", "previous": SECRET}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let mut h = headers.clone();
+    h.retain(|(k, _)| k != "X-GitHub-Delivery");
+    h.push(("X-GitHub-Delivery".into(), "after-rotation".into()));
+    let (status, answer) = s.deliver(&signed(&h, &raw, "rotated"), &raw).await;
+    assert_eq!(status, 202, "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gitlab_and_bitbucket_pushes_find_their_stacks() {
+    let p = unique_name("whg").replace('-', "x");
+    let s = Setup::new("webhook-gl", &stacks(&p)).await;
+    for (fixture_name, stack) in [("gitlab-push", "gitlab"), ("bitbucket-push", "bitbucket")] {
+        let (headers, body) = fixture(fixture_name);
+        let raw = serde_json::to_vec(&body).unwrap();
+        let (status, answer) = s.deliver(&signed(&headers, &raw, SECRET), &raw).await;
+        assert_eq!(status, 202, "{fixture_name}: {answer}");
+        assert_eq!(
+            started_stacks(&answer),
+            vec![format!("{p}-{stack}")],
+            "{fixture_name}: {answer}"
+        );
+        // The GitLab token compared against the wrong secret: refused.
+        let (status, _) = s.deliver(&signed(&headers, &raw, "wrong"), &raw).await;
+        assert_eq!(status, 401, "{fixture_name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fifty_concurrent_deliveries_of_one_push_start_one_execution_per_stack() {
+    let p = unique_name("whc").replace('-', "x");
+    let s = Setup::new("webhook-race", &stacks(&p)).await;
+    let (headers, body) = fixture("github-push");
+    let raw = Arc::new(serde_json::to_vec(&body).unwrap());
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let webhook = s.webhook.clone();
+        let raw = raw.clone();
+        // Half are copies of one delivery, half are redeliveries with new ids.
+        let mut h = headers.clone();
+        if i % 2 == 1 {
+            h.retain(|(k, _)| k != "X-GitHub-Delivery");
+            h.push(("X-GitHub-Delivery".into(), format!("redelivery-{i}")));
+        }
+        let h = signed(&h, &raw, SECRET);
+        tasks.push(tokio::spawn(async move {
+            webhook.handle(&h, &raw, now_millis()).await.status
+        }));
+    }
+    for t in tasks {
+        let status = t.await.unwrap();
+        assert!(status == 202 || status == 200, "{status}");
+    }
+    let executions = s.executions().await;
+    assert_eq!(
+        executions.len(),
+        2,
+        "one per following stack: {executions:?}"
+    );
+}
