@@ -8,6 +8,7 @@ export const CONTEXT_KEYS = [
   'stackNamePrefix',
   'cloudFormationRoleArns',
   'targetAccountRoleArns',
+  'webhookSecretArn',
   'logRetentionDays',
   'architecture',
 ] as const;
@@ -29,6 +30,7 @@ export function propsFromContext(node: Node): StackSyncProps {
     stackNamePrefix: get('stackNamePrefix') === undefined ? undefined : String(get('stackNamePrefix')),
     cloudFormationRoleArns: list(get('cloudFormationRoleArns')),
     targetAccountRoleArns: list(get('targetAccountRoleArns')),
+    webhookSecretArn: get('webhookSecretArn') === undefined ? undefined : String(get('webhookSecretArn')).trim(),
     logRetentionDays: days === undefined ? undefined : Number(days),
     architecture: get('architecture') === undefined ? undefined : (String(get('architecture')) as LambdaArchitecture),
   };

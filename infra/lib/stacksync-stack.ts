@@ -135,11 +135,11 @@ export interface FunctionSpec {
   /** Environment variables beyond STACKSYNC_TABLE, STACKSYNC_BUCKET and STACKSYNC_LOG. */
   readonly environment?: (v: StackValues) => Record<string, string>;
   /**
-   * A Lambda Function URL with auth type NONE (public: the function
-   * authenticates each request itself, e.g. by a signature), and the output
-   * `<id>Url` with this description. The rule of the row says why it may be public.
+   * A Lambda Function URL with auth type NONE (public: the function must
+   * authenticate each request itself), and the output `<id>Url` with this
+   * description.
    */
-  readonly publicUrl?: { readonly outputDescription: string; readonly why: string };
+  readonly publicUrl?: { readonly outputDescription: string };
 }
 
 /** The functions, as in template.yaml. A new function is one more row. */
@@ -246,13 +246,10 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       STACKSYNC_STATE_MACHINE_ARN: v.stateMachineArn,
       STACKSYNC_WEBHOOK_SECRET_ARN: v.webhookSecretArn,
     }),
-    publicUrl: {
-      outputDescription: 'the Git webhook endpoint (payload URL of a GitHub/GitLab/Bitbucket webhook)',
-      why:
-        'Git hosts (GitHub, GitLab, Bitbucket) call webhooks without AWS credentials, so the URL cannot use AWS_IAM ' +
-        'auth; the function authenticates every delivery itself (HMAC signature or GitLab token, checked against ' +
-        'the WebhookSecretArn secret) and refuses all deliveries when no secret is configured. As in template.yaml.',
-    },
+    // Public (auth NONE), as in template.yaml: Git hosts call webhooks without AWS credentials; the function
+    // authenticates every delivery itself (HMAC signature or GitLab token, checked against the webhookSecretArn
+    // secret) and refuses every delivery when no secret is configured.
+    publicUrl: { outputDescription: 'the Git webhook endpoint (payload URL of a GitHub/GitLab/Bitbucket webhook)' },
     permissions: (p) => [
       // Delivery ids (delivery#...), so that a redelivered push starts nothing twice.
       p.table('Deliveries', 'dynamodb:PutItem', 'dynamodb:DeleteItem'),

@@ -77,7 +77,17 @@ function synth(props: StackSyncProps = {}, bundle = false): Synth {
 const PREFIX = 'prod-';
 const CFN_ROLES = ['arn:aws:iam::111122223333:role/cfn-exec', 'arn:aws:iam::111122223333:role/cfn-exec-2'];
 const TARGET_ROLES = ['arn:aws:iam::444455556666:role/stacksync'];
-const FULL: StackSyncProps = { stackNamePrefix: PREFIX, cloudFormationRoleArns: CFN_ROLES, targetAccountRoleArns: TARGET_ROLES };
+const WEBHOOK_SECRET = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/webhook-AbCdEf';
+const FULL: StackSyncProps = {
+  stackNamePrefix: PREFIX,
+  cloudFormationRoleArns: CFN_ROLES,
+  targetAccountRoleArns: TARGET_ROLES,
+  webhookSecretArn: WEBHOOK_SECRET,
+};
+/** The actions a role has only with props (the README lists them all). */
+const OPTIONAL_ACTIONS = new Set(['iam:PassRole', 'sts:AssumeRole', 'secretsmanager:GetSecretValue']);
+const STEPS = FUNCTIONS.filter((f) => f.reconcileStep);
+const TRIGGERS = FUNCTIONS.filter((f) => !f.reconcileStep);
 
 // Synthesized once, on first use. A synthesis fails on an unsuppressed cdk-nag
 // error (cdk.json: @aws-cdk/core:annotationsInValidationReport), and then each
@@ -110,6 +120,16 @@ function only(json: CfnTemplate, type: string): [string, CfnResource] {
 const arr = <T>(v: T | T[] | undefined): T[] => (v === undefined ? [] : Array.isArray(v) ? v : [v]);
 function logicalId(s: Synth, construct: { node: { defaultChild?: unknown } }): string {
   return s.stack.resolve((construct.node.defaultChild as { logicalId: string }).logicalId) as string;
+}
+
+const TEMPLATE_YAML = fs.readFileSync(path.join(ROOT, 'template.yaml'), 'utf8');
+/** The text of one resource of template.yaml (from `  <id>:` to the next line indented by two spaces). */
+function templateResource(id: string): string {
+  const start = TEMPLATE_YAML.indexOf(`\n  ${id}:\n`);
+  assert.ok(start >= 0, `template.yaml has ${id}`);
+  const rest = TEMPLATE_YAML.slice(start + 1);
+  const end = rest.slice(1).search(/\n {2}\S/);
+  return end < 0 ? rest : rest.slice(0, end + 1);
 }
 
 interface Statement {
@@ -149,14 +169,19 @@ function readmeIam(): Map<string, Set<string>> {
   return table;
 }
 
-/** One function's role statements as template.yaml writes them, with resources named TABLE, BUCKET, STACKS. */
+/** One function's role statements as template.yaml writes them, with resources named TABLE, BUCKET, STACKS, STATE_MACHINE. */
 function roleStatements(s: Synth, spec: (typeof FUNCTIONS)[number]) {
   const roleId = logicalId(s, s.stack.functions[spec.id].role as any);
   const table = `<${logicalId(s, s.stack.table)}.Arn>`;
   const bucket = `<${logicalId(s, s.stack.bucket)}.Arn>`;
   const stacks = `arn:<AWS::Partition>:cloudformation:*:<AWS::AccountId>:stack/`;
+  const machine = `<${logicalId(s, s.stack.stateMachine)}>`;
   const name = (r: unknown) =>
-    nagFinding(r).replace(table, 'TABLE').replace(bucket, 'BUCKET').replace(stacks, 'STACKS:');
+    nagFinding(r)
+      .replace(table, 'TABLE')
+      .replace(bucket, 'BUCKET')
+      .replace(stacks, 'STACKS:')
+      .replace(machine, 'STATE_MACHINE');
   return identityStatements(s.json)
     .filter((x) => x.roles.includes(roleId))
     .map(({ statement }) => ({
@@ -200,36 +225,69 @@ describe('synthesis without Rust', () => {
 });
 
 describe('functions', () => {
-  test('six Rust functions: provided.al2023, x86_64 by default, 256 MB, 300 s, active tracing, the environment', () => {
+  test('seven Rust functions (six steps, the webhook): provided.al2023, x86_64 by default, 256 MB, active tracing', () => {
     const defaults = lazyDefaults();
     const fns = ofType(defaults.json, 'AWS::Lambda::Function');
-    assert.equal(fns.length, 6);
-    const tableId = logicalId(defaults, defaults.stack.table);
-    const bucketId = logicalId(defaults, defaults.stack.bucket);
+    assert.equal(fns.length, 7);
+    assert.equal(STEPS.length, 6);
+    assert.deepEqual(TRIGGERS.map((f) => f.binary), ['webhook']);
     for (const [, fn] of fns) {
       const p = fn.Properties!;
       assert.equal(p.Runtime, 'provided.al2023');
       assert.equal(p.Handler, 'bootstrap');
       assert.deepEqual(p.Architectures, ['x86_64']);
       assert.equal(p.MemorySize, 256);
-      assert.equal(p.Timeout, 300);
       assert.deepEqual(p.TracingConfig, { Mode: 'Active' });
-      assert.deepEqual(p.Environment.Variables, {
-        STACKSYNC_TABLE: { Ref: tableId },
-        STACKSYNC_BUCKET: { Ref: bucketId },
-        STACKSYNC_LOG: 'info',
-      });
       const logGroup = defaults.json.Resources[p.LoggingConfig.LogGroup.Ref];
       assert.equal(logGroup.Type, 'AWS::Logs::LogGroup');
       assert.equal(logGroup.Properties?.RetentionInDays, 30);
     }
     // The binaries and descriptions of template.yaml's functions.
-    const template = fs.readFileSync(path.join(ROOT, 'template.yaml'), 'utf8');
-    const binaries = [...template.matchAll(/BuildProperties: \{ Binary: ([a-z-]+) \}/g)].map((m) => m[1]);
-    const descriptions = [...template.matchAll(/^ +Description: "(stacksync [^"]+)"$/gm)].map((m) => m[1]);
-    assert.equal(binaries.length, 6);
+    const binaries = [...TEMPLATE_YAML.matchAll(/BuildProperties: \{ Binary: ([a-z-]+) \}/g)].map((m) => m[1]);
+    const descriptions = [...TEMPLATE_YAML.matchAll(/^ +Description: "(stacksync [^"]+)"$/gm)].map((m) => m[1]);
+    assert.equal(binaries.length, 7);
     assert.deepEqual(FUNCTIONS.map((f) => f.binary).sort(), binaries.sort());
     assert.deepEqual(fns.map(([, fn]) => fn.Properties!.Description).sort(), descriptions.sort());
+  });
+
+  test("each function's timeout and environment variables are template.yaml's (Globals plus its own)", () => {
+    const defaults = lazyDefaults();
+    const globals = TEMPLATE_YAML.split(/^Globals:$/m)[1].split(/^Resources:$/m)[0];
+    const envNames = (text: string) => [...text.matchAll(/^ +(STACKSYNC_[A-Z_]+):/gm)].map((m) => m[1]);
+    const timeout = (text: string) => text.match(/^ +Timeout: (\d+)$/m)?.[1];
+    assert.deepEqual(envNames(globals), ['STACKSYNC_TABLE', 'STACKSYNC_BUCKET', 'STACKSYNC_LOG']);
+    for (const spec of FUNCTIONS) {
+      const yaml = templateResource(`${spec.id}Function`);
+      assert.match(yaml, new RegExp(`Binary: ${spec.binary} `), `${spec.id}Function is ${spec.binary}`);
+      const p = defaults.json.Resources[logicalId(defaults, defaults.stack.functions[spec.id])].Properties!;
+      assert.equal(p.Timeout, Number(timeout(yaml) ?? timeout(globals)), `${spec.binary} timeout`);
+      assert.deepEqual(Object.keys(p.Environment.Variables).sort(), [...envNames(globals), ...envNames(yaml)].sort(), spec.binary);
+    }
+  });
+
+  test('the environment: table, bucket, log level; the webhook also the state machine ARN and its secret ARN', () => {
+    const defaults = lazyDefaults();
+    const full = lazyFull();
+    for (const [s, secret] of [[defaults, ''], [full, WEBHOOK_SECRET]] as const) {
+      const common = {
+        STACKSYNC_TABLE: { Ref: logicalId(s, s.stack.table) },
+        STACKSYNC_BUCKET: { Ref: logicalId(s, s.stack.bucket) },
+        STACKSYNC_LOG: 'info',
+      };
+      for (const spec of FUNCTIONS) {
+        const p = s.json.Resources[logicalId(s, s.stack.functions[spec.id])].Properties!;
+        const expected =
+          spec.binary === 'webhook'
+            ? {
+                ...common,
+                STACKSYNC_STATE_MACHINE_ARN: { Ref: logicalId(s, s.stack.stateMachine) },
+                STACKSYNC_WEBHOOK_SECRET_ARN: secret,
+              }
+            : common;
+        assert.deepEqual(p.Environment.Variables, expected, spec.binary);
+        assert.equal(p.Timeout, spec.binary === 'webhook' ? 30 : 300, spec.binary);
+      }
+    }
   });
 
   test('architecture and log retention are props', () => {
@@ -238,7 +296,7 @@ describe('functions', () => {
       assert.deepEqual(fn.Properties!.Architectures, ['arm64']);
     }
     const groups = ofType(s.json, 'AWS::Logs::LogGroup');
-    assert.equal(groups.length, 7, 'six functions and the state machine');
+    assert.equal(groups.length, 8, 'seven functions and the state machine');
     for (const [, g] of groups) assert.equal(g.Properties!.RetentionInDays, 7);
   });
 
@@ -251,6 +309,14 @@ describe('functions', () => {
     assert.throws(make({ targetAccountRoleArns: ['*'] }), /not an IAM role ARN/);
     assert.throws(make({ logRetentionDays: 31 }), /logRetentionDays/);
     assert.throws(make({ architecture: 'riscv' as never }), /architecture/);
+    assert.throws(make({ webhookSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:*' }), /webhookSecretArn/);
+    assert.throws(make({ webhookSecretArn: 'arn:aws:ssm:eu-west-1:111122223333:parameter/webhook' }), /webhookSecretArn/);
+    assert.throws(make({ webhookSecretArn: 'stacksync/webhook' }), /webhookSecretArn/);
+    // Empty is no secret, as template.yaml's default; other partitions are secret ARNs too.
+    const good = new App({ context: { ...CDK_CONTEXT, 'aws:cdk:bundling-stacks': [] } });
+    assert.doesNotThrow(() => new StackSyncStack(good, 'Good0', { webhookSecretArn: '' }));
+    const cn = 'arn:aws-cn:secretsmanager:cn-north-1:111122223333:secret:hook';
+    assert.doesNotThrow(() => new StackSyncStack(good, 'Good1', { webhookSecretArn: cn }));
   });
 
   test('props from the CDK context: lists as JSON arrays or comma-separated', () => {
@@ -259,6 +325,7 @@ describe('functions', () => {
         stackNamePrefix: 'prod-',
         cloudFormationRoleArns: `${CFN_ROLES[0]}, ${CFN_ROLES[1]}`,
         targetAccountRoleArns: TARGET_ROLES,
+        webhookSecretArn: WEBHOOK_SECRET,
         logRetentionDays: '90',
         architecture: 'x86_64',
       },
@@ -267,9 +334,11 @@ describe('functions', () => {
       stackNamePrefix: 'prod-',
       cloudFormationRoleArns: CFN_ROLES,
       targetAccountRoleArns: TARGET_ROLES,
+      webhookSecretArn: WEBHOOK_SECRET,
       logRetentionDays: 90,
       architecture: 'x86_64',
     });
+    assert.equal(propsFromContext(new App().node).webhookSecretArn, undefined);
   });
 });
 
@@ -381,7 +450,7 @@ describe('state machine, alarms, outputs', () => {
     assert.equal(p.LoggingConfiguration.IncludeExecutionData, false);
     assert.ok(p.DefinitionS3Location, 'the definition is the ASL file, as an asset');
     const expected = Object.fromEntries(
-      FUNCTIONS.filter((f) => f.reconcileStep).map((f) => [
+      STEPS.map((f) => [
         `${f.id}FunctionArn`,
         { 'Fn::GetAtt': [logicalId(defaults, defaults.stack.functions[f.id]), 'Arn'] },
       ]),
@@ -389,7 +458,7 @@ describe('state machine, alarms, outputs', () => {
     assert.equal(Object.keys(expected).length, 6);
     assert.deepEqual(p.DefinitionSubstitutions, expected);
     assert.deepEqual([...placeholders].sort(), Object.keys(expected).sort(), 'the ASL placeholders are exactly these');
-    // Its role may invoke exactly the six functions.
+    // Its role may invoke exactly the six step functions (not the webhook).
     const roleId = p.RoleArn['Fn::GetAtt'][0];
     const invoke = identityStatements(defaults.json).filter(
       (x) => x.roles.includes(roleId) && arr(x.statement.Action).includes('lambda:InvokeFunction'),
@@ -400,9 +469,14 @@ describe('state machine, alarms, outputs', () => {
       arr(invoke[0].statement.Resource).map(nagFinding).sort(),
       Object.values(expected).map(nagFinding).sort(),
     );
+    for (const spec of TRIGGERS) {
+      const id = logicalId(defaults, defaults.stack.functions[spec.id]);
+      assert.ok(!JSON.stringify(p).includes(id), `the state machine does not name ${id}`);
+      assert.ok(!JSON.stringify(invoke).includes(id), `its role does not invoke ${id}`);
+    }
   });
 
-  test('three alarms: failed executions, function errors (all six), throttles', () => {
+  test('three alarms: failed executions, function errors (all seven), throttles', () => {
     const defaults = lazyDefaults();
     const alarms = ofType(defaults.json, 'AWS::CloudWatch::Alarm').map(([, a]) => a.Properties!);
     assert.equal(alarms.length, 3);
@@ -421,7 +495,7 @@ describe('state machine, alarms, outputs', () => {
       }),
     );
     assert.deepEqual(fnIds, new Set(FUNCTIONS.map((f) => logicalId(defaults, defaults.stack.functions[f.id]))));
-    assert.match(errors.Metrics.find((m: any) => m.Expression).Expression, /^SUM\(\[fetch, upload, changeset, poll, del, fin\]\)$/);
+    assert.match(errors.Metrics.find((m: any) => m.Expression).Expression, /^SUM\(\[fetch, upload, changeset, poll, del, fin, hook\]\)$/);
     for (const a of alarms) {
       assert.equal(a.Threshold, 1);
       assert.equal(a.EvaluationPeriods, 1);
@@ -435,7 +509,36 @@ describe('state machine, alarms, outputs', () => {
     defaults.template.hasOutput('RegistryTableName', { Value: { Ref: logicalId(defaults, defaults.stack.table) } });
     defaults.template.hasOutput('ArtifactBucketName', { Value: { Ref: logicalId(defaults, defaults.stack.bucket) } });
     defaults.template.hasOutput('StateMachineArn', { Value: { Ref: logicalId(defaults, defaults.stack.stateMachine) } });
-    assert.deepEqual(Object.keys(defaults.json.Outputs ?? {}).sort(), ['ArtifactBucketName', 'RegistryTableName', 'StateMachineArn']);
+    assert.deepEqual(
+      Object.keys(defaults.json.Outputs ?? {}).sort(),
+      ['ArtifactBucketName', 'RegistryTableName', 'StateMachineArn', 'WebhookUrl'],
+    );
+    // WebhookUrl: the webhook's Function URL, as template.yaml (!GetAtt WebhookFunctionUrl.FunctionUrl).
+    const [urlId, url] = only(defaults.json, 'AWS::Lambda::Url');
+    defaults.template.hasOutput('WebhookUrl', {
+      Description: 'the Git webhook endpoint (payload URL of a GitHub/GitLab/Bitbucket webhook)',
+      Value: { 'Fn::GetAtt': [urlId, 'FunctionUrl'] },
+    });
+    assert.match(
+      TEMPLATE_YAML,
+      /WebhookUrl:\n +Description: the Git webhook endpoint \(payload URL of a GitHub\/GitLab\/Bitbucket webhook\)\n +Value: !GetAtt WebhookFunctionUrl\.FunctionUrl/,
+    );
+    const webhookId = logicalId(defaults, defaults.stack.functions.Webhook);
+    assert.deepEqual(url.Properties, { AuthType: 'NONE', TargetFunctionArn: { 'Fn::GetAtt': [webhookId, 'Arn'] } });
+  });
+
+  test('only the webhook is public: its Function URL (auth NONE) and invoke permissions only through that URL', () => {
+    const defaults = lazyDefaults();
+    const webhookId = logicalId(defaults, defaults.stack.functions.Webhook);
+    assert.match(templateResource('WebhookFunction'), /FunctionUrlConfig:\n +AuthType: NONE\n/);
+    const permissions = ofType(defaults.json, 'AWS::Lambda::Permission').map(([, r]) => r.Properties!);
+    assert.deepEqual(
+      permissions.sort((a, b) => String(a.Action).localeCompare(String(b.Action))),
+      [
+        { Action: 'lambda:InvokeFunction', FunctionName: { 'Fn::GetAtt': [webhookId, 'Arn'] }, InvokedViaFunctionUrl: true, Principal: '*' },
+        { Action: 'lambda:InvokeFunctionUrl', FunctionName: { 'Fn::GetAtt': [webhookId, 'Arn'] }, FunctionUrlAuthType: 'NONE', Principal: '*' },
+      ],
+    );
   });
 });
 
@@ -467,9 +570,7 @@ describe('IAM', () => {
     for (const spec of FUNCTIONS) {
       for (const [s, optional] of [[full, false], [defaults, true]] as const) {
         const actions = new Set(roleStatements(s, spec).flatMap((x) => x.actions));
-        const expected = new Set(
-          [...readme.get(spec.binary)!].filter((a) => !optional || (a !== 'iam:PassRole' && a !== 'sts:AssumeRole')),
-        );
+        const expected = new Set([...readme.get(spec.binary)!].filter((a) => !optional || !OPTIONAL_ACTIONS.has(a)));
         assert.deepEqual(actions, expected, spec.binary);
       }
     }
@@ -516,6 +617,12 @@ describe('IAM', () => {
         assume,
       ],
       finalize: [registry],
+      webhook: [
+        st('Deliveries', ['dynamodb:PutItem', 'dynamodb:DeleteItem'], ['TABLE']),
+        st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
+        st('StartReconcile', ['states:StartExecution'], ['STATE_MACHINE']),
+        st('Secret', ['secretsmanager:GetSecretValue'], [WEBHOOK_SECRET]),
+      ],
     };
     const bySid = (a: any, b: any) => String(a.sid).localeCompare(String(b.sid));
     for (const spec of FUNCTIONS) {
@@ -550,6 +657,25 @@ describe('IAM', () => {
       const assume = identityStatements(s.json).filter((x) => arr(x.statement.Action).includes('sts:AssumeRole'));
       assert.equal(assume.length, s === full ? 4 : 0, 'template-upload, change-set, poll-status, delete');
       for (const { statement } of assume) assert.deepEqual(arr(statement.Resource), TARGET_ROLES);
+    }
+  });
+
+  test('the webhook reads its secret only when one is given (template.yaml: HasWebhookSecret)', () => {
+    const defaults = lazyDefaults();
+    const full = lazyFull();
+    assert.match(
+      templateResource('WebhookFunction'),
+      /- !If\n +- HasWebhookSecret\n +- \{ Sid: Secret, Effect: Allow, Action: secretsmanager:GetSecretValue, Resource: !Ref WebhookSecretArn \}\n +- !Ref AWS::NoValue/,
+    );
+    for (const [s, secrets] of [[full, [WEBHOOK_SECRET]], [defaults, []]] as const) {
+      const found = identityStatements(s.json).filter((x) => arr(x.statement.Action).some((a) => a.startsWith('secretsmanager:')));
+      assert.equal(found.length, secrets.length, 'the webhook role only');
+      for (const { roles, statement } of found) {
+        assert.deepEqual(roles, [logicalId(s, s.stack.functions.Webhook.role as any)]);
+        assert.equal(statement.Sid, 'Secret');
+        assert.deepEqual(arr(statement.Action), ['secretsmanager:GetSecretValue']);
+        assert.deepEqual(arr(statement.Resource), secrets);
+      }
     }
   });
 

@@ -72,10 +72,14 @@ impl Emulator {
         // The shell loop outlives neither us nor the server: it stops the
         // server as soon as this test process is gone.
         let watchdog = format!(
-            "MOTO_PORT={port} STACKSYNC_LAMBDA_RUNTIME_PORT={runtime_port} {venv}/bin/python {launcher} -H 127.0.0.1 -p {port} >/dev/null 2>&1 & server=$!; \
+            "MOTO_PORT={port} STACKSYNC_LAMBDA_RUNTIME_PORT={runtime_port} MOTO_RECORDER_FILEPATH={recording} {venv}/bin/python {launcher} -H 127.0.0.1 -p {port} >/dev/null 2>&1 & server=$!; \
              trap 'kill $server 2>/dev/null' EXIT; \
              while kill -0 {parent} 2>/dev/null && kill -0 $server 2>/dev/null; do sleep 0.5; done",
             parent = std::process::id(),
+            // Not in the working directory (moto's default).
+            recording = std::env::temp_dir()
+                .join(format!("stacksync-moto-recording-{port}"))
+                .display(),
             launcher = repo_root().join("scripts/moto_server.py").display()
         );
         let watchdog = Command::new("bash")

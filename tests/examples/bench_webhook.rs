@@ -1,0 +1,132 @@
+//! Webhook handler time, from a signed GitHub push to started executions:
+//! p50/p99 over 1,000 deliveries (each a new commit, so each starts its
+//! executions), and the AWS calls one delivery makes. The handler runs
+//! in-process; DynamoDB, Secrets Manager and Step Functions are the emulator
+//! on loopback. Run by `scripts/bench`. Prints Markdown.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde_json::json;
+use stacksync::adapters::stepfunctions::Executions;
+use stacksync::clock::now_millis;
+use stacksync::registry::Registry;
+use stacksync::webhook::Headers;
+use stacksync::webhook::handler::{SecretLocation, Secrets, Webhook};
+use stacksync::webhook::verify::sign;
+use stacksync_testkit::local::Harness;
+use stacksync_testkit::{Emulator, unique_name};
+
+const REQUESTS: usize = 1000;
+/// Stacks that follow the pushed repository and branch (each push starts this many).
+const FOLLOWING: usize = 3;
+
+#[tokio::main]
+async fn main() {
+    let emulator = Emulator::shared();
+    let config = emulator.sdk_config();
+    let h = Harness::new("bench-webhook").await;
+    let p = unique_name("bw").replace('-', "x");
+    let mut stacks = String::from("stacks:\n");
+    for i in 0..FOLLOWING {
+        stacks.push_str(&format!(
+            "  - {{name: {p}-{i}, source: {{git: 'https://github.com/acme/infra.git', path: s{i}.yaml}}}}\n"
+        ));
+    }
+    // Others in the registry that a push must not touch.
+    for i in 0..20 {
+        stacks.push_str(&format!(
+            "  - {{name: {p}-other{i}, source: {{git: 'https://github.com/acme/other{i}.git', path: s.yaml}}}}\n"
+        ));
+    }
+    h.apply(&stacks).await;
+    let sfn = aws_sdk_sfn::Client::new(&config);
+    let machine = sfn
+        .create_state_machine()
+        .name(unique_name("bench-webhook"))
+        .definition(r#"{"StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}"#)
+        .role_arn("arn:aws:iam::123456789012:role/bench")
+        .send()
+        .await
+        .expect("state machine")
+        .state_machine_arn;
+    let secret_id = unique_name("bench-webhook");
+    aws_sdk_secretsmanager::Client::new(&config)
+        .create_secret()
+        .name(&secret_id)
+        .secret_string("bench-secret")
+        .send()
+        .await
+        .expect("secret");
+    let webhook = Webhook {
+        registry: Registry::new(emulator.dynamodb(), h.steps.registry.table()),
+        executions: Executions::new(sfn, &machine),
+        secrets: Secrets::new(SecretLocation::SecretsManager(secret_id), &config),
+    };
+    let delivery = |i: usize| {
+        let body = json!({
+            "ref": "refs/heads/main",
+            "after": format!("{:040x}", i + 1),
+            "deleted": false,
+            "head_commit": {"id": format!("{:040x}", i + 1)},
+            "repository": {
+                "full_name": "acme/infra",
+                "clone_url": "https://github.com/acme/infra.git",
+                "ssh_url": "git@github.com:acme/infra.git",
+                "html_url": "https://github.com/acme/infra"
+            }
+        });
+        let raw = serde_json::to_vec(&body).expect("json");
+        let mut headers = Headers::new();
+        headers.insert("X-GitHub-Event", "push");
+        headers.insert("X-GitHub-Delivery", format!("bench-{i}"));
+        headers.insert("Content-Type", "application/json");
+        headers.insert("X-Hub-Signature-256", sign(b"bench-secret", &raw));
+        (headers, raw)
+    };
+
+    // One delivery, recorded: the AWS calls it makes (secret cached after the first).
+    let (headers, raw) = delivery(usize::MAX / 2);
+    let warm = webhook.handle(&headers, &raw, now_millis()).await;
+    assert_eq!(warm.status, 202, "{}", warm.body);
+    emulator.reset_recording();
+    let (headers, raw) = delivery(usize::MAX / 2 - 1);
+    let one = webhook.handle(&headers, &raw, now_millis()).await;
+    assert_eq!(one.status, 202, "{}", one.body);
+    let mut calls: BTreeMap<String, usize> = BTreeMap::new();
+    for op in emulator.recorded_operations() {
+        *calls.entry(op).or_default() += 1;
+    }
+
+    let mut millis = Vec::with_capacity(REQUESTS);
+    for i in 0..REQUESTS {
+        let (headers, raw) = delivery(i);
+        let started = Instant::now();
+        let answer = webhook.handle(&headers, &raw, now_millis()).await;
+        millis.push(started.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(answer.status, 202, "{}", answer.body);
+        let count = answer.body["started"].as_array().map_or(0, Vec::len);
+        assert_eq!(count, FOLLOWING, "{}", answer.body);
+    }
+    millis.sort_by(f64::total_cmp);
+    let at = |q: f64| millis[((millis.len() as f64 * q).ceil() as usize).saturating_sub(1)];
+    println!(
+        "## Webhook: signed push → started executions ({REQUESTS} deliveries, {FOLLOWING} stacks follow the repo, 23 registered)"
+    );
+    println!();
+    println!("| p50 | p99 | max |");
+    println!("|---|---|---|");
+    println!(
+        "| {:.1} ms | {:.1} ms | {:.1} ms |",
+        at(0.50),
+        at(0.99),
+        millis.last().copied().unwrap_or(0.0)
+    );
+    println!();
+    let list: Vec<String> = calls.iter().map(|(op, n)| format!("{op} ×{n}")).collect();
+    let total: usize = calls.values().sum();
+    println!(
+        "AWS calls per delivery ({total}): {} (the secret is cached for 5 minutes).",
+        list.join(", ")
+    );
+}
