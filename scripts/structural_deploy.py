@@ -101,11 +101,11 @@ def main(path):
             problems.append(f"no function {fn}Function")
             continue
         config = lam.get_function(FunctionName=physical)["Configuration"]
+        env = config.get("Environment", {}).get("Variables", {})
         if fn in steps:
             function_arns.add(config["FunctionArn"])
         else:
             trigger_env[fn] = env
-        env = config.get("Environment", {}).get("Variables", {})
         if config["Runtime"] != "provided.al2023" or "STACKSYNC_TABLE" not in env or "STACKSYNC_BUCKET" not in env:
             problems.append(f"{fn}Function is misconfigured: {config['Runtime']} {sorted(env)}")
 

@@ -96,6 +96,8 @@ export interface Permissions {
   assumeTargetRoles(): iam.PolicyStatement[];
   /** These DynamoDB actions on the registry table, under a Sid of the row's own (the `Registry` statement is `registry`). */
   table(sid: string, ...actions: string[]): iam.PolicyStatement;
+  /** Sid Deliveries: dynamodb:PutItem on the table, only items whose key starts with `delivery#`. */
+  deliveries(): iam.PolicyStatement;
   /** These DynamoDB actions on `<table ARN>/index/<indexName>`, one of the registry's GSIs. */
   index(sid: string, indexName: string, ...actions: string[]): iam.PolicyStatement;
   /**
@@ -252,7 +254,7 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     publicUrl: { outputDescription: 'the Git webhook endpoint (payload URL of a GitHub/GitLab/Bitbucket webhook)' },
     permissions: (p) => [
       // Delivery ids (delivery#...), so that a redelivered push starts nothing twice.
-      p.table('Deliveries', 'dynamodb:PutItem', 'dynamodb:DeleteItem'),
+      p.deliveries(),
       p.index('SourceIndex', 'by-source', 'dynamodb:Query'),
       p.startReconcile(),
       ...p.webhookSecret(),
@@ -644,6 +646,13 @@ export class StackSyncStack extends Stack {
           ? []
           : [new iam.PolicyStatement({ sid: 'TargetAccounts', actions: ['sts:AssumeRole'], resources: this.targetAccountRoleArns })],
       table: (sid, ...actions) => new iam.PolicyStatement({ sid, actions, resources: [this.table.tableArn] }),
+      deliveries: () =>
+        new iam.PolicyStatement({
+          sid: 'Deliveries',
+          actions: ['dynamodb:PutItem'],
+          resources: [this.table.tableArn],
+          conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['delivery#*'] } },
+        }),
       index: (sid, indexName, ...actions) => {
         if (!REGISTRY_INDEXES.includes(indexName)) {
           throw new Error(`${spec.id}: the registry has no index "${indexName}" (${REGISTRY_INDEXES.join(', ')})`);

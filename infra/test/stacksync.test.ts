@@ -618,7 +618,7 @@ describe('IAM', () => {
       ],
       finalize: [registry],
       webhook: [
-        st('Deliveries', ['dynamodb:PutItem', 'dynamodb:DeleteItem'], ['TABLE']),
+        { ...st('Deliveries', ['dynamodb:PutItem'], ['TABLE']), condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['delivery#*'] } } },
         st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
         st('StartReconcile', ['states:StartExecution'], ['STATE_MACHINE']),
         st('Secret', ['secretsmanager:GetSecretValue'], [WEBHOOK_SECRET]),

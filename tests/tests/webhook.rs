@@ -85,7 +85,10 @@ impl Setup {
         let webhook = Webhook {
             registry: Registry::new(emulator.dynamodb(), harness.steps.registry.table()),
             executions: Executions::new(sfn.clone(), &machine),
-            secrets: Secrets::new(SecretLocation::SecretsManager(secret_id.clone()), &config),
+            // No pause between forced reads: the tests send bad signatures
+            // and then one under a rotated secret within a second.
+            secrets: Secrets::new(SecretLocation::SecretsManager(secret_id.clone()), &config)
+                .with_forced_refresh_every(std::time::Duration::ZERO),
         };
         Setup {
             webhook: Arc::new(webhook),

@@ -199,6 +199,9 @@ impl Executions {
         max_scanned: usize,
     ) -> PortResult<Vec<ExecutionSummary>> {
         let mut found = Vec::new();
+        if limit == 0 {
+            return Ok(found);
+        }
         let mut scanned = 0;
         let mut pages = self
             .client
@@ -212,7 +215,7 @@ impl Executions {
             for item in page.executions {
                 scanned += 1;
                 if name_may_be_for(&item.name, stack)
-                    && (stack.chars().count() <= NAME_PREFIX_CHARS
+                    && (stack.chars().count() < NAME_PREFIX_CHARS
                         || self.input_names(&item.execution_arn, stack).await?)
                 {
                     found.push(ExecutionSummary {

@@ -265,12 +265,18 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
             )));
         }
         let reference = spec.effective_ref().unwrap_or("main").to_owned();
-        // A trigger's revision is taken only when it is an exact commit id;
-        // anything else (a branch name) is resolved like the spec's ref.
-        let revision = match &state.trigger.revision {
-            Some(r) if is_commit_id(r) => r.to_ascii_lowercase(),
-            _ => self.sources.resolve(&url, &reference).await?,
-        };
+        // Always the ref's head now: deliveries come in any order and may be
+        // replayed, so a trigger's commit is never deployed as-is (that could
+        // roll a stack back to an older push). A trigger naming an older
+        // commit than the head deploys the head; one naming the head costs
+        // nothing more.
+        let revision = self.sources.resolve(&url, &reference).await?;
+        if let Some(pushed) = state.trigger.revision.as_deref()
+            && is_commit_id(pushed)
+            && !pushed.eq_ignore_ascii_case(&revision)
+        {
+            info!(stack = %state.stack_id, pushed, head = %revision, "the ref moved on since the trigger; deploying its head");
+        }
         let key = artifact_key(&url, &revision);
         if !self.store.exists(&key).await? {
             let files = self.sources.fetch(&url, &revision).await?;

@@ -377,18 +377,6 @@ impl Registry {
         }
     }
 
-    /// Forgets a delivery id (its starts failed: let a redelivery try again).
-    pub async fn forget_delivery(&self, id: &str) -> Result<()> {
-        self.client
-            .delete_item()
-            .table_name(&self.table)
-            .key(PK, s(format!("{}{id}", schema::DELIVERY_PREFIX)))
-            .send()
-            .await
-            .map_err(|e| self.aws_error("DeleteItem", e))?;
-        Ok(())
-    }
-
     /// Carries out a plan from [`plan::plan_apply`]: all of it or none of it
     /// (up to 100 writes per transaction; larger plans go in several).
     ///

@@ -2,10 +2,11 @@
 //! the stacks that follow the pushed repository and ref, start one execution
 //! per stack with the pushed commit.
 //!
-//! Idempotent twice over: the delivery id is claimed with a conditional put
-//! (a replay is acknowledged and starts nothing), and executions are named
-//! from (stack, commit) (see [`execution_name`]), so even two different
-//! deliveries of one push start one execution per stack.
+//! Idempotent twice over: executions are named from (stack, commit) (see
+//! [`execution_name`]), so any number of deliveries of one push start one
+//! execution per stack; and the delivery id is recorded with a conditional
+//! put once its starts are done, so a replay is answered "duplicate".
+//! The execution deploys the ref's head when it runs, never an older commit.
 //!
 //! [`execution_name`]: crate::adapters::stepfunctions::execution_name
 
@@ -59,7 +60,14 @@ pub struct Secrets {
     secretsmanager: Option<aws_sdk_secretsmanager::Client>,
     ssm: Option<aws_sdk_ssm::Client>,
     cache: Mutex<Option<(Instant, Vec<String>)>>,
+    /// When a bad signature last forced a read: at most one per
+    /// [`FORCED_REFRESH_EVERY`], so unsigned floods cannot drive reads.
+    forced: Mutex<Option<Instant>>,
+    forced_every: Duration,
 }
+
+/// The least time between two reads of the store forced by bad signatures.
+pub const FORCED_REFRESH_EVERY: Duration = Duration::from_secs(30);
 
 impl Secrets {
     pub fn new(location: SecretLocation, config: &aws_config::SdkConfig) -> Self {
@@ -70,12 +78,29 @@ impl Secrets {
                 .then(|| aws_sdk_ssm::Client::new(config)),
             location,
             cache: Mutex::new(None),
+            forced: Mutex::new(None),
+            forced_every: FORCED_REFRESH_EVERY,
         }
     }
 
-    /// The accepted secrets; `fresh` reads the store even if the cache is recent.
-    /// Returns whether they came from the cache.
+    /// Another least time between forced reads (tests).
+    pub fn with_forced_refresh_every(mut self, every: Duration) -> Self {
+        self.forced_every = every;
+        self
+    }
+
+    /// The accepted secrets; `fresh` reads the store even if the cache is
+    /// recent (at most once per [`FORCED_REFRESH_EVERY`]). Returns whether
+    /// they came from the cache.
     pub async fn get(&self, fresh: bool) -> Result<(Vec<String>, bool), String> {
+        let fresh = fresh
+            && match self.forced.lock() {
+                Ok(mut last) if last.is_none_or(|at| at.elapsed() >= self.forced_every) => {
+                    *last = Some(Instant::now());
+                    true
+                }
+                _ => false,
+            };
         if !fresh
             && let Ok(cache) = self.cache.lock()
             && let Some((at, secrets)) = cache.as_ref()
@@ -115,7 +140,7 @@ impl Secrets {
                 .ok_or_else(|| format!("the parameter {name} has no value"))?,
             _ => return Err("the webhook secret's client is missing".into()),
         };
-        let secrets = parse_secret(&raw);
+        let secrets = parse_secret(&raw)?;
         if let Ok(mut cache) = self.cache.lock() {
             *cache = Some((Instant::now(), secrets.clone()));
         }
@@ -124,17 +149,31 @@ impl Secrets {
 }
 
 /// The accepted secrets of a stored value: JSON `{"current", "previous"}` or
-/// the plain secret.
-pub fn parse_secret(raw: &str) -> Vec<String> {
+/// the plain secret (surrounding whitespace and newlines dropped). A JSON
+/// object without a non-empty `current` is an error, not "no secret".
+pub fn parse_secret(raw: &str) -> Result<Vec<String>, String> {
     if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(raw) {
-        return ["current", "previous"]
+        let current = map.get("current").and_then(Value::as_str).map(str::trim);
+        if current.is_none_or(str::is_empty) {
+            let keys: Vec<&String> = map.keys().collect();
+            return Err(format!(
+                "the webhook secret is JSON without a \"current\" value (keys: {keys:?}); \
+                 store the plain secret, or {{\"current\": ..., \"previous\": ...}}"
+            ));
+        }
+        return Ok(["current", "previous"]
             .iter()
             .filter_map(|k| map.get(*k).and_then(Value::as_str))
+            .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
-            .collect();
+            .collect());
     }
-    vec![raw.to_owned()]
+    let secret = raw.trim();
+    if secret.is_empty() {
+        return Err("the webhook secret is empty".into());
+    }
+    Ok(vec![secret.to_owned()])
 }
 
 /// The webhook's collaborators.
@@ -177,6 +216,17 @@ impl Webhook {
         let Some(first) = pushes.first() else {
             return Response::new(200, json!({"result": "ignored", "reason": "no push"}));
         };
+        let mut started = Vec::new();
+        let mut skipped = Vec::new();
+        for push in &pushes {
+            if let Err(e) = self.start_for(push, &mut started, &mut skipped).await {
+                // Nothing is recorded: the sender's retry (or a redelivery)
+                // tries again, and starts are idempotent by name.
+                return unavailable(&e);
+            }
+        }
+        // Recorded only once every start is done, so a crash or a timeout in
+        // between cannot turn the retry into a "duplicate" that starts nothing.
         let delivery = format!("{}#{}", first.provider.as_str(), first.delivery_id);
         match self
             .registry
@@ -191,21 +241,6 @@ impl Webhook {
                 );
             }
             Err(e) => return unavailable(&e.to_string()),
-        }
-        let mut started = Vec::new();
-        let mut skipped = Vec::new();
-        for push in &pushes {
-            match self.start_for(push, &mut started, &mut skipped).await {
-                Ok(()) => {}
-                Err(e) => {
-                    // Let the sender's retry (or a redelivery) try again:
-                    // starts are idempotent by name.
-                    if let Err(forget) = self.registry.forget_delivery(&delivery).await {
-                        tracing::error!("cannot forget delivery {delivery}: {forget}");
-                    }
-                    return unavailable(&e);
-                }
-            }
         }
         if started.is_empty() && skipped.is_empty() {
             let followed: Vec<String> = pushes.iter().flat_map(Push::source_keys).collect();
@@ -250,7 +285,15 @@ impl Webhook {
                     .start(&entry.name, &trigger, &push.commit)
                     .await
                     .map_err(|e| e.to_string())?;
-                started.push(json!({"stack": s.stack, "execution": s.execution_name, "new": s.new, "commit": push.commit}));
+                let item =
+                    json!({"stack": s.stack, "execution": s.execution_name, "commit": push.commit});
+                if s.new {
+                    started.push(item);
+                } else {
+                    // Step Functions keeps one name for 90 days: this commit
+                    // was started before (a replay, or the same commit pushed again).
+                    skipped.push(json!({"stack": item["stack"], "execution": item["execution"], "reason": "already started for this commit"}));
+                }
             }
         }
         Ok(())
@@ -323,15 +366,20 @@ mod tests {
 
     #[test]
     fn stored_secrets_are_plain_or_current_and_previous() {
-        assert_eq!(parse_secret("s3cret"), vec!["s3cret"]);
+        assert_eq!(parse_secret("s3cret\n").unwrap(), vec!["s3cret"]);
         assert_eq!(
-            parse_secret(r#"{"current": "new", "previous": "old"}"#),
+            parse_secret(r#"{"current": "new", "previous": "old"}"#).unwrap(),
             vec!["new", "old"]
         );
         assert_eq!(
-            parse_secret(r#"{"current": "new", "previous": ""}"#),
+            parse_secret(r#"{"current": "new", "previous": ""}"#).unwrap(),
             vec!["new"]
         );
+        // The console's default key/value JSON: an error that names the keys, never the value.
+        let console_default = parse_secret(r#"{"secret": "hunter2"}"#).unwrap_err();
+        assert!(console_default.contains("\"current\""), "{console_default}");
+        assert!(!console_default.contains("hunter2"), "{console_default}");
+        assert!(parse_secret("  ").is_err());
     }
 
     #[test]
