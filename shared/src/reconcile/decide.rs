@@ -224,7 +224,8 @@ pub enum ExecutionOutcome {
 /// Reads the stack's status after an execution.
 pub fn decide_after_execute(status: Option<&StackStatus>) -> ExecutionOutcome {
     match status {
-        Some(s) if s.in_progress() => ExecutionOutcome::Wait,
+        // REVIEW_IN_PROGRESS after the execute of a create: it has not begun.
+        Some(s) if s.in_progress() || *s == StackStatus::ReviewInProgress => ExecutionOutcome::Wait,
         Some(s) if s.is_success() => ExecutionOutcome::Succeeded,
         _ => ExecutionOutcome::Failed,
     }
@@ -559,6 +560,12 @@ mod tests {
         );
         assert_eq!(
             decide_after_execute(Some(&S::UpdateRollbackInProgress)),
+            ExecutionOutcome::Wait
+        );
+        // Read just after ExecuteChangeSet of a create: not started yet (seen
+        // in CI against the emulator), not a failure.
+        assert_eq!(
+            decide_after_execute(Some(&S::ReviewInProgress)),
             ExecutionOutcome::Wait
         );
         assert_eq!(

@@ -249,9 +249,14 @@ impl Webhook {
                 json!({"result": "no stack follows this repository and ref", "sources": followed}),
             );
         }
+        let result = if started.is_empty() {
+            "nothing new to start"
+        } else {
+            "started"
+        };
         Response::new(
             202,
-            json!({"result": "started", "deliveryId": first.delivery_id, "started": started, "skipped": skipped}),
+            json!({"result": result, "deliveryId": first.delivery_id, "started": started, "skipped": skipped}),
         )
     }
 
