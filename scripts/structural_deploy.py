@@ -2,9 +2,13 @@
 
 Translates the SAM template into plain CloudFormation with aws-sam-translator
 (as `sam deploy` would), deploys it into the local AWS emulator (moto), and
-checks that the resources exist: six functions, the table with its indexes,
-the bucket, the state machine calling exactly those functions; that the
-stack's outputs name them; and starts an execution by the StateMachineArn output.
+checks that the resources exist: the six step functions and the three
+triggers (webhook, scheduler, events), the table with its three indexes, the
+bucket, the state machine calling exactly the step functions; the scheduler's
+EventBridge schedule and the events function's three EventBridge rules, each
+targeting its function, which lets EventBridge invoke it from that rule only;
+that the stack's outputs name them; and starts an execution by the
+StateMachineArn output.
 
 Usage: AWS_ENDPOINT_URL=... python scripts/structural_deploy.py template.yaml
 """
@@ -14,6 +18,7 @@ import sys
 import time
 
 import boto3
+from botocore.exceptions import ClientError
 import yaml
 from samtranslator.model.exceptions import InvalidDocumentException
 from samtranslator.translator.transform import transform
@@ -95,13 +100,16 @@ def main(path):
     function_arns = set()
     trigger_env = {}
     steps = ["ArtifactFetch", "TemplateUpload", "ChangeSet", "PollStatus", "Delete", "Finalize"]
-    for fn in steps + ["Webhook"]:
+    triggers = ["Webhook", "Scheduler", "Events"]
+    function_arn_of = {}
+    for fn in steps + triggers:
         physical = resources.get(f"{fn}Function", {}).get("PhysicalResourceId")
         if not physical:
             problems.append(f"no function {fn}Function")
             continue
         config = lam.get_function(FunctionName=physical)["Configuration"]
         env = config.get("Environment", {}).get("Variables", {})
+        function_arn_of[fn] = config["FunctionArn"]
         if fn in steps:
             function_arns.add(config["FunctionArn"])
         else:
@@ -112,7 +120,7 @@ def main(path):
     table = outputs.get("RegistryTableName")
     ddb = session.client("dynamodb", endpoint_url=endpoint)
     indexes = {i["IndexName"] for i in ddb.describe_table(TableName=table)["Table"].get("GlobalSecondaryIndexes", [])}
-    if indexes != {"by-next-reconcile", "by-source"}:
+    if indexes != {"by-next-reconcile", "by-source", "by-stack-name"}:
         problems.append(f"table {table} has indexes {sorted(indexes)}")
     bucket = outputs.get("ArtifactBucketName")
     if bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
@@ -171,10 +179,77 @@ def main(path):
     if not outputs.get("WebhookUrl", "").startswith("http"):
         problems.append(f"WebhookUrl output is {outputs.get('WebhookUrl')!r}")
 
+    # The scheduler and the events function start the same state machine;
+    # the scheduler's cap is the MaxStartsPerRun parameter.
+    for fn, extra in [("Scheduler", {"STACKSYNC_MAX_STARTS": {"Ref": "MaxStartsPerRun"}}), ("Events", {})]:
+        env = plain["Resources"][f"{fn}Function"]["Properties"]["Environment"]["Variables"]
+        want = {"STACKSYNC_STATE_MACHINE_ARN": {"Ref": "ReconcileStateMachine"}, **extra}
+        if {k: env.get(k) for k in want} != want:
+            problems.append(f"{fn}Function's environment is {env}, wants {want}")
+        if fn not in trigger_env:
+            problems.append(f"no {fn.lower()} function deployed")
+
+    # The EventBridge rules: in the translated template (the schedule is the
+    # ScheduleExpression parameter) and as deployed (rule, target, and the
+    # function's resource policy letting EventBridge invoke it from that rule).
+    expected_rules = {
+        "SchedulerFunctionSchedule": ("Scheduler", {"schedule": "rate(5 minutes)"}),
+        "EventsFunctionCodeCommitPush": ("Events", {"pattern": {
+            "source": ["aws.codecommit"],
+            "detail-type": ["CodeCommit Repository State Change"],
+            "detail": {"event": ["referenceCreated", "referenceUpdated"]},
+        }}),
+        "EventsFunctionS3ObjectCreated": ("Events", {"pattern": {"source": ["aws.s3"], "detail-type": ["Object Created"]}}),
+        "EventsFunctionStackStatusChange": ("Events", {"pattern": {
+            "source": ["aws.cloudformation"], "detail-type": ["CloudFormation Stack Status Change"],
+        }}),
+    }
+    translated_rules = {k: r for k, r in plain["Resources"].items() if r["Type"] == "AWS::Events::Rule"}
+    if set(translated_rules) != set(expected_rules):
+        problems.append(f"the translated template has the rules {sorted(translated_rules)}, wants {sorted(expected_rules)}")
+    schedule = translated_rules.get("SchedulerFunctionSchedule", {}).get("Properties", {}).get("ScheduleExpression")
+    if schedule != {"Ref": "ScheduleExpression"}:
+        problems.append(f"the scheduler's rule runs on {schedule!r}, not the ScheduleExpression parameter")
+    events = session.client("events", endpoint_url=endpoint)
+    deployed_rules = {k for k, r in resources.items() if r["ResourceType"] == "AWS::Events::Rule"}
+    if deployed_rules != set(expected_rules):
+        problems.append(f"the stack has the rules {sorted(deployed_rules)}, wants {sorted(expected_rules)}")
+    policies = {}
+    for logical, (fn, want) in expected_rules.items():
+        physical = resources.get(logical, {}).get("PhysicalResourceId")
+        target_arn = function_arn_of.get(fn)
+        if not physical or not target_arn:
+            continue
+        rule = events.describe_rule(Name=physical)
+        if rule.get("State") != "ENABLED":
+            problems.append(f"{logical} is {rule.get('State')}")
+        if "schedule" in want and rule.get("ScheduleExpression") != want["schedule"]:
+            problems.append(f"{logical} runs on {rule.get('ScheduleExpression')!r}, wants {want['schedule']!r}")
+        if "pattern" in want and json.loads(rule.get("EventPattern") or "null") != want["pattern"]:
+            problems.append(f"{logical} matches {rule.get('EventPattern')}, wants {json.dumps(want['pattern'])}")
+        targets = [t["Arn"] for t in events.list_targets_by_rule(Rule=physical)["Targets"]]
+        if targets != [target_arn]:
+            problems.append(f"{logical} targets {targets}, wants [{target_arn}]")
+        if fn not in policies:
+            try:
+                policies[fn] = json.loads(lam.get_policy(FunctionName=target_arn)["Policy"])["Statement"]
+            except ClientError as e:
+                policies[fn] = []
+                problems.append(f"{fn}Function has no resource policy: {e}")
+        allowed = [
+            st for st in policies[fn]
+            if st.get("Principal") == {"Service": "events.amazonaws.com"}
+            and st.get("Action") == "lambda:InvokeFunction"
+            and st.get("Condition", {}).get("ArnLike", {}).get("AWS:SourceArn") == rule["Arn"]
+        ]
+        if len(allowed) != 1:
+            problems.append(f"{fn}Function may not be invoked by EventBridge from {logical}: {policies[fn]}")
+
     if problems:
         sys.exit("structural deploy: " + "; ".join(problems))
     print(f"structural deploy: {len(resources)} resources created in the emulator; "
-          "6 step functions and the webhook (URL in the outputs), table with 2 indexes, bucket, state machine calling the 6 functions, "
+          "6 step functions, the webhook (URL in the outputs), the scheduler (schedule rule) and the events function "
+          "(3 EventBridge rules), table with 3 indexes, bucket, state machine calling the 6 functions, "
           "an execution started by the StateMachineArn output")
 
 

@@ -11,6 +11,8 @@ export const CONTEXT_KEYS = [
   'webhookSecretArn',
   'logRetentionDays',
   'architecture',
+  'scheduleExpression',
+  'maxStartsPerRun',
 ] as const;
 
 /** A list from the context: a JSON array (cdk.json) or a comma-separated string (`-c key=a,b`). */
@@ -26,6 +28,7 @@ function list(value: unknown): string[] | undefined {
 export function propsFromContext(node: Node): StackSyncProps {
   const get = (key: (typeof CONTEXT_KEYS)[number]): unknown => node.tryGetContext(key);
   const days = get('logRetentionDays');
+  const maxStarts = get('maxStartsPerRun');
   return {
     stackNamePrefix: get('stackNamePrefix') === undefined ? undefined : String(get('stackNamePrefix')),
     cloudFormationRoleArns: list(get('cloudFormationRoleArns')),
@@ -33,5 +36,7 @@ export function propsFromContext(node: Node): StackSyncProps {
     webhookSecretArn: get('webhookSecretArn') === undefined ? undefined : String(get('webhookSecretArn')).trim(),
     logRetentionDays: days === undefined ? undefined : Number(days),
     architecture: get('architecture') === undefined ? undefined : (String(get('architecture')) as LambdaArchitecture),
+    scheduleExpression: get('scheduleExpression') === undefined ? undefined : String(get('scheduleExpression')).trim(),
+    maxStartsPerRun: maxStarts === undefined ? undefined : Number(maxStarts),
   };
 }

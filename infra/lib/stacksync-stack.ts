@@ -2,8 +2,9 @@
 //
 // The registry (DynamoDB), the artifact bucket (S3, with its access-log
 // bucket), the reconcile step functions (Rust on Lambda, built by
-// cargo-lambda), the reconcile state machine (Step Functions), the Git webhook
-// (a Lambda function behind a Function URL) and the alarms.
+// cargo-lambda), the reconcile state machine (Step Functions), the triggers
+// (the Git webhook behind a Function URL, the scheduler on an EventBridge
+// schedule, the events function behind three EventBridge rules) and the alarms.
 // Every function is one row of FUNCTIONS below: its binary, its description
 // and what its role may do. A role holds exactly the statements of its row
 // (README "IAM by function", the same as template.yaml), plus writing its own
@@ -13,6 +14,8 @@ import * as path from 'node:path';
 import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
@@ -28,6 +31,9 @@ export const LOG_RETENTION_DAYS = [
 ] as const;
 
 export type LambdaArchitecture = 'arm64' | 'x86_64';
+
+/** template.yaml's `ScheduleExpression` AllowedPattern: an EventBridge rate(...) or cron(...) expression. */
+export const SCHEDULE_EXPRESSION = /^(rate\([1-9][0-9]* (minute|minutes|hour|hours|day|days)\)|cron\([^()]+\))$/;
 
 export interface StackSyncProps extends StackProps {
   /**
@@ -60,6 +66,18 @@ export interface StackSyncProps extends StackProps {
    * @default 30
    */
   readonly logRetentionDays?: number;
+  /**
+   * How often the scheduler looks at the due stacks and checks the sources
+   * they follow: an EventBridge `rate(...)` or `cron(...)` expression.
+   * @default 'rate(5 minutes)'
+   */
+  readonly scheduleExpression?: string;
+  /**
+   * The most reconciles one scheduler run starts (1 to 1000); the rest are
+   * due at the next run, so CloudFormation is never flooded.
+   * @default 50
+   */
+  readonly maxStartsPerRun?: number;
   /**
    * Lambda architecture of the functions. x86_64 by default, as in
    * template.yaml: arm64 needs the aarch64-unknown-linux-gnu standard library
@@ -98,6 +116,11 @@ export interface Permissions {
   table(sid: string, ...actions: string[]): iam.PolicyStatement;
   /** Sid Deliveries: dynamodb:PutItem on the table, only items whose key starts with `delivery#`. */
   deliveries(): iam.PolicyStatement;
+  /**
+   * These DynamoDB actions on the table, only on items whose key starts with
+   * one of `keyPrefixes` (`ForAllValues:StringLike` on `dynamodb:LeadingKeys`, each prefix + `*`).
+   */
+  keys(sid: string, actions: string[], keyPrefixes: string[]): iam.PolicyStatement;
   /** These DynamoDB actions on `<table ARN>/index/<indexName>`, one of the registry's GSIs. */
   index(sid: string, indexName: string, ...actions: string[]): iam.PolicyStatement;
   /**
@@ -118,6 +141,21 @@ export interface StackValues {
   readonly stateMachineArn: string;
   /** The `webhookSecretArn` prop, or '' without one (as template.yaml's `WebhookSecretArn` default). */
   readonly webhookSecretArn: string;
+  /** The `scheduleExpression` prop (template.yaml's `ScheduleExpression`). */
+  readonly scheduleExpression: string;
+  /** The `maxStartsPerRun` prop, as text (template.yaml's `MaxStartsPerRun`). */
+  readonly maxStartsPerRun: string;
+}
+
+/**
+ * An EventBridge rule (default bus) whose one target is the row's function;
+ * the function may be invoked by EventBridge from this rule only. Exactly one
+ * of `schedule` and `eventPattern`.
+ */
+export interface TriggerRule {
+  readonly description?: string;
+  readonly schedule?: events.Schedule;
+  readonly eventPattern?: events.EventPattern;
 }
 
 export interface FunctionSpec {
@@ -142,6 +180,11 @@ export interface FunctionSpec {
    * description.
    */
   readonly publicUrl?: { readonly outputDescription: string };
+  /**
+   * EventBridge rules that invoke the function, by name: the rule's construct
+   * id is `<id>Function<name>`, as SAM names the rule of the function's event `<name>`.
+   */
+  readonly rules?: (v: StackValues) => Record<string, TriggerRule>;
 }
 
 /** The functions, as in template.yaml. A new function is one more row. */
@@ -260,11 +303,69 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       ...p.webhookSecret(),
     ],
   },
+  {
+    // A trigger: every scheduleExpression, starts the due stacks (at most maxStartsPerRun; the rest wait for the
+    // next run) and those whose source moved.
+    id: 'Scheduler',
+    binary: 'scheduler',
+    description: 'stacksync scheduler: starts the due stacks and those whose source moved',
+    errorsMetricId: 'sched',
+    reconcileStep: false,
+    timeoutSeconds: 120,
+    environment: (v) => ({
+      STACKSYNC_STATE_MACHINE_ARN: v.stateMachineArn,
+      STACKSYNC_MAX_STARTS: v.maxStartsPerRun,
+    }),
+    rules: (v) => ({
+      Schedule: { description: 'Runs the stacksync scheduler', schedule: events.Schedule.expression(v.scheduleExpression) },
+    }),
+    permissions: (p) => [
+      p.index('DueIndex', 'by-next-reconcile', 'dynamodb:Query'),
+      p.index('SourceIndex', 'by-source', 'dynamodb:Query'),
+      // A stack's nextReconcileAt and a source#'s head only: never a spec, lease or status.
+      p.keys('MoveDue', ['dynamodb:UpdateItem'], ['stack#', 'source#']),
+      // A source no stack follows any more; never a stack's entry.
+      p.keys('ForgetSource', ['dynamodb:DeleteItem'], ['source#']),
+      p.startReconcile(),
+    ],
+  },
+  {
+    // A trigger, on EventBridge's default bus of this region: a CodeCommit push or an S3 object starts the stacks
+    // that follow it; a CloudFormation status change that stacksync did not make marks the stack due.
+    id: 'Events',
+    binary: 'events',
+    description: 'stacksync events: CodeCommit pushes, S3 objects, out-of-band stack changes',
+    errorsMetricId: 'events',
+    reconcileStep: false,
+    timeoutSeconds: 30,
+    environment: (v) => ({ STACKSYNC_STATE_MACHINE_ARN: v.stateMachineArn }),
+    rules: () => ({
+      CodeCommitPush: {
+        eventPattern: {
+          source: ['aws.codecommit'],
+          detailType: ['CodeCommit Repository State Change'],
+          detail: { event: ['referenceCreated', 'referenceUpdated'] },
+        },
+      },
+      // Only buckets with EventBridge notifications on send these.
+      S3ObjectCreated: { eventPattern: { source: ['aws.s3'], detailType: ['Object Created'] } },
+      StackStatusChange: {
+        eventPattern: { source: ['aws.cloudformation'], detailType: ['CloudFormation Stack Status Change'] },
+      },
+    }),
+    permissions: (p) => [
+      p.index('SourceIndex', 'by-source', 'dynamodb:Query'),
+      p.index('StackNameIndex', 'by-stack-name', 'dynamodb:Query'),
+      // An out-of-band change only makes the stack due.
+      p.keys('MarkDue', ['dynamodb:UpdateItem'], ['stack#']),
+      p.startReconcile(),
+    ],
+  },
 ];
 
 const ROLE_ARN = /^arn:aws(-[a-z]+)*:iam::\d{12}:role\/[\w+=,.@/-]{1,512}$/;
 /** The registry's GSIs (RegistryTable below, template.yaml, shared/src/registry/schema.rs). */
-const REGISTRY_INDEXES = ['by-next-reconcile', 'by-source'];
+const REGISTRY_INDEXES = ['by-next-reconcile', 'by-source', 'by-stack-name'];
 /** template.yaml's `WebhookSecretArn` AllowedPattern (without the empty alternative). */
 const SECRET_ARN = /^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$/;
 
@@ -316,12 +417,16 @@ export class StackSyncStack extends Stack {
   readonly functions: Record<string, lambda.Function> = {};
   /** The Function URLs of the rows with `publicUrl`, by row id. */
   readonly functionUrls: Record<string, lambda.FunctionUrl> = {};
+  /** The EventBridge rules of the rows with `rules`, by row id and rule name. */
+  readonly rules: Record<string, Record<string, events.Rule>> = {};
   readonly stateMachine: sfn.StateMachine;
 
   private readonly stackNamePrefix: string;
   private readonly cloudFormationRoleArns: string[];
   private readonly targetAccountRoleArns: string[];
   private readonly webhookSecretArn: string | undefined;
+  private readonly scheduleExpression: string;
+  private readonly maxStartsPerRun: number;
   private readonly logRetention: logs.RetentionDays;
   private readonly architecture: lambda.Architecture;
   private readonly workspaceRoot: string;
@@ -331,8 +436,9 @@ export class StackSyncStack extends Stack {
     super(scope, id, {
       description:
         'stacksync: serverless GitOps for AWS CloudFormation. The registry (DynamoDB), the artifact bucket (S3), ' +
-        'the reconcile step functions (Lambda), the reconcile state machine (Step Functions), and the Git webhook ' +
-        '(Lambda Function URL).',
+        'the reconcile step functions (Lambda), the reconcile state machine (Step Functions), and the triggers: the ' +
+        'Git webhook (Lambda Function URL), the scheduler (an EventBridge schedule) and the EventBridge rules ' +
+        '(CodeCommit, S3, CloudFormation status changes).',
       ...props,
     });
 
@@ -348,6 +454,17 @@ export class StackSyncStack extends Stack {
         `webhookSecretArn "${this.webhookSecretArn}": not a Secrets Manager secret ARN ` +
           '(arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME, no wildcards)',
       );
+    }
+    this.scheduleExpression = props.scheduleExpression ?? 'rate(5 minutes)';
+    if (!SCHEDULE_EXPRESSION.test(this.scheduleExpression)) {
+      throw new Error(
+        `scheduleExpression "${this.scheduleExpression}": an EventBridge rate(...) or cron(...) expression, ` +
+          'such as rate(5 minutes) or cron(0/10 * * * ? *)',
+      );
+    }
+    this.maxStartsPerRun = props.maxStartsPerRun ?? 50;
+    if (!Number.isInteger(this.maxStartsPerRun) || this.maxStartsPerRun < 1 || this.maxStartsPerRun > 1000) {
+      throw new Error(`maxStartsPerRun ${this.maxStartsPerRun}: a whole number from 1 to 1000`);
     }
     const days = props.logRetentionDays ?? 30;
     if (!(LOG_RETENTION_DAYS as readonly number[]).includes(days)) {
@@ -382,6 +499,12 @@ export class StackSyncStack extends Stack {
     this.table.addGlobalSecondaryIndex({
       indexName: 'by-source',
       partitionKey: { name: 'sourceKey', type: dynamodb.AttributeType.STRING },
+      sortKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
+      projectionType: dynamodb.ProjectionType.ALL,
+    });
+    this.table.addGlobalSecondaryIndex({
+      indexName: 'by-stack-name',
+      partitionKey: { name: 'stackName', type: dynamodb.AttributeType.STRING },
       sortKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
       projectionType: dynamodb.ProjectionType.ALL,
     });
@@ -584,6 +707,18 @@ export class StackSyncStack extends Stack {
         authType: lambda.FunctionUrlAuthType.NONE,
       });
     }
+    for (const [name, rule] of Object.entries(spec.rules?.(this.stackValues(spec)) ?? {})) {
+      if ((rule.schedule === undefined) === (rule.eventPattern === undefined)) {
+        throw new Error(`${spec.id}: rule ${name} needs exactly one of schedule and eventPattern`);
+      }
+      // The target adds the AWS::Lambda::Permission for events.amazonaws.com with this rule as SourceArn, as SAM does.
+      (this.rules[spec.id] ??= {})[name] = new events.Rule(this, `${spec.id}Function${name}`, {
+        description: rule.description,
+        schedule: rule.schedule,
+        eventPattern: rule.eventPattern,
+        targets: [new targets.LambdaFunction(fn)],
+      });
+    }
     // With applyToChildren, the suppressions cover the role's DefaultPolicy, where lambda.Function puts its X-Ray statement.
     NagSuppressions.addResourceSuppressions(
       role,
@@ -617,6 +752,8 @@ export class StackSyncStack extends Stack {
         return stack.machineFor(spec).stateMachineArn;
       },
       webhookSecretArn: this.webhookSecretArn ?? '',
+      scheduleExpression: this.scheduleExpression,
+      maxStartsPerRun: String(this.maxStartsPerRun),
     };
   }
 
@@ -652,6 +789,13 @@ export class StackSyncStack extends Stack {
           actions: ['dynamodb:PutItem'],
           resources: [this.table.tableArn],
           conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['delivery#*'] } },
+        }),
+      keys: (sid, actions, keyPrefixes) =>
+        new iam.PolicyStatement({
+          sid,
+          actions,
+          resources: [this.table.tableArn],
+          conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': keyPrefixes.map((k) => `${k}*`) } },
         }),
       index: (sid, indexName, ...actions) => {
         if (!REGISTRY_INDEXES.includes(indexName)) {

@@ -11,7 +11,14 @@ import { App, Aspects, Stack } from 'aws-cdk-lib';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { propsFromContext } from '../lib/context';
-import { FUNCTIONS, StackSyncStack, findWorkspaceRoot, nagFinding, type StackSyncProps } from '../lib/stacksync-stack';
+import {
+  FUNCTIONS,
+  SCHEDULE_EXPRESSION,
+  StackSyncStack,
+  findWorkspaceRoot,
+  nagFinding,
+  type StackSyncProps,
+} from '../lib/stacksync-stack';
 
 const INFRA = path.resolve(__dirname, '..', '..');
 const ROOT = findWorkspaceRoot(__dirname);
@@ -83,6 +90,8 @@ const FULL: StackSyncProps = {
   cloudFormationRoleArns: CFN_ROLES,
   targetAccountRoleArns: TARGET_ROLES,
   webhookSecretArn: WEBHOOK_SECRET,
+  scheduleExpression: 'rate(2 minutes)',
+  maxStartsPerRun: 200,
 };
 /** The actions a role has only with props (the README lists them all). */
 const OPTIONAL_ACTIONS = new Set(['iam:PassRole', 'sts:AssumeRole', 'secretsmanager:GetSecretValue']);
@@ -225,12 +234,12 @@ describe('synthesis without Rust', () => {
 });
 
 describe('functions', () => {
-  test('seven Rust functions (six steps, the webhook): provided.al2023, x86_64 by default, 256 MB, active tracing', () => {
+  test('nine Rust functions (six steps; the webhook, scheduler and events triggers): provided.al2023, x86_64 by default, 256 MB, active tracing', () => {
     const defaults = lazyDefaults();
     const fns = ofType(defaults.json, 'AWS::Lambda::Function');
-    assert.equal(fns.length, 7);
+    assert.equal(fns.length, 9);
     assert.equal(STEPS.length, 6);
-    assert.deepEqual(TRIGGERS.map((f) => f.binary), ['webhook']);
+    assert.deepEqual(TRIGGERS.map((f) => f.binary), ['webhook', 'scheduler', 'events']);
     for (const [, fn] of fns) {
       const p = fn.Properties!;
       assert.equal(p.Runtime, 'provided.al2023');
@@ -245,7 +254,7 @@ describe('functions', () => {
     // The binaries and descriptions of template.yaml's functions.
     const binaries = [...TEMPLATE_YAML.matchAll(/BuildProperties: \{ Binary: ([a-z-]+) \}/g)].map((m) => m[1]);
     const descriptions = [...TEMPLATE_YAML.matchAll(/^ +Description: "(stacksync [^"]+)"$/gm)].map((m) => m[1]);
-    assert.equal(binaries.length, 7);
+    assert.equal(binaries.length, 9);
     assert.deepEqual(FUNCTIONS.map((f) => f.binary).sort(), binaries.sort());
     assert.deepEqual(fns.map(([, fn]) => fn.Properties!.Description).sort(), descriptions.sort());
   });
@@ -265,29 +274,31 @@ describe('functions', () => {
     }
   });
 
-  test('the environment: table, bucket, log level; the webhook also the state machine ARN and its secret ARN', () => {
+  test('the environment: table, bucket, log level; the triggers also the state machine ARN, the webhook its secret ARN, the scheduler its cap', () => {
     const defaults = lazyDefaults();
     const full = lazyFull();
-    for (const [s, secret] of [[defaults, ''], [full, WEBHOOK_SECRET]] as const) {
+    for (const [s, secret, maxStarts] of [[defaults, '', '50'], [full, WEBHOOK_SECRET, '200']] as const) {
       const common = {
         STACKSYNC_TABLE: { Ref: logicalId(s, s.stack.table) },
         STACKSYNC_BUCKET: { Ref: logicalId(s, s.stack.bucket) },
         STACKSYNC_LOG: 'info',
       };
+      const machine = { STACKSYNC_STATE_MACHINE_ARN: { Ref: logicalId(s, s.stack.stateMachine) } };
+      const expected: Record<string, [Record<string, unknown>, number]> = {
+        webhook: [{ ...common, ...machine, STACKSYNC_WEBHOOK_SECRET_ARN: secret }, 30],
+        scheduler: [{ ...common, ...machine, STACKSYNC_MAX_STARTS: maxStarts }, 120],
+        events: [{ ...common, ...machine }, 30],
+      };
       for (const spec of FUNCTIONS) {
         const p = s.json.Resources[logicalId(s, s.stack.functions[spec.id])].Properties!;
-        const expected =
-          spec.binary === 'webhook'
-            ? {
-                ...common,
-                STACKSYNC_STATE_MACHINE_ARN: { Ref: logicalId(s, s.stack.stateMachine) },
-                STACKSYNC_WEBHOOK_SECRET_ARN: secret,
-              }
-            : common;
-        assert.deepEqual(p.Environment.Variables, expected, spec.binary);
-        assert.equal(p.Timeout, spec.binary === 'webhook' ? 30 : 300, spec.binary);
+        const [env, timeout] = expected[spec.binary] ?? [common, 300];
+        assert.deepEqual(p.Environment.Variables, env, spec.binary);
+        assert.equal(p.Timeout, timeout, spec.binary);
       }
     }
+    // template.yaml: the cap is the MaxStartsPerRun parameter (Number, 1 to 1000, default 50).
+    assert.match(templateResource('SchedulerFunction'), /\n +STACKSYNC_MAX_STARTS: !Ref MaxStartsPerRun\n/);
+    assert.match(TEMPLATE_YAML, /\n {2}MaxStartsPerRun:\n {4}Type: Number\n {4}Default: 50\n {4}MinValue: 1\n {4}MaxValue: 1000\n/);
   });
 
   test('architecture and log retention are props', () => {
@@ -296,7 +307,7 @@ describe('functions', () => {
       assert.deepEqual(fn.Properties!.Architectures, ['arm64']);
     }
     const groups = ofType(s.json, 'AWS::Logs::LogGroup');
-    assert.equal(groups.length, 8, 'seven functions and the state machine');
+    assert.equal(groups.length, 10, 'nine functions and the state machine');
     for (const [, g] of groups) assert.equal(g.Properties!.RetentionInDays, 7);
   });
 
@@ -312,11 +323,24 @@ describe('functions', () => {
     assert.throws(make({ webhookSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:*' }), /webhookSecretArn/);
     assert.throws(make({ webhookSecretArn: 'arn:aws:ssm:eu-west-1:111122223333:parameter/webhook' }), /webhookSecretArn/);
     assert.throws(make({ webhookSecretArn: 'stacksync/webhook' }), /webhookSecretArn/);
+    for (const bad of ['5m', 'rate(0 minutes)', 'rate(5 minutes', 'cron()', 'at(2030-01-01T00:00:00)', '']) {
+      assert.throws(make({ scheduleExpression: bad }), /scheduleExpression/, bad);
+    }
+    for (const bad of [0, 1001, 2.5, Number.NaN]) {
+      assert.throws(make({ maxStartsPerRun: bad }), /maxStartsPerRun/, String(bad));
+    }
     // Empty is no secret, as template.yaml's default; other partitions are secret ARNs too.
     const good = new App({ context: { ...CDK_CONTEXT, 'aws:cdk:bundling-stacks': [] } });
     assert.doesNotThrow(() => new StackSyncStack(good, 'Good0', { webhookSecretArn: '' }));
     const cn = 'arn:aws-cn:secretsmanager:cn-north-1:111122223333:secret:hook';
     assert.doesNotThrow(() => new StackSyncStack(good, 'Good1', { webhookSecretArn: cn }));
+    // template.yaml's ScheduleExpression pattern, the same expression.
+    const pattern = TEMPLATE_YAML.match(/\n {2}ScheduleExpression:\n(?: {4}.*\n)*? {4}AllowedPattern: "(.*)"\n/)?.[1];
+    assert.ok(pattern, 'template.yaml has ScheduleExpression with an AllowedPattern');
+    assert.equal(pattern.replace(/\\\\/g, '\\'), SCHEDULE_EXPRESSION.source);
+    for (const [i, ok] of ['rate(1 minute)', 'rate(2 hours)', 'cron(0/10 * * * ? *)'].entries()) {
+      assert.doesNotThrow(() => new StackSyncStack(good, `Good${2 + i}`, { scheduleExpression: ok, maxStartsPerRun: 1000 }));
+    }
   });
 
   test('props from the CDK context: lists as JSON arrays or comma-separated', () => {
@@ -328,6 +352,8 @@ describe('functions', () => {
         webhookSecretArn: WEBHOOK_SECRET,
         logRetentionDays: '90',
         architecture: 'x86_64',
+        scheduleExpression: 'rate(10 minutes)',
+        maxStartsPerRun: '20',
       },
     });
     assert.deepEqual(propsFromContext(app.node), {
@@ -337,13 +363,15 @@ describe('functions', () => {
       webhookSecretArn: WEBHOOK_SECRET,
       logRetentionDays: 90,
       architecture: 'x86_64',
+      scheduleExpression: 'rate(10 minutes)',
+      maxStartsPerRun: 20,
     });
     assert.equal(propsFromContext(new App().node).webhookSecretArn, undefined);
   });
 });
 
 describe('registry and bucket', () => {
-  test('the registry table: on demand, pk, both GSIs, TTL expiresAt, PITR, SSE, deletion protection, retained', () => {
+  test('the registry table: on demand, pk, the three GSIs, TTL expiresAt, PITR, SSE, deletion protection, retained', () => {
     const defaults = lazyDefaults();
     const [, table] = only(defaults.json, 'AWS::DynamoDB::Table');
     assert.equal(table.DeletionPolicy, 'Retain');
@@ -356,6 +384,7 @@ describe('registry and bucket', () => {
         { AttributeName: 'schedShard', AttributeType: 'S' },
         { AttributeName: 'nextReconcileAt', AttributeType: 'N' },
         { AttributeName: 'sourceKey', AttributeType: 'S' },
+        { AttributeName: 'stackName', AttributeType: 'S' },
       ]),
       GlobalSecondaryIndexes: [
         {
@@ -370,6 +399,14 @@ describe('registry and bucket', () => {
           IndexName: 'by-source',
           KeySchema: [
             { AttributeName: 'sourceKey', KeyType: 'HASH' },
+            { AttributeName: 'pk', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'ALL' },
+        },
+        {
+          IndexName: 'by-stack-name',
+          KeySchema: [
+            { AttributeName: 'stackName', KeyType: 'HASH' },
             { AttributeName: 'pk', KeyType: 'RANGE' },
           ],
           Projection: { ProjectionType: 'ALL' },
@@ -458,7 +495,7 @@ describe('state machine, alarms, outputs', () => {
     assert.equal(Object.keys(expected).length, 6);
     assert.deepEqual(p.DefinitionSubstitutions, expected);
     assert.deepEqual([...placeholders].sort(), Object.keys(expected).sort(), 'the ASL placeholders are exactly these');
-    // Its role may invoke exactly the six step functions (not the webhook).
+    // Its role may invoke exactly the six step functions (not the triggers).
     const roleId = p.RoleArn['Fn::GetAtt'][0];
     const invoke = identityStatements(defaults.json).filter(
       (x) => x.roles.includes(roleId) && arr(x.statement.Action).includes('lambda:InvokeFunction'),
@@ -476,7 +513,7 @@ describe('state machine, alarms, outputs', () => {
     }
   });
 
-  test('three alarms: failed executions, function errors (all seven), throttles', () => {
+  test('three alarms: failed executions, function errors (all nine), throttles', () => {
     const defaults = lazyDefaults();
     const alarms = ofType(defaults.json, 'AWS::CloudWatch::Alarm').map(([, a]) => a.Properties!);
     assert.equal(alarms.length, 3);
@@ -495,7 +532,7 @@ describe('state machine, alarms, outputs', () => {
       }),
     );
     assert.deepEqual(fnIds, new Set(FUNCTIONS.map((f) => logicalId(defaults, defaults.stack.functions[f.id]))));
-    assert.match(errors.Metrics.find((m: any) => m.Expression).Expression, /^SUM\(\[fetch, upload, changeset, poll, del, fin, hook\]\)$/);
+    assert.match(errors.Metrics.find((m: any) => m.Expression).Expression, /^SUM\(\[fetch, upload, changeset, poll, del, fin, hook, sched, events\]\)$/);
     for (const a of alarms) {
       assert.equal(a.Threshold, 1);
       assert.equal(a.EvaluationPeriods, 1);
@@ -531,7 +568,10 @@ describe('state machine, alarms, outputs', () => {
     const defaults = lazyDefaults();
     const webhookId = logicalId(defaults, defaults.stack.functions.Webhook);
     assert.match(templateResource('WebhookFunction'), /FunctionUrlConfig:\n +AuthType: NONE\n/);
-    const permissions = ofType(defaults.json, 'AWS::Lambda::Permission').map(([, r]) => r.Properties!);
+    // The others are EventBridge's, each from one rule of the stack (checked with the rules).
+    const permissions = ofType(defaults.json, 'AWS::Lambda::Permission')
+      .map(([, r]) => r.Properties!)
+      .filter((p) => p.Principal !== 'events.amazonaws.com');
     assert.deepEqual(
       permissions.sort((a, b) => String(a.Action).localeCompare(String(b.Action))),
       [
@@ -539,6 +579,77 @@ describe('state machine, alarms, outputs', () => {
         { Action: 'lambda:InvokeFunctionUrl', FunctionName: { 'Fn::GetAtt': [webhookId, 'Arn'] }, FunctionUrlAuthType: 'NONE', Principal: '*' },
       ],
     );
+  });
+
+  test("the EventBridge rules: the scheduler's schedule and the events function's three patterns, as template.yaml", () => {
+    const defaults = lazyDefaults();
+    const expected: Record<string, { fn: string; schedule?: string; pattern?: Record<string, unknown> }> = {
+      SchedulerFunctionSchedule: { fn: 'Scheduler', schedule: 'rate(5 minutes)' },
+      EventsFunctionCodeCommitPush: {
+        fn: 'Events',
+        pattern: {
+          source: ['aws.codecommit'],
+          'detail-type': ['CodeCommit Repository State Change'],
+          detail: { event: ['referenceCreated', 'referenceUpdated'] },
+        },
+      },
+      EventsFunctionS3ObjectCreated: { fn: 'Events', pattern: { source: ['aws.s3'], 'detail-type': ['Object Created'] } },
+      EventsFunctionStackStatusChange: {
+        fn: 'Events',
+        pattern: { source: ['aws.cloudformation'], 'detail-type': ['CloudFormation Stack Status Change'] },
+      },
+    };
+    const rules = Object.fromEntries(
+      Object.entries(defaults.stack.rules).flatMap(([id, byName]) =>
+        Object.entries(byName).map(([name, rule]) => [`${id}Function${name}`, { rule, logical: logicalId(defaults, rule) }]),
+      ),
+    );
+    assert.deepEqual(Object.keys(rules).sort(), Object.keys(expected).sort());
+    assert.equal(ofType(defaults.json, 'AWS::Events::Rule').length, 4);
+    const eventPermissions = ofType(defaults.json, 'AWS::Lambda::Permission')
+      .map(([, r]) => r.Properties!)
+      .filter((p) => p.Principal === 'events.amazonaws.com');
+    assert.equal(eventPermissions.length, 4, 'one per rule');
+    for (const [name, want] of Object.entries(expected)) {
+      const { logical } = rules[name];
+      const p = defaults.json.Resources[logical].Properties!;
+      const fnId = logicalId(defaults, defaults.stack.functions[want.fn]);
+      assert.equal(p.State, 'ENABLED', name);
+      assert.equal(p.EventBusName, undefined, `${name}: the default bus`);
+      assert.equal(p.ScheduleExpression, want.schedule, name);
+      assert.deepEqual(p.EventPattern, want.pattern, name);
+      assert.deepEqual(
+        p.Targets.map((t: any) => t.Arn),
+        [{ 'Fn::GetAtt': [fnId, 'Arn'] }],
+        `${name} targets ${want.fn}Function only`,
+      );
+      // EventBridge may invoke the function from this rule only.
+      const allowed = eventPermissions.filter((x) => JSON.stringify(x.SourceArn) === JSON.stringify({ 'Fn::GetAtt': [logical, 'Arn'] }));
+      assert.equal(allowed.length, 1, name);
+      assert.deepEqual(allowed[0].FunctionName, { 'Fn::GetAtt': [fnId, 'Arn'] }, name);
+      assert.equal(allowed[0].Action, 'lambda:InvokeFunction', name);
+
+      // template.yaml: the same event on the same function (SAM names the rule <Function><event>).
+      const event = name.slice(`${want.fn}Function`.length);
+      const yaml = templateResource(`${want.fn}Function`);
+      const block = yaml.split(new RegExp(`\\n {8}${event}:\\n`))[1]?.split(/\n {0,8}\S/)[0];
+      assert.ok(block, `template.yaml: ${want.fn}Function has the event ${event}`);
+      if (want.schedule) {
+        assert.match(block, /^ +Type: Schedule\n(.*\n)* +Schedule: !Ref ScheduleExpression$/m);
+      } else {
+        assert.match(block, /^ +Type: EventBridgeRule$/m, event);
+        const pattern = want.pattern as Record<string, any>;
+        assert.match(block, new RegExp(`^ +source: \\[${pattern.source[0].replace('.', '\\.')}\\]$`, 'm'), event);
+        assert.match(block, new RegExp(`^ +detail-type: \\[${pattern['detail-type'][0]}\\]$`, 'm'), event);
+        if (pattern.detail) assert.match(block, new RegExp(`^ +event: \\[${pattern.detail.event.join(', ')}\\]$`, 'm'), event);
+        else assert.doesNotMatch(block, /detail:/, event);
+      }
+    }
+    assert.match(TEMPLATE_YAML, /\n {2}ScheduleExpression:\n {4}Type: String\n {4}Default: rate\(5 minutes\)\n/);
+    // A prop changes the schedule.
+    const s = synth({ scheduleExpression: 'cron(0/15 * * * ? *)' });
+    const [, schedule] = ofType(s.json, 'AWS::Events::Rule').find(([, r]) => r.Properties!.ScheduleExpression)!;
+    assert.equal(schedule.Properties!.ScheduleExpression, 'cron(0/15 * * * ? *)');
   });
 });
 
@@ -583,6 +694,7 @@ describe('IAM', () => {
     const assume = { sid: 'TargetAccounts', actions: ['sts:AssumeRole'], resources: TARGET_ROLES, condition: undefined };
     const st = (sid: string, actions: string[], resources: string[]) => ({ sid, actions: actions.sort(), resources: resources.sort(), condition: undefined });
     const registry = st('Registry', ['dynamodb:GetItem', 'dynamodb:UpdateItem'], ['TABLE']);
+    const keys = (...prefixes: string[]) => ({ 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': prefixes } });
     const expected: Record<string, unknown[]> = {
       'artifact-fetch': [
         registry,
@@ -618,10 +730,23 @@ describe('IAM', () => {
       ],
       finalize: [registry],
       webhook: [
-        { ...st('Deliveries', ['dynamodb:PutItem'], ['TABLE']), condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['delivery#*'] } } },
+        { ...st('Deliveries', ['dynamodb:PutItem'], ['TABLE']), condition: keys('delivery#*') },
         st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
         st('StartReconcile', ['states:StartExecution'], ['STATE_MACHINE']),
         st('Secret', ['secretsmanager:GetSecretValue'], [WEBHOOK_SECRET]),
+      ],
+      scheduler: [
+        st('DueIndex', ['dynamodb:Query'], ['TABLE/index/by-next-reconcile']),
+        st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
+        { ...st('MoveDue', ['dynamodb:UpdateItem'], ['TABLE']), condition: keys('stack#*', 'source#*') },
+        { ...st('ForgetSource', ['dynamodb:DeleteItem'], ['TABLE']), condition: keys('source#*') },
+        st('StartReconcile', ['states:StartExecution'], ['STATE_MACHINE']),
+      ],
+      events: [
+        st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
+        st('StackNameIndex', ['dynamodb:Query'], ['TABLE/index/by-stack-name']),
+        { ...st('MarkDue', ['dynamodb:UpdateItem'], ['TABLE']), condition: keys('stack#*') },
+        st('StartReconcile', ['states:StartExecution'], ['STATE_MACHINE']),
       ],
     };
     const bySid = (a: any, b: any) => String(a.sid).localeCompare(String(b.sid));
