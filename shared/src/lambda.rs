@@ -132,3 +132,89 @@ async fn webhook() -> Result<(), lambda_runtime::Error> {
     }))
     .await
 }
+
+/// Runs the scheduler function (on an EventBridge schedule).
+///
+/// Environment: `STACKSYNC_TABLE`, `STACKSYNC_STATE_MACHINE_ARN`;
+/// `STACKSYNC_MAX_STARTS` (optional, default 50).
+pub fn serve_scheduler() -> Result<(), lambda_runtime::Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(scheduler())
+}
+
+async fn scheduler() -> Result<(), lambda_runtime::Error> {
+    use crate::scheduler::{Config, Scheduler};
+    init_logs();
+    let table = required("STACKSYNC_TABLE")?;
+    let machine = required("STACKSYNC_STATE_MACHINE_ARN")?;
+    let mut config = Config::default();
+    if let Ok(text) = required("STACKSYNC_MAX_STARTS") {
+        config.max_starts = text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+            format!("STACKSYNC_MAX_STARTS must be a whole number above 0, not {text:?}")
+        })?;
+    }
+    let aws = load_config(&AwsOptions::default()).await;
+    let scheduler = Scheduler {
+        registry: Registry::new(aws_sdk_dynamodb::Client::new(&aws), table),
+        executions: crate::adapters::stepfunctions::Executions::new(
+            aws_sdk_sfn::Client::new(&aws),
+            machine,
+        ),
+        sources: crate::adapters::git::GitFetcher::new(std::env::temp_dir()),
+        config,
+    };
+    let scheduler = &scheduler;
+    lambda_runtime::run(service_fn(move |_event: LambdaEvent<Value>| async move {
+        let report = scheduler
+            .run(crate::clock::now_millis())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<Value, lambda_runtime::Error>(serde_json::to_value(report)?)
+    }))
+    .await
+}
+
+/// Runs the events function (target of the EventBridge rules).
+///
+/// Environment: `STACKSYNC_TABLE`, `STACKSYNC_STATE_MACHINE_ARN`.
+pub fn serve_events() -> Result<(), lambda_runtime::Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(events())
+}
+
+async fn events() -> Result<(), lambda_runtime::Error> {
+    use crate::triggers::EventHandler;
+    init_logs();
+    let table = required("STACKSYNC_TABLE")?;
+    let machine = required("STACKSYNC_STATE_MACHINE_ARN")?;
+    let aws = load_config(&AwsOptions::default()).await;
+    let handler = EventHandler {
+        registry: Registry::new(aws_sdk_dynamodb::Client::new(&aws), table),
+        executions: crate::adapters::stepfunctions::Executions::new(
+            aws_sdk_sfn::Client::new(&aws),
+            machine,
+        ),
+        region: aws
+            .region()
+            .map(ToString::to_string)
+            .unwrap_or_else(|| "us-east-1".into()),
+    };
+    let handler = &handler;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        let answer = match crate::events::from_value(event.payload) {
+            // Not worth a retry: the same bytes would fail the same way.
+            Err(e) => {
+                tracing::error!(error = %e, "event rejected");
+                serde_json::json!({"result": "rejected", "error": e.to_string()})
+            }
+            Ok(event) => handler.handle(&event, crate::clock::now_millis()).await?,
+        };
+        tracing::info!(%answer, "event handled");
+        Ok::<Value, lambda_runtime::Error>(answer)
+    }))
+    .await
+}

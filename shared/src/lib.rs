@@ -23,10 +23,12 @@ pub mod lambda;
 pub mod manifest;
 pub mod reconcile;
 pub mod registry;
+pub mod scheduler;
 pub mod source;
 pub mod spec;
 pub mod status;
 pub mod template;
+pub mod triggers;
 pub mod validate;
 pub mod webhook;
 

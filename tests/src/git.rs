@@ -16,9 +16,20 @@ pub struct GitRepo {
 impl GitRepo {
     /// A new, empty repository.
     pub fn new(prefix: &str) -> Self {
-        let dir = std::env::temp_dir()
-            .join(unique_name(prefix))
-            .join("repo.git");
+        Self::new_at(
+            std::env::temp_dir()
+                .join(unique_name(prefix))
+                .join("repo.git"),
+        )
+    }
+
+    /// A new, empty repository `name` in `base` (several repositories that
+    /// one [`GitDaemon::serve_dir`] serves).
+    pub fn new_in(base: &Path, name: &str) -> Self {
+        Self::new_at(base.join(name))
+    }
+
+    fn new_at(dir: PathBuf) -> Self {
         std::fs::create_dir_all(&dir).expect("repo folder");
         let repo = Self { dir };
         repo.git(&["init", "-q", "-b", "main"]);
@@ -63,6 +74,11 @@ impl GitRepo {
         self.git(&["rev-parse", "HEAD"])
     }
 
+    /// The commit `main` is at.
+    pub fn head(&self) -> String {
+        self.git(&["rev-parse", "HEAD"])
+    }
+
     /// `file:///…/repo.git`.
     pub fn file_url(&self) -> String {
         format!("file://{}", self.dir.display())
@@ -80,11 +96,12 @@ pub struct GitDaemon {
 impl GitDaemon {
     /// Serves `repo`'s parent folder (read-only).
     pub fn serve(repo: &GitRepo) -> Self {
-        let base = repo
-            .dir
-            .parent()
-            .map(Path::to_path_buf)
-            .expect("repo has a parent");
+        Self::serve_dir(repo.dir.parent().expect("repo has a parent"))
+    }
+
+    /// Serves every repository in `base` (read-only).
+    pub fn serve_dir(base: &Path) -> Self {
+        let base = base.to_path_buf();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())

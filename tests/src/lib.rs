@@ -7,6 +7,7 @@
 //! that stops the server when the test process exits. Tests isolate
 //! themselves by unique table and bucket names, never by resetting the server.
 
+pub mod fleet;
 pub mod git;
 pub mod local;
 pub mod scripted;
@@ -228,8 +229,15 @@ impl Emulator {
 
     /// Every recorded call as `service:Operation`, oldest first.
     pub fn recorded_operations(&self) -> Vec<String> {
+        self.recorded_operations_containing("")
+    }
+
+    /// The recorded calls whose body mentions `containing`, as
+    /// `service:Operation`, oldest first (one download of the recording).
+    pub fn recorded_operations_containing(&self, containing: &str) -> Vec<String> {
         self.recorded_calls()
             .into_iter()
+            .filter(|(_, body)| body.contains(containing))
             .map(|(call, body)| {
                 let headers = &call["headers"];
                 if let Some(target) = headers["X-Amz-Target"].as_str() {

@@ -207,7 +207,7 @@ async fn a_github_push_starts_each_following_stack_once_and_replays_start_nothin
         .as_array()
         .unwrap()
         .iter()
-        .filter(|s| s["reason"] == "already started for this commit")
+        .filter(|s| s["reason"] == "already started for this revision")
         .count();
     assert_eq!(started_stacks(&answer).len() + already, 2, "{answer}");
     assert_eq!(s.executions().await.len(), 2);

@@ -163,6 +163,7 @@ impl CloudFormation for SdkCloudFormation {
             .execute_change_set()
             .stack_name(stack)
             .change_set_name(name)
+            .client_request_token(request_token(name))
             .send()
             .await
             .map(|_| ())
@@ -219,6 +220,7 @@ impl CloudFormation for SdkCloudFormation {
             .delete_stack()
             .stack_name(stack)
             .set_role_arn(role_arn.map(str::to_owned))
+            .client_request_token(request_token(&format!("delete-{stack}")))
             .send()
             .await
             .map(|_| ())
@@ -340,5 +342,38 @@ impl crate::reconcile::ports::CloudFormationFactory for SdkCloudFormationFactory
             config = config.credentials_provider(provider);
         }
         Ok(SdkCloudFormation::new(Client::from_conf(config.build())))
+    }
+}
+
+/// The `ClientRequestToken` of stacksync's own stack operations: CloudFormation
+/// puts it on every event of the operation (and on the EventBridge "Stack
+/// Status Change" events), which is how the events function tells stacksync's
+/// changes from out-of-band ones. At most 128 of `[a-zA-Z0-9-]`, starting
+/// with [`OWN_TOKEN_PREFIX`].
+pub fn request_token(operation: &str) -> String {
+    let mut token = String::from(OWN_TOKEN_PREFIX);
+    token.extend(
+        operation
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }),
+    );
+    token.truncate(128);
+    token
+}
+
+/// How stacksync's request tokens begin.
+pub const OWN_TOKEN_PREFIX: &str = "stacksync-";
+
+#[cfg(test)]
+mod token_tests {
+    use super::*;
+
+    #[test]
+    fn request_tokens_are_valid_and_recognisable() {
+        let token = request_token("orders_queue.change:1");
+        assert_eq!(token, "stacksync-orders-queue-change-1");
+        let long = request_token(&"x".repeat(300));
+        assert_eq!(long.len(), 128);
+        assert!(long.starts_with(OWN_TOKEN_PREFIX));
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod item;
 pub mod plan;
+pub mod sched;
 pub mod schema;
 
 use std::collections::HashMap;
@@ -317,34 +318,8 @@ impl Registry {
     /// normal URL and ref), through the source index: reads proportional to
     /// the matching entries, not to the registry.
     pub async fn by_source(&self, key: &str) -> Result<Vec<StackEntry>> {
-        let mut found = Vec::new();
-        let mut start: Option<HashMap<String, AttributeValue>> = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(schema::INDEX_BY_SOURCE)
-                .key_condition_expression("#sk = :key")
-                .set_expression_attribute_names(Some(HashMap::from([(
-                    "#sk".to_owned(),
-                    schema::attr::SOURCE_KEY.to_owned(),
-                )])))
-                .expression_attribute_values(":key", s(key))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| self.aws_error("Query", e))?;
-            for item in out.items() {
-                found.push(decode_entry(item)?);
-            }
-            match out.last_evaluated_key {
-                Some(next) if !next.is_empty() => start = Some(next),
-                _ => break,
-            }
-        }
-        found.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(found)
+        self.by_index(schema::INDEX_BY_SOURCE, attr::SOURCE_KEY, key)
+            .await
     }
 
     /// Records a webhook delivery id, once: `true` the first time, `false` for
@@ -842,7 +817,7 @@ mod expr {
     pub const SPEC_AT_VERSION: &str =
         "#specVersion = :expected AND attribute_not_exists(#deletionRequestedAt)";
     /// A changed spec: new version, due at once.
-    pub const UPDATE_SPEC: &str = "SET #spec = :spec, #specHash = :specHash, #sourceKey = :sourceKey, #specVersion = :next, #updatedAt = :now, #nextReconcileAt = :due";
+    pub const UPDATE_SPEC: &str = "SET #spec = :spec, #specHash = :specHash, #sourceKey = :sourceKey, #stackName = :stackName, #specVersion = :next, #updatedAt = :now, #nextReconcileAt = :due";
     /// Deletion requested: due at once.
     pub const MARK_DELETION: &str = "SET #deletionRequestedAt = :now, #nextReconcileAt = :due";
     /// The entry exists and its deletion was not requested yet.
@@ -893,16 +868,48 @@ fn transaction_token(table: &str, batch: &[&plan::Change]) -> String {
     crate::hash::sha256_hex(unique.as_bytes())[..36].to_owned()
 }
 
-/// The attributes that follow from a spec: the spec itself, its hash, its source key.
+/// The attributes that follow from a spec: the spec itself, its hash, its
+/// source key, its CloudFormation stack name.
 fn spec_attributes(spec: &StackSpec) -> HashMap<String, AttributeValue> {
     HashMap::from([
         (attr::SPEC.to_owned(), to_attr_of(spec)),
         (attr::SPEC_HASH.to_owned(), s(spec.content_hash())),
+        (attr::STACK_NAME.to_owned(), s(spec.effective_stack_name())),
         (
             attr::SOURCE_KEY.to_owned(),
             s(source_key(spec.source.url(), spec.effective_ref())),
         ),
     ])
+}
+
+/// The whole item of an entry, as the registry stores it: for tests and
+/// benchmarks that set up thousands of entries in a given state at once
+/// (`BatchWriteItem`), where [`Registry::apply`] would make them new.
+pub fn entry_item(entry: &StackEntry) -> HashMap<String, AttributeValue> {
+    let mut item = spec_attributes(&entry.spec);
+    item.insert(PK.into(), s(stack_key(&entry.name)));
+    item.insert(attr::NAME.into(), s(&entry.name));
+    item.insert(attr::SPEC_VERSION.into(), n(entry.spec_version));
+    item.insert(attr::SPEC_HASH.into(), s(&entry.spec_hash));
+    item.insert(attr::STATUS.into(), to_attr_of(&entry.status));
+    item.insert(
+        attr::SUSPENDED.into(),
+        AttributeValue::Bool(entry.suspended),
+    );
+    item.insert(attr::CREATED_AT.into(), to_attr_of(&entry.created_at));
+    item.insert(attr::UPDATED_AT.into(), to_attr_of(&entry.updated_at));
+    item.insert(attr::SCHED_SHARD.into(), s(sched_shard(&entry.name)));
+    if let Some(at) = entry.status.next_reconcile_at {
+        item.insert(attr::NEXT_RECONCILE_AT.into(), n(at.0));
+    }
+    if let Some(at) = entry.deletion_requested_at {
+        item.insert(attr::DELETION_REQUESTED_AT.into(), to_attr_of(&at));
+    }
+    if let Some(lease) = &entry.lease {
+        item.insert(attr::LEASE_OWNER.into(), s(&lease.owner));
+        item.insert(attr::LEASE_EXPIRES_AT.into(), n(lease.expires_at.0));
+    }
+    item
 }
 
 fn decode_entry(item: &HashMap<String, AttributeValue>) -> Result<StackEntry> {

@@ -6,6 +6,10 @@
 //! |---|---|---|
 //! | a stack | `stack#<name>` | `name`, `spec` (map), `specVersion`, `specHash`, `status` (map), `suspended`, `deletionRequestedAt`, `leaseOwner`, `leaseExpiresAt`, `nextReconcileAt`, `schedShard`, `sourceKey`, `createdAt`, `updatedAt` |
 //! | a webhook delivery | `delivery#<id>` | `expiresAt` (TTL) |
+//! | a source the scheduler watches | `source#<sourceKey>` | `url`, `ref`, `head`, `followersCheckedAt`, `schedShard` = `sources`, `nextReconcileAt` = 0 |
+//!
+//! Stack items also carry `stackName` (the CloudFormation stack's name, for
+//! the `by-stack-name` index that CloudFormation events are matched through).
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
@@ -25,6 +29,13 @@ pub const TTL_ATTRIBUTE: &str = "expiresAt";
 pub const INDEX_BY_NEXT_RECONCILE: &str = "by-next-reconcile";
 /// The webhook's index: stacks by normalized source URL and ref.
 pub const INDEX_BY_SOURCE: &str = "by-source";
+/// The CloudFormation events' index: stacks by CloudFormation stack name.
+pub const INDEX_BY_STACK_NAME: &str = "by-stack-name";
+/// Prefix of the partition key of the scheduler's source items.
+pub const SOURCE_PREFIX: &str = "source#";
+/// The `schedShard` of source items: they sit in the scheduler's index apart
+/// from the stacks (`nextReconcileAt` 0: looked at on every run).
+pub const SOURCES_SHARD: &str = "sources";
 
 /// The scheduler index is spread over this many partition values
 /// (`schedShard` = "0".."3"), so no single index partition gets every write.
@@ -46,6 +57,12 @@ pub mod attr {
     pub const SOURCE_KEY: &str = "sourceKey";
     pub const CREATED_AT: &str = "createdAt";
     pub const UPDATED_AT: &str = "updatedAt";
+    pub const STACK_NAME: &str = "stackName";
+    /// Source items: the URL to list refs from, the ref, the last head seen.
+    pub const URL: &str = "url";
+    pub const REF: &str = "ref";
+    pub const HEAD: &str = "head";
+    pub const FOLLOWERS_CHECKED_AT: &str = "followersCheckedAt";
 }
 
 /// A key attribute: name and DynamoDB scalar type (`S` or `N`).
@@ -69,8 +86,8 @@ pub const TABLE_KEY: KeyAttribute = KeyAttribute {
     kind: "S",
 };
 
-/// The table's two indexes.
-pub const INDEXES: [IndexSchema; 2] = [
+/// The table's three indexes.
+pub const INDEXES: [IndexSchema; 3] = [
     IndexSchema {
         name: INDEX_BY_NEXT_RECONCILE,
         partition: KeyAttribute {
@@ -86,6 +103,17 @@ pub const INDEXES: [IndexSchema; 2] = [
         name: INDEX_BY_SOURCE,
         partition: KeyAttribute {
             name: attr::SOURCE_KEY,
+            kind: "S",
+        },
+        sort: KeyAttribute {
+            name: PK,
+            kind: "S",
+        },
+    },
+    IndexSchema {
+        name: INDEX_BY_STACK_NAME,
+        partition: KeyAttribute {
+            name: attr::STACK_NAME,
             kind: "S",
         },
         sort: KeyAttribute {

@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 use super::{Event, Headers, Push, WebhookError, receive};
 use crate::adapters::stepfunctions::Executions;
 use crate::clock::EpochMillis;
-use crate::reconcile::run::Trigger;
 use crate::registry::Registry;
+use crate::triggers::Starts;
 
 /// How long a delivery id is remembered (GitHub redelivers for 3 days).
 pub const DELIVERY_TTL_SECONDS: i64 = 7 * 24 * 3600;
@@ -216,10 +216,9 @@ impl Webhook {
         let Some(first) = pushes.first() else {
             return Response::new(200, json!({"result": "ignored", "reason": "no push"}));
         };
-        let mut started = Vec::new();
-        let mut skipped = Vec::new();
+        let mut starts = Starts::default();
         for push in &pushes {
-            if let Err(e) = self.start_for(push, &mut started, &mut skipped).await {
+            if let Err(e) = self.start_for(push, &mut starts).await {
                 // Nothing is recorded: the sender's retry (or a redelivery)
                 // tries again, and starts are idempotent by name.
                 return unavailable(&e);
@@ -242,6 +241,7 @@ impl Webhook {
             }
             Err(e) => return unavailable(&e.to_string()),
         }
+        let Starts { started, skipped } = starts;
         if started.is_empty() && skipped.is_empty() {
             let followed: Vec<String> = pushes.iter().flat_map(Push::source_keys).collect();
             return Response::new(
@@ -260,48 +260,16 @@ impl Webhook {
         )
     }
 
-    async fn start_for(
-        &self,
-        push: &Push,
-        started: &mut Vec<Value>,
-        skipped: &mut Vec<Value>,
-    ) -> Result<(), String> {
-        let mut seen = std::collections::BTreeSet::new();
-        for key in push.source_keys() {
-            let entries = self
-                .registry
-                .by_source(&key)
-                .await
-                .map_err(|e| e.to_string())?;
-            for entry in entries {
-                if !seen.insert(entry.name.clone()) {
-                    continue;
-                }
-                if entry.is_suspended() {
-                    skipped.push(json!({"stack": entry.name, "reason": "suspended"}));
-                    continue;
-                }
-                let trigger = Trigger {
-                    kind: "webhook".into(),
-                    revision: Some(push.commit.clone()),
-                };
-                let s = self
-                    .executions
-                    .start(&entry.name, &trigger, &push.commit)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let item =
-                    json!({"stack": s.stack, "execution": s.execution_name, "commit": push.commit});
-                if s.new {
-                    started.push(item);
-                } else {
-                    // Step Functions keeps one name for 90 days: this commit
-                    // was started before (a replay, or the same commit pushed again).
-                    skipped.push(json!({"stack": item["stack"], "execution": item["execution"], "reason": "already started for this commit"}));
-                }
-            }
-        }
-        Ok(())
+    async fn start_for(&self, push: &Push, starts: &mut Starts) -> Result<(), String> {
+        crate::triggers::start_followers(
+            &self.registry,
+            &self.executions,
+            &push.source_keys(),
+            "webhook",
+            &push.commit,
+            starts,
+        )
+        .await
     }
 }
 
