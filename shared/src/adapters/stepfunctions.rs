@@ -40,6 +40,17 @@ pub fn execution_name(stack: &str, kind: &str, key: &str) -> String {
     format!("{prefix}_{kind}_{}", &hash[..16])
 }
 
+/// How much earlier than the request an execution may have started and still
+/// be the one this request started (clock skew between the caller and AWS;
+/// a wrong guess only mislabels a start in a report, never starts twice).
+const START_SKEW_MILLIS: i64 = 1_000;
+
+/// Whether an execution that started at `started` (as Step Functions says)
+/// is the one a request sent at `sent` started.
+fn started_recently(started: Option<i64>, sent: EpochMillis) -> bool {
+    started.is_none_or(|at| at >= sent - START_SKEW_MILLIS)
+}
+
 /// Whether an execution name may belong to `stack` (its prefix matches; for
 /// names longer than the prefix, the input decides — see [`Executions::history`]).
 fn name_may_be_for(name: &str, stack: &str) -> bool {
@@ -105,6 +116,7 @@ impl Executions {
     pub async fn start(&self, stack: &str, trigger: &Trigger, key: &str) -> PortResult<Started> {
         let name = execution_name(stack, &trigger.kind, key);
         let input = serde_json::json!({ "stackId": stack, "trigger": trigger }).to_string();
+        let sent = crate::clock::now_millis();
         let result = self
             .client
             .start_execution()
@@ -117,8 +129,11 @@ impl Executions {
             Ok(out) => Ok(Started {
                 stack: stack.to_owned(),
                 execution_name: name,
+                // Step Functions answers a start that matches a *running*
+                // execution (same name and input) with that execution: one
+                // that began well before this request is not new.
+                new: started_recently(out.start_date.to_millis().ok(), sent),
                 execution_arn: out.execution_arn,
-                new: true,
             }),
             Err(e) if e.code() == Some("ExecutionAlreadyExists") => Ok(Started {
                 stack: stack.to_owned(),
@@ -330,5 +345,14 @@ mod tests {
         );
         assert!(is_finished("FAILED"));
         assert!(!is_finished("RUNNING"));
+    }
+
+    #[test]
+    fn an_execution_that_began_before_the_request_is_not_new() {
+        let sent = 1_800_000_000_000;
+        assert!(started_recently(Some(sent + 40), sent));
+        assert!(started_recently(Some(sent - 300), sent)); // skew
+        assert!(!started_recently(Some(sent - 60_000), sent));
+        assert!(started_recently(None, sent));
     }
 }
