@@ -146,7 +146,8 @@ async fn due_entries_start_for_their_reason_and_the_cap_defers_the_rest_without_
         e.status.next_reconcile_at = Some(Timestamp(now - 10_000 + i as i64));
         match i {
             0 => e.status.phase = Phase::Failed,
-            1 => e.spec_version = 2,
+            // The newest due time: chosen first all the same.
+            11 => e.spec_version = 2,
             2 => e.deletion_requested_at = Some(Timestamp(now - 5_000)),
             3 => e.suspended = true,
             4 => {
@@ -175,15 +176,15 @@ async fn due_entries_start_for_their_reason_and_the_cap_defers_the_rest_without_
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    // The four most urgent: the deletion and the spec change, then the retry,
-    // then the longest-waiting re-check.
+    // The four most urgent: the deletion and the spec change (though it came
+    // due last), then the retry, then the longest-waiting re-check.
     assert_eq!(
         first,
         vec![
             (names[0].clone(), Reason::Retry),
-            (names[1].clone(), Reason::SpecChanged),
+            (names[1].clone(), Reason::Recheck),
+            (names[11].clone(), Reason::SpecChanged),
             (names[2].clone(), Reason::Deleting),
-            (names[5].clone(), Reason::Recheck),
         ]
     );
     assert_eq!(fleet.execution_names().await.len(), 4);

@@ -48,7 +48,9 @@ use plan::{Candidate, DueAction, FollowerAction, Reason, choose, judge_due, judg
 pub struct Config {
     /// Most executions started per run (`STACKSYNC_MAX_STARTS`).
     pub max_starts: usize,
-    /// Most due entries read per shard per run (the rest wait their turn).
+    /// Most due entries read per shard per run. All due entries are read
+    /// (up to this bound) so that the most urgent are chosen among all of
+    /// them: a spec change is never starved behind a backlog of re-checks.
     pub due_reads_per_shard: usize,
     /// How far a started entry's due time moves, so the next run does not
     /// start it again before the run has taken the lease; the run's own end
@@ -65,7 +67,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             max_starts: 50,
-            due_reads_per_shard: 1000,
+            due_reads_per_shard: 5000,
             start_guard: crate::reconcile::steps::LEASE_TTL,
             probe_concurrency: 8,
             followers_check_every: Duration::from_secs(24 * 3600),
@@ -230,6 +232,14 @@ where
         for source in examined {
             self.settle_source(source, &unfinished, now, &mut report)
                 .await;
+        }
+        if report.deferred > 0 {
+            warn!(
+                deferred = report.deferred,
+                cap = self.config.max_starts,
+                "more reconciles are asked for than one run may start; the rest wait for the next runs \
+                 (if this lasts, raise MaxStartsPerRun or the stacks' interval)"
+            );
         }
         info!(
             due = report.due,
