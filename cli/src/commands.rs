@@ -142,6 +142,7 @@ pub async fn run(cli: Cli) -> Result {
             name,
             local,
             wait,
+            timeout,
             speedup,
         } => {
             let ok = if local {
@@ -159,7 +160,9 @@ pub async fn run(cli: Cli) -> Result {
                 ok
             } else {
                 let deployed = Deployed::new(&config, &resources)?;
-                let ok = deployed.reconcile(&registry, &name, wait).await?;
+                let ok = deployed
+                    .reconcile(&registry, &name, wait, timeout.as_std())
+                    .await?;
                 if wait {
                     let entry = registry.get(&name).await.map_err(err)?;
                     print_status(&entry.into_iter().collect::<Vec<_>>(), format)?;
@@ -177,6 +180,7 @@ pub async fn run(cli: Cli) -> Result {
             prune,
             local,
             wait,
+            timeout,
             speedup,
         } => {
             // Fail before writing anything if there is nothing to run the reconciles.
@@ -201,7 +205,10 @@ pub async fn run(cli: Cli) -> Result {
             let registry = match deployed {
                 Some(deployed) => {
                     for name in &names {
-                        if !deployed.reconcile(&registry, name, wait).await? {
+                        if !deployed
+                            .reconcile(&registry, name, wait, timeout.as_std())
+                            .await?
+                        {
                             failed.push(name.clone());
                         }
                     }

@@ -102,7 +102,13 @@ impl Deployed {
 
     /// Starts the reconcile of `name` (which must be registered); with `wait`,
     /// follows it to the end. Returns whether it succeeded (or was started).
-    pub async fn reconcile(&self, registry: &Registry, name: &str, wait: bool) -> Result<bool> {
+    pub async fn reconcile(
+        &self,
+        registry: &Registry,
+        name: &str,
+        wait: bool,
+        timeout: Duration,
+    ) -> Result<bool> {
         let entry = registry
             .get(name)
             .await
@@ -145,10 +151,17 @@ impl Deployed {
             watching.clone(),
             1.0,
         ));
-        let result = self.follow(&started.execution_arn).await;
+        let result = self.follow(&started.execution_arn, timeout).await;
         watching.store(false, Ordering::Relaxed);
         let _ = watcher.await;
-        let status = result?;
+        let Some(status) = result? else {
+            return Err(format!(
+                "{name}: still running after {}; stopped following it, the execution goes on \
+                 (see `stacksync history {name}`): {}",
+                humantime_secs(timeout),
+                started.execution_arn
+            ));
+        };
         if status == "SUCCEEDED" {
             println!("   ✓ {name}: {status}");
             Ok(true)
@@ -158,8 +171,10 @@ impl Deployed {
         }
     }
 
-    /// Prints the states an execution enters until it ends; returns its status.
-    async fn follow(&self, execution_arn: &str) -> Result<String> {
+    /// Prints the states an execution enters until it ends; returns its
+    /// status, or `None` when it is still running after `timeout`.
+    async fn follow(&self, execution_arn: &str, timeout: Duration) -> Result<Option<String>> {
+        let deadline = std::time::Instant::now() + timeout;
         let mut last_event = 0;
         loop {
             let summary = self
@@ -180,7 +195,10 @@ impl Deployed {
                 }
             }
             if is_finished(&summary.status) {
-                return Ok(summary.status);
+                return Ok(Some(summary.status));
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(None);
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
@@ -219,4 +237,9 @@ impl Deployed {
         print!("{}", table.render());
         Ok(())
     }
+}
+
+/// A duration as people write it (`1h`, `90s`).
+fn humantime_secs(d: Duration) -> String {
+    stacksync::Duration::from_secs(d.as_secs()).to_string()
 }

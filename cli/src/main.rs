@@ -109,6 +109,10 @@ pub enum Command {
         /// Follow the execution: print its states and the stack's events; exit 1 if it fails.
         #[arg(long)]
         wait: bool,
+        /// With --wait: stop following after this long (the execution goes
+        /// on) and exit 1.
+        #[arg(long, default_value = "1h")]
+        timeout: stacksync::Duration,
         /// Divide every Wait and retry delay by this (for tests and demos).
         #[arg(long, env = "STACKSYNC_SPEEDUP", default_value_t = 1.0, hide = true)]
         speedup: f64,
@@ -127,6 +131,10 @@ pub enum Command {
         /// Follow the executions one after another; exit 1 if any fails.
         #[arg(long)]
         wait: bool,
+        /// With --wait: stop following one execution after this long (it
+        /// goes on) and exit 1.
+        #[arg(long, default_value = "1h")]
+        timeout: stacksync::Duration,
         /// Divide every Wait and retry delay by this (for tests and demos).
         #[arg(long, env = "STACKSYNC_SPEEDUP", default_value_t = 1.0, hide = true)]
         speedup: f64,

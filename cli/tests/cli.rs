@@ -635,6 +635,20 @@ async fn reconcile_starts_the_deployed_state_machine_follows_it_and_history_list
         std::thread::sleep(std::time::Duration::from_millis(300));
     }
 
+    // --wait with a timeout: stops following (the execution goes on), exit 1.
+    let timed_out = run(&["reconcile", &name, "--wait", "--timeout", "0s"]);
+    assert_eq!(timed_out.status.code(), Some(1), "{}", stdout(&timed_out));
+    assert!(
+        stderr(&timed_out).contains(&format!("{name}: still running after 0s")),
+        "{}",
+        stderr(&timed_out)
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while stdout(&run(&["history", &name])).contains("RUNNING") {
+        assert!(std::time::Instant::now() < deadline, "still running");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+
     // A broken template: the execution fails, the reason is shown, exit 1.
     repo.commit(&[("q.yaml", b"not: [a template")], "broken");
     let failed = run(&["reconcile", &name, "--wait"]);
@@ -650,13 +664,13 @@ async fn reconcile_starts_the_deployed_state_machine_follows_it_and_history_list
         stderr(&failed)
     );
 
-    // history: newest first, all three, with their outcome.
+    // history: newest first, all four, with their outcome.
     let history = run(&["history", &name, "-o", "json"]);
     assert!(history.status.success(), "{}", stderr(&history));
     let listed: Vec<serde_json::Value> = serde_json::from_slice(&history.stdout).unwrap();
-    assert_eq!(listed.len(), 3, "{listed:?}");
+    assert_eq!(listed.len(), 4, "{listed:?}");
     assert_eq!(listed[0]["status"], "FAILED", "{listed:?}");
-    assert_eq!(listed[2]["status"], "SUCCEEDED", "{listed:?}");
+    assert_eq!(listed[3]["status"], "SUCCEEDED", "{listed:?}");
     let table_out = stdout(&run(&["history", &name]));
     assert!(
         table_out.starts_with("STARTED") && table_out.contains("SUCCEEDED"),
