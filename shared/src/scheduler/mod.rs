@@ -180,7 +180,14 @@ where
                 continue;
             }
             report.sources_examined += 1;
-            let followers = self.registry.by_source(&record.key).await?;
+            let followers = match self.registry.by_source(&record.key).await {
+                Ok(followers) => followers,
+                Err(e) => {
+                    // This source waits for the next run; the others go on.
+                    report.errors.push(format!("source {}: {e}", record.key));
+                    continue;
+                }
+            };
             let mut complete = true;
             for entry in &followers {
                 match judge_follower(entry, &head, now, &due_names) {
