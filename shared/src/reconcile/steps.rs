@@ -58,13 +58,14 @@ pub struct Steps<F, S> {
     pub config: StepConfig,
 }
 
-/// The change set's name: from the spec version and the desired hash, so a
-/// retried step finds the one it made (CloudFormation: ≤ 128, `[A-Za-z][-A-Za-z0-9]*`).
-pub fn change_set_name(spec_version: u64, desired_hash: &str) -> String {
-    format!(
-        "stacksync-v{spec_version}-{}",
-        &desired_hash[..desired_hash.len().min(16)]
-    )
+/// The change set's name: from the stack, the spec version and the desired
+/// hash, so a retried step finds the one it made (CloudFormation: ≤ 128,
+/// `[A-Za-z][-A-Za-z0-9]*`). The stack is in it so that two stacks with one
+/// template never share a name: CloudFormation scopes names to a stack, but
+/// tools that look change sets up by name alone (moto does) would mix them.
+pub fn change_set_name(stack: &str, spec_version: u64, desired_hash: &str) -> String {
+    let hash = crate::hash::sha256_hex(format!("{stack}\0{desired_hash}").as_bytes());
+    format!("stacksync-v{spec_version}-{}", &hash[..16])
 }
 
 /// The next, longer poll interval: ×1.5, capped.
@@ -428,7 +429,7 @@ impl<F: CloudFormationFactory, S: SourceFetcher> Steps<F, S> {
                 cleanup_review,
             } => {
                 let desired = state.desired_hash.clone().unwrap_or_default();
-                let name = change_set_name(state.spec_version, &desired);
+                let name = change_set_name(stack_name, state.spec_version, &desired);
                 if cleanup_review {
                     // Old change sets of a never-created stack; ours (a retried
                     // step made it already) stays.
@@ -862,9 +863,16 @@ mod tests {
 
     #[test]
     fn change_set_names_are_deterministic_and_valid() {
-        let name = change_set_name(3, "0123456789abcdef0123");
-        assert_eq!(name, "stacksync-v3-0123456789abcdef");
+        let name = change_set_name("orders", 3, "0123456789abcdef0123");
+        assert_eq!(name, change_set_name("orders", 3, "0123456789abcdef0123"));
+        assert!(
+            name.starts_with("stacksync-v3-") && name.len() == 29,
+            "{name}"
+        );
         assert!(crate::validate::stack_name(&name).is_ok());
+        // Two stacks with one template: two names.
+        assert_ne!(name, change_set_name("billing", 3, "0123456789abcdef0123"));
+        assert_ne!(name, change_set_name("orders", 4, "0123456789abcdef0123"));
     }
 
     #[test]
