@@ -41,15 +41,7 @@ async fn main() {
     }
     h.apply(&stacks).await;
     let sfn = aws_sdk_sfn::Client::new(&config);
-    let machine = sfn
-        .create_state_machine()
-        .name(unique_name("bench-webhook"))
-        .definition(r#"{"StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}"#)
-        .role_arn("arn:aws:iam::123456789012:role/bench")
-        .send()
-        .await
-        .expect("state machine")
-        .state_machine_arn;
+    let machine = emulator.pass_machine("bench-webhook").await;
     let secret_id = unique_name("bench-webhook");
     aws_sdk_secretsmanager::Client::new(&config)
         .create_secret()

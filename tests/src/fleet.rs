@@ -44,15 +44,7 @@ impl Fleet {
         let registry = emulator.new_registry(label).await;
         let config = emulator.sdk_config();
         let sfn = aws_sdk_sfn::Client::new(&config);
-        let machine = sfn
-            .create_state_machine()
-            .name(unique_name(label))
-            .definition(r#"{"StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}"#)
-            .role_arn("arn:aws:iam::123456789012:role/stacksync-test")
-            .send()
-            .await
-            .expect("state machine created")
-            .state_machine_arn;
+        let machine = emulator.pass_machine(label).await;
         let base = std::env::temp_dir().join(unique_name(label));
         let repos: Vec<GitRepo> = (0..sizes.len())
             .map(|i| {

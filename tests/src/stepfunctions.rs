@@ -77,6 +77,36 @@ impl Emulator {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{target}: not JSON ({e}): {text:?}"))
     }
 
+    /// Turns on moto's Step Functions interpreter (and Lambda without Docker).
+    ///
+    /// moto keeps the state machines of its interpreter apart from the ones
+    /// it only records: a machine created before the switch is not found
+    /// after it. Tests share one emulator, so every test that creates a
+    /// machine turns the interpreter on first ([`Emulator::pass_machine`],
+    /// [`Emulator::deploy_functions`]): all machines live on the same side.
+    pub fn execute_state_machines(&self) {
+        self.moto_api(
+            "POST",
+            "/moto-api/config",
+            r#"{"stepfunctions": {"execute_state_machine": true}, "lambda": {"use_docker": false}}"#,
+        );
+    }
+
+    /// A state machine of one `Pass` state (its executions succeed at once):
+    /// the target of trigger tests, which count the executions started.
+    pub async fn pass_machine(&self, prefix: &str) -> String {
+        self.execute_state_machines();
+        aws_sdk_sfn::Client::new(&self.sdk_config())
+            .create_state_machine()
+            .name(unique_name(prefix))
+            .definition(r#"{"StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}"#)
+            .role_arn("arn:aws:iam::123456789012:role/stacksync-test")
+            .send()
+            .await
+            .expect("state machine created")
+            .state_machine_arn
+    }
+
     /// Starts the six function binaries, creates their functions and the
     /// reconcile state machine in the emulator, and turns on its interpreter.
     pub fn deploy_functions(&self, table: &str, bucket: &str) -> Functions {
@@ -84,11 +114,7 @@ impl Emulator {
             .lambda_runtime()
             .expect("the emulator serves a Lambda Runtime API (scripts/moto_server.py)")
             .to_owned();
-        self.moto_api(
-            "POST",
-            "/moto-api/config",
-            r#"{"stepfunctions": {"execute_state_machine": true}, "lambda": {"use_docker": false}}"#,
-        );
+        self.execute_state_machines();
         let prefix = unique_name("fn");
         // Lambda checks that its role exists (and may be assumed by Lambda).
         let trust = "%7B%22Version%22%3A%222012-10-17%22%2C%22Statement%22%3A%5B%7B%22Effect%22%3A%22Allow%22%2C%22Principal%22%3A%7B%22Service%22%3A%22lambda.amazonaws.com%22%7D%2C%22Action%22%3A%22sts%3AAssumeRole%22%7D%5D%7D";

@@ -112,9 +112,9 @@ async fn codecommit_and_s3_events_start_the_stacks_that_follow_them_once() {
         stacksync_testkit::Emulator::shared().recorded_bodies("StartExecution", &s.fleet.machine);
     assert!(inputs.iter().all(|b| b.contains(&commit)), "{inputs:?}");
 
-    // EventBridge delivers again (a second later): nothing new. (The Pass
-    // machine's executions stay RUNNING in moto, as a real one would while it
-    // works: Step Functions answers with the running execution.)
+    // EventBridge delivers again (a second later): nothing new, whether the
+    // execution still runs (Step Functions answers with it) or has ended
+    // (ExecutionAlreadyExists).
     tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
     let again = s.handle(event).await;
     assert_eq!(again["result"], "nothing new to start", "{again}");

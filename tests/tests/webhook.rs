@@ -65,15 +65,7 @@ impl Setup {
         harness.apply(stacks).await;
         let config = emulator.sdk_config();
         let sfn = aws_sdk_sfn::Client::new(&config);
-        let machine = sfn
-            .create_state_machine()
-            .name(unique_name(prefix))
-            .definition(r#"{"StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}"#)
-            .role_arn("arn:aws:iam::123456789012:role/stacksync-test")
-            .send()
-            .await
-            .unwrap()
-            .state_machine_arn;
+        let machine = emulator.pass_machine(prefix).await;
         let secret_id = unique_name(prefix);
         aws_sdk_secretsmanager::Client::new(&config)
             .create_secret()
