@@ -37,10 +37,38 @@ fn diagnostic(e: StepError) -> Diagnostic {
 /// binary's `#[tokio::main]` made every release build of every binary compile
 /// the SDK's code paths again (about 10 minutes per binary on 2 cores).
 pub fn serve_step(function: &'static str) -> Result<(), lambda_runtime::Error> {
+    block_on(serve(function))
+}
+
+/// Drives one function's `main` future on a multi-threaded runtime.
+fn block_on(
+    main: impl std::future::Future<Output = Result<(), lambda_runtime::Error>>,
+) -> Result<(), lambda_runtime::Error> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
-        .block_on(serve(function))
+        .block_on(main)
+}
+
+/// What every trigger function starts from: logs on, the AWS configuration,
+/// the registry (`STACKSYNC_TABLE`) and the state machine's executions
+/// (`STACKSYNC_STATE_MACHINE_ARN`).
+async fn trigger_parts() -> Result<
+    (
+        aws_config::SdkConfig,
+        Registry,
+        crate::adapters::stepfunctions::Executions,
+    ),
+    lambda_runtime::Error,
+> {
+    init_logs();
+    let table = required("STACKSYNC_TABLE")?;
+    let machine = required("STACKSYNC_STATE_MACHINE_ARN")?;
+    let config = load_config(&AwsOptions::default()).await;
+    let registry = Registry::new(aws_sdk_dynamodb::Client::new(&config), table);
+    let executions =
+        crate::adapters::stepfunctions::Executions::new(aws_sdk_sfn::Client::new(&config), machine);
+    Ok((config, registry, executions))
 }
 
 fn init_logs() {
@@ -81,19 +109,14 @@ async fn serve(function: &'static str) -> Result<(), lambda_runtime::Error> {
 /// secret's place: `STACKSYNC_WEBHOOK_SECRET_ARN` (Secrets Manager) or
 /// `STACKSYNC_WEBHOOK_SECRET_PARAMETER` (SSM SecureString).
 pub fn serve_webhook() -> Result<(), lambda_runtime::Error> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?
-        .block_on(webhook())
+    block_on(webhook())
 }
 
 async fn webhook() -> Result<(), lambda_runtime::Error> {
     use crate::webhook::handler::{
         SecretLocation, Secrets, Webhook, function_url_request, function_url_response,
     };
-    init_logs();
-    let table = required("STACKSYNC_TABLE")?;
-    let machine = required("STACKSYNC_STATE_MACHINE_ARN")?;
+    let (config, registry, executions) = trigger_parts().await?;
     let location = match (
         required("STACKSYNC_WEBHOOK_SECRET_ARN"),
         required("STACKSYNC_WEBHOOK_SECRET_PARAMETER"),
@@ -109,13 +132,9 @@ async fn webhook() -> Result<(), lambda_runtime::Error> {
             SecretLocation::Fixed(Vec::new())
         }
     };
-    let config = load_config(&AwsOptions::default()).await;
     let webhook = Webhook {
-        registry: Registry::new(aws_sdk_dynamodb::Client::new(&config), table),
-        executions: crate::adapters::stepfunctions::Executions::new(
-            aws_sdk_sfn::Client::new(&config),
-            machine,
-        ),
+        registry,
+        executions,
         secrets: Secrets::new(location, &config),
     };
     let webhook = &webhook;
@@ -138,30 +157,21 @@ async fn webhook() -> Result<(), lambda_runtime::Error> {
 /// Environment: `STACKSYNC_TABLE`, `STACKSYNC_STATE_MACHINE_ARN`;
 /// `STACKSYNC_MAX_STARTS` (optional, default 50).
 pub fn serve_scheduler() -> Result<(), lambda_runtime::Error> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?
-        .block_on(scheduler())
+    block_on(scheduler())
 }
 
 async fn scheduler() -> Result<(), lambda_runtime::Error> {
     use crate::scheduler::{Config, Scheduler};
-    init_logs();
-    let table = required("STACKSYNC_TABLE")?;
-    let machine = required("STACKSYNC_STATE_MACHINE_ARN")?;
+    let (_, registry, executions) = trigger_parts().await?;
     let mut config = Config::default();
     if let Ok(text) = required("STACKSYNC_MAX_STARTS") {
         config.max_starts = text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
             format!("STACKSYNC_MAX_STARTS must be a whole number above 0, not {text:?}")
         })?;
     }
-    let aws = load_config(&AwsOptions::default()).await;
     let scheduler = Scheduler {
-        registry: Registry::new(aws_sdk_dynamodb::Client::new(&aws), table),
-        executions: crate::adapters::stepfunctions::Executions::new(
-            aws_sdk_sfn::Client::new(&aws),
-            machine,
-        ),
+        registry,
+        executions,
         sources: crate::adapters::git::GitFetcher::new(std::env::temp_dir()),
         config,
     };
@@ -180,24 +190,15 @@ async fn scheduler() -> Result<(), lambda_runtime::Error> {
 ///
 /// Environment: `STACKSYNC_TABLE`, `STACKSYNC_STATE_MACHINE_ARN`.
 pub fn serve_events() -> Result<(), lambda_runtime::Error> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?
-        .block_on(events())
+    block_on(events())
 }
 
 async fn events() -> Result<(), lambda_runtime::Error> {
     use crate::triggers::EventHandler;
-    init_logs();
-    let table = required("STACKSYNC_TABLE")?;
-    let machine = required("STACKSYNC_STATE_MACHINE_ARN")?;
-    let aws = load_config(&AwsOptions::default()).await;
+    let (aws, registry, executions) = trigger_parts().await?;
     let handler = EventHandler {
-        registry: Registry::new(aws_sdk_dynamodb::Client::new(&aws), table),
-        executions: crate::adapters::stepfunctions::Executions::new(
-            aws_sdk_sfn::Client::new(&aws),
-            machine,
-        ),
+        registry,
+        executions,
         region: aws
             .region()
             .map(ToString::to_string)

@@ -64,6 +64,35 @@ fn source_from_item(item: &Item) -> Result<SourceRecord> {
 }
 
 impl Registry {
+    /// One conditional `UpdateItem` of the item `pk`: `true` if it was made,
+    /// `false` if the condition did not hold (someone else wrote first).
+    async fn update_if(
+        &self,
+        pk: String,
+        update: &str,
+        condition: &str,
+        values: Vec<(&str, AttributeValue)>,
+    ) -> Result<bool> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(schema::PK, s(pk))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names(&[update, condition])))
+            .set_expression_attribute_values(Some(
+                values.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            ))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failure(&e) => Ok(false),
+            Err(e) => Err(self.aws_error("UpdateItem", e)),
+        }
+    }
+
     /// Runs a query to its end (or until `limit` items), returning the items.
     async fn query_all(
         &self,
@@ -142,27 +171,18 @@ impl Registry {
     /// Adds a source item with no head yet, unless one exists. Returns
     /// whether it was added.
     pub async fn add_source(&self, key: &str, url: &str, reference: &str) -> Result<bool> {
-        let update = "SET #url = :url, #ref = :ref, #schedShard = :shard, #nextReconcileAt = :zero";
-        let condition = "attribute_not_exists(#pk)";
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key(schema::PK, s(format!("{SOURCE_PREFIX}{key}")))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&[update, condition])))
-            .expression_attribute_values(":url", s(url))
-            .expression_attribute_values(":ref", s(reference))
-            .expression_attribute_values(":shard", s(schema::SOURCES_SHARD))
-            .expression_attribute_values(":zero", n(0))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failure(&e) => Ok(false),
-            Err(e) => Err(self.aws_error("UpdateItem", e)),
-        }
+        self.update_if(
+            format!("{SOURCE_PREFIX}{key}"),
+            "SET #url = :url, #ref = :ref, #schedShard = :shard, #nextReconcileAt = :zero",
+            "attribute_not_exists(#pk)",
+            vec![
+                (":url", s(url)),
+                (":ref", s(reference)),
+                (":shard", s(schema::SOURCES_SHARD)),
+                (":zero", n(0)),
+            ],
+        )
+        .await
     }
 
     /// Records `head` as the source's head, if the item still holds `seen`
@@ -175,29 +195,21 @@ impl Registry {
         head: &str,
         now: EpochMillis,
     ) -> Result<bool> {
-        let update = "SET #head = :head, #followersCheckedAt = :now";
+        let mut values = vec![(":head", s(head)), (":now", n(now))];
         let condition = match seen {
-            Some(_) => "#head = :seen",
+            Some(seen) => {
+                values.push((":seen", s(seen)));
+                "#head = :seen"
+            }
             None => "attribute_exists(#pk) AND attribute_not_exists(#head)",
         };
-        let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key(schema::PK, s(format!("{SOURCE_PREFIX}{key}")))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&[update, condition])))
-            .expression_attribute_values(":head", s(head))
-            .expression_attribute_values(":now", n(now));
-        if let Some(seen) = seen {
-            request = request.expression_attribute_values(":seen", s(seen));
-        }
-        match request.send().await {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failure(&e) => Ok(false),
-            Err(e) => Err(self.aws_error("UpdateItem", e)),
-        }
+        self.update_if(
+            format!("{SOURCE_PREFIX}{key}"),
+            "SET #head = :head, #followersCheckedAt = :now",
+            condition,
+            values,
+        )
+        .await
     }
 
     /// Drops a source item nobody follows any more, if it still holds `seen`.
@@ -226,48 +238,25 @@ impl Registry {
     /// Moves a stack's `nextReconcileAt` from `from` to `to`, only if it is
     /// still `from` (a run that wrote since wins). Returns whether it moved.
     pub async fn move_due(&self, name: &str, from: EpochMillis, to: EpochMillis) -> Result<bool> {
-        let update = "SET #nextReconcileAt = :to";
-        let condition = "#nextReconcileAt = :from";
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key(schema::PK, s(schema::stack_key(name)))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&[update, condition])))
-            .expression_attribute_values(":from", n(from))
-            .expression_attribute_values(":to", n(to))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failure(&e) => Ok(false),
-            Err(e) => Err(self.aws_error("UpdateItem", e)),
-        }
+        self.update_if(
+            schema::stack_key(name),
+            "SET #nextReconcileAt = :to",
+            "#nextReconcileAt = :from",
+            vec![(":from", n(from)), (":to", n(to))],
+        )
+        .await
     }
 
     /// Makes a stack due at `now` (the scheduler starts it on its next run),
     /// unless it is due already or gone. Returns whether it changed.
     pub async fn mark_due(&self, name: &str, now: EpochMillis) -> Result<bool> {
-        let update = "SET #nextReconcileAt = :now";
-        let condition = "attribute_exists(#pk) AND (attribute_not_exists(#nextReconcileAt) OR #nextReconcileAt > :now)";
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key(schema::PK, s(schema::stack_key(name)))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&[update, condition])))
-            .expression_attribute_values(":now", n(now))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failure(&e) => Ok(false),
-            Err(e) => Err(self.aws_error("UpdateItem", e)),
-        }
+        self.update_if(
+            schema::stack_key(name),
+            "SET #nextReconcileAt = :now",
+            "attribute_exists(#pk) AND (attribute_not_exists(#nextReconcileAt) OR #nextReconcileAt > :now)",
+            vec![(":now", n(now))],
+        )
+        .await
     }
 
     /// Every entry whose CloudFormation stack is named `stack_name` (in any
