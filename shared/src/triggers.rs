@@ -235,32 +235,18 @@ fn answer(starts: Starts, keys: &[String]) -> Value {
 mod tests {
     use super::*;
     use crate::registry::Lease;
-    use crate::status::{Phase, Status, Timestamp};
+    use crate::status::{Status, Timestamp};
 
     const NOW: EpochMillis = 1_800_000_000_000;
 
     fn entry() -> StackEntry {
-        let spec: crate::StackSpec = serde_json::from_value(json!({
-            "name": "orders",
-            "source": {"git": "https://git.example/infra.git", "path": "t.yaml"}
-        }))
-        .unwrap();
-        StackEntry {
-            name: "orders".into(),
-            spec_version: 1,
-            spec_hash: String::new(),
-            spec,
-            suspended: false,
-            deletion_requested_at: None,
-            created_at: Timestamp(0),
-            updated_at: Timestamp(0),
-            status: Status {
-                phase: Phase::Ready,
+        crate::registry::sample_entry(
+            "orders",
+            Status {
                 last_reconcile_at: Some(Timestamp(NOW - 60_000)),
                 ..Status::default()
             },
-            lease: None,
-        }
+        )
     }
 
     fn change(status: &str, token: Option<&str>) -> StackStatusChange {

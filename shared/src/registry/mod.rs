@@ -912,6 +912,32 @@ pub fn entry_item(entry: &StackEntry) -> HashMap<String, AttributeValue> {
     item
 }
 
+/// An entry for unit tests: `name` follows `https://git.example/infra.git`
+/// (`t.yaml`), at `specVersion` 1, `Ready` with the given status fields.
+#[cfg(test)]
+pub(crate) fn sample_entry(name: &str, status: Status) -> StackEntry {
+    let spec: StackSpec = serde_json::from_value(serde_json::json!({
+        "name": name,
+        "source": {"git": "https://git.example/infra.git", "path": "t.yaml"}
+    }))
+    .unwrap_or_else(|e| panic!("sample spec: {e}"));
+    StackEntry {
+        name: name.into(),
+        spec_version: 1,
+        spec_hash: String::new(),
+        spec,
+        suspended: false,
+        deletion_requested_at: None,
+        created_at: Timestamp(0),
+        updated_at: Timestamp(0),
+        status: Status {
+            phase: Phase::Ready,
+            ..status
+        },
+        lease: None,
+    }
+}
+
 fn decode_entry(item: &HashMap<String, AttributeValue>) -> Result<StackEntry> {
     entry_from_item(item).map_err(|detail| RegistryError::Corrupt {
         key: item_key(item),

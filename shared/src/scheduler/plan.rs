@@ -186,29 +186,17 @@ mod tests {
     const NOW: EpochMillis = 1_800_000_000_000;
 
     fn entry(name: &str) -> StackEntry {
-        let spec: crate::StackSpec = serde_json::from_value(serde_json::json!({
-            "name": name,
-            "source": {"git": "https://git.example/infra.git", "path": "t.yaml"}
-        }))
-        .unwrap();
-        StackEntry {
-            name: name.into(),
-            spec_version: 3,
-            spec_hash: String::new(),
-            spec,
-            suspended: false,
-            deletion_requested_at: None,
-            created_at: Timestamp(0),
-            updated_at: Timestamp(0),
-            status: Status {
-                phase: Phase::Ready,
+        let mut e = crate::registry::sample_entry(
+            name,
+            Status {
                 observed_spec_version: 3,
                 last_attempted_revision: Some("a".repeat(40)),
                 next_reconcile_at: Some(Timestamp(NOW - 5)),
                 ..Status::default()
             },
-            lease: None,
-        }
+        );
+        e.spec_version = 3;
+        e
     }
 
     fn reason(action: DueAction) -> Reason {
