@@ -233,6 +233,24 @@ describe('synthesis without Rust', () => {
   });
 });
 
+describe('IAM conformance', () => {
+  // The Rust test tests/tests/iam.rs holds every AWS call the integration suite recorded against each role of
+  // this synthesis (and of template.yaml): the installation of tests/fixtures/iam/installation.json.
+  test('the synthesis for the IAM conformance test is written to dist/conformance.template.json', () => {
+    const fixture = JSON.parse(fs.readFileSync(path.join(ROOT, 'tests', 'fixtures', 'iam', 'installation.json'), 'utf8'));
+    const s = synth({
+      stackNamePrefix: fixture.stackNamePrefix,
+      cloudFormationRoleArns: fixture.cloudFormationRoleArns,
+      targetAccountRoleArns: fixture.targetAccountRoleArns,
+      webhookSecretArn: fixture.webhookSecretArn,
+    });
+    const out = path.join(INFRA, 'dist', 'conformance.template.json');
+    fs.writeFileSync(out, `${JSON.stringify(s.json, null, 1)}\n`);
+    const roles = ofType(s.json, 'AWS::IAM::Role').flatMap(([, r]) => arr(r.Properties?.Policies).map((p) => p.PolicyName));
+    for (const spec of FUNCTIONS) assert.ok(roles.includes(spec.binary), `a role with the inline policy ${spec.binary}`);
+  });
+});
+
 describe('functions', () => {
   test('nine Rust functions (six steps; the webhook, scheduler and events triggers): provided.al2023, x86_64 by default, 256 MB, active tracing', () => {
     const defaults = lazyDefaults();

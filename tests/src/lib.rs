@@ -9,6 +9,7 @@
 
 pub mod fleet;
 pub mod git;
+pub mod iam;
 pub mod local;
 pub mod scripted;
 pub mod stepfunctions;
@@ -115,10 +116,13 @@ impl Emulator {
         &self.endpoint
     }
 
-    /// SDK configuration for the emulator: its endpoint, dummy credentials, us-east-1.
+    /// SDK configuration for the emulator: its endpoint, dummy credentials,
+    /// us-east-1, and an HTTP client that records the calls made under a
+    /// function ([`iam::as_function`]) for the IAM conformance test.
     pub fn sdk_config(&self) -> SdkConfig {
         SdkConfig::builder()
             .behavior_version(BehaviorVersion::latest())
+            .http_client(iam::record::recording_http_client())
             .region(Region::new("us-east-1"))
             .endpoint_url(&self.endpoint)
             .credentials_provider(

@@ -8,16 +8,35 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
 use stacksync::adapters::git::GitFetcher;
-use stacksync::asl::{Event, Outcome, RunOptions, StateMachine};
+use stacksync::asl::{AslError, Event, Outcome, RunOptions, StateMachine, TaskRunner};
 use stacksync::clock::now_millis;
 use stacksync::manifest::parse_manifest;
-use stacksync::reconcile::local::{reconcile_machine, sdk_steps};
+use stacksync::reconcile::local::{FUNCTIONS, reconcile_machine, sdk_steps};
 use stacksync::reconcile::ports::{CloudFormationFactory, PortResult, SourceFetcher};
 use stacksync::reconcile::steps::Steps;
 use stacksync::registry::StackEntry;
 use stacksync::registry::plan::plan_apply;
 
+use crate::iam::as_function;
 use crate::{Emulator, unique_name};
+
+/// The steps as the deployed state machine runs them: each Task state as its
+/// own function, so the AWS calls it makes are recorded under that
+/// function's role (the IAM conformance test).
+#[derive(Debug)]
+pub struct AsFunctions<'a, R>(pub &'a R);
+
+impl<R: TaskRunner> TaskRunner for AsFunctions<'_, R> {
+    async fn run(&self, resource: &str, input: Value) -> Result<Value, AslError> {
+        let name = resource.strip_prefix("local:").unwrap_or(resource);
+        let function = FUNCTIONS
+            .iter()
+            .map(|(_, f)| *f)
+            .find(|f| *f == name)
+            .ok_or_else(|| AslError::new("States.TaskFailed", format!("no function {name}")))?;
+        as_function(function, self.0.run(resource, input)).await
+    }
+}
 
 /// A [`SourceFetcher`] that counts what it is asked.
 #[derive(Debug)]
@@ -139,9 +158,13 @@ impl<F: CloudFormationFactory> Harness<F> {
         let mut seen = Vec::new();
         let outcome = self
             .machine
-            .execute(&self.steps, &execution, input, &options, &mut |event, _| {
-                seen.push(event.clone())
-            })
+            .execute(
+                &AsFunctions(&self.steps),
+                &execution,
+                input,
+                &options,
+                &mut |event, _| seen.push(event.clone()),
+            )
             .await;
         self.events.lock().expect("events").extend(seen);
         outcome

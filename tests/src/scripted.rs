@@ -11,6 +11,9 @@ use stacksync::reconcile::ports::{
 };
 use stacksync::reconcile::status::{ChangeSetStatus, ExecutionStatus, StackStatus};
 
+use crate::iam::call::Call;
+use crate::iam::record::{record, recording, template_transforms};
+
 /// What the fake answers, and what it was asked.
 #[derive(Debug, Default)]
 pub struct Script {
@@ -114,7 +117,29 @@ impl ScriptedCloudFormation {
             .collect()
     }
 
+    /// Records the call as the AWS operation it stands for (the IAM
+    /// conformance test holds the calling function's role against it).
+    fn record(&self, operation: &str, stack: &str, role_arn: Option<&str>) {
+        if recording() {
+            record(Call {
+                service: "cloudformation".into(),
+                operation: operation.into(),
+                region: "us-east-1".into(),
+                status: 200,
+                stack: Some(stack.into()),
+                role_arn: role_arn.map(str::to_owned),
+                ..Call::default()
+            });
+        }
+    }
+
     fn call(&self, operation: &'static str, detail: String) -> PortResult<()> {
+        let stack = detail.split(' ').next().unwrap_or_default();
+        self.record(operation, stack, None);
+        self.call_unrecorded(operation, detail)
+    }
+
+    fn call_unrecorded(&self, operation: &'static str, detail: String) -> PortResult<()> {
         let mut s = self.script();
         s.calls.push(format!("{operation} {detail}"));
         match s.failures.get_mut(operation).and_then(VecDeque::pop_front) {
@@ -158,7 +183,21 @@ impl CloudFormation for ScriptedCloudFormation {
     }
 
     async fn create_change_set(&self, request: &ChangeSetRequest) -> PortResult<Created> {
-        self.call(
+        if recording() {
+            record(Call {
+                service: "cloudformation".into(),
+                operation: "CreateChangeSet".into(),
+                region: "us-east-1".into(),
+                status: 200,
+                stack: Some(request.stack_name.clone()),
+                role_arn: request.role_arn.clone(),
+                template_url: Some(request.template_url.clone()),
+                transforms: template_transforms(&request.template_url),
+                tagged: !request.tags.is_empty(),
+                ..Call::default()
+            });
+        }
+        self.call_unrecorded(
             "CreateChangeSet",
             format!("{} {:?}", request.change_set_name, request.kind),
         )?;
@@ -167,10 +206,11 @@ impl CloudFormation for ScriptedCloudFormation {
 
     async fn describe_change_set(
         &self,
-        _stack: &str,
+        stack: &str,
         name: &str,
     ) -> PortResult<Option<ChangeSetInfo>> {
-        self.call("DescribeChangeSet", name.to_owned())?;
+        self.record("DescribeChangeSet", stack, None);
+        self.call_unrecorded("DescribeChangeSet", name.to_owned())?;
         let mut s = self.script();
         let info = if s.change_set.len() > 1 {
             s.change_set.pop_front()
@@ -180,8 +220,9 @@ impl CloudFormation for ScriptedCloudFormation {
         Ok(info)
     }
 
-    async fn execute_change_set(&self, _stack: &str, name: &str) -> PortResult<()> {
-        self.call("ExecuteChangeSet", name.to_owned())?;
+    async fn execute_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
+        self.record("ExecuteChangeSet", stack, None);
+        self.call_unrecorded("ExecuteChangeSet", name.to_owned())?;
         let mut s = self.script();
         s.stack = s.after_execute.iter().cloned().collect();
         s.change_set = [ChangeSetInfo {
@@ -193,17 +234,20 @@ impl CloudFormation for ScriptedCloudFormation {
         Ok(())
     }
 
-    async fn delete_change_set(&self, _stack: &str, name: &str) -> PortResult<()> {
-        self.call("DeleteChangeSet", name.to_owned())
+    async fn delete_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
+        self.record("DeleteChangeSet", stack, None);
+        self.call_unrecorded("DeleteChangeSet", name.to_owned())
     }
 
-    async fn list_change_sets(&self, _stack: &str) -> PortResult<Vec<String>> {
-        self.call("ListChangeSets", String::new())?;
+    async fn list_change_sets(&self, stack: &str) -> PortResult<Vec<String>> {
+        self.record("ListChangeSets", stack, None);
+        self.call_unrecorded("ListChangeSets", String::new())?;
         Ok(vec!["left-over".to_owned()])
     }
 
-    async fn delete_stack(&self, stack: &str, _role_arn: Option<&str>) -> PortResult<()> {
-        self.call("DeleteStack", stack.to_owned())?;
+    async fn delete_stack(&self, stack: &str, role_arn: Option<&str>) -> PortResult<()> {
+        self.record("DeleteStack", stack, role_arn);
+        self.call_unrecorded("DeleteStack", stack.to_owned())?;
         let mut s = self.script();
         s.stack = s.after_delete.iter().cloned().collect();
         Ok(())
@@ -212,9 +256,10 @@ impl CloudFormation for ScriptedCloudFormation {
     async fn continue_update_rollback(
         &self,
         stack: &str,
-        _role_arn: Option<&str>,
+        role_arn: Option<&str>,
     ) -> PortResult<()> {
-        self.call("ContinueUpdateRollback", stack.to_owned())?;
+        self.record("ContinueUpdateRollback", stack, role_arn);
+        self.call_unrecorded("ContinueUpdateRollback", stack.to_owned())?;
         let mut s = self.script();
         s.stack = s.after_continue.iter().cloned().collect();
         Ok(())

@@ -13,6 +13,7 @@ use stacksync::registry::StackEntry;
 use stacksync::scheduler::plan::Reason;
 use stacksync::triggers::EventHandler;
 use stacksync_testkit::fleet::{Fleet, steady_entry};
+use stacksync_testkit::iam::as_function;
 
 fn fixture(name: &str) -> Value {
     let path = format!("{}/fixtures/events/{name}.json", env!("CARGO_MANIFEST_DIR"));
@@ -84,7 +85,9 @@ impl Setup {
 
     async fn handle(&self, event: Value) -> Value {
         let event = from_value(event).unwrap();
-        self.handler.handle(&event, now_millis()).await.unwrap()
+        as_function("events", self.handler.handle(&event, now_millis()))
+            .await
+            .unwrap()
     }
 }
 
@@ -171,9 +174,8 @@ async fn an_out_of_band_stack_change_is_reconciled_and_stacksyncs_own_are_not() 
 
     // Somebody updated the stack in the console: due now (eu-west-1 only).
     let now = now_millis();
-    let answer = s
-        .handler
-        .handle(&from_value(recent("Console-UpdateStack-1")).unwrap(), now)
+    let event = from_value(recent("Console-UpdateStack-1")).unwrap();
+    let answer = as_function("events", s.handler.handle(&event, now))
         .await
         .unwrap();
     assert_eq!(answer["result"], "marked for reconcile", "{answer}");
@@ -196,7 +198,9 @@ async fn an_out_of_band_stack_change_is_reconciled_and_stacksyncs_own_are_not() 
     assert!(other.status.next_reconcile_at.unwrap().0 > now);
 
     // The scheduler's next run starts it, and only it.
-    let report = s.fleet.scheduler(10).run(now_millis()).await.unwrap();
+    let report = as_function("scheduler", s.fleet.scheduler(10).run(now_millis()))
+        .await
+        .unwrap();
     let started: Vec<(String, Reason)> = report
         .started
         .iter()

@@ -12,6 +12,7 @@ use stacksync::scheduler::plan::Reason;
 use stacksync::status::{Phase, Timestamp};
 use stacksync_testkit::Emulator;
 use stacksync_testkit::fleet::{Fleet, steady_entry};
+use stacksync_testkit::iam::as_function;
 
 /// The DynamoDB operations recorded for `table` (its name is in every body).
 fn dynamodb_calls(emulator: &Emulator, table: &str) -> Vec<String> {
@@ -40,7 +41,9 @@ async fn ten_thousand_stacks_over_fifty_sources_one_percent_moved_start_exactly_
 
     // Idle: nothing due, no source moved.
     let before = dynamodb_calls(emulator, &table).len();
-    let idle = scheduler.run(now_millis()).await.unwrap();
+    let idle = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
     let idle_calls = &dynamodb_calls(emulator, &table)[before..];
     assert_eq!(idle.errors, Vec::<String>::new());
     assert_eq!(
@@ -65,7 +68,9 @@ async fn ten_thousand_stacks_over_fifty_sources_one_percent_moved_start_exactly_
         .map(|i| fleet.repos[i].commit(&[("stack.yaml", b"Resources: {} # v2\n")], "second"))
         .collect();
     let before = dynamodb_calls(emulator, &table).len();
-    let report = scheduler.run(now_millis()).await.unwrap();
+    let report = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
     let calls = dynamodb_calls(emulator, &table)[before..].to_vec();
     assert_eq!(report.errors, Vec::<String>::new());
     let started: BTreeSet<String> = report.started.iter().map(|s| s.stack.clone()).collect();
@@ -95,7 +100,9 @@ async fn ten_thousand_stacks_over_fifty_sources_one_percent_moved_start_exactly_
     assert_eq!(cfn, 0);
 
     // The heads are recorded: the next run is idle again.
-    let again = scheduler.run(now_millis()).await.unwrap();
+    let again = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
     assert!(again.started.is_empty(), "{again:?}");
     assert_eq!(fleet.execution_names().await.len(), 100);
 
@@ -114,7 +121,9 @@ async fn ten_thousand_stacks_over_fifty_sources_one_percent_moved_start_exactly_
         .collect();
     fleet.write(&entries).await;
     let before = dynamodb_calls(emulator, &table).len();
-    let report = scheduler.run(now_millis()).await.unwrap();
+    let report = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
     let calls = dynamodb_calls(emulator, &table)[before..].to_vec();
     assert_eq!(report.due, 40);
     assert_eq!(
@@ -165,7 +174,10 @@ async fn due_entries_start_for_their_reason_and_the_cap_defers_the_rest_without_
 
     // Two schedulers at once (EventBridge may invoke twice): deterministic
     // names mean no stack is started twice.
-    let (a, b) = tokio::join!(scheduler.run(now), scheduler.run(now));
+    let (a, b) = as_function("scheduler", async {
+        tokio::join!(scheduler.run(now), scheduler.run(now))
+    })
+    .await;
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!(a.errors, Vec::<String>::new());
     let first: Vec<(String, Reason)> = a
@@ -202,13 +214,17 @@ async fn due_entries_start_for_their_reason_and_the_cap_defers_the_rest_without_
     // The rest follow in later runs, four at a time, each exactly once.
     let mut runs = 1;
     while fleet.execution_names().await.len() < 10 {
-        let r = scheduler.run(now_millis()).await.unwrap();
+        let r = as_function("scheduler", scheduler.run(now_millis()))
+            .await
+            .unwrap();
         assert!(r.started.len() <= 4);
         runs += 1;
         assert!(runs < 10, "the deferred entries never came: {r:?}");
     }
     assert_eq!(runs, 3);
-    let r = scheduler.run(now_millis()).await.unwrap();
+    let r = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
     assert!(r.started.is_empty(), "{r:?}");
     let executions = fleet.execution_names().await;
     assert_eq!(executions.len(), 10);

@@ -13,6 +13,7 @@ use stacksync::registry::Registry;
 use stacksync::webhook::Headers;
 use stacksync::webhook::handler::{SecretLocation, Secrets, Webhook};
 use stacksync::webhook::verify::sign;
+use stacksync_testkit::iam::as_function;
 use stacksync_testkit::local::Harness;
 use stacksync_testkit::{Emulator, unique_name};
 
@@ -92,7 +93,7 @@ impl Setup {
     }
 
     async fn deliver(&self, headers: &Headers, body: &[u8]) -> (u16, Value) {
-        let r = self.webhook.handle(headers, body, now_millis()).await;
+        let r = as_function("webhook", self.webhook.handle(headers, body, now_millis())).await;
         (r.status, r.body)
     }
 
@@ -338,7 +339,9 @@ async fn fifty_concurrent_deliveries_of_one_push_start_one_execution_per_stack()
         }
         let h = signed(&h, &raw, SECRET);
         tasks.push(tokio::spawn(async move {
-            webhook.handle(&h, &raw, now_millis()).await.status
+            as_function("webhook", webhook.handle(&h, &raw, now_millis()))
+                .await
+                .status
         }));
     }
     for t in tasks {

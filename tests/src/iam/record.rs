@@ -1,0 +1,177 @@
+//! Recording the AWS calls each function makes while the integration suite
+//! runs. The emulator enforces no IAM, so these records are what the IAM
+//! conformance test (`tests/tests/iam.rs`) holds each role against.
+//!
+//! - **Who calls**: the function a piece of code runs as, set with
+//!   [`as_function`] (a task-local): the local runner's Task states run as
+//!   their step (`Harness`), the trigger tests wrap the handler they call.
+//!   Calls made outside any function (a test's own set-up and checks) are
+//!   not recorded.
+//! - **What is called**: every request the SDK sends through the emulator's
+//!   HTTP client ([`recording_http_client`]), read off the wire; and every
+//!   call of the scripted CloudFormation (`crate::scripted`), which stands in
+//!   for CloudFormation where the emulator cannot produce a state.
+//! - **Where to**: one JSON line per call, appended to
+//!   `$STACKSYNC_IAM_CALLS/calls-<pid>.jsonl`. Without that variable nothing
+//!   is written (`scripts/test` sets it).
+
+use std::fs::File;
+use std::future::Future;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+use aws_smithy_runtime_api::client::http::{
+    HttpClient, HttpConnector, HttpConnectorFuture, SharedHttpClient, SharedHttpConnector,
+    http_client_fn,
+};
+use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
+
+use super::call::{Call, Wire, from_wire, transforms};
+
+/// The environment variable naming the folder the calls are written to.
+pub const CALLS_DIR_ENV: &str = "STACKSYNC_IAM_CALLS";
+
+tokio::task_local! {
+    static FUNCTION: &'static str;
+}
+
+/// Runs `future` as the function `function` (`change-set`, `webhook`, …):
+/// the AWS calls it makes are recorded under that function's role.
+pub async fn as_function<F: Future>(function: &'static str, future: F) -> F::Output {
+    FUNCTION.scope(function, future).await
+}
+
+/// The function the current task runs as, if any.
+pub fn current_function() -> Option<&'static str> {
+    FUNCTION.try_with(|f| *f).ok()
+}
+
+/// The file this process appends to, when recording is on.
+fn sink() -> Option<&'static Mutex<File>> {
+    static SINK: OnceLock<Option<Mutex<File>>> = OnceLock::new();
+    SINK.get_or_init(|| {
+        let dir = PathBuf::from(std::env::var_os(CALLS_DIR_ENV)?);
+        std::fs::create_dir_all(&dir).ok()?;
+        let path = dir.join(format!("calls-{}.jsonl", std::process::id()));
+        let file = File::options()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        Some(Mutex::new(file))
+    })
+    .as_ref()
+}
+
+/// The running test's name: nextest (and `cargo test --exact`) pass it as
+/// the argument after `--exact`; otherwise the test binary's name.
+fn test_name() -> &'static str {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| {
+        let args: Vec<String> = std::env::args().collect();
+        args.iter()
+            .position(|a| a == "--exact")
+            .and_then(|i| args.get(i + 1).cloned())
+            .unwrap_or_else(|| args.first().cloned().unwrap_or_default())
+    })
+}
+
+/// Appends one call (under the current function) to this process's record.
+pub fn record(mut call: Call) {
+    let Some(sink) = sink() else { return };
+    let Some(function) = current_function() else {
+        return;
+    };
+    call.function = function.to_owned();
+    call.test = test_name().to_owned();
+    let mut line = serde_json::to_string(&call).unwrap_or_default();
+    line.push('\n');
+    let mut file = sink
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // One write per line: concurrent tests of one process never interleave.
+    file.write_all(line.as_bytes())
+        .expect("the IAM call record is writable");
+}
+
+/// Whether a call made now would be recorded.
+pub fn recording() -> bool {
+    current_function().is_some() && sink().is_some()
+}
+
+/// The template's transforms, read from the emulator's S3 (the template URL
+/// is `http://localhost:PORT/BUCKET/KEY`, as moto wants it).
+pub fn template_transforms(template_url: &str) -> Vec<String> {
+    let path = template_url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.find('/').map(|i| &rest[i..]))
+        .unwrap_or("");
+    let auth = "AWS4-HMAC-SHA256 Credential=recorder/20260101/us-east-1/s3/aws4_request, \
+                SignedHeaders=host, Signature=0";
+    let body = crate::Emulator::shared().raw_request("GET", path, &[("Authorization", auth)], "");
+    transforms(body.as_bytes())
+}
+
+/// The emulator's HTTP client (plain HTTP on loopback), recording every
+/// request made under a function.
+pub fn recording_http_client() -> SharedHttpClient {
+    let inner = aws_smithy_http_client::Builder::new().build_http();
+    http_client_fn(move |settings, components| {
+        SharedHttpConnector::new(Recording {
+            inner: inner.http_connector(settings, components),
+        })
+    })
+}
+
+#[derive(Debug)]
+struct Recording {
+    inner: SharedHttpConnector,
+}
+
+impl HttpConnector for Recording {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        // Read here, in the caller's task, where the function is known.
+        let calls = recording().then(|| calls_of(&request));
+        let function = current_function();
+        let response = self.inner.call(request);
+        HttpConnectorFuture::new(async move {
+            let response = response.await;
+            if let (Some(calls), Some(function)) = (calls, function) {
+                let status = response.as_ref().map_or(0, |r| r.status().as_u16());
+                as_function(function, async {
+                    for call in calls {
+                        record(Call { status, ..call });
+                    }
+                })
+                .await;
+            }
+            response
+        })
+    }
+}
+
+fn calls_of(request: &HttpRequest) -> Vec<Call> {
+    let headers = request.headers();
+    let wire = Wire {
+        method: request.method(),
+        uri: request.uri(),
+        authorization: headers.get("authorization"),
+        target: headers.get("x-amz-target"),
+        copy_source: headers.get("x-amz-copy-source"),
+        body: request.body().bytes().unwrap_or(&[]),
+    };
+    let mut calls = from_wire(&wire).unwrap_or_else(|e| {
+        // A call the recorder cannot read is a call the IAM test cannot
+        // check: fail the test that made it, here, with the reason.
+        panic!("IAM recorder: {e}")
+    });
+    for call in &mut calls {
+        if call.operation == "CreateChangeSet"
+            && let Some(url) = &call.template_url
+        {
+            call.transforms = template_transforms(url);
+        }
+    }
+    calls
+}

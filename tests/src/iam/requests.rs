@@ -1,0 +1,468 @@
+//! What IAM checks for one recorded call: the actions, on which resources,
+//! with which condition keys. Written from AWS's Service Authorization
+//! Reference (the "API operations" tables of CloudFormation, S3, DynamoDB,
+//! Step Functions, Secrets Manager, SSM and STS) and the CloudFormation user
+//! guide ("Controlling access with IAM"):
+//!
+//! - CloudFormation actions are authorized on the stack ARN, change-set
+//!   operations included; `ListStacks` only on `*`.
+//! - `CreateChangeSet`, `DeleteStack` and `ContinueUpdateRollback` with a
+//!   `RoleARN` also need `iam:PassRole` on that role, with
+//!   `iam:PassedToService` = `cloudformation.amazonaws.com` (in every
+//!   partition).
+//! - `CreateChangeSet` with tags also needs `cloudformation:TagResource`;
+//!   `ExecuteChangeSet` needs `TagResource` and `UntagResource` (it applies
+//!   the change set's tags, adding and removing).
+//! - CloudFormation reads a `TemplateURL` with the caller's credentials:
+//!   `s3:GetObject` on the template object.
+//! - A template with a transform needs `cloudformation:CreateChangeSet` on
+//!   `arn:PARTITION:cloudformation:REGION:aws:transform/NAME`.
+//! - S3: `HeadObject` is `s3:GetObject` (`s3:GetObjectVersion` with a
+//!   version id); a missing object answers 404 only with `s3:ListBucket` on
+//!   the bucket (403 otherwise), so a call that saw a 404 needs it too.
+//! - DynamoDB item operations carry the item's partition key as
+//!   `dynamodb:LeadingKeys`.
+
+use std::collections::BTreeMap;
+
+use super::call::Call;
+
+/// The CloudFormation operations known here, each authorized on the stack
+/// ARN alone (plus what [`requests`] adds for roles, tags and templates).
+const ON_STACK: [&str; 13] = [
+    "DescribeStacks",
+    "CreateChangeSet",
+    "DescribeChangeSet",
+    "ExecuteChangeSet",
+    "DeleteChangeSet",
+    "ListChangeSets",
+    "ContinueUpdateRollback",
+    "DescribeStackEvents",
+    "UpdateTerminationProtection",
+    "SetStackPolicy",
+    "GetStackPolicy",
+    "DeleteStack",
+    "GetTemplate",
+];
+
+/// The installation the roles belong to: the names its resources have
+/// (every table the tests make is "the registry", every bucket "the
+/// artifact bucket", …), in one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Installation {
+    pub partition: String,
+    /// The region calls are mapped to outside the `aws` partition.
+    pub region: String,
+    pub account: String,
+    pub url_suffix: String,
+    pub table: String,
+    pub bucket: String,
+    pub state_machine_name: String,
+    pub webhook_secret_arn: String,
+    pub cloudformation_role_arn: String,
+    pub target_role_arn: String,
+}
+
+impl Installation {
+    /// The installation the conformance test checks, in `partition`, with
+    /// the values of `tests/fixtures/iam/installation.json` (the CDK app is
+    /// synthesized from the same file).
+    pub fn in_partition(partition: &str, fixture: &serde_json::Value) -> Installation {
+        let (region, url_suffix) = match partition {
+            "aws-cn" => ("cn-north-1", "amazonaws.com.cn"),
+            "aws-us-gov" => ("us-gov-west-1", "amazonaws.com"),
+            _ => ("us-east-1", "amazonaws.com"),
+        };
+        let text = |key: &str| fixture[key].as_str().unwrap_or_default().to_owned();
+        let first = |key: &str| fixture[key][0].as_str().unwrap_or_default().to_owned();
+        Installation {
+            partition: partition.to_owned(),
+            region: region.to_owned(),
+            account: text("account"),
+            url_suffix: url_suffix.to_owned(),
+            table: text("table"),
+            bucket: text("bucket"),
+            state_machine_name: text("stateMachineName"),
+            webhook_secret_arn: text("webhookSecretArn"),
+            cloudformation_role_arn: first("cloudFormationRoleArns"),
+            target_role_arn: first("targetAccountRoleArns"),
+        }
+    }
+
+    /// The region of a call, in this partition.
+    fn region<'a>(&'a self, call: &'a Call) -> &'a str {
+        if self.partition == "aws" && !call.region.is_empty() {
+            &call.region
+        } else {
+            &self.region
+        }
+    }
+
+    pub fn table_arn(&self, region: &str) -> String {
+        format!(
+            "arn:{}:dynamodb:{region}:{}:table/{}",
+            self.partition, self.account, self.table
+        )
+    }
+
+    pub fn state_machine_arn(&self, region: &str) -> String {
+        format!(
+            "arn:{}:states:{region}:{}:stateMachine:{}",
+            self.partition, self.account, self.state_machine_name
+        )
+    }
+
+    fn stack_arn(&self, region: &str, stack: &str) -> String {
+        // A stack id (`arn:…:stack/NAME/ID`) keeps its name and id.
+        let (name, id) = match stack.split_once(":stack/") {
+            Some((_, rest)) => rest.split_once('/').unwrap_or((rest, "id")),
+            None => (stack, "00000000-0000-0000-0000-000000000000"),
+        };
+        format!(
+            "arn:{}:cloudformation:{region}:{}:stack/{name}/{id}",
+            self.partition, self.account
+        )
+    }
+}
+
+/// One authorization IAM makes for a call.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Request {
+    pub action: String,
+    pub resource: String,
+    /// Condition keys and their values in the request context.
+    pub context: BTreeMap<String, Vec<String>>,
+}
+
+impl Request {
+    fn new(action: &str, resource: String) -> Request {
+        Request {
+            action: action.to_owned(),
+            resource,
+            context: BTreeMap::new(),
+        }
+    }
+
+    fn with(mut self, key: &str, value: &str) -> Request {
+        self.context
+            .entry(key.to_owned())
+            .or_default()
+            .push(value.to_owned());
+        self
+    }
+}
+
+impl std::fmt::Display for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} on {}", self.action, self.resource)?;
+        for (key, values) in &self.context {
+            write!(f, " [{key}={}]", values.join(","))?;
+        }
+        Ok(())
+    }
+}
+
+/// The authorizations `call` needs in `installation`; an error for a call
+/// this module does not know (a new kind of call must be taught here, not
+/// let through).
+pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>, String> {
+    let i = installation;
+    let region = i.region(call);
+    let op = call.operation.as_str();
+    let action = format!("{}:{op}", call.service);
+    let unknown = || {
+        Err(format!(
+            "{}:{op}: a call the IAM conformance test does not know yet (tests/src/iam/requests.rs)",
+            call.service
+        ))
+    };
+    let out = match call.service.as_str() {
+        "dynamodb" => {
+            let table = i.table_arn(region);
+            match op {
+                "GetItem" | "PutItem" | "UpdateItem" | "DeleteItem" | "ConditionCheckItem" => {
+                    let key = call.key.as_deref().unwrap_or("");
+                    vec![Request::new(&action, table).with("dynamodb:LeadingKeys", key)]
+                }
+                "Query" | "Scan" => {
+                    let resource = match &call.index {
+                        Some(index) => format!("{table}/index/{index}"),
+                        None => table,
+                    };
+                    vec![Request::new(&action, resource)]
+                }
+                "BatchWriteItem" | "BatchGetItem" | "DescribeTable" => {
+                    vec![Request::new(&action, table)]
+                }
+                _ => return unknown(),
+            }
+        }
+        "s3" => {
+            let bucket = format!("arn:{}:s3:::{}", i.partition, i.bucket);
+            let object = format!("{bucket}/{}", call.object.as_deref().unwrap_or(""));
+            let read = if call.version.is_some() {
+                "s3:GetObjectVersion"
+            } else {
+                "s3:GetObject"
+            };
+            let mut out = match op {
+                "HeadObject" | "GetObject" => vec![Request::new(read, object)],
+                "PutObject" => vec![Request::new("s3:PutObject", object)],
+                "DeleteObject" => vec![Request::new("s3:DeleteObject", object)],
+                "ListObjectsV2" | "HeadBucket" => {
+                    vec![Request::new("s3:ListBucket", bucket.clone())]
+                }
+                "CreateBucket" => vec![Request::new("s3:CreateBucket", bucket.clone())],
+                _ => return unknown(),
+            };
+            if call.status == 404 && call.object.is_some() {
+                out.push(Request::new("s3:ListBucket", bucket));
+            }
+            out
+        }
+        "cloudformation" => {
+            let stack = |name: &str| i.stack_arn(region, name);
+            let mut out = match (op, &call.stack) {
+                ("ListStacks", _) | ("DescribeStacks", None) => {
+                    vec![Request::new(&action, "*".to_owned())]
+                }
+                (op, Some(name)) if ON_STACK.contains(&op) => {
+                    vec![Request::new(&action, stack(name))]
+                }
+                _ => return unknown(),
+            };
+            let on_stack = out[0].resource.clone();
+            if call.role_arn.is_some() {
+                out.push(
+                    Request::new("iam:PassRole", i.cloudformation_role_arn.clone())
+                        .with("iam:PassedToService", "cloudformation.amazonaws.com"),
+                );
+            }
+            match op {
+                "CreateChangeSet" => {
+                    if call.tagged {
+                        out.push(Request::new("cloudformation:TagResource", on_stack));
+                    }
+                    if let Some(url) = &call.template_url {
+                        // http://localhost:PORT/BUCKET/KEY (the emulator) or
+                        // https://BUCKET.s3.REGION.SUFFIX/KEY: the key is what counts.
+                        let key = template_key(url)
+                            .ok_or_else(|| format!("CreateChangeSet: template URL {url}"))?;
+                        out.push(Request::new(
+                            "s3:GetObject",
+                            format!("arn:{}:s3:::{}/{key}", i.partition, i.bucket),
+                        ));
+                    }
+                    for transform in &call.transforms {
+                        let name = transform.trim_start_matches("AWS::");
+                        out.push(Request::new(
+                            "cloudformation:CreateChangeSet",
+                            format!(
+                                "arn:{}:cloudformation:{region}:aws:transform/{name}",
+                                i.partition
+                            ),
+                        ));
+                    }
+                }
+                "ExecuteChangeSet" => {
+                    out.push(Request::new("cloudformation:TagResource", on_stack.clone()));
+                    out.push(Request::new("cloudformation:UntagResource", on_stack));
+                }
+                _ => {}
+            }
+            out
+        }
+        "states" => match op {
+            "StartExecution" | "DescribeStateMachine" | "ListExecutions" => {
+                vec![Request::new(&action, i.state_machine_arn(region))]
+            }
+            _ => return unknown(),
+        },
+        "secretsmanager" => match op {
+            "GetSecretValue" => vec![Request::new(&action, i.webhook_secret_arn.clone())],
+            _ => return unknown(),
+        },
+        "ssm" => match op {
+            "GetParameter" => {
+                let name = call.target.as_deref().unwrap_or("").trim_start_matches('/');
+                vec![Request::new(
+                    &action,
+                    format!(
+                        "arn:{}:ssm:{region}:{}:parameter/{name}",
+                        i.partition, i.account
+                    ),
+                )]
+            }
+            _ => return unknown(),
+        },
+        "sts" => match op {
+            "AssumeRole" => vec![Request::new(&action, i.target_role_arn.clone())],
+            _ => return unknown(),
+        },
+        _ => return unknown(),
+    };
+    Ok(out)
+}
+
+/// The object key of a template URL: everything after the bucket.
+fn template_key(url: &str) -> Option<String> {
+    let (_, rest) = url.split_once("://")?;
+    let (host, path) = rest.split_once('/')?;
+    if host.contains(".s3.") || host.contains(".s3-") {
+        Some(path.to_owned()) // virtual-hosted: BUCKET.s3.REGION.SUFFIX/KEY
+    } else {
+        path.split_once('/').map(|(_, key)| key.to_owned()) // path style: /BUCKET/KEY
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn installation(partition: &str) -> Installation {
+        let fixture = serde_json::json!({
+            "account": "123456789012", "table": "registry", "bucket": "artifacts",
+            "stateMachineName": "reconcile",
+            "webhookSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:hook-AbCdEf",
+            "cloudFormationRoleArns": ["arn:aws:iam::123456789012:role/cfn"],
+            "targetAccountRoleArns": ["arn:aws:iam::210987654321:role/target"],
+        });
+        Installation::in_partition(partition, &fixture)
+    }
+
+    fn cfn(op: &str) -> Call {
+        Call {
+            service: "cloudformation".into(),
+            operation: op.into(),
+            region: "eu-west-1".into(),
+            stack: Some("orders".into()),
+            ..Call::default()
+        }
+    }
+
+    #[test]
+    fn a_change_set_with_a_role_tags_and_a_transform_needs_five_authorizations() {
+        let call = Call {
+            role_arn: Some("arn:aws:iam::123456789012:role/whatever-the-test-used".into()),
+            template_url: Some("http://localhost:5000/test-bucket-1/templates/abc".into()),
+            transforms: vec!["AWS::Serverless-2016-10-31".into()],
+            tagged: true,
+            ..cfn("CreateChangeSet")
+        };
+        let got: Vec<String> = requests(&call, &installation("aws"))
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "cloudformation:CreateChangeSet on arn:aws:cloudformation:eu-west-1:123456789012:stack/orders/00000000-0000-0000-0000-000000000000",
+                "iam:PassRole on arn:aws:iam::123456789012:role/cfn [iam:PassedToService=cloudformation.amazonaws.com]",
+                "cloudformation:TagResource on arn:aws:cloudformation:eu-west-1:123456789012:stack/orders/00000000-0000-0000-0000-000000000000",
+                "s3:GetObject on arn:aws:s3:::artifacts/templates/abc",
+                "cloudformation:CreateChangeSet on arn:aws:cloudformation:eu-west-1:aws:transform/Serverless-2016-10-31",
+            ]
+        );
+    }
+
+    #[test]
+    fn other_partitions_map_the_region_and_the_partition() {
+        let got = requests(&cfn("DescribeStacks"), &installation("aws-cn")).unwrap();
+        assert_eq!(
+            got[0].resource,
+            "arn:aws-cn:cloudformation:cn-north-1:123456789012:stack/orders/00000000-0000-0000-0000-000000000000"
+        );
+        let id = Call {
+            stack: Some("arn:aws:cloudformation:us-east-1:123456789012:stack/orders/abc-1".into()),
+            ..cfn("DescribeStacks")
+        };
+        assert_eq!(
+            requests(&id, &installation("aws-us-gov")).unwrap()[0].resource,
+            "arn:aws-us-gov:cloudformation:us-gov-west-1:123456789012:stack/orders/abc-1"
+        );
+    }
+
+    #[test]
+    fn a_missing_object_needs_list_bucket_and_a_version_needs_get_object_version() {
+        let head = Call {
+            service: "s3".into(),
+            operation: "HeadObject".into(),
+            bucket: Some("test-bucket".into()),
+            object: Some("templates/x".into()),
+            status: 404,
+            ..Call::default()
+        };
+        let got: Vec<String> = requests(&head, &installation("aws"))
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "s3:GetObject on arn:aws:s3:::artifacts/templates/x",
+                "s3:ListBucket on arn:aws:s3:::artifacts"
+            ]
+        );
+        let versioned = Call {
+            version: Some("v1".into()),
+            status: 200,
+            ..head
+        };
+        assert_eq!(
+            requests(&versioned, &installation("aws")).unwrap()[0].action,
+            "s3:GetObjectVersion"
+        );
+    }
+
+    #[test]
+    fn item_operations_carry_their_leading_key_and_queries_their_index() {
+        let update = Call {
+            service: "dynamodb".into(),
+            operation: "UpdateItem".into(),
+            region: "us-east-1".into(),
+            table: Some("t-123".into()),
+            key: Some("stack#a".into()),
+            ..Call::default()
+        };
+        assert_eq!(
+            requests(&update, &installation("aws")).unwrap()[0].to_string(),
+            "dynamodb:UpdateItem on arn:aws:dynamodb:us-east-1:123456789012:table/registry [dynamodb:LeadingKeys=stack#a]"
+        );
+        let query = Call {
+            operation: "Query".into(),
+            index: Some("by-source".into()),
+            key: None,
+            ..update
+        };
+        assert_eq!(
+            requests(&query, &installation("aws")).unwrap()[0].resource,
+            "arn:aws:dynamodb:us-east-1:123456789012:table/registry/index/by-source"
+        );
+    }
+
+    #[test]
+    fn an_unknown_call_is_an_error_not_a_pass() {
+        // CreateStack needs more than the stack (a role, tags): not taught yet.
+        assert!(requests(&cfn("CreateStack"), &installation("aws")).is_err());
+        let call = Call {
+            service: "kms".into(),
+            operation: "Decrypt".into(),
+            ..Call::default()
+        };
+        assert!(requests(&call, &installation("aws")).is_err());
+    }
+
+    #[test]
+    fn template_keys_from_both_url_styles() {
+        assert_eq!(
+            template_key("http://localhost:5000/bkt/templates/ab").as_deref(),
+            Some("templates/ab")
+        );
+        assert_eq!(
+            template_key("https://bkt.s3.cn-north-1.amazonaws.com.cn/templates/ab").as_deref(),
+            Some("templates/ab")
+        );
+    }
+}

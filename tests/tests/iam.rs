@@ -1,0 +1,204 @@
+//! IAM conformance: every AWS call the integration suite saw a function make
+//! is allowed by that function's role, as `template.yaml` and as the CDK app
+//! deploy it, in the `aws`, `aws-cn` and `aws-us-gov` partitions; and every
+//! action a role grants is one some recorded call needs (least privilege).
+//!
+//! The emulator enforces no IAM, so nothing else would catch a missing
+//! permission. `scripts/test` runs the suite with `STACKSYNC_IAM_CALLS` set
+//! (the recorder writes there, `tests/src/iam/record.rs`), then this test
+//! alone (`--run-ignored only`); `scripts/check-infra` writes the CDK app's
+//! synthesis for the installation in `tests/fixtures/iam/installation.json`.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+use stacksync::reconcile::local::FUNCTIONS;
+use stacksync_testkit::iam::call::Call;
+use stacksync_testkit::iam::policy::{
+    Resolver, Statement, allowed, cdk_roles, load_template, sam_roles,
+};
+use stacksync_testkit::iam::record::CALLS_DIR_ENV;
+use stacksync_testkit::iam::requests::{Installation, requests};
+use stacksync_testkit::repo_root;
+
+/// The trigger functions (not Task states of the state machine).
+const TRIGGERS: [&str; 3] = ["webhook", "scheduler", "events"];
+
+/// Actions the Lambda platform uses on the function's behalf (its logs and
+/// traces), never the function's own code: no recorded call needs them.
+fn platform_action(action: &str) -> bool {
+    action.starts_with("logs:") || action.starts_with("xray:")
+}
+
+fn fixture() -> Value {
+    let text =
+        std::fs::read_to_string(repo_root().join("tests/fixtures/iam/installation.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Every call recorded by this run of the suite.
+fn recorded_calls() -> Vec<Call> {
+    let dir = std::env::var_os(CALLS_DIR_ENV).unwrap_or_else(|| {
+        panic!(
+            "{CALLS_DIR_ENV} is not set: this test reads what the suite recorded; run scripts/test"
+        )
+    });
+    let mut calls = Vec::new();
+    for file in std::fs::read_dir(&dir).unwrap() {
+        let text = std::fs::read_to_string(file.unwrap().path()).unwrap();
+        for line in text.lines().filter(|l| !l.is_empty()) {
+            calls
+                .push(serde_json::from_str::<Call>(line).unwrap_or_else(|e| panic!("{line}: {e}")));
+        }
+    }
+    assert!(
+        !calls.is_empty(),
+        "no calls recorded in {}: run scripts/test",
+        dir.to_string_lossy()
+    );
+    calls
+}
+
+/// The two deployments of one installation: (name, roles by function binary).
+fn deployments(
+    installation: &Installation,
+    fixture: &Value,
+) -> Vec<(&'static str, BTreeMap<String, Vec<Statement>>)> {
+    let sam = load_template(&std::fs::read_to_string(repo_root().join("template.yaml")).unwrap())
+        .unwrap();
+    let overrides = BTreeMap::from([
+        (
+            "StackNamePrefix".to_owned(),
+            fixture["stackNamePrefix"].clone(),
+        ),
+        (
+            "CloudFormationRoleArns".to_owned(),
+            fixture["cloudFormationRoleArns"].clone(),
+        ),
+        (
+            "TargetAccountRoleArns".to_owned(),
+            fixture["targetAccountRoleArns"].clone(),
+        ),
+        (
+            "WebhookSecretArn".to_owned(),
+            fixture["webhookSecretArn"].clone(),
+        ),
+    ]);
+    let sam_roles = sam_roles(&Resolver::new(&sam, installation, &overrides)).unwrap();
+    let synthesized = repo_root().join("infra/dist/conformance.template.json");
+    let cdk = std::fs::read_to_string(&synthesized).unwrap_or_else(|e| {
+        panic!("{}: {e}; scripts/check-infra writes it (the CDK app synthesized for tests/fixtures/iam/installation.json)", synthesized.display())
+    });
+    let cdk = load_template(&cdk).unwrap();
+    let cdk_roles = cdk_roles(&Resolver::new(&cdk, installation, &BTreeMap::new())).unwrap();
+    vec![("template.yaml", sam_roles), ("the CDK app", cdk_roles)]
+}
+
+#[test]
+#[ignore = "reads the calls the whole suite recorded: scripts/test runs it last"]
+fn every_recorded_call_is_allowed_by_its_functions_role_and_every_grant_is_used() {
+    let calls = recorded_calls();
+    let fixture = fixture();
+    let functions: BTreeSet<String> = FUNCTIONS
+        .iter()
+        .map(|(_, f)| (*f).to_owned())
+        .chain(TRIGGERS.iter().map(|f| (*f).to_owned()))
+        .collect();
+    let mut problems = BTreeSet::new();
+    let mut denied: BTreeMap<String, String> = BTreeMap::new();
+
+    // Every function was exercised (else the recorder is not wired to it).
+    let called: BTreeSet<String> = calls.iter().map(|c| c.function.clone()).collect();
+    for missing in functions.difference(&called) {
+        problems.insert(format!(
+            "{missing}: the suite recorded no AWS call of this function"
+        ));
+    }
+
+    let mut used: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for partition in ["aws", "aws-cn", "aws-us-gov"] {
+        let installation = Installation::in_partition(partition, &fixture);
+        for (deployment, roles) in deployments(&installation, &fixture) {
+            let deployed: BTreeSet<String> = roles.keys().cloned().collect();
+            assert_eq!(deployed, functions, "{deployment}: one role per function");
+            for call in &calls {
+                let needed = match requests(call, &installation) {
+                    Ok(needed) => needed,
+                    Err(e) => {
+                        problems.insert(format!("{}: {e} (test {})", call.function, call.test));
+                        continue;
+                    }
+                };
+                for request in needed {
+                    if partition == "aws" {
+                        used.entry(call.function.clone())
+                            .or_default()
+                            .insert(request.action.clone());
+                    }
+                    let statements = &roles[&call.function];
+                    if !allowed(statements, &request).unwrap() {
+                        // One line per role and action; the first call that needed it as the example.
+                        denied
+                            .entry(format!(
+                                "{deployment} ({partition}): {} may not {}",
+                                call.function, request.action
+                            ))
+                            .or_insert_with(|| {
+                                format!(
+                                    "{request}, for {}:{} in test {}",
+                                    call.service, call.operation, call.test
+                                )
+                            });
+                    }
+                }
+            }
+            if partition == "aws" {
+                for (function, statements) in &roles {
+                    let granted: BTreeSet<&String> = statements
+                        .iter()
+                        .filter(|s| s.allow)
+                        .flat_map(|s| &s.actions)
+                        .filter(|a| !platform_action(a))
+                        .collect();
+                    let needed = used.get(function).cloned().unwrap_or_default();
+                    for action in granted {
+                        if !needed.iter().any(|n| n.eq_ignore_ascii_case(action)) {
+                            problems.insert(format!(
+                                "{deployment}: {function} is granted {action}, which no recorded call needs"
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (denial, example) in denied {
+        problems.insert(format!("{denial}: {example}"));
+    }
+    let report = problems.iter().cloned().collect::<Vec<_>>().join("\n  ");
+    assert!(
+        problems.is_empty(),
+        "{} IAM problems:\n  {report}",
+        problems.len()
+    );
+}
+
+/// The resolver reads template.yaml's conditions: with no roles or secret
+/// configured, the optional statements are gone.
+#[test]
+fn without_roles_or_a_secret_the_optional_statements_are_not_granted() {
+    let fixture = fixture();
+    let installation = Installation::in_partition("aws", &fixture);
+    let sam = load_template(&std::fs::read_to_string(repo_root().join("template.yaml")).unwrap())
+        .unwrap();
+    let roles = sam_roles(&Resolver::new(&sam, &installation, &BTreeMap::new())).unwrap();
+    let actions: BTreeSet<&String> = roles.values().flatten().flat_map(|s| &s.actions).collect();
+    for optional in [
+        "iam:PassRole",
+        "sts:AssumeRole",
+        "secretsmanager:GetSecretValue",
+    ] {
+        assert!(!actions.contains(&optional.to_owned()), "{optional}");
+    }
+}
