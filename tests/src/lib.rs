@@ -123,6 +123,9 @@ impl Emulator {
         SdkConfig::builder()
             .behavior_version(BehaviorVersion::latest())
             .http_client(iam::record::recording_http_client())
+            // As aws_config's loader gives them: STS (assumeRoleArn) needs both.
+            .time_source(aws_smithy_async::time::SystemTimeSource::new())
+            .sleep_impl(aws_smithy_async::rt::sleep::TokioSleep::new())
             .region(Region::new("us-east-1"))
             .endpoint_url(&self.endpoint)
             .credentials_provider(

@@ -33,6 +33,8 @@ pub struct Script {
     pub events: Vec<StackEvent>,
     /// Every call, as "Operation detail".
     pub calls: Vec<String>,
+    /// Every change set asked for, in full.
+    pub requests: Vec<ChangeSetRequest>,
 }
 
 /// The fake, shared between the test and the steps.
@@ -201,6 +203,7 @@ impl CloudFormation for ScriptedCloudFormation {
             "CreateChangeSet",
             format!("{} {:?}", request.change_set_name, request.kind),
         )?;
+        self.script().requests.push(request.clone());
         Ok(Created::ChangeSet)
     }
 

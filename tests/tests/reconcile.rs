@@ -431,3 +431,107 @@ async fn a_repository_that_does_not_exist_fails_at_once_without_retries() {
     assert_eq!(entry.status.phase, Phase::Failed);
     assert!(entry.status.message.unwrap().contains("no-such-repo"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_service_role_is_given_to_cloudformation_to_create_update_and_delete_the_stack() {
+    let h = Harness::new("role").await;
+    let repo = GitRepo::new("role");
+    repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
+    let name = stack_name("r");
+    let role = "arn:aws:iam::123456789012:role/stacksync-cfn-exec";
+    h.apply(&stacks(
+        &name,
+        &repo.file_url(),
+        &format!("    roleArn: {role}\n    destroyOnDelete: true\n"),
+    ))
+    .await;
+    reconciled(&h, &name).await;
+    let described = Emulator::shared()
+        .cloudformation()
+        .describe_stacks()
+        .stack_name(&name)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(described.stacks()[0].role_arn(), Some(role));
+
+    repo.commit(&[("stacks/queue.yaml", QUEUE_AND_TOPIC)], "topic");
+    reconciled(&h, &name).await;
+    assert_eq!(
+        stack_status(&name).await.as_deref(),
+        Some("UPDATE_COMPLETE")
+    );
+
+    h.apply("stacks: []\n").await;
+    reconciled(&h, &name).await;
+    assert_eq!(stack_status(&name).await, None, "deleted under the role");
+}
+
+/// The stack of an entry with `assumeRoleArn` lives in the role's account:
+/// every CloudFormation call goes through STS AssumeRole first.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stack_in_another_account_is_created_checked_and_deleted_through_the_assumed_role() {
+    let emulator = Emulator::shared();
+    let h = Harness::new("xacct").await;
+    let repo = GitRepo::new("xacct");
+    repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
+    let name = stack_name("x");
+    let target = "arn:aws:iam::210987654321:role/stacksync-target";
+    h.apply(&stacks(
+        &name,
+        &repo.file_url(),
+        &format!("    assumeRoleArn: {target}\n    destroyOnDelete: true\n"),
+    ))
+    .await;
+    reconciled(&h, &name).await;
+    // In the other account, not in this one.
+    let config = emulator.sdk_config();
+    let assumed = aws_sdk_cloudformation::config::Builder::from(&config)
+        .credentials_provider(
+            aws_config::sts::AssumeRoleProvider::builder(target)
+                .session_name("test")
+                .configure(&config)
+                .build()
+                .await,
+        )
+        .build();
+    let there = aws_sdk_cloudformation::Client::from_conf(assumed);
+    let stack_there = |name: String| {
+        let there = there.clone();
+        async move {
+            there
+                .describe_stacks()
+                .stack_name(name)
+                .send()
+                .await
+                .ok()
+                .and_then(|o| {
+                    o.stacks()
+                        .first()
+                        .and_then(|s| s.stack_status())
+                        .map(|s| s.as_str().to_owned())
+                })
+        }
+    };
+    assert_eq!(
+        stack_there(name.clone()).await.as_deref(),
+        Some("CREATE_COMPLETE")
+    );
+    assert_eq!(
+        stack_status(&name).await,
+        None,
+        "not in the installation's account"
+    );
+
+    // An unrelated commit: checked in the other account, nothing to change.
+    repo.commit(&[("README.md", b"docs")], "docs");
+    reconciled(&h, &name).await;
+    assert_eq!(
+        h.entry(&name).await.status.message.as_deref(),
+        Some("in sync: nothing to change")
+    );
+
+    h.apply("stacks: []\n").await;
+    reconciled(&h, &name).await;
+    assert_eq!(stack_there(name.clone()).await, None, "deleted there");
+}

@@ -240,3 +240,36 @@ async fn due_entries_start_for_their_reason_and_the_cap_defers_the_rest_without_
         .collect();
     assert_eq!(started, expected);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_source_no_stack_follows_any_more_is_forgotten_when_it_moves() {
+    let fleet = Fleet::new("schedforget", &[1]).await;
+    let follower = fleet.followers[0][0].clone();
+    // The only follower's entry is gone (its stack was removed from the registry).
+    Emulator::shared()
+        .dynamodb()
+        .delete_item()
+        .table_name(fleet.registry.table())
+        .key(
+            "pk",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("stack#{follower}")),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fleet.registry.sources().await.unwrap().len(), 1);
+    fleet.repos[0].commit(&[("stack.yaml", b"Resources: {} # v2\n")], "second");
+    let scheduler = fleet.scheduler(10);
+    let report = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert_eq!(report.errors, Vec::<String>::new());
+    assert_eq!((report.sources_examined, report.sources_forgotten), (1, 1));
+    assert!(report.started.is_empty());
+    assert!(fleet.registry.sources().await.unwrap().is_empty());
+    // Nothing is left to look at: the next run lists no source.
+    let idle = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert_eq!(idle.sources_checked, 0);
+}

@@ -17,9 +17,18 @@ async fn harness(
     fake: &ScriptedCloudFormation,
     extra: &str,
 ) -> (Harness<ScriptedCloudFormation>, String) {
+    harness_with(fake, TEMPLATE, extra).await
+}
+
+/// A harness whose stack's template is `template`.
+async fn harness_with(
+    fake: &ScriptedCloudFormation,
+    template: &[u8],
+    extra: &str,
+) -> (Harness<ScriptedCloudFormation>, String) {
     let h = Harness::with_port("scripted", fake.clone()).await;
     let repo = GitRepo::new("scripted");
-    repo.commit(&[("t.yaml", TEMPLATE)], "template");
+    repo.commit(&[("t.yaml", template)], "template");
     let name = unique_name("s").replace('-', "x");
     h.apply(&format!(
         "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n    pollInterval: 5s\n{extra}",
@@ -347,4 +356,138 @@ async fn sources_not_supported_yet_fail_clearly_without_touching_the_stack() {
         assert!(entry.lease.is_none());
     }
     assert!(fake.operations().is_empty(), "no CloudFormation call");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stack_left_in_review_is_cleaned_of_old_change_sets_then_created() {
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::ReviewInProgress)]);
+    fake.script().after_execute = vec![Some(S::CreateInProgress), Some(S::CreateComplete)];
+    let (h, name) = harness(&fake, "").await;
+    let outcome = h.reconcile(&name).await;
+    assert!(ok(&outcome), "{outcome:?}");
+    let calls = fake.script().calls.clone();
+    let list = calls
+        .iter()
+        .position(|c| c.starts_with("ListChangeSets"))
+        .expect("listed");
+    let cleaned = calls
+        .iter()
+        .position(|c| c == "DeleteChangeSet left-over")
+        .expect("the left-over change set is deleted");
+    let create = calls
+        .iter()
+        .position(|c| c.starts_with("CreateChangeSet"))
+        .unwrap();
+    assert!(list < cleaned && cleaned < create, "{calls:?}");
+    assert!(calls[create].ends_with("Create"), "{}", calls[create]);
+    assert_eq!(h.entry(&name).await.status.phase, Phase::Ready);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollback_that_stays_failed_is_reported_with_the_resource_that_failed() {
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::UpdateRollbackFailed)]);
+    {
+        let mut s = fake.script();
+        s.after_continue = vec![
+            Some(S::UpdateRollbackInProgress),
+            Some(S::UpdateRollbackFailed),
+        ];
+        s.events = vec![failure_event(
+            "Table",
+            "UPDATE_FAILED",
+            "Resource handler returned message: the table is being modified",
+        )];
+    }
+    let role = "arn:aws:iam::123456789012:role/cfn-exec";
+    let (h, name) = harness(&fake, &format!("    roleArn: {role}\n")).await;
+    let outcome = h.reconcile(&name).await;
+    assert!(matches!(&outcome, Outcome::Failed(_)), "{outcome:?}");
+    let ops = fake.operations();
+    assert_eq!(
+        ops.iter()
+            .filter(|o| *o == "ContinueUpdateRollback")
+            .count(),
+        1,
+        "{ops:?}"
+    );
+    assert!(ops.contains(&"DescribeStackEvents".to_owned()), "{ops:?}");
+    assert!(!ops.contains(&"CreateChangeSet".to_owned()), "{ops:?}");
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.status.phase, Phase::Failed);
+    let message = entry.status.message.unwrap();
+    assert!(
+        message.contains("still UPDATE_ROLLBACK_FAILED")
+            && message.contains("Table")
+            && message.contains("being modified"),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn termination_protection_and_the_stack_policy_are_set_after_an_update_and_protection_is_lifted_to_delete()
+ {
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::CreateComplete)]);
+    let extra = "    terminationProtection: true\n    destroyOnDelete: true\n    stackPolicy: {Statement: [{Effect: Deny, Action: 'Update:Replace', Principal: '*', Resource: '*'}]}\n";
+    let (h, name) = harness(&fake, extra).await;
+    assert!(ok(&h.reconcile(&name).await));
+    let calls = fake.script().calls.clone();
+    let executed = calls
+        .iter()
+        .position(|c| c.starts_with("ExecuteChangeSet"))
+        .unwrap();
+    let protected = calls
+        .iter()
+        .position(|c| *c == format!("UpdateTerminationProtection {name} true"))
+        .expect("protection turned on");
+    let policy = calls
+        .iter()
+        .position(|c| c.starts_with("SetStackPolicy"))
+        .expect("policy set");
+    assert!(executed < protected && executed < policy, "{calls:?}");
+
+    // Removing the entry (destroyOnDelete) lifts the protection first.
+    h.steps
+        .registry
+        .request_deletion(&name, stacksync::clock::now_millis())
+        .await
+        .unwrap();
+    fake.script().calls.clear();
+    assert!(ok(&h.reconcile(&name).await));
+    let calls = fake.script().calls.clone();
+    let lifted = calls
+        .iter()
+        .position(|c| *c == format!("UpdateTerminationProtection {name} false"))
+        .expect("protection lifted");
+    let deleted = calls
+        .iter()
+        .position(|c| c.starts_with("DeleteStack"))
+        .unwrap();
+    assert!(lifted < deleted, "{calls:?}");
+    assert!(h.steps.registry.get(&name).await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_template_with_a_transform_is_deployed_with_auto_expand() {
+    const SAM: &[u8] = b"Transform: AWS::Serverless-2016-10-31\nResources:\n  Table:\n    Type: AWS::Serverless::SimpleTable\n";
+    let fake = ScriptedCloudFormation::with_stack(&[None]);
+    fake.script().after_execute = vec![Some(S::CreateInProgress), Some(S::CreateComplete)];
+    let (h, name) = harness_with(&fake, SAM, "    capabilities: [CAPABILITY_AUTO_EXPAND]\n").await;
+    let outcome = h.reconcile(&name).await;
+    assert!(ok(&outcome), "{outcome:?}");
+    let requests = fake.script().requests.clone();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].capabilities, ["CAPABILITY_AUTO_EXPAND"]);
+    // The template went up as it is: CloudFormation runs the transform.
+    let key = requests[0]
+        .template_url
+        .rsplit_once("/templates/")
+        .unwrap()
+        .1;
+    let stored = h
+        .steps
+        .store
+        .get(&format!("templates/{key}"), 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(stored, SAM);
 }
