@@ -108,6 +108,8 @@ export interface Permissions {
   listBucket(sid: string): iam.PolicyStatement;
   /** `Stacks`: these CloudFormation actions on `stack/<stackNamePrefix>*\/*` (any region, this account). */
   stacks(...actions: string[]): iam.PolicyStatement;
+  /** `Transforms`: cloudformation:CreateChangeSet on every AWS-owned transform (`arn:PARTITION:cloudformation:*:aws:transform/*`). */
+  transforms(): iam.PolicyStatement;
   /** `PassServiceRoles`: iam:PassRole on the configured service roles, to CloudFormation only; none when none are configured. */
   passServiceRoles(): iam.PolicyStatement[];
   /** `TargetAccounts`: sts:AssumeRole on the configured target-account roles; none when none are configured. */
@@ -229,11 +231,20 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.stacks(
         'cloudformation:DescribeStacks',
         'cloudformation:CreateChangeSet',
+        // Before executing: is it already executing (a retried step)?
+        'cloudformation:DescribeChangeSet',
         'cloudformation:ExecuteChangeSet',
+        // CreateChangeSet with tags and ExecuteChangeSet tag the stack (AWS's Service Authorization Reference).
+        'cloudformation:TagResource',
+        'cloudformation:UntagResource',
         'cloudformation:DeleteChangeSet',
         'cloudformation:ListChangeSets',
         'cloudformation:ContinueUpdateRollback',
+        // The failed resource's reason, when a rollback stays failed.
+        'cloudformation:DescribeStackEvents',
       ),
+      // A template with a transform (AWS::Serverless, AWS::Include, ...) needs CreateChangeSet on the transform too.
+      p.transforms(),
       ...p.passServiceRoles(),
       ...p.assumeTargetRoles(),
     ],
@@ -266,7 +277,13 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     reconcileStep: true,
     permissions: (p) => [
       p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'),
-      p.stacks('cloudformation:DescribeStacks', 'cloudformation:DeleteStack', 'cloudformation:DescribeStackEvents'),
+      p.stacks(
+        'cloudformation:DescribeStacks',
+        // stacksync turned protection on (terminationProtection); it lifts it to delete.
+        'cloudformation:UpdateTerminationProtection',
+        'cloudformation:DeleteStack',
+        'cloudformation:DescribeStackEvents',
+      ),
       ...p.passServiceRoles(),
       ...p.assumeTargetRoles(),
     ],
@@ -767,6 +784,8 @@ export class StackSyncStack extends Stack {
       listBucket: (sid) =>
         new iam.PolicyStatement({ sid, actions: ['s3:ListBucket'], resources: [this.bucket.bucketArn] }),
       stacks: (...actions) => new iam.PolicyStatement({ sid: 'Stacks', actions, resources: [stacksArn] }),
+      transforms: () =>
+        new iam.PolicyStatement({ sid: 'Transforms', actions: ['cloudformation:CreateChangeSet'], resources: [this.transformsArn()] }),
       passServiceRoles: () =>
         this.cloudFormationRoleArns.length === 0
           ? []
@@ -836,7 +855,14 @@ export class StackSyncStack extends Stack {
         const flat = nagFinding(this.resolve(resource));
         if (!flat.includes('*')) continue;
         const prefix = flat.startsWith(`${bucketArn}/`) ? flat.slice(bucketArn.length + 1) : undefined;
-        if (flat === stacks) {
+        if (flat === nagFinding(this.resolve(this.transformsArn()))) {
+          found.set(
+            flat,
+            'CloudFormation authorizes a template with a transform (AWS::Serverless, AWS::Include, ' +
+              'AWS::LanguageExtensions, ...) as CreateChangeSet on the AWS-owned transform; which transforms the ' +
+              "managed templates use is up to them, and the account in these ARNs is always AWS's own. As in template.yaml.",
+          );
+        } else if (flat === stacks) {
           found.set(
             flat,
             'The managed stacks are named at run time (the registry), and a CloudFormation stack ARN ends in a ' +
@@ -856,6 +882,11 @@ export class StackSyncStack extends Stack {
       }
     }
     return [...found].map(([flat, reason]) => ({ id: 'AwsSolutions-IAM5', appliesTo: [`Resource::${flat}`], reason }));
+  }
+
+  /** arn:PARTITION:cloudformation:*:aws:transform/* (the AWS-owned transforms, any region). */
+  private transformsArn(): string {
+    return this.formatArn({ service: 'cloudformation', region: '*', account: 'aws', resource: 'transform', resourceName: '*' });
   }
 
   /** arn:PARTITION:cloudformation:*:ACCOUNT:stack/<stackNamePrefix>*\/* */

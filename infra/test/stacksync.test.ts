@@ -730,7 +730,8 @@ describe('IAM', () => {
       'change-set': [
         registry,
         st('TemplatesAndParameters', ['s3:GetObject'], ['BUCKET/templates/*', 'BUCKET/parameters/*']),
-        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:CreateChangeSet', 'cloudformation:ExecuteChangeSet', 'cloudformation:DeleteChangeSet', 'cloudformation:ListChangeSets', 'cloudformation:ContinueUpdateRollback'], [S]),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:CreateChangeSet', 'cloudformation:DescribeChangeSet', 'cloudformation:ExecuteChangeSet', 'cloudformation:TagResource', 'cloudformation:UntagResource', 'cloudformation:DeleteChangeSet', 'cloudformation:ListChangeSets', 'cloudformation:ContinueUpdateRollback', 'cloudformation:DescribeStackEvents'], [S]),
+        st('Transforms', ['cloudformation:CreateChangeSet'], ['arn:<AWS::Partition>:cloudformation:*:aws:transform/*']),
         pass,
         assume,
       ],
@@ -742,7 +743,7 @@ describe('IAM', () => {
       ],
       delete: [
         st('Registry', ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'], ['TABLE']),
-        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DeleteStack', 'cloudformation:DescribeStackEvents'], [S]),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:UpdateTerminationProtection', 'cloudformation:DeleteStack', 'cloudformation:DescribeStackEvents'], [S]),
         pass,
         assume,
       ],
@@ -822,11 +823,13 @@ describe('IAM', () => {
     }
   });
 
-  test('CloudFormation actions only on stack/<prefix>*/*', () => {
+  test('CloudFormation actions only on stack/<prefix>*/*, and CreateChangeSet on the AWS-owned transforms (change-set only)', () => {
     const defaults = lazyDefaults();
     const full = lazyFull();
     for (const [s, prefix] of [[full, PREFIX], [defaults, '']] as const) {
-      const cfn = identityStatements(s.json).filter((x) => arr(x.statement.Action).some((a) => a.startsWith('cloudformation:')));
+      const cfn = identityStatements(s.json).filter(
+        (x) => arr(x.statement.Action).some((a) => a.startsWith('cloudformation:')) && x.statement.Sid !== 'Transforms',
+      );
       assert.equal(cfn.length, 4, 'template-upload, change-set, poll-status, delete');
       for (const { statement } of cfn) {
         assert.ok(arr(statement.Action).every((a) => a.startsWith('cloudformation:')));
@@ -834,6 +837,11 @@ describe('IAM', () => {
           `arn:<AWS::Partition>:cloudformation:*:<AWS::AccountId>:stack/${prefix}*/*`,
         ]);
       }
+      const transforms = identityStatements(s.json).filter((x) => x.statement.Sid === 'Transforms');
+      assert.equal(transforms.length, 1, 'change-set only');
+      assert.deepEqual(transforms[0].roles, [logicalId(s, s.stack.functions.ChangeSet.role as any)]);
+      assert.deepEqual(arr(transforms[0].statement.Action), ['cloudformation:CreateChangeSet']);
+      assert.deepEqual(arr(transforms[0].statement.Resource).map(nagFinding), ['arn:<AWS::Partition>:cloudformation:*:aws:transform/*']);
     }
   });
 });
