@@ -712,6 +712,8 @@ export class StackSyncStack extends Stack {
       environment: {
         STACKSYNC_TABLE: this.table.tableName,
         STACKSYNC_BUCKET: this.bucket.bucketName,
+        // Template URLs in the installation's partition (amazonaws.com.cn in China, ...).
+        STACKSYNC_TEMPLATE_URL_BASE: `https://${this.bucket.bucketRegionalDomainName}`,
         STACKSYNC_LOG: 'info',
         ...spec.environment?.(this.stackValues(spec)),
       },

@@ -282,7 +282,7 @@ describe('functions', () => {
     const globals = TEMPLATE_YAML.split(/^Globals:$/m)[1].split(/^Resources:$/m)[0];
     const envNames = (text: string) => [...text.matchAll(/^ +(STACKSYNC_[A-Z_]+):/gm)].map((m) => m[1]);
     const timeout = (text: string) => text.match(/^ +Timeout: (\d+)$/m)?.[1];
-    assert.deepEqual(envNames(globals), ['STACKSYNC_TABLE', 'STACKSYNC_BUCKET', 'STACKSYNC_LOG']);
+    assert.deepEqual(envNames(globals), ['STACKSYNC_TABLE', 'STACKSYNC_BUCKET', 'STACKSYNC_TEMPLATE_URL_BASE', 'STACKSYNC_LOG']);
     for (const spec of FUNCTIONS) {
       const yaml = templateResource(`${spec.id}Function`);
       assert.match(yaml, new RegExp(`Binary: ${spec.binary} `), `${spec.id}Function is ${spec.binary}`);
@@ -292,13 +292,14 @@ describe('functions', () => {
     }
   });
 
-  test('the environment: table, bucket, log level; the triggers also the state machine ARN, the webhook its secret ARN, the scheduler its cap', () => {
+  test('the environment: table, bucket, template URL base, log level; the triggers also the state machine ARN, the webhook its secret ARN, the scheduler its cap', () => {
     const defaults = lazyDefaults();
     const full = lazyFull();
     for (const [s, secret, maxStarts] of [[defaults, '', '50'], [full, WEBHOOK_SECRET, '200']] as const) {
       const common = {
         STACKSYNC_TABLE: { Ref: logicalId(s, s.stack.table) },
         STACKSYNC_BUCKET: { Ref: logicalId(s, s.stack.bucket) },
+        STACKSYNC_TEMPLATE_URL_BASE: { 'Fn::Join': ['', ['https://', { 'Fn::GetAtt': [logicalId(s, s.stack.bucket), 'RegionalDomainName'] }]] },
         STACKSYNC_LOG: 'info',
       };
       const machine = { STACKSYNC_STATE_MACHINE_ARN: { Ref: logicalId(s, s.stack.stateMachine) } };

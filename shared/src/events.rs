@@ -318,12 +318,8 @@ fn codecommit(detail: Value, region: &str) -> Result<Detail, EventError> {
             format!("{:?} is not a commit id of 40 hex digits", r.commit_id),
         ));
     }
-    // China regions live under their own domain.
-    let domain = if region.starts_with("cn-") {
-        "amazonaws.com.cn"
-    } else {
-        "amazonaws.com"
-    };
+    // China (and the other partitions) live under their own domain.
+    let domain = crate::partition::of_region(region).dns_suffix;
     let path = format!(
         "git-codecommit.{region}.{domain}/v1/repos/{}",
         r.repository_name

@@ -6,7 +6,8 @@
 //! - [`registry`]: the DynamoDB table that holds both, with conditional writes
 //!   and a per-stack lease.
 //! - [`duration`], [`source`], [`hash`], [`clock`]: small value types and helpers.
-//! - [`aws`]: building SDK clients from the standard configuration chain.
+//! - [`aws`]: building SDK clients from the standard configuration chain;
+//!   [`partition`]: the ARN partition and DNS suffix of a region.
 //! - [`webhook`], [`events`]: trigger inputs (Git webhooks, EventBridge
 //!   events) verified and parsed, without I/O.
 
@@ -21,6 +22,7 @@ pub mod hash;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod manifest;
+pub mod partition;
 pub mod reconcile;
 pub mod registry;
 pub mod scheduler;

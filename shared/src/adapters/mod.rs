@@ -52,15 +52,20 @@ where
 
 /// Where CloudFormation fetches templates from: `TemplateURL` = this + `/` + key.
 ///
-/// In AWS: the bucket's regional URL. With a local emulator (`endpoint` set):
+/// In AWS: the bucket's regional URL, in the region's partition
+/// (`amazonaws.com.cn` in China, …). With a local emulator (`endpoint` set):
 /// the emulator's own S3, and moto resolves a `TemplateURL` inside its S3
 /// only when the URL says `localhost`, so 127.0.0.1 is written as localhost.
-/// `STACKSYNC_TEMPLATE_URL_BASE` overrides both.
-pub fn template_url_base(bucket: &str, region: &str, endpoint: Option<&str>) -> String {
-    if let Ok(base) = std::env::var("STACKSYNC_TEMPLATE_URL_BASE")
-        && !base.is_empty()
-    {
-        return base;
+/// `configured` (`STACKSYNC_TEMPLATE_URL_BASE`; the deployed functions get the
+/// bucket's `RegionalDomainName` from CloudFormation) overrides both.
+pub fn template_url_base(
+    bucket: &str,
+    region: &str,
+    endpoint: Option<&str>,
+    configured: Option<&str>,
+) -> String {
+    if let Some(base) = configured.filter(|b| !b.is_empty()) {
+        return base.to_owned();
     }
     match endpoint {
         Some(endpoint) => format!(
@@ -69,7 +74,7 @@ pub fn template_url_base(bucket: &str, region: &str, endpoint: Option<&str>) -> 
                 .trim_end_matches('/')
                 .replace("127.0.0.1", "localhost")
         ),
-        None => format!("https://{bucket}.s3.{region}.amazonaws.com"),
+        None => crate::partition::s3_bucket_url(bucket, region),
     }
 }
 
@@ -79,4 +84,42 @@ pub fn s3_client(config: &aws_config::SdkConfig, emulator: bool) -> aws_sdk_s3::
         .force_path_style(emulator)
         .build();
     aws_sdk_s3::Client::from_conf(conf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_urls_are_in_the_partition_of_the_region() {
+        assert_eq!(
+            template_url_base("b", "eu-west-1", None, None),
+            "https://b.s3.eu-west-1.amazonaws.com"
+        );
+        assert_eq!(
+            template_url_base("b", "cn-north-1", None, None),
+            "https://b.s3.cn-north-1.amazonaws.com.cn"
+        );
+    }
+
+    #[test]
+    fn the_emulator_is_named_localhost_and_configuration_wins() {
+        assert_eq!(
+            template_url_base("b", "us-east-1", Some("http://127.0.0.1:5000/"), None),
+            "http://localhost:5000/b"
+        );
+        assert_eq!(
+            template_url_base(
+                "b",
+                "us-east-1",
+                None,
+                Some("https://b.s3.us-east-1.amazonaws.com")
+            ),
+            "https://b.s3.us-east-1.amazonaws.com"
+        );
+        assert_eq!(
+            template_url_base("b", "cn-north-1", None, Some("")),
+            "https://b.s3.cn-north-1.amazonaws.com.cn"
+        );
+    }
 }

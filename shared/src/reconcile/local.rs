@@ -47,7 +47,12 @@ pub async fn sdk_steps(
         cloudformation: SdkCloudFormationFactory::new(config.clone()),
         sources: GitFetcher::new(std::env::temp_dir().join("stacksync-git")),
         config: StepConfig {
-            template_url_base: template_url_base(bucket, &region, endpoint),
+            template_url_base: template_url_base(
+                bucket,
+                &region,
+                endpoint,
+                std::env::var("STACKSYNC_TEMPLATE_URL_BASE").ok().as_deref(),
+            ),
         },
     })
 }
