@@ -7,8 +7,10 @@ triggers (webhook, scheduler, events), the table with its three indexes, the
 bucket, the state machine calling exactly the step functions; the scheduler's
 EventBridge schedule and the events function's three EventBridge rules, each
 targeting its function, which lets EventBridge invoke it from that rule only;
-that the stack's outputs name them; and starts an execution by the
-StateMachineArn output.
+that the stack's outputs name them; starts an execution by the
+StateMachineArn output; and puts events through the deployed rules (in the
+emulator's EventBridge) to see that only the managed stacks' status changes
+and the source buckets' objects get through.
 
 Usage: AWS_ENDPOINT_URL=... python scripts/structural_deploy.py template.yaml
 """
@@ -89,7 +91,13 @@ def main(path):
     cfn = session.client("cloudformation", endpoint_url=endpoint)
     stack = f"stacksync-structural-{int(time.time())}"
     body = json.dumps(plain)
-    cfn.create_stack(StackName=stack, TemplateBody=body, Capabilities=["CAPABILITY_IAM"])
+    parameters = {"StackNamePrefix": "acme-", "SourceBucketNames": "acme-sources,acme-more-sources"}
+    cfn.create_stack(
+        StackName=stack,
+        TemplateBody=body,
+        Capabilities=["CAPABILITY_IAM"],
+        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
+    )
     described = cfn.describe_stacks(StackName=stack)["Stacks"][0]
     if described["StackStatus"] != "CREATE_COMPLETE":
         sys.exit(f"{stack}: {described['StackStatus']} {described.get('StackStatusReason')}")
@@ -116,6 +124,11 @@ def main(path):
             trigger_env[fn] = env
         if config["Runtime"] != "provided.al2023" or "STACKSYNC_TABLE" not in env or "STACKSYNC_BUCKET" not in env:
             problems.append(f"{fn}Function is misconfigured: {config['Runtime']} {sorted(env)}")
+        # The public and event-driven triggers have concurrency of their own (the parameters' defaults).
+        reserved = lam.get_function(FunctionName=physical).get("Concurrency", {}).get("ReservedConcurrentExecutions")
+        want_reserved = {"Webhook": 10, "Events": 5}.get(fn)
+        if reserved != want_reserved:
+            problems.append(f"{fn}Function has reserved concurrency {reserved}, wants {want_reserved}")
 
     table = outputs.get("RegistryTableName")
     ddb = session.client("dynamodb", endpoint_url=endpoint)
@@ -199,9 +212,13 @@ def main(path):
             "detail-type": ["CodeCommit Repository State Change"],
             "detail": {"event": ["referenceCreated", "referenceUpdated"]},
         }}),
-        "EventsFunctionS3ObjectCreated": ("Events", {"pattern": {"source": ["aws.s3"], "detail-type": ["Object Created"]}}),
+        "EventsFunctionS3ObjectCreated": ("Events", {"pattern": {
+            "source": ["aws.s3"], "detail-type": ["Object Created"],
+            "detail": {"bucket": {"name": ["acme-sources", "acme-more-sources"]}},
+        }}),
         "EventsFunctionStackStatusChange": ("Events", {"pattern": {
             "source": ["aws.cloudformation"], "detail-type": ["CloudFormation Stack Status Change"],
+            "detail": {"stack-id": [{"prefix": f"arn:aws:cloudformation:{region}:123456789012:stack/acme-"}]},
         }}),
     }
     translated_rules = {k: r for k, r in plain["Resources"].items() if r["Type"] == "AWS::Events::Rule"}
@@ -245,12 +262,67 @@ def main(path):
         if len(allowed) != 1:
             problems.append(f"{fn}Function may not be invoked by EventBridge from {logical}: {policies[fn]}")
 
+    problems += _events_filtered(session, endpoint, region, resources)
+
     if problems:
         sys.exit("structural deploy: " + "; ".join(problems))
     print(f"structural deploy: {len(resources)} resources created in the emulator; "
           "6 step functions, the webhook (URL in the outputs), the scheduler (schedule rule) and the events function "
           "(3 EventBridge rules), table with 3 indexes, bucket, state machine calling the 6 functions, "
           "an execution started by the StateMachineArn output")
+
+
+def _events_filtered(session, endpoint, region, resources):
+    """Puts real-shaped events on the default bus: with a queue as the target
+    of the deployed rules for a moment (the emulator cannot invoke the
+    function), only the managed stacks' status changes and the source buckets'
+    new objects arrive. The rules' own targets are put back after."""
+    problems = []
+    events = session.client("events", endpoint_url=endpoint)
+    sqs = session.client("sqs", endpoint_url=endpoint)
+    queue = sqs.create_queue(QueueName=f"structural-events-{int(time.time())}")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    saved = {}
+    # Every rule of the bus that could see these events (a Lambda target would fail in the emulator).
+    for rule in events.list_rules()["Rules"]:
+        targets = events.list_targets_by_rule(Rule=rule["Name"])["Targets"]
+        saved[rule["Name"]] = targets
+        if targets:
+            events.remove_targets(Rule=rule["Name"], Ids=[t["Id"] for t in targets])
+    for logical in ("EventsFunctionStackStatusChange", "EventsFunctionS3ObjectCreated"):
+        events.put_targets(Rule=resources[logical]["PhysicalResourceId"], Targets=[{"Id": "probe", "Arn": queue_arn}])
+    def stack_change(name):
+        arn = f"arn:aws:cloudformation:{region}:123456789012:stack/{name}/5e3f7c20-1a2b-11ef-8c3d-0a1b2c3d4e5f"
+        return {"Source": "aws.cloudformation", "DetailType": "CloudFormation Stack Status Change",
+                "Resources": [arn], "Detail": json.dumps({"stack-id": arn, "status-details": {"status": "UPDATE_COMPLETE"}})}
+
+    def new_object(bucket):
+        return {"Source": "aws.s3", "DetailType": "Object Created", "Resources": [f"arn:aws:s3:::{bucket}"],
+                "Detail": json.dumps({"bucket": {"name": bucket}, "object": {"key": "infra.zip"}})}
+
+    sent = {
+        "acme-network": (stack_change("acme-network"), True),
+        "other-team-app": (stack_change("other-team-app"), False),
+        "acme-sources": (new_object("acme-sources"), True),
+        "someone-elses-bucket": (new_object("someone-elses-bucket"), False),
+    }
+    events.put_events(Entries=[entry for entry, _ in sent.values()])
+    arrived = set()
+    for _ in range(10):
+        batch = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
+        for message in batch:
+            detail = json.loads(message["Body"])["detail"]
+            arrived.add(detail.get("stack-id", "").split("/")[1] if "stack-id" in detail else detail["bucket"]["name"])
+        if not batch and arrived:
+            break
+    for rule, targets in saved.items():
+        events.remove_targets(Rule=rule, Ids=["probe"])
+        if targets:
+            events.put_targets(Rule=rule, Targets=targets)
+    want = {name for name, (_, passes) in sent.items() if passes}
+    if arrived != want:
+        problems.append(f"the events rules let through {sorted(arrived)}, want exactly {sorted(want)}")
+    return problems
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ export const CONTEXT_KEYS = [
   'architecture',
   'scheduleExpression',
   'maxStartsPerRun',
+  'sourceBucketNames',
+  'webhookReservedConcurrency',
+  'eventsReservedConcurrency',
 ] as const;
 
 /** A list from the context: a JSON array (cdk.json) or a comma-separated string (`-c key=a,b`). */
@@ -29,6 +32,7 @@ export function propsFromContext(node: Node): StackSyncProps {
   const get = (key: (typeof CONTEXT_KEYS)[number]): unknown => node.tryGetContext(key);
   const days = get('logRetentionDays');
   const maxStarts = get('maxStartsPerRun');
+  const number = (key: (typeof CONTEXT_KEYS)[number]): number | undefined => (get(key) === undefined ? undefined : Number(get(key)));
   return {
     stackNamePrefix: get('stackNamePrefix') === undefined ? undefined : String(get('stackNamePrefix')),
     cloudFormationRoleArns: list(get('cloudFormationRoleArns')),
@@ -38,5 +42,8 @@ export function propsFromContext(node: Node): StackSyncProps {
     architecture: get('architecture') === undefined ? undefined : (String(get('architecture')) as LambdaArchitecture),
     scheduleExpression: get('scheduleExpression') === undefined ? undefined : String(get('scheduleExpression')).trim(),
     maxStartsPerRun: maxStarts === undefined ? undefined : Number(maxStarts),
+    sourceBucketNames: list(get('sourceBucketNames')),
+    webhookReservedConcurrency: number('webhookReservedConcurrency'),
+    eventsReservedConcurrency: number('eventsReservedConcurrency'),
   };
 }

@@ -11,7 +11,7 @@
 // log group and X-Ray traces.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { Aws, CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -78,6 +78,24 @@ export interface StackSyncProps extends StackProps {
    * @default 50
    */
   readonly maxStartsPerRun?: number;
+  /**
+   * The buckets of the stacks' S3 sources: only their "Object Created" events reach the events function (the
+   * buckets must send events to EventBridge).
+   * @default none (no S3 rule; S3 sources are then checked by the schedule only)
+   */
+  readonly sourceBucketNames?: string[];
+  /**
+   * The most webhook invocations at once, reserved from the account's Lambda concurrency: a flood of requests to
+   * the public URL cannot take the concurrency the reconcile steps need. 0: no reservation (for accounts whose
+   * concurrency quota is too low to reserve any).
+   * @default 10
+   */
+  readonly webhookReservedConcurrency?: number;
+  /**
+   * The most events-function invocations at once (EventBridge retries the throttled ones). 0: no reservation.
+   * @default 5
+   */
+  readonly eventsReservedConcurrency?: number;
   /**
    * Lambda architecture of the functions. x86_64 by default, as in
    * template.yaml: arm64 needs the aarch64-unknown-linux-gnu standard library
@@ -147,6 +165,13 @@ export interface StackValues {
   readonly scheduleExpression: string;
   /** The `maxStartsPerRun` prop, as text (template.yaml's `MaxStartsPerRun`). */
   readonly maxStartsPerRun: string;
+  /** `arn:PARTITION:cloudformation:REGION:ACCOUNT:stack/<stackNamePrefix>`: the ARNs of the stacks this installation may manage start so. */
+  readonly stackArnPrefix: string;
+  /** The `sourceBucketNames` prop (template.yaml's `SourceBucketNames`). */
+  readonly sourceBucketNames: string[];
+  /** The `webhookReservedConcurrency` and `eventsReservedConcurrency` props. */
+  readonly webhookReservedConcurrency: number;
+  readonly eventsReservedConcurrency: number;
 }
 
 /**
@@ -187,6 +212,8 @@ export interface FunctionSpec {
    * id is `<id>Function<name>`, as SAM names the rule of the function's event `<name>`.
    */
   readonly rules?: (v: StackValues) => Record<string, TriggerRule>;
+  /** Concurrency reserved for the function (template.yaml's `ReservedConcurrentExecutions`); 0 or none: no reservation. */
+  readonly reservedConcurrency?: (v: StackValues) => number;
 }
 
 /** The functions, as in template.yaml. A new function is one more row. */
@@ -312,6 +339,8 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     // authenticates every delivery itself (HMAC signature or GitLab token, checked against the webhookSecretArn
     // secret) and refuses every delivery when no secret is configured.
     publicUrl: { outputDescription: 'the Git webhook endpoint (payload URL of a GitHub/GitLab/Bitbucket webhook)' },
+    // A flood of requests to the public URL cannot take the concurrency the reconcile steps need.
+    reservedConcurrency: (v) => v.webhookReservedConcurrency,
     permissions: (p) => [
       // Delivery ids (delivery#...), so that a redelivered push starts nothing twice.
       p.deliveries(),
@@ -356,7 +385,8 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     reconcileStep: false,
     timeoutSeconds: 30,
     environment: (v) => ({ STACKSYNC_STATE_MACHINE_ARN: v.stateMachineArn }),
-    rules: () => ({
+    reservedConcurrency: (v) => v.eventsReservedConcurrency,
+    rules: (v) => ({
       CodeCommitPush: {
         eventPattern: {
           source: ['aws.codecommit'],
@@ -364,10 +394,21 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
           detail: { event: ['referenceCreated', 'referenceUpdated'] },
         },
       },
-      // Only buckets with EventBridge notifications on send these.
-      S3ObjectCreated: { eventPattern: { source: ['aws.s3'], detailType: ['Object Created'] } },
+      // New objects in the S3 sources' buckets only (they must send their events to EventBridge); none: no rule.
+      ...(v.sourceBucketNames.length === 0
+        ? {}
+        : {
+            S3ObjectCreated: {
+              eventPattern: { source: ['aws.s3'], detailType: ['Object Created'], detail: { bucket: { name: v.sourceBucketNames } } },
+            },
+          }),
+      // Only the stacks this installation may manage (stackNamePrefix), in its account and region.
       StackStatusChange: {
-        eventPattern: { source: ['aws.cloudformation'], detailType: ['CloudFormation Stack Status Change'] },
+        eventPattern: {
+          source: ['aws.cloudformation'],
+          detailType: ['CloudFormation Stack Status Change'],
+          detail: { 'stack-id': [{ prefix: v.stackArnPrefix }] },
+        },
       },
     }),
     permissions: (p) => [
@@ -380,6 +421,8 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
   },
 ];
 
+/** An S3 bucket name (3 to 63 lowercase letters, digits, dots and hyphens). */
+const BUCKET_NAME = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 const ROLE_ARN = /^arn:aws(-[a-z]+)*:iam::\d{12}:role\/[\w+=,.@/-]{1,512}$/;
 /** The registry's GSIs (RegistryTable below, template.yaml, shared/src/registry/schema.rs). */
 const REGISTRY_INDEXES = ['by-next-reconcile', 'by-source', 'by-stack-name'];
@@ -444,6 +487,9 @@ export class StackSyncStack extends Stack {
   private readonly webhookSecretArn: string | undefined;
   private readonly scheduleExpression: string;
   private readonly maxStartsPerRun: number;
+  private readonly sourceBucketNames: string[];
+  private readonly webhookReservedConcurrency: number;
+  private readonly eventsReservedConcurrency: number;
   private readonly logRetention: logs.RetentionDays;
   private readonly architecture: lambda.Architecture;
   private readonly workspaceRoot: string;
@@ -483,6 +529,17 @@ export class StackSyncStack extends Stack {
     if (!Number.isInteger(this.maxStartsPerRun) || this.maxStartsPerRun < 1 || this.maxStartsPerRun > 1000) {
       throw new Error(`maxStartsPerRun ${this.maxStartsPerRun}: a whole number from 1 to 1000`);
     }
+    this.sourceBucketNames = [...new Set(props.sourceBucketNames ?? [])];
+    for (const bucket of this.sourceBucketNames) {
+      if (!BUCKET_NAME.test(bucket)) throw new Error(`sourceBucketNames: "${bucket}" is not an S3 bucket name`);
+    }
+    const concurrency = (name: string, value: number | undefined, fallback: number): number => {
+      const n = value ?? fallback;
+      if (!Number.isInteger(n) || n < 0 || n > 1000) throw new Error(`${name} ${n}: a whole number from 0 to 1000`);
+      return n;
+    };
+    this.webhookReservedConcurrency = concurrency('webhookReservedConcurrency', props.webhookReservedConcurrency, 10);
+    this.eventsReservedConcurrency = concurrency('eventsReservedConcurrency', props.eventsReservedConcurrency, 5);
     const days = props.logRetentionDays ?? 30;
     if (!(LOG_RETENTION_DAYS as readonly number[]).includes(days)) {
       throw new Error(`logRetentionDays ${days}: one of ${LOG_RETENTION_DAYS.join(', ')}`);
@@ -650,6 +707,22 @@ export class StackSyncStack extends Stack {
       }),
       ...alarmDefaults,
     });
+    // A public URL's refused requests (bad signatures, bodies too large, malformed) beyond a misconfigured
+    // sender's few mean someone is probing or flooding it (template.yaml: WebhookRejectionsAlarm).
+    for (const spec of FUNCTIONS.filter((f) => f.publicUrl)) {
+      new cloudwatch.Alarm(this, `${spec.id}RejectionsAlarm`, {
+        alarmDescription: `the stacksync ${spec.binary} refused 10 or more requests (4xx) in 5 minutes`,
+        metric: new cloudwatch.Metric({
+          namespace: 'AWS/Lambda',
+          metricName: 'Url4xxCount',
+          dimensionsMap: { FunctionName: this.functions[spec.id].functionName },
+          statistic: cloudwatch.Stats.SUM,
+          period,
+        }),
+        ...alarmDefaults,
+        threshold: 10,
+      });
+    }
     new cloudwatch.Alarm(this, 'ThrottlesAlarm', {
       alarmDescription: 'stacksync functions are throttled (account concurrency)',
       metric: new cloudwatch.Metric({ namespace: 'AWS/Lambda', metricName: 'Throttles', statistic: cloudwatch.Stats.SUM, period }),
@@ -706,6 +779,7 @@ export class StackSyncStack extends Stack {
       description: spec.description,
       memorySize: 256,
       timeout: Duration.seconds(spec.timeoutSeconds ?? 300),
+      reservedConcurrentExecutions: spec.reservedConcurrency?.(this.stackValues(spec)) || undefined,
       tracing: lambda.Tracing.ACTIVE,
       role,
       logGroup,
@@ -773,6 +847,10 @@ export class StackSyncStack extends Stack {
       webhookSecretArn: this.webhookSecretArn ?? '',
       scheduleExpression: this.scheduleExpression,
       maxStartsPerRun: String(this.maxStartsPerRun),
+      stackArnPrefix: `arn:${Aws.PARTITION}:cloudformation:${Aws.REGION}:${Aws.ACCOUNT_ID}:stack/${this.stackNamePrefix}`,
+      sourceBucketNames: this.sourceBucketNames,
+      webhookReservedConcurrency: this.webhookReservedConcurrency,
+      eventsReservedConcurrency: this.eventsReservedConcurrency,
     };
   }
 

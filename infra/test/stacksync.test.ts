@@ -85,7 +85,11 @@ const PREFIX = 'prod-';
 const CFN_ROLES = ['arn:aws:iam::111122223333:role/cfn-exec', 'arn:aws:iam::111122223333:role/cfn-exec-2'];
 const TARGET_ROLES = ['arn:aws:iam::444455556666:role/stacksync'];
 const WEBHOOK_SECRET = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/webhook-AbCdEf';
+const SOURCE_BUCKETS = ['acme-stacksync-sources', 'acme-other-sources'];
 const FULL: StackSyncProps = {
+  sourceBucketNames: SOURCE_BUCKETS,
+  webhookReservedConcurrency: 20,
+  eventsReservedConcurrency: 0,
   stackNamePrefix: PREFIX,
   cloudFormationRoleArns: CFN_ROLES,
   targetAccountRoleArns: TARGET_ROLES,
@@ -320,6 +324,20 @@ describe('functions', () => {
     assert.match(TEMPLATE_YAML, /\n {2}MaxStartsPerRun:\n {4}Type: Number\n {4}Default: 50\n {4}MinValue: 1\n {4}MaxValue: 1000\n/);
   });
 
+  test('the webhook and the events function have reserved concurrency (10 and 5 by default; 0: none), the steps none', () => {
+    for (const [s, webhook, events] of [[lazyDefaults(), 10, 5], [lazyFull(), 20, undefined]] as const) {
+      for (const spec of FUNCTIONS) {
+        const p = s.json.Resources[logicalId(s, s.stack.functions[spec.id])].Properties!;
+        const want = spec.binary === 'webhook' ? webhook : spec.binary === 'events' ? events : undefined;
+        assert.equal(p.ReservedConcurrentExecutions, want, spec.binary);
+      }
+    }
+    assert.match(templateResource('WebhookFunction'), /\n {6}ReservedConcurrentExecutions: !If \[ReservesWebhookConcurrency, !Ref WebhookReservedConcurrency, !Ref AWS::NoValue\]\n/);
+    assert.match(templateResource('EventsFunction'), /\n {6}ReservedConcurrentExecutions: !If \[ReservesEventsConcurrency, !Ref EventsReservedConcurrency, !Ref AWS::NoValue\]\n/);
+    assert.match(TEMPLATE_YAML, /\n {2}WebhookReservedConcurrency:\n {4}Type: Number\n {4}Default: 10\n {4}MinValue: 0\n/);
+    assert.match(TEMPLATE_YAML, /\n {2}EventsReservedConcurrency:\n {4}Type: Number\n {4}Default: 5\n {4}MinValue: 0\n/);
+  });
+
   test('architecture and log retention are props', () => {
     const s = synth({ architecture: 'arm64', logRetentionDays: 7 });
     for (const [, fn] of ofType(s.json, 'AWS::Lambda::Function')) {
@@ -338,6 +356,9 @@ describe('functions', () => {
     assert.throws(make({ cloudFormationRoleArns: ['arn:aws:iam::111122223333:role/*'] }), /not an IAM role ARN/);
     assert.throws(make({ targetAccountRoleArns: ['*'] }), /not an IAM role ARN/);
     assert.throws(make({ logRetentionDays: 31 }), /logRetentionDays/);
+    assert.throws(make({ sourceBucketNames: ['Acme_Sources'] }), /not an S3 bucket name/);
+    assert.throws(make({ webhookReservedConcurrency: -1 }), /webhookReservedConcurrency/);
+    assert.throws(make({ eventsReservedConcurrency: 1.5 }), /eventsReservedConcurrency/);
     assert.throws(make({ architecture: 'riscv' as never }), /architecture/);
     assert.throws(make({ webhookSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:*' }), /webhookSecretArn/);
     assert.throws(make({ webhookSecretArn: 'arn:aws:ssm:eu-west-1:111122223333:parameter/webhook' }), /webhookSecretArn/);
@@ -373,6 +394,9 @@ describe('functions', () => {
         architecture: 'x86_64',
         scheduleExpression: 'rate(10 minutes)',
         maxStartsPerRun: '20',
+        sourceBucketNames: 'acme-a,acme-b',
+        webhookReservedConcurrency: '0',
+        eventsReservedConcurrency: 2,
       },
     });
     assert.deepEqual(propsFromContext(app.node), {
@@ -384,6 +408,9 @@ describe('functions', () => {
       architecture: 'x86_64',
       scheduleExpression: 'rate(10 minutes)',
       maxStartsPerRun: 20,
+      sourceBucketNames: ['acme-a', 'acme-b'],
+      webhookReservedConcurrency: 0,
+      eventsReservedConcurrency: 2,
     });
     assert.equal(propsFromContext(new App().node).webhookSecretArn, undefined);
   });
@@ -532,10 +559,16 @@ describe('state machine, alarms, outputs', () => {
     }
   });
 
-  test('three alarms: failed executions, function errors (all nine), throttles', () => {
+  test("four alarms: failed executions, function errors (all nine), throttles, the webhook's refused requests", () => {
     const defaults = lazyDefaults();
     const alarms = ofType(defaults.json, 'AWS::CloudWatch::Alarm').map(([, a]) => a.Properties!);
-    assert.equal(alarms.length, 3);
+    assert.equal(alarms.length, 4);
+    const refused = alarms.find((a) => a.MetricName === 'Url4xxCount')!;
+    assert.equal(refused.Namespace, 'AWS/Lambda');
+    assert.deepEqual(refused.Dimensions, [{ Name: 'FunctionName', Value: { Ref: logicalId(defaults, defaults.stack.functions.Webhook) } }]);
+    assert.equal(refused.Statistic, 'Sum');
+    assert.equal(refused.Threshold, 10);
+    assert.match(templateResource('WebhookRejectionsAlarm'), /MetricName: Url4xxCount\n(.*\n)* +Threshold: 10\n/);
     const smId = logicalId(defaults, defaults.stack.stateMachine);
     const failed = alarms.find((a) => a.MetricName === 'ExecutionsFailed')!;
     assert.equal(failed.Namespace, 'AWS/States');
@@ -552,7 +585,7 @@ describe('state machine, alarms, outputs', () => {
     );
     assert.deepEqual(fnIds, new Set(FUNCTIONS.map((f) => logicalId(defaults, defaults.stack.functions[f.id]))));
     assert.match(errors.Metrics.find((m: any) => m.Expression).Expression, /^SUM\(\[fetch, upload, changeset, poll, del, fin, hook, sched, events\]\)$/);
-    for (const a of alarms) {
+    for (const a of alarms.filter((x) => x !== refused)) {
       assert.equal(a.Threshold, 1);
       assert.equal(a.EvaluationPeriods, 1);
       assert.equal(a.ComparisonOperator, 'GreaterThanOrEqualToThreshold');
@@ -600,70 +633,71 @@ describe('state machine, alarms, outputs', () => {
     );
   });
 
-  test("the EventBridge rules: the scheduler's schedule and the events function's three patterns, as template.yaml", () => {
-    const defaults = lazyDefaults();
-    const expected: Record<string, { fn: string; schedule?: string; pattern?: Record<string, unknown> }> = {
-      SchedulerFunctionSchedule: { fn: 'Scheduler', schedule: 'rate(5 minutes)' },
-      EventsFunctionCodeCommitPush: {
-        fn: 'Events',
-        pattern: {
-          source: ['aws.codecommit'],
-          'detail-type': ['CodeCommit Repository State Change'],
-          detail: { event: ['referenceCreated', 'referenceUpdated'] },
-        },
-      },
-      EventsFunctionS3ObjectCreated: { fn: 'Events', pattern: { source: ['aws.s3'], 'detail-type': ['Object Created'] } },
-      EventsFunctionStackStatusChange: {
-        fn: 'Events',
-        pattern: { source: ['aws.cloudformation'], 'detail-type': ['CloudFormation Stack Status Change'] },
-      },
+  test("the EventBridge rules: the scheduler's schedule, the events function's patterns (stacks by prefix, S3 by bucket), as template.yaml", () => {
+    const stackArnPrefix = (prefix: string) => ({
+      'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, ':cloudformation:', { Ref: 'AWS::Region' }, ':', { Ref: 'AWS::AccountId' }, `:stack/${prefix}`]],
+    });
+    const codeCommit = {
+      source: ['aws.codecommit'],
+      'detail-type': ['CodeCommit Repository State Change'],
+      detail: { event: ['referenceCreated', 'referenceUpdated'] },
     };
-    const rules = Object.fromEntries(
-      Object.entries(defaults.stack.rules).flatMap(([id, byName]) =>
-        Object.entries(byName).map(([name, rule]) => [`${id}Function${name}`, { rule, logical: logicalId(defaults, rule) }]),
-      ),
-    );
-    assert.deepEqual(Object.keys(rules).sort(), Object.keys(expected).sort());
-    assert.equal(ofType(defaults.json, 'AWS::Events::Rule').length, 4);
-    const eventPermissions = ofType(defaults.json, 'AWS::Lambda::Permission')
-      .map(([, r]) => r.Properties!)
-      .filter((p) => p.Principal === 'events.amazonaws.com');
-    assert.equal(eventPermissions.length, 4, 'one per rule');
-    for (const [name, want] of Object.entries(expected)) {
-      const { logical } = rules[name];
-      const p = defaults.json.Resources[logical].Properties!;
-      const fnId = logicalId(defaults, defaults.stack.functions[want.fn]);
-      assert.equal(p.State, 'ENABLED', name);
-      assert.equal(p.EventBusName, undefined, `${name}: the default bus`);
-      assert.equal(p.ScheduleExpression, want.schedule, name);
-      assert.deepEqual(p.EventPattern, want.pattern, name);
-      assert.deepEqual(
-        p.Targets.map((t: any) => t.Arn),
-        [{ 'Fn::GetAtt': [fnId, 'Arn'] }],
-        `${name} targets ${want.fn}Function only`,
+    const stackStatus = (prefix: string) => ({
+      source: ['aws.cloudformation'],
+      'detail-type': ['CloudFormation Stack Status Change'],
+      detail: { 'stack-id': [{ prefix: stackArnPrefix(prefix) }] },
+    });
+    // Without source buckets there is no S3 rule at all (template.yaml: Condition HasSourceBuckets).
+    for (const [s, prefix, buckets] of [[lazyDefaults(), '', []], [lazyFull(), PREFIX, SOURCE_BUCKETS]] as const) {
+      const expected: Record<string, { fn: string; schedule?: string; pattern?: Record<string, unknown> }> = {
+        SchedulerFunctionSchedule: { fn: 'Scheduler', schedule: s === lazyFull() ? 'rate(2 minutes)' : 'rate(5 minutes)' },
+        EventsFunctionCodeCommitPush: { fn: 'Events', pattern: codeCommit },
+        EventsFunctionStackStatusChange: { fn: 'Events', pattern: stackStatus(prefix) },
+      };
+      if (buckets.length > 0) {
+        expected.EventsFunctionS3ObjectCreated = {
+          fn: 'Events',
+          pattern: { source: ['aws.s3'], 'detail-type': ['Object Created'], detail: { bucket: { name: [...buckets] } } },
+        };
+      }
+      const rules = Object.fromEntries(
+        Object.entries(s.stack.rules).flatMap(([id, byName]) =>
+          Object.entries(byName).map(([name, rule]) => [`${id}Function${name}`, { rule, logical: logicalId(s, rule) }]),
+        ),
       );
-      // EventBridge may invoke the function from this rule only.
-      const allowed = eventPermissions.filter((x) => JSON.stringify(x.SourceArn) === JSON.stringify({ 'Fn::GetAtt': [logical, 'Arn'] }));
-      assert.equal(allowed.length, 1, name);
-      assert.deepEqual(allowed[0].FunctionName, { 'Fn::GetAtt': [fnId, 'Arn'] }, name);
-      assert.equal(allowed[0].Action, 'lambda:InvokeFunction', name);
-
-      // template.yaml: the same event on the same function (SAM names the rule <Function><event>).
-      const event = name.slice(`${want.fn}Function`.length);
-      const yaml = templateResource(`${want.fn}Function`);
-      const block = yaml.split(new RegExp(`\\n {8}${event}:\\n`))[1]?.split(/\n {0,8}\S/)[0];
-      assert.ok(block, `template.yaml: ${want.fn}Function has the event ${event}`);
-      if (want.schedule) {
-        assert.match(block, /^ +Type: Schedule\n(.*\n)* +Schedule: !Ref ScheduleExpression$/m);
-      } else {
-        assert.match(block, /^ +Type: EventBridgeRule$/m, event);
-        const pattern = want.pattern as Record<string, any>;
-        assert.match(block, new RegExp(`^ +source: \\[${pattern.source[0].replace('.', '\\.')}\\]$`, 'm'), event);
-        assert.match(block, new RegExp(`^ +detail-type: \\[${pattern['detail-type'][0]}\\]$`, 'm'), event);
-        if (pattern.detail) assert.match(block, new RegExp(`^ +event: \\[${pattern.detail.event.join(', ')}\\]$`, 'm'), event);
-        else assert.doesNotMatch(block, /detail:/, event);
+      assert.deepEqual(Object.keys(rules).sort(), Object.keys(expected).sort());
+      assert.equal(ofType(s.json, 'AWS::Events::Rule').length, Object.keys(expected).length);
+      const eventPermissions = ofType(s.json, 'AWS::Lambda::Permission')
+        .map(([, r]) => r.Properties!)
+        .filter((p) => p.Principal === 'events.amazonaws.com');
+      assert.equal(eventPermissions.length, Object.keys(expected).length, 'one per rule');
+      for (const [name, want] of Object.entries(expected)) {
+        const { logical } = rules[name];
+        const p = s.json.Resources[logical].Properties!;
+        const fnId = logicalId(s, s.stack.functions[want.fn]);
+        assert.equal(p.State, 'ENABLED', name);
+        assert.equal(p.EventBusName, undefined, `${name}: the default bus`);
+        assert.equal(p.ScheduleExpression, want.schedule, name);
+        assert.deepEqual(p.EventPattern, want.pattern, name);
+        assert.deepEqual(p.Targets.map((t: any) => t.Arn), [{ 'Fn::GetAtt': [fnId, 'Arn'] }], `${name} targets ${want.fn}Function only`);
+        // EventBridge may invoke the function from this rule only.
+        const allowed = eventPermissions.filter((x) => JSON.stringify(x.SourceArn) === JSON.stringify({ 'Fn::GetAtt': [logical, 'Arn'] }));
+        assert.equal(allowed.length, 1, name);
+        assert.deepEqual(allowed[0].FunctionName, { 'Fn::GetAtt': [fnId, 'Arn'] }, name);
+        assert.equal(allowed[0].Action, 'lambda:InvokeFunction', name);
       }
     }
+    // template.yaml: the same rules (SAM names a function's event rule <Function><event>; the S3 rule is a resource
+    // of its own, with a condition). tests/tests/template.rs compares the resolved patterns of both deployments.
+    const events = templateResource('EventsFunction');
+    assert.match(events, /\n {8}CodeCommitPush:\n {10}Type: EventBridgeRule\n/);
+    assert.match(events, /\n {8}StackStatusChange:\n {10}Type: EventBridgeRule\n(.*\n)* +- prefix: !Sub "arn:\$\{AWS::Partition\}:cloudformation:\$\{AWS::Region\}:\$\{AWS::AccountId\}:stack\/\$\{StackNamePrefix\}"\n/);
+    assert.doesNotMatch(events, /\n {8}S3ObjectCreated:\n/);
+    const s3 = templateResource('EventsFunctionS3ObjectCreated');
+    assert.match(s3, /\n {4}Condition: HasSourceBuckets\n/);
+    assert.match(s3, /\n +name: !Ref SourceBucketNames\n/);
+    assert.match(templateResource('EventsFunctionS3ObjectCreatedPermission'), /\n {4}Condition: HasSourceBuckets\n(.*\n)* +SourceArn: !GetAtt EventsFunctionS3ObjectCreated.Arn\n/);
+    assert.match(templateResource('SchedulerFunction'), /\n {10}Type: Schedule\n(.*\n)* +Schedule: !Ref ScheduleExpression\n/);
     assert.match(TEMPLATE_YAML, /\n {2}ScheduleExpression:\n {4}Type: String\n {4}Default: rate\(5 minutes\)\n/);
     // A prop changes the schedule.
     const s = synth({ scheduleExpression: 'cron(0/15 * * * ? *)' });
