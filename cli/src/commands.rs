@@ -8,7 +8,7 @@ use stacksync::aws::{AwsOptions, load_config};
 use stacksync::clock::{age, now_millis};
 use stacksync::manifest::{ManifestError, parse_manifest};
 use stacksync::registry::plan::{Action, Change, plan_apply};
-use stacksync::registry::{Registry, StackEntry};
+use stacksync::registry::{Entries, Registry, Specs, StackEntry};
 use stacksync::status::Timestamp;
 
 use crate::deployed::{Deployed, Resources, resolve};

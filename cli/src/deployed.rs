@@ -9,9 +9,9 @@ use aws_smithy_types::error::display::DisplayErrorContext;
 use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
 use stacksync::adapters::stepfunctions::{Executions, Step, is_finished};
 use stacksync::clock::{now_millis, rfc3339};
-use stacksync::reconcile::ports::CloudFormationFactory;
-use stacksync::reconcile::run::Trigger;
-use stacksync::registry::Registry;
+use stacksync::ports::CloudFormationFactory;
+use stacksync::ports::{Starter, Trigger, TriggerKind};
+use stacksync::registry::{Entries, Registry};
 
 use crate::Cli;
 use crate::local::watch_events;
@@ -120,7 +120,7 @@ impl Deployed {
                 )
             })?;
         let trigger = Trigger {
-            kind: "manual".into(),
+            kind: TriggerKind::Manual,
             revision: None,
         };
         // A manual start is its own request: unique, never a replay.

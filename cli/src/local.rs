@@ -7,16 +7,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
-use stacksync::adapters::cloudformation::{SdkCloudFormation, SdkCloudFormationFactory};
-use stacksync::adapters::git::GitFetcher;
+use stacksync::adapters::cloudformation::SdkCloudFormation;
 use stacksync::asl::{Event, Outcome, RunOptions, StateMachine};
 use stacksync::clock::now_millis;
-use stacksync::reconcile::local::{reconcile_machine, sdk_steps};
-use stacksync::reconcile::ports::{CloudFormation, CloudFormationFactory};
-use stacksync::reconcile::steps::Steps;
-use stacksync::registry::Registry;
+use stacksync::ports::{CloudFormation, CloudFormationFactory};
+use stacksync::reconcile::asl_runner::reconcile_machine;
+use stacksync::registry::{Entries, Registry};
+use stacksync::wiring::{SdkSteps, sdk_steps};
 
-pub type LocalSteps = Steps<SdkCloudFormationFactory, GitFetcher>;
+pub type LocalSteps = SdkSteps;
 
 /// Everything a local run needs, built once.
 pub struct LocalRunner {

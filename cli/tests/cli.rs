@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use stacksync::registry::{Registry, StackEntry};
+use stacksync::registry::{Registry, Specs, StackEntry};
 use stacksync_testkit::{Emulator, unique_name};
 
 struct Cli {
@@ -561,7 +561,7 @@ async fn reconcile_starts_the_deployed_state_machine_follows_it_and_history_list
     let h = stacksync_testkit::local::Harness::new("cli-deployed").await;
     let (table, bucket) = (
         h.steps.registry.table().to_owned(),
-        h.steps.store.bucket().to_owned(),
+        h.steps.blobs.bucket().to_owned(),
     );
     let functions = emulator.deploy_functions(&table, &bucket);
     let installation = installation(&table, &bucket, &functions.state_machine_arn).await;

@@ -1,14 +1,17 @@
-//! The glue every step function shares: configuration read once, clients
-//! built once, and step errors turned into Lambda errors whose `errorType` is
-//! the name the state machine's `Retry` and `Catch` match.
+//! The glue every function shares: configuration read once, clients built
+//! once, and step errors turned into Lambda errors whose `errorType` is the
+//! name the state machine's `Retry` and `Catch` match.
 
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::adapters::secrets::{SecretLocation, Secrets};
+use crate::adapters::stepfunctions::Executions;
 use crate::aws::{AwsOptions, load_config};
-use crate::reconcile::local::{run_step, sdk_steps};
 use crate::reconcile::run::StepError;
+use crate::reconcile::steps::StepName;
 use crate::registry::Registry;
+use crate::wiring::sdk_steps;
 
 /// A required environment variable, or an error that names it.
 fn required(name: &str) -> Result<String, lambda_runtime::Error> {
@@ -20,13 +23,12 @@ fn required(name: &str) -> Result<String, lambda_runtime::Error> {
 
 fn diagnostic(e: StepError) -> Diagnostic {
     Diagnostic {
-        error_type: e.name.to_owned(),
-        error_message: e.message,
+        error_type: e.name(),
+        error_message: e.message().to_owned(),
     }
 }
 
-/// Runs the Lambda function for one step (`artifact-fetch`, `change-set`, …):
-/// the whole `main` of a function binary.
+/// Runs the Lambda function of one step: the whole `main` of a step's binary.
 ///
 /// Environment: `STACKSYNC_TABLE`, `STACKSYNC_BUCKET` (required);
 /// `AWS_ENDPOINT_URL` (a local emulator), `STACKSYNC_TEMPLATE_URL_BASE`,
@@ -36,8 +38,8 @@ fn diagnostic(e: StepError) -> Diagnostic {
 /// future is compiled once, in this crate. An `async fn` awaited from each
 /// binary's `#[tokio::main]` made every release build of every binary compile
 /// the SDK's code paths again (about 10 minutes per binary on 2 cores).
-pub fn serve_step(function: &'static str) -> Result<(), lambda_runtime::Error> {
-    block_on(serve(function))
+pub fn serve_step(step: StepName) -> Result<(), lambda_runtime::Error> {
+    block_on(serve(step))
 }
 
 /// Drives one function's `main` future on a multi-threaded runtime.
@@ -53,21 +55,14 @@ fn block_on(
 /// What every trigger function starts from: logs on, the AWS configuration,
 /// the registry (`STACKSYNC_TABLE`) and the state machine's executions
 /// (`STACKSYNC_STATE_MACHINE_ARN`).
-async fn trigger_parts() -> Result<
-    (
-        aws_config::SdkConfig,
-        Registry,
-        crate::adapters::stepfunctions::Executions,
-    ),
-    lambda_runtime::Error,
-> {
+async fn trigger_parts()
+-> Result<(aws_config::SdkConfig, Registry, Executions), lambda_runtime::Error> {
     init_logs();
     let table = required("STACKSYNC_TABLE")?;
     let machine = required("STACKSYNC_STATE_MACHINE_ARN")?;
     let config = load_config(&AwsOptions::default()).await;
     let registry = Registry::new(aws_sdk_dynamodb::Client::new(&config), table);
-    let executions =
-        crate::adapters::stepfunctions::Executions::new(aws_sdk_sfn::Client::new(&config), machine);
+    let executions = Executions::new(aws_sdk_sfn::Client::new(&config), machine);
     Ok((config, registry, executions))
 }
 
@@ -82,7 +77,7 @@ fn init_logs() {
         .init();
 }
 
-async fn serve(function: &'static str) -> Result<(), lambda_runtime::Error> {
+async fn serve(step: StepName) -> Result<(), lambda_runtime::Error> {
     init_logs();
     let table = required("STACKSYNC_TABLE")?;
     let bucket = required("STACKSYNC_BUCKET")?;
@@ -96,9 +91,7 @@ async fn serve(function: &'static str) -> Result<(), lambda_runtime::Error> {
         .map_err(|e| e.to_string())?;
     let steps = &steps;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        run_step(steps, function, event.payload)
-            .await
-            .map_err(diagnostic)
+        steps.run(step, event.payload).await.map_err(diagnostic)
     }))
     .await
 }
@@ -113,10 +106,8 @@ pub fn serve_webhook() -> Result<(), lambda_runtime::Error> {
 }
 
 async fn webhook() -> Result<(), lambda_runtime::Error> {
-    use crate::webhook::handler::{
-        SecretLocation, Secrets, Webhook, function_url_request, function_url_response,
-    };
-    let (config, registry, executions) = trigger_parts().await?;
+    use crate::triggers::webhook::handler::{Webhook, function_url_request, function_url_response};
+    let (config, registry, starter) = trigger_parts().await?;
     let location = match (
         required("STACKSYNC_WEBHOOK_SECRET_ARN"),
         required("STACKSYNC_WEBHOOK_SECRET_PARAMETER"),
@@ -134,7 +125,7 @@ async fn webhook() -> Result<(), lambda_runtime::Error> {
     };
     let webhook = Webhook {
         registry,
-        executions,
+        starter,
         secrets: Secrets::new(location, &config),
     };
     let webhook = &webhook;
@@ -161,8 +152,8 @@ pub fn serve_scheduler() -> Result<(), lambda_runtime::Error> {
 }
 
 async fn scheduler() -> Result<(), lambda_runtime::Error> {
-    use crate::scheduler::{Config, Scheduler};
-    let (_, registry, executions) = trigger_parts().await?;
+    use crate::triggers::scheduler::{Config, Scheduler};
+    let (_, registry, starter) = trigger_parts().await?;
     let mut config = Config::default();
     if let Ok(text) = required("STACKSYNC_MAX_STARTS") {
         config.max_starts = text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
@@ -171,7 +162,7 @@ async fn scheduler() -> Result<(), lambda_runtime::Error> {
     }
     let scheduler = Scheduler {
         registry,
-        executions,
+        starter,
         sources: crate::adapters::git::GitFetcher::new(std::env::temp_dir()),
         config,
     };
@@ -194,11 +185,11 @@ pub fn serve_events() -> Result<(), lambda_runtime::Error> {
 }
 
 async fn events() -> Result<(), lambda_runtime::Error> {
-    use crate::triggers::EventHandler;
-    let (aws, registry, executions) = trigger_parts().await?;
+    use crate::triggers::events::{from_value, handler::EventHandler};
+    let (aws, registry, starter) = trigger_parts().await?;
     let handler = EventHandler {
         registry,
-        executions,
+        starter,
         region: aws
             .region()
             .map(ToString::to_string)
@@ -206,13 +197,19 @@ async fn events() -> Result<(), lambda_runtime::Error> {
     };
     let handler = &handler;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        let answer = match crate::events::from_value(event.payload) {
+        let answer = match from_value(event.payload) {
             // Not worth a retry: the same bytes would fail the same way.
             Err(e) => {
                 tracing::error!(error = %e, "event rejected");
-                serde_json::json!({"result": "rejected", "error": e.to_string()})
+                json!({"result": "rejected", "error": e.to_string()})
             }
-            Ok(event) => handler.handle(&event, crate::clock::now_millis()).await?,
+            Ok(event) => {
+                let answer = handler
+                    .handle(&event, crate::clock::now_millis())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                serde_json::to_value(answer)?
+            }
         };
         tracing::info!(%answer, "event handled");
         Ok::<Value, lambda_runtime::Error>(answer)

@@ -1,15 +1,22 @@
-//! stacksync's library crate: everything the Lambda functions and the CLI share.
+//! stacksync's library crate: everything the Lambda functions and the CLI
+//! share, in layers (ARCHITECTURE.md at the root says which may use which):
 //!
-//! - [`spec`]: the desired state of one stack (a registry entry), with its
-//!   validation rules ([`validate`]) and the `stacks.yaml` reader ([`manifest`]).
-//! - [`status`]: what stacksync observed and did, per stack.
-//! - [`registry`]: the DynamoDB table that holds both, with conditional writes
-//!   and a per-stack lease.
-//! - [`duration`], [`source`], [`hash`], [`clock`]: small value types and helpers.
-//! - [`aws`]: building SDK clients from the standard configuration chain;
-//!   [`partition`]: the ARN partition and DNS suffix of a region.
-//! - [`webhook`], [`events`]: trigger inputs (Git webhooks, EventBridge
-//!   events) verified and parsed, without I/O.
+//! - the triggers ([`triggers`]: webhook, EventBridge events, scheduler)
+//!   start reconcile runs;
+//! - the state machine (`statemachine/reconcile.asl.json`, run by Step
+//!   Functions or by the local interpreter [`asl`]) chains the steps;
+//! - the steps ([`reconcile::steps`]) observe, ask the decision table
+//!   ([`reconcile::decide`]) and act, through
+//! - the ports ([`ports`], and the [`registry`]'s traits), implemented on AWS
+//!   and Git by the [`adapters`] (and the registry's DynamoDB half), and in
+//!   memory by the fakes (`fakes`, feature `fakes`);
+//! - the domain: [`spec`] (the desired state, checked by [`validate`], read
+//!   from `stacks.yaml` by [`manifest`]), [`status`], [`stack_status`],
+//!   [`template`], [`artifact`], [`naming`], [`source`], [`partition`],
+//!   [`duration`], [`hash`], [`clock`].
+//!
+//! [`wiring`] puts the AWS adapters together for the functions ([`lambda`],
+//! feature `lambda`) and the CLI's local runner.
 
 pub mod adapters;
 pub mod artifact;
@@ -17,22 +24,25 @@ pub mod asl;
 pub mod aws;
 pub mod clock;
 pub mod duration;
-pub mod events;
+#[cfg(any(test, feature = "fakes"))]
+pub mod fakes;
 pub mod hash;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod manifest;
+pub mod naming;
 pub mod partition;
+pub mod ports;
 pub mod reconcile;
 pub mod registry;
-pub mod scheduler;
 pub mod source;
 pub mod spec;
+pub mod stack_status;
 pub mod status;
 pub mod template;
 pub mod triggers;
 pub mod validate;
-pub mod webhook;
+pub mod wiring;
 
 pub use duration::Duration;
 pub use spec::StackSpec;

@@ -22,9 +22,8 @@ pub enum Phase {
     /// The last reconcile failed; see `message`.
     Failed,
     /// The entry was removed; the stack is being deleted (or released).
+    /// Once it is gone, so is the entry.
     Deleting,
-    /// The stack was deleted.
-    Deleted,
     /// Reconciles are suspended.
     Suspended,
 }
@@ -37,7 +36,6 @@ impl Phase {
             Self::Ready => "Ready",
             Self::Failed => "Failed",
             Self::Deleting => "Deleting",
-            Self::Deleted => "Deleted",
             Self::Suspended => "Suspended",
         }
     }
@@ -68,6 +66,107 @@ impl<'de> Deserialize<'de> for Timestamp {
     }
 }
 
+/// Why a run stalled: a person must act (or the spec or the revision must
+/// change) before trying again can help. Kept in the status (`stallReason`)
+/// and in the error's name, so tests, the CLI and alarms match on it, never
+/// on message text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StallReason {
+    /// The entry is no longer registered.
+    NotRegistered,
+    /// The source kind or an option of it is not supported by this version.
+    Unsupported,
+    /// The source cannot be read: not found, no access, no such ref.
+    SourceUnavailable,
+    /// The template or parameter file is missing, too large or not valid.
+    InvalidTemplate,
+    /// An object the run stored (artifact, template, parameters) is missing
+    /// or unreadable.
+    ArtifactUnavailable,
+    /// AWS refused a request (access denied, validation error…).
+    Refused,
+    /// The change set failed, or was deleted or outdated by someone else.
+    ChangeSetFailed,
+    /// The stack's operation failed or was rolled back.
+    StackFailed,
+    /// The rollback stays failed after `ContinueUpdateRollback`.
+    RollbackFailed,
+    /// Deleting the stack failed.
+    DeleteFailed,
+    /// The stack is in a state stacksync leaves alone.
+    StackBlocked,
+    /// A run's state lacks what a step needs (a broken contract between
+    /// the state machine and the steps).
+    ContractViolated,
+    /// The registry refused a write (the lease was lost, a conflict).
+    RegistryRefused,
+    /// Transient errors outlasted every retry.
+    RetriesExhausted,
+    /// An error stacksync did not raise (a Lambda or Step Functions error).
+    Unexpected,
+}
+
+impl StallReason {
+    pub const ALL: [StallReason; 15] = [
+        Self::NotRegistered,
+        Self::Unsupported,
+        Self::SourceUnavailable,
+        Self::InvalidTemplate,
+        Self::ArtifactUnavailable,
+        Self::Refused,
+        Self::ChangeSetFailed,
+        Self::StackFailed,
+        Self::RollbackFailed,
+        Self::DeleteFailed,
+        Self::StackBlocked,
+        Self::ContractViolated,
+        Self::RegistryRefused,
+        Self::RetriesExhausted,
+        Self::Unexpected,
+    ];
+
+    /// As in error names: `InvalidTemplate`, …
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotRegistered => "NotRegistered",
+            Self::Unsupported => "Unsupported",
+            Self::SourceUnavailable => "SourceUnavailable",
+            Self::InvalidTemplate => "InvalidTemplate",
+            Self::ArtifactUnavailable => "ArtifactUnavailable",
+            Self::Refused => "Refused",
+            Self::ChangeSetFailed => "ChangeSetFailed",
+            Self::StackFailed => "StackFailed",
+            Self::RollbackFailed => "RollbackFailed",
+            Self::DeleteFailed => "DeleteFailed",
+            Self::StackBlocked => "StackBlocked",
+            Self::ContractViolated => "ContractViolated",
+            Self::RegistryRefused => "RegistryRefused",
+            Self::RetriesExhausted => "RetriesExhausted",
+            Self::Unexpected => "Unexpected",
+        }
+    }
+
+    /// The reason of a caught error, from its name: `StackSync.Stalled.X`
+    /// → X; the transient name (its retries ran out) → `RetriesExhausted`;
+    /// anything else → `Unexpected`.
+    pub fn of_error_name(name: &str) -> StallReason {
+        if name == "StackSync.Transient" {
+            return Self::RetriesExhausted;
+        }
+        name.strip_prefix("StackSync.Stalled")
+            .and_then(|rest| rest.strip_prefix('.'))
+            .and_then(|r| Self::ALL.into_iter().find(|x| x.as_str() == r))
+            .unwrap_or(Self::Unexpected)
+    }
+}
+
+impl std::fmt::Display for StallReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The status record of one stack.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
@@ -95,6 +194,10 @@ pub struct Status {
     /// What a person should know: the failure reason, or what happened.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Why the last run stalled (with phase `Failed`): what to match on,
+    /// where the message is for people.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stall_reason: Option<StallReason>,
     /// When the phase last changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_transition_at: Option<Timestamp>,

@@ -15,14 +15,15 @@ use std::time::Instant;
 use aws_sdk_dynamodb::types::AttributeValue;
 use stacksync::adapters::git::GitFetcher;
 use stacksync::clock::now_millis;
-use stacksync::reconcile::ports::SourceFetcher;
+use stacksync::ports::SourceFetcher;
+use stacksync::registry::Schedule;
 use stacksync::registry::entry_item;
 use stacksync::registry::schema::{
     INDEX_BY_NEXT_RECONCILE, INDEX_BY_SOURCE, SCHED_SHARDS, SOURCES_SHARD, attr,
 };
-use stacksync::scheduler::{Report, Scheduler};
 use stacksync::source::source_key;
 use stacksync::status::Timestamp;
+use stacksync::triggers::scheduler::{Report, Scheduler};
 use stacksync_testkit::Emulator;
 use stacksync_testkit::fleet::{Fleet, steady_entry};
 
@@ -191,7 +192,11 @@ async fn main() {
 /// One recorded, timed run of the scheduler.
 async fn measure(
     emulator: &Emulator,
-    scheduler: &Scheduler<GitFetcher>,
+    scheduler: &Scheduler<
+        stacksync::registry::Registry,
+        stacksync::adapters::stepfunctions::Executions,
+        GitFetcher,
+    >,
     read_units: f64,
 ) -> Sample {
     emulator.reset_recording();

@@ -8,12 +8,13 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde_json::json;
+use stacksync::adapters::secrets::{SecretLocation, Secrets};
 use stacksync::adapters::stepfunctions::Executions;
 use stacksync::clock::now_millis;
 use stacksync::registry::Registry;
-use stacksync::webhook::Headers;
-use stacksync::webhook::handler::{SecretLocation, Secrets, Webhook};
-use stacksync::webhook::verify::sign;
+use stacksync::triggers::webhook::Headers;
+use stacksync::triggers::webhook::handler::Webhook;
+use stacksync::triggers::webhook::verify::sign;
 use stacksync_testkit::local::Harness;
 use stacksync_testkit::{Emulator, unique_name};
 
@@ -52,7 +53,7 @@ async fn main() {
         .expect("secret");
     let webhook = Webhook {
         registry: Registry::new(emulator.dynamodb(), h.steps.registry.table()),
-        executions: Executions::new(sfn, &machine),
+        starter: Executions::new(sfn, &machine),
         secrets: Secrets::new(SecretLocation::SecretsManager(secret_id), &config),
     };
     let delivery = |i: usize| {

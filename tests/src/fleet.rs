@@ -12,10 +12,10 @@ use stacksync::StackSpec;
 use stacksync::adapters::git::GitFetcher;
 use stacksync::adapters::stepfunctions::Executions;
 use stacksync::clock::{EpochMillis, now_millis};
-use stacksync::registry::{Registry, StackEntry, entry_item};
-use stacksync::scheduler::{Config, Scheduler};
+use stacksync::registry::{Registry, Schedule, StackEntry, entry_item};
 use stacksync::source::source_key;
 use stacksync::status::{Phase, Status, Timestamp};
+use stacksync::triggers::scheduler::{Config, Scheduler};
 
 use crate::git::{GitDaemon, GitRepo};
 use crate::{Emulator, unique_name};
@@ -138,10 +138,10 @@ impl Fleet {
     }
 
     /// The scheduler of this fleet.
-    pub fn scheduler(&self, max_starts: usize) -> Scheduler<GitFetcher> {
+    pub fn scheduler(&self, max_starts: usize) -> Scheduler<Registry, Executions, GitFetcher> {
         Scheduler {
             registry: self.registry.clone(),
-            executions: Executions::new(self.sfn.clone(), &self.machine),
+            starter: Executions::new(self.sfn.clone(), &self.machine),
             sources: GitFetcher::new(std::env::temp_dir()),
             config: Config {
                 max_starts,

@@ -8,16 +8,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
 use stacksync::adapters::git::GitFetcher;
+use stacksync::adapters::s3::S3Store;
 use stacksync::asl::{AslError, Event, Outcome, RunOptions, StateMachine, TaskRunner};
 use stacksync::clock::now_millis;
 use stacksync::manifest::parse_manifest;
-use stacksync::reconcile::local::{FUNCTIONS, reconcile_machine, sdk_steps};
-use stacksync::reconcile::ports::{CloudFormationFactory, PortResult, SourceFetcher};
+use stacksync::ports::{CloudFormationFactory, PortResult, SourceFetcher};
+use stacksync::reconcile::asl_runner::reconcile_machine;
+use stacksync::reconcile::steps::StepName;
 use stacksync::reconcile::steps::Steps;
 use stacksync::registry::StackEntry;
 use stacksync::registry::plan::plan_apply;
+use stacksync::registry::{Entries, Registry, Specs};
+use stacksync::wiring::sdk_steps;
 
 use crate::iam::as_function;
+use crate::scripted::Recorded;
 use crate::{Emulator, unique_name};
 
 /// The steps as the deployed state machine runs them: each Task state as its
@@ -29,12 +34,9 @@ pub struct AsFunctions<'a, R>(pub &'a R);
 impl<R: TaskRunner> TaskRunner for AsFunctions<'_, R> {
     async fn run(&self, resource: &str, input: Value) -> Result<Value, AslError> {
         let name = resource.strip_prefix("local:").unwrap_or(resource);
-        let function = FUNCTIONS
-            .iter()
-            .map(|(_, f)| *f)
-            .find(|f| *f == name)
+        let step = StepName::of_function(name)
             .ok_or_else(|| AslError::new("States.TaskFailed", format!("no function {name}")))?;
-        as_function(function, self.0.run(resource, input)).await
+        as_function(step.function(), self.0.run(resource, input)).await
     }
 }
 
@@ -71,7 +73,7 @@ impl<S: SourceFetcher> SourceFetcher for Counting<S> {
 /// The steps and the machine, against the emulator's DynamoDB and S3.
 #[derive(Debug)]
 pub struct Harness<F> {
-    pub steps: Steps<F, Counting<GitFetcher>>,
+    pub steps: Steps<Registry, S3Store, F, Counting<GitFetcher>>,
     pub machine: StateMachine,
     /// States entered and waits, of every run so far.
     pub events: Mutex<Vec<Event>>,
@@ -93,31 +95,32 @@ impl Harness<SdkCloudFormationFactory> {
     }
 }
 
-impl<F: CloudFormationFactory> Harness<F> {
-    /// Real registry, bucket and Git; `cloudformation` instead of the emulator's.
+impl<F: CloudFormationFactory> Harness<Recorded<F>> {
+    /// Real registry, bucket and Git; `cloudformation` (a scripted fake)
+    /// instead of the emulator's, its calls recorded for the IAM test.
     pub async fn with_port(prefix: &str, cloudformation: F) -> Self {
         let real = Harness::new(prefix).await;
-        Harness::with_cloudformation(
-            Steps {
-                registry: real.steps.registry,
-                store: real.steps.store,
-                cloudformation: real.steps.cloudformation,
-                sources: real.steps.sources.inner,
-                config: real.steps.config,
-            },
-            |_| cloudformation,
-        )
+        let steps = Steps {
+            registry: real.steps.registry,
+            blobs: real.steps.blobs,
+            cloudformation: real.steps.cloudformation,
+            sources: real.steps.sources.inner,
+            config: real.steps.config,
+        };
+        Harness::with_cloudformation(steps, |_| Recorded(cloudformation))
     }
+}
 
-    /// With another CloudFormation port (a scripted fake), everything else real.
+impl<F: CloudFormationFactory> Harness<F> {
+    /// With another CloudFormation port, everything else real.
     pub fn with_cloudformation<G>(
-        steps: Steps<G, GitFetcher>,
+        steps: Steps<Registry, S3Store, G, GitFetcher>,
         replace: impl FnOnce(G) -> F,
     ) -> Self {
         Harness {
             steps: Steps {
                 registry: steps.registry,
-                store: steps.store,
+                blobs: steps.blobs,
                 cloudformation: replace(steps.cloudformation),
                 sources: Counting::new(steps.sources),
                 config: steps.config,

@@ -1,187 +1,61 @@
-//! A scripted CloudFormation: statuses advance over successive describes,
-//! failures are injected per operation. For the stack states the emulator
-//! cannot produce (in-progress loops, rollbacks, DELETE_FAILED, throttling).
+//! The library's scripted CloudFormation (`stacksync::fakes`), for the stack
+//! states the emulator cannot produce, with every call it gets recorded for
+//! the IAM conformance test as the AWS call it stands for ([`Recorded`]).
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex};
-
-use stacksync::reconcile::ports::{
-    ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, PortError,
-    PortResult, StackEvent, StackInfo,
+pub use stacksync::fakes::{Script, ScriptedCloudFormation, failed, failure_event, pending, ready};
+use stacksync::ports::{
+    ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, PortResult,
+    StackEvent, StackInfo,
 };
-use stacksync::reconcile::status::{ChangeSetStatus, ExecutionStatus, StackStatus};
 
 use crate::iam::call::Call;
 use crate::iam::record::{record, recording, template_transforms};
 
-/// What the fake answers, and what it was asked.
-#[derive(Debug, Default)]
-pub struct Script {
-    /// What DescribeStacks answers next; the last one repeats. `None`: no stack.
-    pub stack: VecDeque<Option<StackStatus>>,
-    /// What DescribeChangeSet answers after CreateChangeSet; the last repeats.
-    pub change_set: VecDeque<ChangeSetInfo>,
-    /// Stack statuses after ExecuteChangeSet.
-    pub after_execute: Vec<Option<StackStatus>>,
-    /// Stack statuses after DeleteStack.
-    pub after_delete: Vec<Option<StackStatus>>,
-    /// Stack statuses after ContinueUpdateRollback.
-    pub after_continue: Vec<Option<StackStatus>>,
-    /// Operation → errors to give before answering normally.
-    pub failures: BTreeMap<&'static str, VecDeque<PortError>>,
-    /// What DescribeStackEvents answers.
-    pub events: Vec<StackEvent>,
-    /// Every call, as "Operation detail".
-    pub calls: Vec<String>,
-    /// Every change set asked for, in full.
-    pub requests: Vec<ChangeSetRequest>,
-}
+/// A CloudFormation port (or factory) whose calls are recorded under the
+/// function that makes them.
+#[derive(Debug, Clone)]
+pub struct Recorded<T>(pub T);
 
-/// The fake, shared between the test and the steps.
-#[derive(Debug, Clone, Default)]
-pub struct ScriptedCloudFormation(pub Arc<Mutex<Script>>);
-
-/// A change set ready to execute, with `changes` changes.
-pub fn ready(changes: usize) -> ChangeSetInfo {
-    ChangeSetInfo {
-        status: ChangeSetStatus::CreateComplete,
-        execution: ExecutionStatus::Available,
-        reason: None,
-        changes,
+fn cfn_call(operation: &str, stack: &str, role_arn: Option<&str>) {
+    if recording() {
+        record(Call {
+            service: "cloudformation".into(),
+            operation: operation.into(),
+            region: "us-east-1".into(),
+            status: 200,
+            stack: Some(stack.into()),
+            role_arn: role_arn.map(str::to_owned),
+            ..Call::default()
+        });
     }
 }
 
-/// A change set still being made.
-pub fn pending() -> ChangeSetInfo {
-    ChangeSetInfo {
-        status: ChangeSetStatus::CreatePending,
-        execution: ExecutionStatus::Unavailable,
-        reason: None,
-        changes: 0,
-    }
-}
-
-/// A failed change set.
-pub fn failed(reason: &str) -> ChangeSetInfo {
-    ChangeSetInfo {
-        status: ChangeSetStatus::Failed,
-        execution: ExecutionStatus::Unavailable,
-        reason: Some(reason.to_owned()),
-        changes: 0,
-    }
-}
-
-/// A failed resource event.
-pub fn failure_event(logical_id: &str, status: &str, reason: &str) -> StackEvent {
-    StackEvent {
-        event_id: format!("{logical_id}-{status}"),
-        timestamp: i64::MAX / 2,
-        logical_id: logical_id.to_owned(),
-        resource_type: "AWS::S3::Bucket".to_owned(),
-        status: status.to_owned(),
-        reason: Some(reason.to_owned()),
-    }
-}
-
-impl ScriptedCloudFormation {
-    /// A fake whose stack answers these statuses, in turn.
-    pub fn with_stack(statuses: &[Option<StackStatus>]) -> Self {
-        let fake = Self::default();
-        {
-            let mut s = fake.script();
-            s.stack = statuses.iter().cloned().collect();
-            s.change_set = [pending(), ready(1)].into_iter().collect();
-            s.after_execute = vec![
-                Some(StackStatus::UpdateInProgress),
-                Some(StackStatus::UpdateComplete),
-            ];
-            s.after_delete = vec![Some(StackStatus::DeleteInProgress), None];
-            s.after_continue = vec![
-                Some(StackStatus::UpdateRollbackInProgress),
-                Some(StackStatus::UpdateRollbackComplete),
-            ];
-        }
-        fake
-    }
-
-    pub fn script(&self) -> std::sync::MutexGuard<'_, Script> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// The calls made so far, by operation name only.
-    pub fn operations(&self) -> Vec<String> {
-        self.script()
-            .calls
-            .iter()
-            .map(|c| c.split(' ').next().unwrap_or("").to_owned())
-            .collect()
-    }
-
-    /// Records the call as the AWS operation it stands for (the IAM
-    /// conformance test holds the calling function's role against it).
-    fn record(&self, operation: &str, stack: &str, role_arn: Option<&str>) {
-        if recording() {
-            record(Call {
-                service: "cloudformation".into(),
-                operation: operation.into(),
-                region: "us-east-1".into(),
-                status: 200,
-                stack: Some(stack.into()),
-                role_arn: role_arn.map(str::to_owned),
-                ..Call::default()
-            });
-        }
-    }
-
-    fn call(&self, operation: &'static str, detail: String) -> PortResult<()> {
-        let stack = detail.split(' ').next().unwrap_or_default();
-        self.record(operation, stack, None);
-        self.call_unrecorded(operation, detail)
-    }
-
-    fn call_unrecorded(&self, operation: &'static str, detail: String) -> PortResult<()> {
-        let mut s = self.script();
-        s.calls.push(format!("{operation} {detail}"));
-        match s.failures.get_mut(operation).and_then(VecDeque::pop_front) {
-            Some(error) => Err(error),
-            None => Ok(()),
-        }
-    }
-
-    fn next_stack(&self) -> Option<StackStatus> {
-        let mut s = self.script();
-        if s.stack.len() > 1 {
-            s.stack.pop_front().flatten()
-        } else {
-            s.stack.front().cloned().flatten()
-        }
-    }
-}
-
-impl CloudFormationFactory for ScriptedCloudFormation {
-    type Port = ScriptedCloudFormation;
+impl<T: CloudFormationFactory> CloudFormationFactory for Recorded<T> {
+    type Port = Recorded<T::Port>;
 
     async fn for_stack(
         &self,
-        _region: Option<&str>,
-        _assume_role: Option<&str>,
+        region: Option<&str>,
+        assume_role: Option<&str>,
     ) -> PortResult<Self::Port> {
-        Ok(self.clone())
+        if let Some(role) = assume_role.filter(|_| recording()) {
+            record(Call {
+                service: "sts".into(),
+                operation: "AssumeRole".into(),
+                region: "us-east-1".into(),
+                status: 200,
+                target: Some(role.to_owned()),
+                ..Call::default()
+            });
+        }
+        Ok(Recorded(self.0.for_stack(region, assume_role).await?))
     }
 }
 
-impl CloudFormation for ScriptedCloudFormation {
+impl<T: CloudFormation> CloudFormation for Recorded<T> {
     async fn describe_stack(&self, stack: &str) -> PortResult<Option<StackInfo>> {
-        self.call("DescribeStacks", stack.to_owned())?;
-        Ok(self.next_stack().map(|status| StackInfo {
-            stack_id: format!("arn:aws:cloudformation:us-east-1:123456789012:stack/{stack}/1"),
-            status,
-            reason: None,
-            parameters: BTreeMap::new(),
-            tags: BTreeMap::new(),
-        }))
+        cfn_call("DescribeStacks", stack, None);
+        self.0.describe_stack(stack).await
     }
 
     async fn create_change_set(&self, request: &ChangeSetRequest) -> PortResult<Created> {
@@ -199,12 +73,7 @@ impl CloudFormation for ScriptedCloudFormation {
                 ..Call::default()
             });
         }
-        self.call_unrecorded(
-            "CreateChangeSet",
-            format!("{} {:?}", request.change_set_name, request.kind),
-        )?;
-        self.script().requests.push(request.clone());
-        Ok(Created::ChangeSet)
+        self.0.create_change_set(request).await
     }
 
     async fn describe_change_set(
@@ -212,48 +81,28 @@ impl CloudFormation for ScriptedCloudFormation {
         stack: &str,
         name: &str,
     ) -> PortResult<Option<ChangeSetInfo>> {
-        self.record("DescribeChangeSet", stack, None);
-        self.call_unrecorded("DescribeChangeSet", name.to_owned())?;
-        let mut s = self.script();
-        let info = if s.change_set.len() > 1 {
-            s.change_set.pop_front()
-        } else {
-            s.change_set.front().cloned()
-        };
-        Ok(info)
+        cfn_call("DescribeChangeSet", stack, None);
+        self.0.describe_change_set(stack, name).await
     }
 
     async fn execute_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
-        self.record("ExecuteChangeSet", stack, None);
-        self.call_unrecorded("ExecuteChangeSet", name.to_owned())?;
-        let mut s = self.script();
-        s.stack = s.after_execute.iter().cloned().collect();
-        s.change_set = [ChangeSetInfo {
-            execution: ExecutionStatus::ExecuteComplete,
-            ..ready(1)
-        }]
-        .into_iter()
-        .collect();
-        Ok(())
+        cfn_call("ExecuteChangeSet", stack, None);
+        self.0.execute_change_set(stack, name).await
     }
 
     async fn delete_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
-        self.record("DeleteChangeSet", stack, None);
-        self.call_unrecorded("DeleteChangeSet", name.to_owned())
+        cfn_call("DeleteChangeSet", stack, None);
+        self.0.delete_change_set(stack, name).await
     }
 
     async fn list_change_sets(&self, stack: &str) -> PortResult<Vec<String>> {
-        self.record("ListChangeSets", stack, None);
-        self.call_unrecorded("ListChangeSets", String::new())?;
-        Ok(vec!["left-over".to_owned()])
+        cfn_call("ListChangeSets", stack, None);
+        self.0.list_change_sets(stack).await
     }
 
     async fn delete_stack(&self, stack: &str, role_arn: Option<&str>) -> PortResult<()> {
-        self.record("DeleteStack", stack, role_arn);
-        self.call_unrecorded("DeleteStack", stack.to_owned())?;
-        let mut s = self.script();
-        s.stack = s.after_delete.iter().cloned().collect();
-        Ok(())
+        cfn_call("DeleteStack", stack, role_arn);
+        self.0.delete_stack(stack, role_arn).await
     }
 
     async fn continue_update_rollback(
@@ -261,23 +110,22 @@ impl CloudFormation for ScriptedCloudFormation {
         stack: &str,
         role_arn: Option<&str>,
     ) -> PortResult<()> {
-        self.record("ContinueUpdateRollback", stack, role_arn);
-        self.call_unrecorded("ContinueUpdateRollback", stack.to_owned())?;
-        let mut s = self.script();
-        s.stack = s.after_continue.iter().cloned().collect();
-        Ok(())
+        cfn_call("ContinueUpdateRollback", stack, role_arn);
+        self.0.continue_update_rollback(stack, role_arn).await
     }
 
     async fn set_termination_protection(&self, stack: &str, enabled: bool) -> PortResult<()> {
-        self.call("UpdateTerminationProtection", format!("{stack} {enabled}"))
+        cfn_call("UpdateTerminationProtection", stack, None);
+        self.0.set_termination_protection(stack, enabled).await
     }
 
-    async fn set_stack_policy(&self, stack: &str, _policy_json: &str) -> PortResult<()> {
-        self.call("SetStackPolicy", stack.to_owned())
+    async fn set_stack_policy(&self, stack: &str, policy_json: &str) -> PortResult<()> {
+        cfn_call("SetStackPolicy", stack, None);
+        self.0.set_stack_policy(stack, policy_json).await
     }
 
-    async fn events_since(&self, stack: &str, _since: i64) -> PortResult<Vec<StackEvent>> {
-        self.call("DescribeStackEvents", stack.to_owned())?;
-        Ok(self.script().events.clone())
+    async fn events_since(&self, stack: &str, since: i64) -> PortResult<Vec<StackEvent>> {
+        cfn_call("DescribeStackEvents", stack, None);
+        self.0.events_since(stack, since).await
     }
 }

@@ -8,7 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use stacksync::reconcile::local::{FUNCTIONS, RECONCILE_ASL};
+use stacksync::reconcile::asl_runner::RECONCILE_ASL;
+use stacksync::reconcile::steps::StepName;
 
 use crate::{Emulator, repo_root, unique_name};
 
@@ -132,7 +133,8 @@ impl Emulator {
             state_machine_arn: String::new(),
         };
         let mut substitutions = BTreeMap::new();
-        for (substitution, name) in FUNCTIONS {
+        for step in StepName::ALL {
+            let (substitution, name) = (step.placeholder(), step.function());
             let function = format!("{prefix}-{name}");
             let created = self.raw_request(
                 "POST",

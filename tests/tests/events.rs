@@ -8,10 +8,10 @@
 use serde_json::Value;
 use stacksync::adapters::stepfunctions::Executions;
 use stacksync::clock::{now_millis, rfc3339};
-use stacksync::events::from_value;
-use stacksync::registry::StackEntry;
-use stacksync::scheduler::plan::Reason;
-use stacksync::triggers::EventHandler;
+use stacksync::registry::{Entries, Registry, StackEntry};
+use stacksync::triggers::events::from_value;
+use stacksync::triggers::events::handler::EventHandler;
+use stacksync::triggers::scheduler::plan::Reason;
 use stacksync_testkit::fleet::{Fleet, steady_entry};
 use stacksync_testkit::iam::as_function;
 
@@ -33,7 +33,7 @@ fn names(list: &Value) -> Vec<String> {
 
 struct Setup {
     fleet: Fleet,
-    handler: EventHandler,
+    handler: EventHandler<Registry, Executions>,
     p: String,
 }
 
@@ -77,7 +77,7 @@ impl Setup {
         fleet.write(&entries).await;
         let handler = EventHandler {
             registry: fleet.registry.clone(),
-            executions: Executions::new(fleet.sfn.clone(), &fleet.machine),
+            starter: Executions::new(fleet.sfn.clone(), &fleet.machine),
             region: "us-east-1".into(),
         };
         Setup { fleet, handler, p }
@@ -85,9 +85,10 @@ impl Setup {
 
     async fn handle(&self, event: Value) -> Value {
         let event = from_value(event).unwrap();
-        as_function("events", self.handler.handle(&event, now_millis()))
+        let answer = as_function("events", self.handler.handle(&event, now_millis()))
             .await
-            .unwrap()
+            .unwrap();
+        serde_json::to_value(answer).unwrap()
     }
 }
 
@@ -178,6 +179,7 @@ async fn an_out_of_band_stack_change_is_reconciled_and_stacksyncs_own_are_not() 
     let answer = as_function("events", s.handler.handle(&event, now))
         .await
         .unwrap();
+    let answer = serde_json::to_value(answer).unwrap();
     assert_eq!(answer["result"], "marked for reconcile", "{answer}");
     assert_eq!(names(&answer["marked"]), [format!("{p}-net")]);
     let marked = s

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
-use stacksync::reconcile::local::FUNCTIONS;
+use stacksync::reconcile::steps::StepName;
 use stacksync_testkit::iam::call::Call;
 use stacksync_testkit::iam::policy::{
     Resolver, Statement, allowed, cdk_roles, load_template, sam_roles,
@@ -100,9 +100,9 @@ fn deployments(
 fn every_recorded_call_is_allowed_by_its_functions_role_and_every_grant_is_used() {
     let calls = recorded_calls();
     let fixture = fixture();
-    let functions: BTreeSet<String> = FUNCTIONS
+    let functions: BTreeSet<String> = StepName::ALL
         .iter()
-        .map(|(_, f)| (*f).to_owned())
+        .map(|s| s.function().to_owned())
         .chain(TRIGGERS.iter().map(|f| (*f).to_owned()))
         .collect();
     let mut problems = BTreeSet::new();

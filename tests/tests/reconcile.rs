@@ -1,11 +1,15 @@
 //! The reconcile state machine, run in-process (the local runner) against the
 //! emulator's CloudFormation, DynamoDB and S3, with templates in real Git
 //! repositories (file:// and git daemon on 127.0.0.1).
-#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+#![allow(clippy::unwrap_used)]
+// tests: a failed unwrap is a failed test
+// The run's future nests the interpreter, the steps and their ports deeply.
+#![recursion_limit = "256"]
 
 use std::sync::atomic::Ordering;
 
 use stacksync::asl::Outcome;
+use stacksync::registry::{Entries, Specs};
 use stacksync::status::Phase;
 use stacksync_testkit::git::{GitDaemon, GitRepo};
 use stacksync_testkit::local::Harness;
@@ -71,10 +75,7 @@ async fn stack_status(name: &str) -> Option<String> {
 }
 
 /// Runs a reconcile that must succeed; says why when it does not.
-async fn reconciled<F: stacksync::reconcile::ports::CloudFormationFactory>(
-    h: &Harness<F>,
-    name: &str,
-) {
+async fn reconciled<F: stacksync::ports::CloudFormationFactory>(h: &Harness<F>, name: &str) {
     let outcome = h.reconcile(name).await;
     let message = match h.steps.registry.get(name).await {
         Ok(Some(entry)) => entry.status.message,

@@ -7,7 +7,7 @@ use stacksync::StackSpec;
 use stacksync::clock::now_millis;
 use stacksync::manifest::parse_manifest;
 use stacksync::registry::plan::{Action, plan_apply};
-use stacksync::registry::{Registry, RegistryError};
+use stacksync::registry::{Entries, Leases, Registry, RegistryError, Specs};
 use stacksync::status::{Phase, Status, Timestamp};
 use stacksync_testkit::Emulator;
 
@@ -425,4 +425,12 @@ async fn removing_an_entry_needs_a_deletion_request_and_the_lease() {
     ));
     registry.remove("app", "run").await.unwrap();
     assert!(registry.get("app").await.unwrap().is_none());
+}
+
+/// The contract the in-memory registry is held to (`registry::contract`),
+/// here against DynamoDB: the fake the unit tests use behaves as the table.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_dynamodb_registry_keeps_the_registry_contract() {
+    let registry = Emulator::shared().new_registry("contract").await;
+    stacksync::registry::contract::check(&registry, "dynamodb").await;
 }

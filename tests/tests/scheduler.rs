@@ -8,8 +8,9 @@ use std::collections::BTreeSet;
 
 use stacksync::clock::now_millis;
 use stacksync::registry::Lease;
-use stacksync::scheduler::plan::Reason;
+use stacksync::registry::{Entries, Schedule};
 use stacksync::status::{Phase, Timestamp};
+use stacksync::triggers::scheduler::plan::Reason;
 use stacksync_testkit::Emulator;
 use stacksync_testkit::fleet::{Fleet, steady_entry};
 use stacksync_testkit::iam::as_function;

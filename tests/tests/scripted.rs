@@ -1,14 +1,20 @@
 //! The full reconcile state machine against a scripted CloudFormation, for
 //! the stack states the emulator never produces. Registry, bucket and Git are real.
-#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+#![allow(clippy::unwrap_used)]
+// tests: a failed unwrap is a failed test
+// The run's future nests the interpreter, the steps and their ports deeply.
+#![recursion_limit = "256"]
 
 use stacksync::asl::{Event, Outcome};
-use stacksync::reconcile::ports::PortError;
-use stacksync::reconcile::status::StackStatus as S;
+use stacksync::ports::{Blobs, PortError};
+use stacksync::registry::{Entries, Leases, Specs};
+use stacksync::stack_status::StackStatus as S;
 use stacksync::status::Phase;
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::local::Harness;
-use stacksync_testkit::scripted::{ScriptedCloudFormation, failed, failure_event, pending, ready};
+use stacksync_testkit::scripted::{
+    Recorded, ScriptedCloudFormation, failed, failure_event, pending, ready,
+};
 use stacksync_testkit::unique_name;
 
 const TEMPLATE: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
@@ -16,7 +22,7 @@ const TEMPLATE: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
 async fn harness(
     fake: &ScriptedCloudFormation,
     extra: &str,
-) -> (Harness<ScriptedCloudFormation>, String) {
+) -> (Harness<Recorded<ScriptedCloudFormation>>, String) {
     harness_with(fake, TEMPLATE, extra).await
 }
 
@@ -25,7 +31,7 @@ async fn harness_with(
     fake: &ScriptedCloudFormation,
     template: &[u8],
     extra: &str,
-) -> (Harness<ScriptedCloudFormation>, String) {
+) -> (Harness<Recorded<ScriptedCloudFormation>>, String) {
     let h = Harness::with_port("scripted", fake.clone()).await;
     let repo = GitRepo::new("scripted");
     repo.commit(&[("t.yaml", template)], "template");
@@ -485,7 +491,7 @@ async fn a_template_with_a_transform_is_deployed_with_auto_expand() {
         .1;
     let stored = h
         .steps
-        .store
+        .blobs
         .get(&format!("templates/{key}"), 1 << 20)
         .await
         .unwrap();

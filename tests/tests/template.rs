@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_yaml_ng::Value;
-use stacksync::reconcile::local::FUNCTIONS;
+use stacksync::reconcile::steps::StepName;
 use stacksync::registry::schema::{INDEXES, TABLE_KEY, TTL_ATTRIBUTE};
 use stacksync_testkit::repo_root;
 
@@ -167,8 +167,8 @@ fn every_function_is_in_the_template_with_exactly_the_actions_the_readme_lists()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names, crates, "one function per crate in functions/");
-    for (_, step) in FUNCTIONS {
-        assert!(names.contains(step), "{step}");
+    for step in StepName::ALL {
+        assert!(names.contains(step.function()), "{step}");
     }
     assert_eq!(
         readme_actions(),
@@ -187,7 +187,10 @@ fn the_state_machine_is_wired_to_every_function() {
         .keys()
         .map(|k| k.as_str().unwrap().to_owned())
         .collect();
-    let expected: BTreeSet<String> = FUNCTIONS.iter().map(|(sub, _)| (*sub).to_owned()).collect();
+    let expected: BTreeSet<String> = StepName::ALL
+        .iter()
+        .map(|s| s.placeholder().to_owned())
+        .collect();
     assert_eq!(subs, expected);
     assert_eq!(
         machine["Properties"]["DefinitionUri"].as_str(),

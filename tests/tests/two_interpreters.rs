@@ -6,6 +6,7 @@
 
 use serde_json::json;
 use stacksync::asl::Outcome;
+use stacksync::registry::Entries;
 use stacksync::status::{Phase, Status};
 use stacksync_testkit::git::{GitDaemon, GitRepo};
 use stacksync_testkit::local::Harness;
@@ -42,7 +43,7 @@ async fn create_update_no_op_and_delete_end_alike_in_both_interpreters() {
     let emulator = Emulator::shared();
     emulator.start_recording();
     let h = Harness::new("twice").await;
-    let functions = emulator.deploy_functions(h.steps.registry.table(), h.steps.store.bucket());
+    let functions = emulator.deploy_functions(h.steps.registry.table(), h.steps.blobs.bucket());
     let repo = GitRepo::new("twice");
     let daemon = GitDaemon::serve(&repo);
     repo.commit(&[("t.yaml", V1)], "v1");

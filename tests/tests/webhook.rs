@@ -7,12 +7,13 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use stacksync::adapters::secrets::{SecretLocation, Secrets};
 use stacksync::adapters::stepfunctions::Executions;
 use stacksync::clock::now_millis;
 use stacksync::registry::Registry;
-use stacksync::webhook::Headers;
-use stacksync::webhook::handler::{SecretLocation, Secrets, Webhook};
-use stacksync::webhook::verify::sign;
+use stacksync::triggers::webhook::Headers;
+use stacksync::triggers::webhook::handler::Webhook;
+use stacksync::triggers::webhook::verify::sign;
 use stacksync_testkit::iam::as_function;
 use stacksync_testkit::local::Harness;
 use stacksync_testkit::{Emulator, unique_name};
@@ -52,7 +53,7 @@ fn signed(headers: &[(String, String)], body: &[u8], secret: &str) -> Headers {
 }
 
 struct Setup {
-    webhook: Arc<Webhook>,
+    webhook: Arc<Webhook<Registry, Executions, Secrets>>,
     sfn: aws_sdk_sfn::Client,
     machine: String,
     secret_id: String,
@@ -77,7 +78,7 @@ impl Setup {
             .unwrap();
         let webhook = Webhook {
             registry: Registry::new(emulator.dynamodb(), harness.steps.registry.table()),
-            executions: Executions::new(sfn.clone(), &machine),
+            starter: Executions::new(sfn.clone(), &machine),
             // No pause between forced reads: the tests send bad signatures
             // and then one under a rotated secret within a second.
             secrets: Secrets::new(SecretLocation::SecretsManager(secret_id.clone()), &config)
@@ -270,7 +271,7 @@ async fn signatures_are_checked_before_anything_is_read_or_started() {
     let junk = b"{not json";
     let (status, _) = s.deliver(&signed(&headers, junk, SECRET), junk).await;
     assert_eq!(status, 400);
-    let big = vec![b' '; stacksync::webhook::MAX_BODY_BYTES + 1];
+    let big = vec![b' '; stacksync::triggers::webhook::MAX_BODY_BYTES + 1];
     let (status, _) = s.deliver(&signed(&headers, &big, SECRET), &big).await;
     assert_eq!(status, 413);
     let (ping_headers, ping) = fixture("github-ping");

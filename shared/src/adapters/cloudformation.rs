@@ -16,12 +16,13 @@ use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
 use super::port_error;
-use crate::reconcile::decide::ChangeSetKind;
-use crate::reconcile::ports::{
+use crate::naming::request_token;
+use crate::ports::{
     ChangeSetInfo, ChangeSetRequest, CloudFormation, Created, PortError, PortResult, StackEvent,
     StackInfo,
 };
-use crate::reconcile::status::{
+use crate::reconcile::decide::ChangeSetKind;
+use crate::stack_status::{
     ChangeSetStatus, ExecutionStatus, StackStatus, is_empty_change_set_reason,
 };
 
@@ -321,7 +322,7 @@ impl SdkCloudFormationFactory {
     }
 }
 
-impl crate::reconcile::ports::CloudFormationFactory for SdkCloudFormationFactory {
+impl crate::ports::CloudFormationFactory for SdkCloudFormationFactory {
     type Port = SdkCloudFormation;
 
     async fn for_stack(
@@ -342,38 +343,5 @@ impl crate::reconcile::ports::CloudFormationFactory for SdkCloudFormationFactory
             config = config.credentials_provider(provider);
         }
         Ok(SdkCloudFormation::new(Client::from_conf(config.build())))
-    }
-}
-
-/// The `ClientRequestToken` of stacksync's own stack operations: CloudFormation
-/// puts it on every event of the operation (and on the EventBridge "Stack
-/// Status Change" events), which is how the events function tells stacksync's
-/// changes from out-of-band ones. At most 128 of `[a-zA-Z0-9-]`, starting
-/// with [`OWN_TOKEN_PREFIX`].
-pub fn request_token(operation: &str) -> String {
-    let mut token = String::from(OWN_TOKEN_PREFIX);
-    token.extend(
-        operation
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }),
-    );
-    token.truncate(128);
-    token
-}
-
-/// How stacksync's request tokens begin.
-pub const OWN_TOKEN_PREFIX: &str = "stacksync-";
-
-#[cfg(test)]
-mod token_tests {
-    use super::*;
-
-    #[test]
-    fn request_tokens_are_valid_and_recognisable() {
-        let token = request_token("orders_queue.change:1");
-        assert_eq!(token, "stacksync-orders-queue-change-1");
-        let long = request_token(&"x".repeat(300));
-        assert_eq!(long.len(), 128);
-        assert!(long.starts_with(OWN_TOKEN_PREFIX));
     }
 }

@@ -18,7 +18,7 @@ use gix::protocol::handshake::Ref;
 use gix::protocol::transport::client::blocking_io::connect;
 use gix::remote::{Direction, fetch::Shallow, fetch::Tags};
 
-use crate::reconcile::ports::{PortError, PortResult, SourceFetcher};
+use crate::ports::{PortError, PortResult, SourceFetcher};
 
 /// Files of a tree: (path, bytes).
 type Files = Vec<(String, Vec<u8>)>;

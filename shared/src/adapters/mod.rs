@@ -4,26 +4,14 @@
 pub mod cloudformation;
 pub mod git;
 pub mod s3;
+pub mod secrets;
 pub mod stepfunctions;
 
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
-use crate::reconcile::ports::PortError;
-
-/// Error codes AWS uses for throttling and passing trouble.
-const TRANSIENT_CODES: [&str; 9] = [
-    "Throttling",
-    "ThrottlingException",
-    "ThrottledException",
-    "RequestLimitExceeded",
-    "TooManyRequestsException",
-    "RequestTimeout",
-    "InternalFailure",
-    "InternalError",
-    "ServiceUnavailable",
-];
+use crate::ports::PortError;
 
 /// Classifies an SDK error: transient (retry) or rejected (do not).
 pub fn port_error<E>(operation: &str, err: &SdkError<E, HttpResponse>) -> PortError
@@ -36,7 +24,7 @@ where
         SdkError::ServiceError(service) => {
             let status = service.raw().status().as_u16();
             let text = format!("{operation}: {code}: {message}");
-            if TRANSIENT_CODES.contains(&code) || status >= 500 {
+            if crate::ports::is_transient(Some(code), Some(status)) {
                 PortError::Transient(text)
             } else {
                 PortError::Rejected(text)

@@ -9,7 +9,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
 use super::port_error;
-use crate::reconcile::ports::{PortError, PortResult};
+use crate::ports::{Blobs, PortError, PortResult};
 
 /// One S3 bucket holding artifacts and templates.
 #[derive(Debug, Clone)]
@@ -52,9 +52,11 @@ impl S3Store {
             Err(e) => Err(port_error("CreateBucket", &e)),
         }
     }
+}
 
+impl Blobs for S3Store {
     /// Whether an object exists.
-    pub async fn exists(&self, key: &str) -> PortResult<bool> {
+    async fn exists(&self, key: &str) -> PortResult<bool> {
         match self
             .client
             .head_object()
@@ -71,7 +73,7 @@ impl S3Store {
     }
 
     /// Writes an object unless one is already there. Returns whether it wrote.
-    pub async fn put_if_absent(
+    async fn put_if_absent(
         &self,
         key: &str,
         body: Vec<u8>,
@@ -102,7 +104,7 @@ impl S3Store {
     }
 
     /// Reads an object, refusing more than `max_bytes`.
-    pub async fn get(&self, key: &str, max_bytes: u64) -> PortResult<Vec<u8>> {
+    async fn get(&self, key: &str, max_bytes: u64) -> PortResult<Vec<u8>> {
         let out = self
             .client
             .get_object()

@@ -13,32 +13,8 @@ use serde::Serialize;
 
 use super::port_error;
 use crate::clock::EpochMillis;
-use crate::hash::sha256_hex;
-use crate::reconcile::ports::PortResult;
-use crate::reconcile::run::Trigger;
-
-/// How many characters of the stack name lead an execution name.
-const NAME_PREFIX_CHARS: usize = 48;
-
-/// The execution name for `stack` started by `kind` for `key` (a commit, a
-/// due time, a request id): `<stack, at most 48 chars>_<kind>_<16 hex>`, at
-/// most 80 characters of `[A-Za-z0-9_-]` (stack names are `[A-Za-z0-9-]`).
-/// Equal inputs give equal names; the hash covers the whole stack name, so
-/// two long names with one prefix still differ.
-pub fn execution_name(stack: &str, kind: &str, key: &str) -> String {
-    let prefix: String = stack
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-        .take(NAME_PREFIX_CHARS)
-        .collect();
-    let kind: String = kind
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .take(8)
-        .collect();
-    let hash = sha256_hex(format!("{stack}\0{kind}\0{key}").as_bytes());
-    format!("{prefix}_{kind}_{}", &hash[..16])
-}
+use crate::naming::execution_name;
+use crate::ports::{PortResult, Started, Starter, Trigger};
 
 /// How much earlier than the request an execution may have started and still
 /// be the one this request started (clock skew between the caller and AWS;
@@ -49,27 +25,6 @@ const START_SKEW_MILLIS: i64 = 1_000;
 /// is the one a request sent at `sent` started.
 fn started_recently(started: Option<i64>, sent: EpochMillis) -> bool {
     started.is_none_or(|at| at >= sent - START_SKEW_MILLIS)
-}
-
-/// Whether an execution name may belong to `stack` (its prefix matches; for
-/// names longer than the prefix, the input decides — see [`Executions::history`]).
-fn name_may_be_for(name: &str, stack: &str) -> bool {
-    let prefix: String = stack.chars().take(NAME_PREFIX_CHARS).collect();
-    name.strip_prefix(&prefix)
-        .is_some_and(|rest| rest.starts_with('_'))
-}
-
-/// What a start did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Started {
-    pub stack: String,
-    pub execution_name: String,
-    pub execution_arn: String,
-    /// False when Step Functions said an execution of this name exists (a
-    /// replay). A start matching a *running* execution of the same name and
-    /// input also succeeds, with that execution's ARN, and starts nothing.
-    pub new: bool,
 }
 
 /// One past or running execution.
@@ -108,41 +63,6 @@ impl Executions {
 
     pub fn state_machine_arn(&self) -> &str {
         &self.state_machine_arn
-    }
-
-    /// Starts the reconcile of `stack`, named [`execution_name`]`(stack,
-    /// trigger.kind, key)`. An execution of that name that already exists
-    /// counts as started (`new: false`), not as an error.
-    pub async fn start(&self, stack: &str, trigger: &Trigger, key: &str) -> PortResult<Started> {
-        let name = execution_name(stack, &trigger.kind, key);
-        let input = serde_json::json!({ "stackId": stack, "trigger": trigger }).to_string();
-        let sent = crate::clock::now_millis();
-        let result = self
-            .client
-            .start_execution()
-            .state_machine_arn(&self.state_machine_arn)
-            .name(&name)
-            .input(input)
-            .send()
-            .await;
-        match result {
-            Ok(out) => Ok(Started {
-                stack: stack.to_owned(),
-                execution_name: name,
-                // Step Functions answers a start that matches a *running*
-                // execution (same name and input) with that execution: one
-                // that began well before this request is not new.
-                new: started_recently(out.start_date.to_millis().ok(), sent),
-                execution_arn: out.execution_arn,
-            }),
-            Err(e) if e.code() == Some("ExecutionAlreadyExists") => Ok(Started {
-                stack: stack.to_owned(),
-                execution_arn: self.execution_arn(&name),
-                execution_name: name,
-                new: false,
-            }),
-            Err(e) => Err(port_error("StartExecution", &e)),
-        }
     }
 
     /// The ARN of the execution `name` of this state machine.
@@ -229,8 +149,8 @@ impl Executions {
             let page = page.map_err(|e| port_error("ListExecutions", &e))?;
             for item in page.executions {
                 scanned += 1;
-                if name_may_be_for(&item.name, stack)
-                    && (stack.chars().count() < NAME_PREFIX_CHARS
+                if crate::naming::execution_may_be_for(&item.name, stack)
+                    && (stack.chars().count() < crate::naming::EXECUTION_PREFIX_CHARS
                         || self.input_names(&item.execution_arn, stack).await?)
                 {
                     found.push(ExecutionSummary {
@@ -264,6 +184,43 @@ impl Executions {
             .and_then(|text| serde_json::from_str(text).ok())
             .unwrap_or_default();
         Ok(input.get("stackId").and_then(|v| v.as_str()) == Some(stack))
+    }
+}
+
+impl Starter for Executions {
+    /// Starts the reconcile of `stack`, named [`execution_name`]`(stack,
+    /// trigger.kind, key)`. An execution of that name that already exists
+    /// counts as started (`new: false`), not as an error.
+    async fn start(&self, stack: &str, trigger: &Trigger, key: &str) -> PortResult<Started> {
+        let name = execution_name(stack, trigger.kind.as_str(), key);
+        let input = serde_json::json!({ "stackId": stack, "trigger": trigger }).to_string();
+        let sent = crate::clock::now_millis();
+        let result = self
+            .client
+            .start_execution()
+            .state_machine_arn(&self.state_machine_arn)
+            .name(&name)
+            .input(input)
+            .send()
+            .await;
+        match result {
+            Ok(out) => Ok(Started {
+                stack: stack.to_owned(),
+                execution_name: name,
+                // Step Functions answers a start that matches a *running*
+                // execution (same name and input) with that execution: one
+                // that began well before this request is not new.
+                new: started_recently(out.start_date.to_millis().ok(), sent),
+                execution_arn: out.execution_arn,
+            }),
+            Err(e) if e.code() == Some("ExecutionAlreadyExists") => Ok(Started {
+                stack: stack.to_owned(),
+                execution_arn: self.execution_arn(&name),
+                execution_name: name,
+                new: false,
+            }),
+            Err(e) => Err(port_error("StartExecution", &e)),
+        }
     }
 }
 
@@ -323,9 +280,9 @@ mod tests {
     #[test]
     fn history_matches_a_stack_by_its_name_prefix_only() {
         let name = execution_name("app", "manual", "1");
-        assert!(name_may_be_for(&name, "app"));
-        assert!(!name_may_be_for(&name, "ap"));
-        assert!(!name_may_be_for(
+        assert!(crate::naming::execution_may_be_for(&name, "app"));
+        assert!(!crate::naming::execution_may_be_for(&name, "ap"));
+        assert!(!crate::naming::execution_may_be_for(
             &execution_name("app-db", "manual", "1"),
             "app"
         ));

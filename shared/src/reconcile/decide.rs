@@ -1,31 +1,25 @@
-//! The decision table: from what was observed to what to do next. Pure.
+//! The decision table: from what was observed to what to do next. Pure:
+//! every policy of the reconcile lives here, budgets included (they are
+//! inputs), and each row is a test below.
 //!
-//! Three questions, three functions:
 //! - [`decide_stack`]: before changing anything, what does the stack's status call for?
+//! - [`up_to_date`]: may the run end without a change set?
+//! - [`decide_waiting`]: waiting on someone's operation (or a rollback): look again, or decide?
 //! - [`decide_change_set`]: our change set exists; what now?
+//! - [`decide_after_execute`]: our change set ran; how did it end?
 //! - [`decide_delete`]: the stack must go; how far along is that?
-//!
-//! Every row of DESIGN.md §2 "Decisions by stack status" is one arm here and
-//! one row in the tests below.
 
-use super::status::{ChangeSetStatus, ExecutionStatus, StackStatus, is_empty_change_set_reason};
+pub use crate::stack_status::ChangeSetKind;
+use crate::stack_status::{
+    ChangeSetStatus, ExecutionStatus, StackStatus, is_empty_change_set_reason,
+};
+use crate::status::StallReason;
 
-/// The kind of change set to create.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum ChangeSetKind {
-    Create,
-    Update,
-}
-
-/// What to do about a stack whose creation failed (it cannot be updated).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FailedCreatePolicy {
-    /// Delete it and create it again (the default).
-    #[default]
-    Recreate,
-    /// Leave it for a person to look at, and report.
-    Stop,
-}
+/// How often a run continues a failed rollback before reporting it.
+pub const MAX_ROLLBACK_CONTINUES: u32 = 1;
+/// How often a run asks CloudFormation to delete a stack before reporting
+/// `DELETE_FAILED` (a second try clears the transient causes).
+pub const MAX_DELETE_REQUESTS: u32 = 2;
 
 /// What the stack's status calls for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,10 +36,16 @@ pub enum StackDecision {
     InSync,
     /// `UPDATE_ROLLBACK_FAILED`: continue the rollback, wait, look again.
     ContinueRollback,
+    /// Still `UPDATE_ROLLBACK_FAILED` after the run's continues: report it
+    /// with the failed resource (a person must skip or fix it).
+    RollbackStuck,
     /// A failed create cannot be updated: delete, then create again.
     DeleteAndRecreate,
     /// A person must act; retrying will not help until something changes.
-    Stalled { reason: String },
+    Stalled {
+        reason: StallReason,
+        message: String,
+    },
 }
 
 /// The inputs of [`decide_stack`].
@@ -55,12 +55,27 @@ pub struct StackObservation<'a> {
     pub status: Option<&'a StackStatus>,
     /// The desired hash equals the hash last applied.
     pub hash_matches: bool,
-    pub on_failed_create: FailedCreatePolicy,
+    /// `ContinueUpdateRollback` calls this run made so far.
+    pub rollback_continues: u32,
 }
 
-/// Decides from the stack's status (the table of DESIGN.md §2).
+fn stalled(reason: StallReason, message: String) -> StackDecision {
+    StackDecision::Stalled { reason, message }
+}
+
+/// Decides from the stack's status.
 pub fn decide_stack(observed: StackObservation<'_>) -> StackDecision {
     use StackStatus as S;
+    let update = |hash_matches: bool| {
+        if hash_matches {
+            StackDecision::InSync
+        } else {
+            StackDecision::CreateChangeSet {
+                kind: ChangeSetKind::Update,
+                cleanup_review: false,
+            }
+        }
+    };
     let Some(status) = observed.status else {
         return StackDecision::CreateChangeSet {
             kind: ChangeSetKind::Create,
@@ -76,14 +91,13 @@ pub fn decide_stack(observed: StackObservation<'_>) -> StackDecision {
         // An operation failed without rolling back: the stack may be half
         // changed. A new spec or revision is tried as an update; at our own
         // hash there is nothing to try, and the failure is reported.
-        S::UpdateFailed | S::ImportRollbackFailed if observed.hash_matches => {
-            StackDecision::Stalled {
-                reason: format!(
-                    "the stack is {status}: its last operation failed without rolling back; \
+        S::UpdateFailed | S::ImportRollbackFailed if observed.hash_matches => stalled(
+            StallReason::StackFailed,
+            format!(
+                "the stack is {status}: its last operation failed without rolling back; \
                  fix it, or push a change to try again"
-                ),
-            }
-        }
+            ),
+        ),
         // Healthy, or rolled back to its previous (our applied) state:
         // in sync if it is at our hash, else an update.
         S::CreateComplete
@@ -92,36 +106,48 @@ pub fn decide_stack(observed: StackObservation<'_>) -> StackDecision {
         | S::UpdateRollbackComplete
         | S::UpdateFailed
         | S::ImportRollbackComplete
-        | S::ImportRollbackFailed => {
-            if observed.hash_matches {
-                StackDecision::InSync
-            } else {
-                StackDecision::CreateChangeSet {
-                    kind: ChangeSetKind::Update,
-                    cleanup_review: false,
-                }
-            }
-        }
+        | S::ImportRollbackFailed => update(observed.hash_matches),
         S::CreateFailed | S::RollbackComplete | S::RollbackFailed => {
-            match observed.on_failed_create {
-                FailedCreatePolicy::Recreate => StackDecision::DeleteAndRecreate,
-                FailedCreatePolicy::Stop => StackDecision::Stalled {
-                    reason: format!(
-                        "the stack's creation failed ({status}); it cannot be updated: \
-                     delete it, or let stacksync recreate it"
-                    ),
-                },
-            }
+            StackDecision::DeleteAndRecreate
+        }
+        S::UpdateRollbackFailed if observed.rollback_continues >= MAX_ROLLBACK_CONTINUES => {
+            StackDecision::RollbackStuck
         }
         S::UpdateRollbackFailed => StackDecision::ContinueRollback,
-        S::DeleteFailed => StackDecision::Stalled {
-            reason: "the stack is DELETE_FAILED: someone tried to delete it; \
-                     fix what blocks the deletion, or delete the stack"
+        S::DeleteFailed => stalled(
+            StallReason::StackBlocked,
+            "the stack is DELETE_FAILED: someone tried to delete it; \
+             fix what blocks the deletion, or delete the stack"
                 .into(),
-        },
-        other => StackDecision::Stalled {
-            reason: format!("unknown stack status {other}: stacksync does not touch the stack"),
-        },
+        ),
+        other => stalled(
+            StallReason::StackBlocked,
+            format!("unknown stack status {other}: stacksync does not touch the stack"),
+        ),
+    }
+}
+
+/// Whether a run may end in sync without a change set: the desired state is
+/// the one last applied, and the stack is healthy.
+pub fn up_to_date(hash_matches: bool, stack: Option<&StackStatus>) -> bool {
+    hash_matches && stack.is_some_and(StackStatus::is_success)
+}
+
+/// While waiting on someone's operation, or on a continued rollback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// Still at work: wait again (longer).
+    Wait,
+    /// Settled: decide again from the new status.
+    Decide,
+}
+
+/// Waits while CloudFormation works on the stack.
+pub fn decide_waiting(status: Option<&StackStatus>) -> Waiting {
+    if status.is_some_and(StackStatus::in_progress) {
+        Waiting::Wait
+    } else {
+        Waiting::Decide
     }
 }
 
@@ -141,7 +167,6 @@ pub enum ChangeSetDecision {
     /// It failed or went stale: record the failure, delete it, retry later.
     Failed { reason: String },
 }
-
 /// The inputs of [`decide_change_set`].
 #[derive(Debug, Clone, Copy)]
 pub struct ChangeSetObservation<'a> {
@@ -201,13 +226,19 @@ pub enum DeleteDecision {
     Wait,
     /// The stack is gone.
     Gone,
+    /// Still `DELETE_FAILED` after the run's requests: report it with the
+    /// resources that failed.
+    Failed,
 }
 
-/// Decides how to bring a stack to gone.
-pub fn decide_delete(status: Option<&StackStatus>) -> DeleteDecision {
+/// Decides how to bring a stack to gone, after `requests` delete requests.
+pub fn decide_delete(status: Option<&StackStatus>, requests: u32) -> DeleteDecision {
     match status {
         None | Some(StackStatus::DeleteComplete) => DeleteDecision::Gone,
         Some(s) if s.in_progress() => DeleteDecision::Wait,
+        Some(StackStatus::DeleteFailed) if requests >= MAX_DELETE_REQUESTS => {
+            DeleteDecision::Failed
+        }
         Some(_) => DeleteDecision::Delete,
     }
 }
@@ -249,7 +280,7 @@ mod tests {
         decide_stack(StackObservation {
             status: status.as_ref(),
             hash_matches,
-            on_failed_create: FailedCreatePolicy::Recreate,
+            rollback_continues: 0,
         })
     }
 
@@ -341,11 +372,11 @@ mod tests {
     fn every_known_stack_status_has_a_decision_that_is_not_a_guess() {
         for status in StackStatus::all() {
             let decision = stack(Some(status.clone()), false);
-            if let StackDecision::Stalled { reason } = &decision {
+            if let StackDecision::Stalled { message, .. } = &decision {
                 assert_eq!(
                     status,
                     S::DeleteFailed,
-                    "only DELETE_FAILED stalls outside a deletion: {reason}"
+                    "only DELETE_FAILED stalls outside a deletion: {message}"
                 );
             }
         }
@@ -355,8 +386,9 @@ mod tests {
     fn a_failure_without_rollback_at_our_own_hash_is_reported() {
         for status in [S::UpdateFailed, S::ImportRollbackFailed] {
             match stack(Some(status.clone()), true) {
-                StackDecision::Stalled { reason } => {
-                    assert!(reason.contains(status.as_str()), "{reason}")
+                StackDecision::Stalled { reason, message } => {
+                    assert_eq!(reason, StallReason::StackFailed);
+                    assert!(message.contains(status.as_str()), "{message}")
                 }
                 other => panic!("{status}: {other:?}"),
             }
@@ -366,28 +398,59 @@ mod tests {
     #[test]
     fn delete_failed_outside_a_deletion_is_reported_not_touched() {
         match stack(Some(S::DeleteFailed), true) {
-            StackDecision::Stalled { reason } => assert!(reason.contains("DELETE_FAILED")),
+            StackDecision::Stalled { reason, message } => {
+                assert_eq!(reason, StallReason::StackBlocked);
+                assert!(message.contains("DELETE_FAILED"));
+            }
             other => panic!("{other:?}"),
         }
     }
 
     #[test]
-    fn a_failed_create_can_be_left_for_a_person() {
-        let decision = decide_stack(StackObservation {
-            status: Some(&S::RollbackComplete),
-            hash_matches: false,
-            on_failed_create: FailedCreatePolicy::Stop,
-        });
-        match decision {
-            StackDecision::Stalled { reason } => assert!(reason.contains("ROLLBACK_COMPLETE")),
-            other => panic!("{other:?}"),
-        }
+    fn a_failed_rollback_is_continued_once_then_reported() {
+        let observed = |rollback_continues| {
+            decide_stack(StackObservation {
+                status: Some(&S::UpdateRollbackFailed),
+                hash_matches: false,
+                rollback_continues,
+            })
+        };
+        assert_eq!(observed(0), StackDecision::ContinueRollback);
+        assert_eq!(
+            observed(MAX_ROLLBACK_CONTINUES),
+            StackDecision::RollbackStuck
+        );
+    }
+
+    #[test]
+    fn a_run_ends_up_to_date_only_at_the_applied_hash_on_a_healthy_stack() {
+        assert!(up_to_date(true, Some(&S::UpdateComplete)));
+        assert!(up_to_date(true, Some(&S::CreateComplete)));
+        assert!(!up_to_date(false, Some(&S::UpdateComplete)));
+        assert!(!up_to_date(true, Some(&S::UpdateRollbackComplete)));
+        assert!(!up_to_date(true, Some(&S::UpdateInProgress)));
+        assert!(!up_to_date(true, None), "a stack deleted behind our back");
+    }
+
+    #[test]
+    fn waiting_goes_on_while_cloudformation_works_and_no_longer() {
+        assert_eq!(decide_waiting(Some(&S::UpdateInProgress)), Waiting::Wait);
+        assert_eq!(
+            decide_waiting(Some(&S::UpdateRollbackInProgress)),
+            Waiting::Wait
+        );
+        assert_eq!(
+            decide_waiting(Some(&S::UpdateRollbackFailed)),
+            Waiting::Decide
+        );
+        assert_eq!(decide_waiting(Some(&S::ReviewInProgress)), Waiting::Decide);
+        assert_eq!(decide_waiting(None), Waiting::Decide);
     }
 
     #[test]
     fn an_unknown_stack_status_is_left_alone_and_named() {
         match stack(Some(S::Other("NEW_STATE".into())), false) {
-            StackDecision::Stalled { reason } => assert!(reason.contains("NEW_STATE")),
+            StackDecision::Stalled { message, .. } => assert!(message.contains("NEW_STATE")),
             other => panic!("{other:?}"),
         }
     }
@@ -521,35 +584,25 @@ mod tests {
 
     #[test]
     fn deleting_waits_for_work_repeats_after_failure_and_ends_when_gone() {
-        assert_eq!(decide_delete(None), DeleteDecision::Gone);
-        assert_eq!(
-            decide_delete(Some(&S::DeleteComplete)),
-            DeleteDecision::Gone
-        );
-        assert_eq!(
-            decide_delete(Some(&S::DeleteInProgress)),
-            DeleteDecision::Wait
-        );
-        assert_eq!(
-            decide_delete(Some(&S::UpdateInProgress)),
-            DeleteDecision::Wait
-        );
-        assert_eq!(
-            decide_delete(Some(&S::DeleteFailed)),
-            DeleteDecision::Delete
-        );
-        assert_eq!(
-            decide_delete(Some(&S::CreateComplete)),
-            DeleteDecision::Delete
-        );
-        assert_eq!(
-            decide_delete(Some(&S::RollbackComplete)),
-            DeleteDecision::Delete
-        );
-        assert_eq!(
-            decide_delete(Some(&S::ReviewInProgress)),
-            DeleteDecision::Delete
-        );
+        use DeleteDecision as D;
+        let rows: Vec<(Option<StackStatus>, u32, D)> = vec![
+            (None, 0, D::Gone),
+            (Some(S::DeleteComplete), 1, D::Gone),
+            (Some(S::DeleteInProgress), 1, D::Wait),
+            (Some(S::UpdateInProgress), 0, D::Wait),
+            (Some(S::DeleteFailed), 1, D::Delete),
+            (Some(S::DeleteFailed), MAX_DELETE_REQUESTS, D::Failed),
+            (Some(S::CreateComplete), 0, D::Delete),
+            (Some(S::RollbackComplete), 0, D::Delete),
+            (Some(S::ReviewInProgress), 0, D::Delete),
+        ];
+        for (status, requests, expected) in rows {
+            assert_eq!(
+                decide_delete(status.as_ref(), requests),
+                expected,
+                "{status:?} after {requests}"
+            );
+        }
     }
 
     #[test]

@@ -1,9 +1,8 @@
-//! The reconcile engine: the decision table, and (as they land) the ports and
-//! handlers the state machine's steps run.
+//! The reconcile engine: the decision table ([`decide`]), the run's state
+//! and errors ([`run`]), the steps the state machine's Task states run
+//! ([`steps`]), and their binding to the local interpreter ([`asl_runner`]).
 
+pub mod asl_runner;
 pub mod decide;
-pub mod local;
-pub mod ports;
 pub mod run;
-pub mod status;
 pub mod steps;

@@ -6,9 +6,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::decide::ChangeSetKind;
-use super::ports::PortError;
+use crate::ports::PortError;
+pub use crate::ports::{Trigger, TriggerKind};
 use crate::registry::RegistryError;
+use crate::stack_status::ChangeSetKind;
+pub use crate::status::StallReason;
 
 /// Where the state machine goes after a step (its `Choice` states read `$.next`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -41,18 +43,6 @@ pub enum WaitOn {
     Execution,
     /// `ContinueUpdateRollback`.
     Rollback,
-}
-
-/// What started the run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct Trigger {
-    /// `manual`, `schedule`, `webhook`, `event`.
-    #[serde(default)]
-    pub kind: String,
-    /// An exact revision to deploy (a pushed commit); resolved from the ref otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revision: Option<String>,
 }
 
 /// The execution's state: input of every step, output of every step.
@@ -117,44 +107,78 @@ pub struct RunState {
 pub mod error_names {
     /// Throttling, timeouts, 5xx: `Retry` with backoff and jitter.
     pub const TRANSIENT: &str = "StackSync.Transient";
-    /// A person must act (bad template, failed stack…): `Catch` → record → `Fail`.
+    /// A person must act (bad template, failed stack…): `Catch` → record →
+    /// `Fail`. The full name says why: `StackSync.Stalled.<Reason>`.
     pub const STALLED: &str = "StackSync.Stalled";
 }
 
-/// A step's failure: its name routes it (see [`error_names`]).
+/// A step's failure: transient (the state machine retries it) or stalled
+/// (it records the failure and stops). Its [`name`](StepError::name) is what
+/// the state machine's `Retry` and `Catch` match.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct StepError {
-    pub name: &'static str,
-    pub message: String,
+pub enum StepError {
+    #[error("{message}")]
+    Transient { message: String },
+    #[error("{message}")]
+    Stalled {
+        reason: StallReason,
+        message: String,
+    },
 }
 
 impl StepError {
-    pub fn stalled(message: impl Into<String>) -> Self {
-        Self {
-            name: error_names::STALLED,
+    pub fn stalled(reason: StallReason, message: impl Into<String>) -> Self {
+        Self::Stalled {
+            reason,
             message: message.into(),
         }
     }
 
     pub fn transient(message: impl Into<String>) -> Self {
-        Self {
-            name: error_names::TRANSIENT,
+        Self::Transient {
             message: message.into(),
         }
     }
 
+    /// A field of the run's state that a step needs and did not get.
+    pub fn missing(step: &str, field: &str) -> Self {
+        Self::stalled(
+            StallReason::ContractViolated,
+            format!("{step} needs `{field}` in the run's state, and it is missing"),
+        )
+    }
+
+    /// The error's name: `StackSync.Transient` or `StackSync.Stalled.<Reason>`.
+    pub fn name(&self) -> String {
+        match self {
+            Self::Transient { .. } => error_names::TRANSIENT.to_owned(),
+            Self::Stalled { reason, .. } => format!("{}.{reason}", error_names::STALLED),
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            Self::Transient { message } | Self::Stalled { message, .. } => message,
+        }
+    }
+
     pub fn is_transient(&self) -> bool {
-        self.name == error_names::TRANSIENT
+        matches!(self, Self::Transient { .. })
+    }
+
+    /// A port's refusal, as a stall for `reason`; transient errors stay transient.
+    pub fn port(reason: StallReason) -> impl Fn(PortError) -> StepError {
+        move |e| match e {
+            PortError::Transient(m) => Self::transient(m),
+            PortError::Rejected(m) => Self::stalled(reason, m),
+        }
     }
 }
 
 impl From<PortError> for StepError {
+    /// A refusal of AWS (access denied, validation error): `Refused`.
     fn from(e: PortError) -> Self {
-        match e {
-            PortError::Transient(m) => Self::transient(m),
-            PortError::Rejected(m) => Self::stalled(m),
-        }
+        Self::port(StallReason::Refused)(e)
     }
 }
 
@@ -163,7 +187,7 @@ impl From<RegistryError> for StepError {
         if e.is_transient() {
             Self::transient(e.to_string())
         } else {
-            Self::stalled(e.to_string())
+            Self::stalled(StallReason::RegistryRefused, e.to_string())
         }
     }
 }
@@ -180,6 +204,11 @@ pub struct CaughtError {
 }
 
 impl CaughtError {
+    /// Why the run stalled, from the error's name.
+    pub fn reason(&self) -> StallReason {
+        StallReason::of_error_name(&self.error)
+    }
+
     /// The human message inside the cause.
     pub fn message(&self) -> String {
         serde_json::from_str::<serde_json::Value>(&self.cause)
@@ -220,6 +249,29 @@ mod tests {
         assert_eq!(state.next, Next::Upload);
         let text = serde_json::to_string(&state).unwrap();
         assert!(text.contains("\"next\":\"upload\""), "{text}");
+    }
+
+    #[test]
+    fn stall_reasons_travel_in_error_names() {
+        let e = StepError::stalled(StallReason::InvalidTemplate, "bad");
+        assert_eq!(e.name(), "StackSync.Stalled.InvalidTemplate");
+        for reason in StallReason::ALL {
+            let name = StepError::stalled(reason, "x").name();
+            assert_eq!(StallReason::of_error_name(&name), reason, "{name}");
+        }
+        assert_eq!(
+            StallReason::of_error_name("StackSync.Transient"),
+            StallReason::RetriesExhausted
+        );
+        assert_eq!(
+            StallReason::of_error_name("StackSync.Stalled"),
+            StallReason::Unexpected
+        );
+        assert_eq!(
+            StallReason::of_error_name("States.Timeout"),
+            StallReason::Unexpected
+        );
+        assert_eq!(StepError::transient("slow").name(), "StackSync.Transient");
     }
 
     #[test]

@@ -33,14 +33,12 @@ use std::time::Duration;
 use serde::Serialize;
 use tracing::{info, warn};
 
-use crate::adapters::stepfunctions::Executions;
 use crate::clock::EpochMillis;
-use crate::reconcile::ports::SourceFetcher;
-use crate::reconcile::run::Trigger;
-use crate::registry::sched::SourceRecord;
-use crate::registry::{Registry, RegistryError, StackEntry};
+use crate::ports::{SourceFetcher, Starter, Trigger, TriggerKind};
+use crate::registry::{Entries, LEASE_TTL, RegistryError, Schedule, SourceRecord, StackEntry};
 use crate::source::source_key;
 use crate::spec::SourceKind;
+use crate::triggers::TriggerError;
 use plan::{Candidate, DueAction, FollowerAction, Reason, choose, judge_due, judge_follower};
 
 /// How the scheduler paces itself.
@@ -68,7 +66,7 @@ impl Default for Config {
         Self {
             max_starts: 50,
             due_reads_per_shard: 5000,
-            start_guard: crate::reconcile::steps::LEASE_TTL,
+            start_guard: LEASE_TTL,
             probe_concurrency: 8,
             followers_check_every: Duration::from_secs(24 * 3600),
         }
@@ -126,15 +124,36 @@ struct Examined {
 
 /// The scheduler of one installation.
 #[derive(Debug, Clone)]
-pub struct Scheduler<S> {
-    pub registry: Registry,
-    pub executions: Executions,
+pub struct Scheduler<R, X, S> {
+    pub registry: R,
+    pub starter: X,
     pub sources: S,
     pub config: Config,
 }
 
-impl<S> Scheduler<S>
+/// The due entries to start, and the ones whose due time only moves
+/// (suspended, or held by a run): (stack, from, to).
+fn judge_due_entries(
+    due: &[StackEntry],
+    now: EpochMillis,
+) -> (Vec<Candidate>, Vec<(String, EpochMillis, EpochMillis)>) {
+    let mut candidates = Vec::new();
+    let mut postpone = Vec::new();
+    for entry in due {
+        match judge_due(entry, now) {
+            DueAction::Start(c) => candidates.push(c),
+            DueAction::Postpone {
+                stack, from, to, ..
+            } => postpone.push((stack, from, to)),
+        }
+    }
+    (candidates, postpone)
+}
+
+impl<R, X, S> Scheduler<R, X, S>
 where
+    R: Entries + Schedule,
+    X: Starter,
     S: SourceFetcher + Clone + 'static,
 {
     /// One run at `now`. Fails only when the registry cannot be read; every
@@ -149,33 +168,52 @@ where
         report.due = due.len();
         let mut records = self.registry.sources().await?;
         self.add_new_sources(&due, &mut records, &mut report).await;
-
         // Due entries first: they are started whatever their source says.
-        let mut candidates = Vec::new();
-        let mut postpone = Vec::new();
-        for entry in &due {
-            match judge_due(entry, now) {
-                DueAction::Start(c) => candidates.push(c),
-                DueAction::Postpone {
-                    stack, from, to, ..
-                } => postpone.push((stack, from, to)),
+        let (mut candidates, postpone) = judge_due_entries(&due, now);
+        let due_names: BTreeSet<String> = candidates.iter().map(|c| c.stack.clone()).collect();
+        // Then every distinct source, listed once.
+        let examined = self
+            .examine_sources(records, now, &due_names, &mut candidates, &mut report)
+            .await;
+        let unfinished = self.start_chosen(candidates, now, &mut report).await;
+        for (stack, from, to) in postpone {
+            match self.registry.move_due(&stack, from, to).await {
+                Ok(true) => report.postponed += 1,
+                Ok(false) => {}
+                Err(e) => report.errors.push(format!("{stack}: {e}")),
             }
         }
-        let due_names: BTreeSet<String> = candidates.iter().map(|c| c.stack.clone()).collect();
+        for source in examined {
+            self.settle_source(source, &unfinished, now, &mut report)
+                .await;
+        }
+        self.log(&report);
+        Ok(report)
+    }
 
-        // Then every distinct source, listed once.
-        let heads = self.probe(&records, &mut report).await;
+    /// Lists every source once; reads the followers of those whose head
+    /// moved (or whose followers are due for a check) and adds the ones to
+    /// start to `candidates`.
+    async fn examine_sources(
+        &self,
+        records: Vec<SourceRecord>,
+        now: EpochMillis,
+        due_names: &BTreeSet<String>,
+        candidates: &mut Vec<Candidate>,
+        report: &mut Report,
+    ) -> Vec<Examined> {
+        let heads = self.probe(&records, report).await;
+        let check_every =
+            i64::try_from(self.config.followers_check_every.as_millis()).unwrap_or(i64::MAX);
         let mut examined = Vec::new();
         for record in records {
             let Some(head) = heads.get(&record.key).cloned() else {
                 continue;
             };
             let moved = record.head.as_deref() != Some(head.as_str());
-            let check_due = record.followers_checked_at.is_none_or(|at| {
-                now.saturating_sub(at)
-                    >= i64::try_from(self.config.followers_check_every.as_millis())
-                        .unwrap_or(i64::MAX)
-            });
+            let check_due = record
+                .followers_checked_at
+                .is_none_or(|at| now.saturating_sub(at) >= check_every);
             if !moved && !check_due {
                 continue;
             }
@@ -190,7 +228,7 @@ where
             };
             let mut complete = true;
             for entry in &followers {
-                match judge_follower(entry, &head, now, &due_names) {
+                match judge_follower(entry, &head, now, due_names) {
                     FollowerAction::Start(c) => candidates.push(c),
                     FollowerAction::Settled => {}
                     FollowerAction::Busy => {
@@ -206,40 +244,40 @@ where
                 complete,
             });
         }
+        examined
+    }
 
+    /// Starts the most urgent candidates, up to the cap; stops at the first
+    /// failed start (throttled or refused: the rest wait for the next run).
+    /// Returns the stacks left for later.
+    async fn start_chosen(
+        &self,
+        candidates: Vec<Candidate>,
+        now: EpochMillis,
+        report: &mut Report,
+    ) -> BTreeSet<String> {
         let (now_starts, deferred) = choose(candidates, self.config.max_starts);
         let mut unfinished: BTreeSet<String> = deferred.iter().map(|c| c.stack.clone()).collect();
         report.deferred = deferred.len();
         let mut stopped = false;
         for candidate in now_starts {
-            if stopped {
-                report.deferred += 1;
-                unfinished.insert(candidate.stack.clone());
-                continue;
-            }
-            match self.start(&candidate, now, &mut report).await {
-                Ok(()) => {}
-                Err(e) => {
-                    // Throttled or refused: the rest wait for the next run.
-                    warn!(stack = %candidate.stack, error = %e, "start failed; the rest wait for the next run");
-                    report.errors.push(format!("{}: {e}", candidate.stack));
-                    report.deferred += 1;
-                    unfinished.insert(candidate.stack.clone());
-                    stopped = true;
+            if !stopped {
+                match self.start(&candidate, now, report).await {
+                    Ok(()) => continue,
+                    Err(e) => {
+                        warn!(stack = %candidate.stack, error = %e, "start failed; the rest wait for the next run");
+                        report.errors.push(format!("{}: {e}", candidate.stack));
+                        stopped = true;
+                    }
                 }
             }
+            report.deferred += 1;
+            unfinished.insert(candidate.stack.clone());
         }
-        for (stack, from, to) in postpone {
-            match self.registry.move_due(&stack, from, to).await {
-                Ok(true) => report.postponed += 1,
-                Ok(false) => {}
-                Err(e) => report.errors.push(format!("{stack}: {e}")),
-            }
-        }
-        for source in examined {
-            self.settle_source(source, &unfinished, now, &mut report)
-                .await;
-        }
+        unfinished
+    }
+
+    fn log(&self, report: &Report) {
         if report.deferred > 0 {
             warn!(
                 deferred = report.deferred,
@@ -257,7 +295,6 @@ where
             errors = report.errors.len(),
             "scheduler run"
         );
-        Ok(report)
     }
 
     /// Source items for the Git sources of due entries that have none yet
@@ -344,16 +381,15 @@ where
         candidate: &Candidate,
         now: EpochMillis,
         report: &mut Report,
-    ) -> Result<(), String> {
+    ) -> Result<(), TriggerError> {
         let trigger = Trigger {
-            kind: "schedule".into(),
+            kind: TriggerKind::Schedule,
             revision: candidate.revision.clone(),
         };
         let started = self
-            .executions
+            .starter
             .start(&candidate.stack, &trigger, &candidate.key)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         if started.new {
             info!(stack = %candidate.stack, reason = candidate.reason.as_str(), execution = %started.execution_name, "started");
             report.started.push(StartedRun {

@@ -29,7 +29,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::verify::decode_hex;
-use super::{Event, Headers, Provider, Push, WebhookError, delivery_id};
+use super::{Delivery, Event, Headers, Provider, WebhookError, delivery_id};
+use crate::triggers::RefMoved;
 
 /// The longest ref accepted, in bytes.
 const MAX_REF_LEN: usize = 1024;
@@ -223,13 +224,15 @@ fn github(
             r.url.as_deref(),
         ]),
     )?;
-    Ok(Event::Push(vec![Push {
+    Ok(Event::Push(Delivery {
         provider: Provider::GitHub,
         delivery_id: id(),
-        repository_urls,
-        reference,
-        commit,
-    }]))
+        refs: vec![RefMoved {
+            repository_urls,
+            reference,
+            commit,
+        }],
+    }))
 }
 
 // ---------------------------------------------------------------- GitLab
@@ -318,13 +321,15 @@ fn gitlab(event: &str, body: &[u8], id: impl Fn() -> String) -> Result<Event, We
     let project = push.project.iter().flat_map(GitLabRepository::urls);
     let repository = push.repository.iter().flat_map(GitLabRepository::urls);
     let repository_urls = require_urls("project", urls(project.chain(repository)))?;
-    Ok(Event::Push(vec![Push {
+    Ok(Event::Push(Delivery {
         provider: Provider::GitLab,
         delivery_id: id(),
-        repository_urls,
-        reference,
-        commit,
-    }]))
+        refs: vec![RefMoved {
+            repository_urls,
+            reference,
+            commit,
+        }],
+    }))
 }
 
 // ------------------------------------------------------------- Bitbucket
@@ -438,9 +443,7 @@ fn bitbucket(event: &str, body: &[u8], id: impl Fn() -> String) -> Result<Event,
             skipped.push(format!("change {i} has an empty name"));
             continue;
         };
-        pushes.push(Push {
-            provider: Provider::Bitbucket,
-            delivery_id: delivery_id.clone(),
+        pushes.push(RefMoved {
             repository_urls: repository_urls.clone(),
             reference,
             commit: commit_id(&format!("{path}.target.hash"), &new.target.hash)?,
@@ -454,7 +457,11 @@ fn bitbucket(event: &str, body: &[u8], id: impl Fn() -> String) -> Result<Event,
         };
         return Ok(ignored(reason));
     }
-    Ok(Event::Push(pushes))
+    Ok(Event::Push(Delivery {
+        provider: Provider::Bitbucket,
+        delivery_id,
+        refs: pushes,
+    }))
 }
 
 // --------------------------------------------------------------- Generic
@@ -490,13 +497,15 @@ fn generic(event: &str, body: &[u8], id: impl Fn() -> String) -> Result<Event, W
     }
     let commit = commit_id("after", &push.after)?;
     let repository_urls = require_urls("repository", urls([Some(push.repository.as_str())]))?;
-    Ok(Event::Push(vec![Push {
+    Ok(Event::Push(Delivery {
         provider: Provider::Generic,
         delivery_id: id(),
-        repository_urls,
-        reference,
-        commit,
-    }]))
+        refs: vec![RefMoved {
+            repository_urls,
+            reference,
+            commit,
+        }],
+    }))
 }
 
 // ------------------------------------------------------------ Form bodies

@@ -1,6 +1,7 @@
 //! Webhook deliveries from Git hosts, verified and reduced to pushes.
 //!
-//! Pure (all but [`handler`], which does the I/O): the webhook function hands over the request's headers and raw body
+//! Pure (all but [`handler`], which does the I/O through the ports): the
+//! webhook function hands over the request's headers and raw body
 //! (already base64-decoded from the Function URL event) and the accepted
 //! secrets, and gets back an [`Event`] or a [`WebhookError`] that knows its
 //! HTTP status. The steps, each usable alone:
@@ -12,15 +13,15 @@
 //! 4. [`parse::parse`]: the body into pushes, a ping, or an ignored event.
 //!
 //! [`receive`] runs all four. The execution a push starts is named by
-//! [`crate::adapters::stepfunctions::execution_name`] from the stack and the
-//! commit, so a retried or replayed delivery starts nothing new.
+//! [`crate::naming::execution_name`] from the stack and the commit, so a
+//! retried or replayed delivery starts nothing new.
 
 pub mod handler;
 pub mod parse;
 pub mod verify;
 
 use crate::hash::sha256_hex;
-use crate::source::source_key;
+use crate::triggers::RefMoved;
 
 /// The largest body accepted, in bytes: 4 MiB.
 ///
@@ -207,9 +208,8 @@ impl WebhookError {
 /// What a verified delivery asks of stacksync.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// Branches or tags moved to new commits: never empty. Bitbucket sends
-    /// several in one delivery; the others one.
-    Push(Vec<Push>),
+    /// Branches or tags moved to new commits.
+    Push(Delivery),
     /// A hello from the host (GitHub's `ping`, the generic `ping`): answer 200.
     Ping,
     /// Nothing to do: another event, or a branch or tag deleted.
@@ -219,31 +219,22 @@ pub enum Event {
     },
 }
 
-/// One ref of one repository now at one commit.
+/// One delivery of pushes: Bitbucket sends several refs in one, the others one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Push {
+pub struct Delivery {
     /// Who sent it.
     pub provider: Provider,
     /// The delivery's id (see [`delivery_id`]): bounded, `[A-Za-z0-9._-]`.
     pub delivery_id: String,
-    /// Every URL the payload gives for the repository (HTTPS clone, SSH, web
-    /// page, …), so [`crate::source::normalize_url`] matches whichever one a
-    /// stack was registered with. Never empty, no duplicates.
-    pub repository_urls: Vec<String>,
-    /// The full ref: `refs/heads/<branch>` or `refs/tags/<tag>`.
-    pub reference: String,
-    /// The commit the ref now points at: 40 lower-case hex digits (for an
-    /// annotated tag, the tagged commit where the payload gives it).
-    pub commit: String,
+    /// The refs that moved: never empty.
+    pub refs: Vec<RefMoved>,
 }
 
-impl Push {
-    /// The registry's source-index keys this push matches, one per distinct
-    /// normal URL (see [`crate::source::source_key`]).
+impl Delivery {
+    /// The source-index keys of every ref, without repeats.
     pub fn source_keys(&self) -> Vec<String> {
         let mut keys: Vec<String> = Vec::new();
-        for url in &self.repository_urls {
-            let key = source_key(url, Some(&self.reference));
+        for key in self.refs.iter().flat_map(RefMoved::source_keys) {
             if !keys.contains(&key) {
                 keys.push(key);
             }

@@ -1,25 +1,11 @@
-//! The ports the reconcile steps speak through. They speak the domain, not the
-//! SDK: adapters (`crate::adapters`) turn AWS quirks into these values and
-//! errors once, and tests plug in scripted fakes.
+//! The CloudFormation port: the stack and change-set operations the steps
+//! use, and the values they are described by.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 
-use super::decide::ChangeSetKind;
-use super::status::{ChangeSetStatus, ExecutionStatus, StackStatus};
-
-/// What went wrong talking to a service, in the terms the steps act on.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PortError {
-    /// Throttling, a timeout, a 5xx: worth retrying with backoff.
-    #[error("{0} (transient; will be retried)")]
-    Transient(String),
-    /// The request itself was refused: retrying the same request will not help.
-    #[error("{0}")]
-    Rejected(String),
-}
-
-pub type PortResult<T> = Result<T, PortError>;
+use super::PortResult;
+use crate::stack_status::{ChangeSetKind, ChangeSetStatus, ExecutionStatus, StackStatus};
 
 /// A stack as described.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,22 +151,6 @@ pub fn first_failure(events: &[StackEvent]) -> Option<String> {
                 e.reason.as_deref().unwrap_or("")
             )
         })
-}
-
-/// Where templates come from: a Git repository or an S3 archive.
-pub trait SourceFetcher: Send + Sync {
-    /// Resolves a ref (branch, tag, commit) to an exact revision.
-    fn resolve(
-        &self,
-        url: &str,
-        reference: &str,
-    ) -> impl Future<Output = PortResult<String>> + Send;
-    /// Every file of the source at `revision`, as (path, bytes).
-    fn fetch(
-        &self,
-        url: &str,
-        revision: &str,
-    ) -> impl Future<Output = PortResult<Vec<(String, Vec<u8>)>>> + Send;
 }
 
 /// Gives the CloudFormation port for one stack's region and account.

@@ -5,6 +5,13 @@
 
 use std::fmt;
 
+/// The kind of change set to create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ChangeSetKind {
+    Create,
+    Update,
+}
+
 /// Every CloudFormation stack status.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum StackStatus {

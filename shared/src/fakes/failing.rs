@@ -1,0 +1,377 @@
+//! A failure-injecting wrapper: any port (and the registry) behind it works
+//! as usual, except that the k-th call of a named operation fails with the
+//! error planned for it. For tests of what a fault at one exact point does
+//! (a throttled describe, a lost status write, a start refused mid-run).
+//!
+//! Operations are named as AWS names them (`DescribeStacks`, `GetObject`,
+//! `UpdateItem`…), and counted per name from 1.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::clock::EpochMillis;
+use crate::ports::{
+    Blobs, ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created,
+    PortError, PortResult, SourceFetcher, StackEvent, StackInfo, Started, Starter, Trigger,
+};
+use crate::registry::{Entries, Lease, Leases, RegistryError, Schedule, SourceRecord, StackEntry};
+use crate::status::Status;
+
+#[derive(Debug, Default)]
+struct Plan {
+    /// Operation → (call number, error), in the order planned.
+    failures: BTreeMap<String, Vec<(usize, PortError)>>,
+    calls: BTreeMap<String, usize>,
+}
+
+/// `inner`, failing the calls planned with [`Failing::fail`].
+#[derive(Debug, Clone)]
+pub struct Failing<T> {
+    pub inner: T,
+    plan: Arc<Mutex<Plan>>,
+}
+
+impl<T> Failing<T> {
+    pub fn new(inner: T) -> Self {
+        Self {
+            inner,
+            plan: Arc::default(),
+        }
+    }
+
+    /// The `nth` call (from 1) of `operation` fails with `error`.
+    pub fn fail(&self, operation: &str, nth: usize, error: PortError) -> &Self {
+        self.lock()
+            .failures
+            .entry(operation.to_owned())
+            .or_default()
+            .push((nth, error));
+        self
+    }
+
+    /// How many times `operation` was called.
+    pub fn calls(&self, operation: &str) -> usize {
+        self.lock().calls.get(operation).copied().unwrap_or(0)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Plan> {
+        self.plan.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts a call of `operation`; its planned error, if this is the one.
+    fn check(&self, operation: &str) -> PortResult<()> {
+        let mut plan = self.lock();
+        let n = plan.calls.entry(operation.to_owned()).or_default();
+        *n += 1;
+        let n = *n;
+        let planned = plan.failures.get_mut(operation);
+        match planned.and_then(|f| f.iter().position(|(k, _)| *k == n).map(|i| f.remove(i))) {
+            Some((_, error)) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// The same, as the registry reports AWS errors.
+    fn check_registry(&self, operation: &'static str) -> Result<(), RegistryError> {
+        self.check(operation).map_err(|e| {
+            let (transient, message) = match e {
+                PortError::Transient(m) => (true, m),
+                PortError::Rejected(m) => (false, m),
+            };
+            RegistryError::Aws {
+                operation,
+                code: None,
+                message,
+                transient,
+            }
+        })
+    }
+}
+
+impl<T: Blobs> Blobs for Failing<T> {
+    async fn exists(&self, key: &str) -> PortResult<bool> {
+        self.check("HeadObject")?;
+        self.inner.exists(key).await
+    }
+
+    async fn get(&self, key: &str, max_bytes: u64) -> PortResult<Vec<u8>> {
+        self.check("GetObject")?;
+        self.inner.get(key, max_bytes).await
+    }
+
+    async fn put_if_absent(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        content_type: &str,
+    ) -> PortResult<bool> {
+        self.check("PutObject")?;
+        self.inner.put_if_absent(key, body, content_type).await
+    }
+}
+
+impl<T: SourceFetcher> SourceFetcher for Failing<T> {
+    async fn resolve(&self, url: &str, reference: &str) -> PortResult<String> {
+        self.check("Resolve")?;
+        self.inner.resolve(url, reference).await
+    }
+
+    async fn fetch(&self, url: &str, revision: &str) -> PortResult<Vec<(String, Vec<u8>)>> {
+        self.check("Fetch")?;
+        self.inner.fetch(url, revision).await
+    }
+}
+
+impl<T: Starter> Starter for Failing<T> {
+    async fn start(&self, stack: &str, trigger: &Trigger, key: &str) -> PortResult<Started> {
+        self.check("StartExecution")?;
+        self.inner.start(stack, trigger, key).await
+    }
+}
+
+impl<T: CloudFormationFactory> CloudFormationFactory for Failing<T>
+where
+    T::Port: Clone,
+{
+    type Port = Failing<T::Port>;
+
+    async fn for_stack(
+        &self,
+        region: Option<&str>,
+        assume_role: Option<&str>,
+    ) -> PortResult<Self::Port> {
+        if assume_role.is_some() {
+            self.check("AssumeRole")?;
+        }
+        Ok(Failing {
+            inner: self.inner.for_stack(region, assume_role).await?,
+            plan: Arc::clone(&self.plan),
+        })
+    }
+}
+
+impl<T: CloudFormation> CloudFormation for Failing<T> {
+    async fn describe_stack(&self, stack: &str) -> PortResult<Option<StackInfo>> {
+        self.check("DescribeStacks")?;
+        self.inner.describe_stack(stack).await
+    }
+
+    async fn create_change_set(&self, request: &ChangeSetRequest) -> PortResult<Created> {
+        self.check("CreateChangeSet")?;
+        self.inner.create_change_set(request).await
+    }
+
+    async fn describe_change_set(
+        &self,
+        stack: &str,
+        name: &str,
+    ) -> PortResult<Option<ChangeSetInfo>> {
+        self.check("DescribeChangeSet")?;
+        self.inner.describe_change_set(stack, name).await
+    }
+
+    async fn execute_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
+        self.check("ExecuteChangeSet")?;
+        self.inner.execute_change_set(stack, name).await
+    }
+
+    async fn delete_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
+        self.check("DeleteChangeSet")?;
+        self.inner.delete_change_set(stack, name).await
+    }
+
+    async fn list_change_sets(&self, stack: &str) -> PortResult<Vec<String>> {
+        self.check("ListChangeSets")?;
+        self.inner.list_change_sets(stack).await
+    }
+
+    async fn delete_stack(&self, stack: &str, role_arn: Option<&str>) -> PortResult<()> {
+        self.check("DeleteStack")?;
+        self.inner.delete_stack(stack, role_arn).await
+    }
+
+    async fn continue_update_rollback(
+        &self,
+        stack: &str,
+        role_arn: Option<&str>,
+    ) -> PortResult<()> {
+        self.check("ContinueUpdateRollback")?;
+        self.inner.continue_update_rollback(stack, role_arn).await
+    }
+
+    async fn set_termination_protection(&self, stack: &str, enabled: bool) -> PortResult<()> {
+        self.check("UpdateTerminationProtection")?;
+        self.inner.set_termination_protection(stack, enabled).await
+    }
+
+    async fn set_stack_policy(&self, stack: &str, policy_json: &str) -> PortResult<()> {
+        self.check("SetStackPolicy")?;
+        self.inner.set_stack_policy(stack, policy_json).await
+    }
+
+    async fn events_since(&self, stack: &str, since: i64) -> PortResult<Vec<StackEvent>> {
+        self.check("DescribeStackEvents")?;
+        self.inner.events_since(stack, since).await
+    }
+}
+
+impl<T: Entries> Entries for Failing<T> {
+    async fn get(&self, name: &str) -> Result<Option<StackEntry>, RegistryError> {
+        self.check_registry("GetItem")?;
+        self.inner.get(name).await
+    }
+
+    async fn by_source(&self, key: &str) -> Result<Vec<StackEntry>, RegistryError> {
+        self.check_registry("Query")?;
+        self.inner.by_source(key).await
+    }
+
+    async fn by_stack_name(&self, stack_name: &str) -> Result<Vec<StackEntry>, RegistryError> {
+        self.check_registry("Query")?;
+        self.inner.by_stack_name(stack_name).await
+    }
+}
+
+impl<T: Leases> Leases for Failing<T> {
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+        now: EpochMillis,
+    ) -> Result<Lease, RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.acquire_lease(name, owner, ttl, now).await
+    }
+
+    async fn renew_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+        now: EpochMillis,
+    ) -> Result<Lease, RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.renew_lease(name, owner, ttl, now).await
+    }
+
+    async fn release_lease(&self, name: &str, owner: &str) -> Result<(), RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.release_lease(name, owner).await
+    }
+
+    async fn write_status(
+        &self,
+        name: &str,
+        owner: &str,
+        status: &Status,
+    ) -> Result<(), RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.write_status(name, owner, status).await
+    }
+
+    async fn write_status_and_release(
+        &self,
+        name: &str,
+        owner: &str,
+        status: &Status,
+    ) -> Result<(), RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner
+            .write_status_and_release(name, owner, status)
+            .await
+    }
+
+    async fn remove(&self, name: &str, owner: &str) -> Result<(), RegistryError> {
+        self.check_registry("DeleteItem")?;
+        self.inner.remove(name, owner).await
+    }
+}
+
+impl<T: Schedule> Schedule for Failing<T> {
+    async fn due(
+        &self,
+        now: EpochMillis,
+        per_shard: usize,
+    ) -> Result<Vec<StackEntry>, RegistryError> {
+        self.check_registry("Query")?;
+        self.inner.due(now, per_shard).await
+    }
+
+    async fn sources(&self) -> Result<Vec<SourceRecord>, RegistryError> {
+        self.check_registry("Query")?;
+        self.inner.sources().await
+    }
+
+    async fn add_source(
+        &self,
+        key: &str,
+        url: &str,
+        reference: &str,
+    ) -> Result<bool, RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.add_source(key, url, reference).await
+    }
+
+    async fn record_source_head(
+        &self,
+        key: &str,
+        seen: Option<&str>,
+        head: &str,
+        now: EpochMillis,
+    ) -> Result<bool, RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.record_source_head(key, seen, head, now).await
+    }
+
+    async fn forget_source(&self, key: &str, seen: Option<&str>) -> Result<bool, RegistryError> {
+        self.check_registry("DeleteItem")?;
+        self.inner.forget_source(key, seen).await
+    }
+
+    async fn move_due(
+        &self,
+        name: &str,
+        from: EpochMillis,
+        to: EpochMillis,
+    ) -> Result<bool, RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.move_due(name, from, to).await
+    }
+
+    async fn mark_due(&self, name: &str, now: EpochMillis) -> Result<bool, RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.mark_due(name, now).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fakes::MemoryBlobs;
+
+    #[tokio::test]
+    async fn only_the_planned_call_fails() {
+        let blobs = Failing::new(MemoryBlobs::new());
+        blobs.fail("PutObject", 2, PortError::Transient("SlowDown".into()));
+        assert!(
+            blobs
+                .put_if_absent("a", b"1".to_vec(), "text/plain")
+                .await
+                .is_ok()
+        );
+        assert_eq!(
+            blobs.put_if_absent("b", b"2".to_vec(), "text/plain").await,
+            Err(PortError::Transient("SlowDown".into()))
+        );
+        assert!(
+            blobs
+                .put_if_absent("b", b"2".to_vec(), "text/plain")
+                .await
+                .is_ok()
+        );
+        assert_eq!(blobs.calls("PutObject"), 3);
+        assert_eq!(blobs.inner.keys(), ["a", "b"]);
+    }
+}

@@ -1,0 +1,24 @@
+//! In-memory fakes of the ports, for fast tests of the steps, the scheduler
+//! and the trigger handlers (feature `fakes`; the library's own tests always
+//! have them). The registry's fake is `crate::registry::memory`.
+//!
+//! - [`MemoryBlobs`]: the bucket.
+//! - [`MemorySources`]: Git-like sources (refs → revisions → files).
+//! - [`RecordingStarter`]: executions, started once per name.
+//! - [`ScriptedCloudFormation`]: stack statuses that advance over successive
+//!   describes, failures injected per operation — the stack states the
+//!   emulator cannot produce.
+//! - [`Failing`]: any of them (and the registry), failing the k-th call of
+//!   an operation.
+
+mod blobs;
+mod cloudformation;
+mod failing;
+mod sources;
+mod starter;
+
+pub use blobs::MemoryBlobs;
+pub use cloudformation::{Script, ScriptedCloudFormation, failed, failure_event, pending, ready};
+pub use failing::Failing;
+pub use sources::MemorySources;
+pub use starter::RecordingStarter;

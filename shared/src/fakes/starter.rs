@@ -1,0 +1,55 @@
+//! Executions in memory: each name starts once, as Step Functions keeps a
+//! name for 90 days.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+use crate::naming::execution_name;
+use crate::ports::{PortResult, Started, Starter, Trigger};
+
+/// The executions started, by name, with their trigger.
+#[derive(Debug, Default)]
+pub struct RecordingStarter {
+    started: Mutex<BTreeMap<String, (String, Trigger)>>,
+}
+
+impl RecordingStarter {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every execution started so far: (name, stack, trigger), by name.
+    pub fn started(&self) -> Vec<(String, String, Trigger)> {
+        self.started
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(name, (stack, trigger))| (name.clone(), stack.clone(), trigger.clone()))
+            .collect()
+    }
+
+    /// The stacks started, by name of execution.
+    pub fn stacks(&self) -> Vec<String> {
+        self.started()
+            .into_iter()
+            .map(|(_, stack, _)| stack)
+            .collect()
+    }
+}
+
+impl Starter for RecordingStarter {
+    async fn start(&self, stack: &str, trigger: &Trigger, key: &str) -> PortResult<Started> {
+        let name = execution_name(stack, trigger.kind.as_str(), key);
+        let mut started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
+        let new = !started.contains_key(&name);
+        if new {
+            started.insert(name.clone(), (stack.to_owned(), trigger.clone()));
+        }
+        Ok(Started {
+            stack: stack.to_owned(),
+            execution_arn: format!("arn:aws:states:us-east-1:123456789012:execution:fake:{name}"),
+            execution_name: name,
+            new,
+        })
+    }
+}

@@ -1,0 +1,201 @@
+//! Every name stacksync derives rather than invents: equal inputs give equal
+//! names, so a retried step, a redelivered push or an overlapping scheduler
+//! run finds what the first attempt made instead of making it twice. Each
+//! name keeps to the limits of the service that holds it (the table test
+//! below checks them).
+//!
+//! | name | for | limits |
+//! |---|---|---|
+//! | [`change_set_name`] | a change set | CloudFormation: ≤ 128, `[A-Za-z][-A-Za-z0-9]*` |
+//! | [`execution_name`] | a reconcile execution | Step Functions: ≤ 80, `[A-Za-z0-9_-]`, unique for 90 days |
+//! | [`request_token`] | a stack operation's `ClientRequestToken` | CloudFormation: ≤ 128, `[a-zA-Z0-9][-a-zA-Z0-9]*` |
+//! | [`artifact_key`], [`template_key`], [`parameters_key`] | objects in the bucket | S3: ≤ 1,024 bytes |
+
+use crate::hash::sha256_hex;
+use crate::source::normalize_url;
+
+/// How stacksync's request tokens begin: the events function tells its own
+/// CloudFormation operations from out-of-band ones by this prefix.
+pub const OWN_TOKEN_PREFIX: &str = "stacksync-";
+
+/// How many characters of the stack name lead an execution name.
+pub const EXECUTION_PREFIX_CHARS: usize = 48;
+
+/// The change set's name: from the stack, the spec version and the desired
+/// hash, so a retried step finds the one it made. The stack is in it so that
+/// two stacks with one template never share a name: CloudFormation scopes
+/// names to a stack, but tools that look change sets up by name alone (the
+/// emulator does) would mix them.
+pub fn change_set_name(stack: &str, spec_version: u64, desired_hash: &str) -> String {
+    let hash = sha256_hex(format!("{stack}\0{desired_hash}").as_bytes());
+    format!("stacksync-v{spec_version}-{}", &hash[..16])
+}
+
+/// The execution name for `stack` started by `kind` for `key` (a commit, a
+/// due time, a request id): `<stack, at most 48 chars>_<kind>_<16 hex>`, at
+/// most 80 characters. The hash covers the whole stack name, so two long
+/// names with one prefix still differ.
+pub fn execution_name(stack: &str, kind: &str, key: &str) -> String {
+    let prefix: String = stack
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(EXECUTION_PREFIX_CHARS)
+        .collect();
+    let kind: String = kind
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(8)
+        .collect();
+    let hash = sha256_hex(format!("{stack}\0{kind}\0{key}").as_bytes());
+    format!("{prefix}_{kind}_{}", &hash[..16])
+}
+
+/// Whether an execution name may belong to `stack` (its prefix matches; for
+/// names longer than the prefix, the execution's input decides).
+pub fn execution_may_be_for(name: &str, stack: &str) -> bool {
+    let prefix: String = stack.chars().take(EXECUTION_PREFIX_CHARS).collect();
+    name.strip_prefix(&prefix)
+        .is_some_and(|rest| rest.starts_with('_'))
+}
+
+/// The `ClientRequestToken` of one of stacksync's own stack operations:
+/// CloudFormation puts it on every event of the operation (and on the
+/// EventBridge "Stack Status Change" events).
+pub fn request_token(operation: &str) -> String {
+    let mut token = String::from(OWN_TOKEN_PREFIX);
+    token.extend(
+        operation
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }),
+    );
+    token.truncate(128);
+    token
+}
+
+/// Where a source's tree at one revision is stored: once per source (its
+/// normal URL) and revision, shared by every stack that follows it.
+pub fn artifact_key(url: &str, revision: &str) -> String {
+    format!(
+        "artifacts/{}/{}.tar.gz",
+        &sha256_hex(normalize_url(url).as_bytes())[..16],
+        safe_key_part(revision)
+    )
+}
+
+/// Where a template is stored: by the SHA-256 of its bytes.
+pub fn template_key(template_sha256: &str) -> String {
+    format!("templates/{template_sha256}")
+}
+
+/// Where a run's merged parameters are stored: by the SHA-256 of their JSON.
+pub fn parameters_key(parameters_json: &[u8]) -> String {
+    format!("parameters/{}.json", sha256_hex(parameters_json))
+}
+
+/// A revision as part of an object key: a Git commit id (or any id of
+/// letters, digits, `-` and `_`) as it is; anything else (an S3 version id
+/// may hold `/`, `+`, `.`) as `v-` and its SHA-256, so a key never holds a
+/// path separator or `..`, and two revisions never share a key.
+fn safe_key_part(revision: &str) -> String {
+    let plain = !revision.is_empty()
+        && revision.len() <= 128
+        && revision
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if plain {
+        revision.to_owned()
+    } else {
+        format!("v-{}", sha256_hex(revision.as_bytes()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cloudformation_name(name: &str) -> bool {
+        name.len() <= 128
+            && name.starts_with(|c: char| c.is_ascii_alphabetic())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    }
+
+    #[test]
+    fn every_name_keeps_to_the_limits_of_its_service() {
+        let long = "a".repeat(128);
+        let odd = "stack-with-unicode-é";
+        for stack in ["orders", long.as_str(), odd] {
+            let cs = change_set_name(stack, u64::MAX, &"f".repeat(64));
+            assert!(cloudformation_name(&cs), "{cs}");
+            let ex = execution_name(stack, "schedule", &"9".repeat(300));
+            assert!(ex.len() <= 80, "{ex}");
+            assert!(
+                ex.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+                "{ex}"
+            );
+            let token = request_token(&format!("delete-{stack}"));
+            assert!(
+                token.len() <= 128 && token.starts_with(OWN_TOKEN_PREFIX),
+                "{token}"
+            );
+            assert!(
+                token.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+                "{token}"
+            );
+        }
+        for key in [
+            artifact_key("https://git.example/infra.git", &"a".repeat(40)),
+            artifact_key("s3://bucket/key.zip", &"v/../../x".repeat(100)),
+            artifact_key("s3://bucket/key.zip", "3/L4kqtJlcpX.roDTD+mJ"),
+            template_key(&"b".repeat(64)),
+            parameters_key(b"{}"),
+        ] {
+            assert!(key.len() <= 1024 && !key.contains(".."), "{key}");
+            let file = key.rsplit('/').next().unwrap_or_default();
+            assert!(!file.is_empty() && key.matches('/').count() <= 2, "{key}");
+        }
+    }
+
+    #[test]
+    fn names_are_deterministic_and_tell_their_inputs_apart() {
+        assert_eq!(
+            change_set_name("orders", 3, "h"),
+            change_set_name("orders", 3, "h")
+        );
+        assert_ne!(
+            change_set_name("orders", 3, "h"),
+            change_set_name("billing", 3, "h")
+        );
+        assert_ne!(
+            change_set_name("orders", 3, "h"),
+            change_set_name("orders", 4, "h")
+        );
+        let long = "x".repeat(60);
+        let other = format!("{long}-other");
+        assert_ne!(
+            execution_name(&long, "schedule", "k"),
+            execution_name(&other, "schedule", "k")
+        );
+        assert_ne!(
+            execution_name("app", "schedule", "1"),
+            execution_name("app", "manual", "1")
+        );
+        assert!(execution_may_be_for(
+            &execution_name("app", "manual", "1"),
+            "app"
+        ));
+        assert!(!execution_may_be_for(
+            &execution_name("app-db", "manual", "1"),
+            "app"
+        ));
+        // One source, two spellings: one artifact.
+        assert_eq!(
+            artifact_key("https://github.com/Acme/infra.git", "abc"),
+            artifact_key("git@github.com:acme/infra", "abc")
+        );
+        assert_eq!(
+            request_token("orders_queue.change:1"),
+            "stacksync-orders-queue-change-1"
+        );
+    }
+}

@@ -1,0 +1,72 @@
+//! The execution port: starting a reconcile run of one stack, and what a run
+//! is told about why it started.
+
+use std::future::Future;
+
+use serde::{Deserialize, Serialize};
+
+use super::PortResult;
+
+/// What started a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum TriggerKind {
+    /// `stacksync reconcile`, `sync`, or a test.
+    #[default]
+    Manual,
+    /// The scheduler (a due entry, or a source that moved).
+    Schedule,
+    /// A Git webhook delivery.
+    Webhook,
+    /// An EventBridge event (CodeCommit push, S3 object).
+    Event,
+}
+
+impl TriggerKind {
+    /// As it appears in execution names and in the run's input.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Manual => "manual",
+            Self::Schedule => "schedule",
+            Self::Webhook => "webhook",
+            Self::Event => "event",
+        }
+    }
+}
+
+/// What started a run, as its input says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Trigger {
+    #[serde(default)]
+    pub kind: TriggerKind,
+    /// The revision the trigger saw (a pushed commit, an S3 version). The run
+    /// always deploys the ref's head; this only says what was announced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+}
+
+/// What a start did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Started {
+    pub stack: String,
+    pub execution_name: String,
+    pub execution_arn: String,
+    /// False when an execution of this name existed already (a replay, or a
+    /// start that overlapped another): nothing new was started.
+    pub new: bool,
+}
+
+/// Starts reconcile runs.
+pub trait Starter: Send + Sync {
+    /// Starts the run of `stack`, named from the stack, the trigger's kind
+    /// and `key` (`naming::execution_name`): the same (stack, kind, key)
+    /// never starts twice.
+    fn start(
+        &self,
+        stack: &str,
+        trigger: &Trigger,
+        key: &str,
+    ) -> impl Future<Output = PortResult<Started>> + Send;
+}

@@ -1,0 +1,254 @@
+//! `artifact-fetch` (state `FetchArtifact`): loads the spec, takes the lease,
+//! honours suspend and deletion, resolves the source to an exact revision
+//! and stores the artifact, once per source and revision.
+
+use tracing::info;
+
+use super::{StepResult, Steps, due, short};
+use crate::artifact;
+use crate::clock::now_millis;
+use crate::naming::artifact_key;
+use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher};
+use crate::reconcile::run::{Next, RunState, StepError};
+use crate::registry::{LEASE_TTL, RegistryError, StackEntry, StepRegistry};
+use crate::spec::SourceKind;
+use crate::status::{Phase, StallReason, Status, Timestamp};
+
+impl<R, B, F, S> Steps<R, B, F, S>
+where
+    R: StepRegistry,
+    B: Blobs,
+    F: CloudFormationFactory,
+    S: SourceFetcher,
+{
+    /// The first step of every run.
+    pub async fn artifact_fetch(&self, mut state: RunState) -> StepResult {
+        state.started_at = now_millis();
+        if let Some(ended) = self.take_lease(&mut state).await? {
+            return Ok(ended);
+        }
+        // Read only now, holding the lease: the status copied below is the
+        // latest, not one that a run finishing just before us has replaced.
+        let entry = self.entry(&state).await?;
+        state.spec_version = entry.spec_version;
+        if entry.deletion_requested_at.is_some() {
+            state.next = Next::Delete;
+            state.recreate = false;
+            return Ok(state);
+        }
+        if entry.is_suspended() {
+            let status = Status {
+                phase: Phase::Suspended,
+                message: Some("suspended: stacksync leaves the stack alone".into()),
+                next_reconcile_at: Some(Timestamp(due(
+                    state.started_at,
+                    entry.spec.interval.as_secs(),
+                ))),
+                ..entry.status.clone()
+            };
+            return self.finish(state, &entry, status, "suspended").await;
+        }
+        let (revision, key) = self.store_artifact(&state, &entry).await?;
+        let status = Status {
+            phase: Phase::Reconciling,
+            last_attempted_revision: Some(revision.clone()),
+            message: Some(format!("reconciling {}", short(&revision))),
+            next_reconcile_at: None,
+            ..entry.status.clone()
+        };
+        self.record(&state, &entry, status).await?;
+        state.revision = Some(revision);
+        state.artifact_key = Some(key);
+        state.next = Next::Upload;
+        Ok(state)
+    }
+
+    /// Takes the stack's lease; `Some(state)` when the run ends here because
+    /// another run drives the stack (it will see this change too) or the
+    /// entry is gone.
+    async fn take_lease(&self, state: &mut RunState) -> Result<Option<RunState>, StepError> {
+        let outcome = match self
+            .registry
+            .acquire_lease(
+                &state.stack_id,
+                &state.execution,
+                LEASE_TTL,
+                state.started_at,
+            )
+            .await
+        {
+            Ok(_) => return Ok(None),
+            Err(RegistryError::LeaseHeld { owner, .. }) => {
+                info!(stack = %state.stack_id, holder = %owner, "lease held; ending");
+                format!("another run ({owner}) holds the stack")
+            }
+            Err(RegistryError::Conflict { detail, .. }) => {
+                format!("the lease changed hands: {detail}")
+            }
+            Err(RegistryError::NotFound { .. }) => "the entry is no longer registered".into(),
+            Err(e) => return Err(e.into()),
+        };
+        let mut ended = state.clone();
+        ended.next = Next::Done;
+        ended.outcome = Some(outcome);
+        Ok(Some(ended))
+    }
+
+    /// Resolves the source's ref to its head and stores the tree at that
+    /// revision, unless stored already: (revision, artifact key).
+    async fn store_artifact(
+        &self,
+        state: &RunState,
+        entry: &StackEntry,
+    ) -> Result<(String, String), StepError> {
+        let spec = &entry.spec;
+        let url = spec.source.url().to_owned();
+        if spec.source.kind() == Some(SourceKind::S3) {
+            return Err(StepError::stalled(
+                StallReason::Unsupported,
+                format!("S3 sources ({url}) are not supported by this version of stacksync yet"),
+            ));
+        }
+        if spec.source.credentials_secret.is_some() {
+            return Err(StepError::stalled(
+                StallReason::Unsupported,
+                format!(
+                    "source.credentialsSecret is not supported by this version of stacksync yet: \
+                     {url} can only be fetched without credentials"
+                ),
+            ));
+        }
+        let unavailable = StepError::port(StallReason::SourceUnavailable);
+        // Always the ref's head now: deliveries come in any order and may be
+        // replayed, so a trigger's commit is never deployed as-is (that could
+        // roll a stack back to an older push).
+        let reference = spec.effective_ref().unwrap_or("main");
+        let revision = self
+            .sources
+            .resolve(&url, reference)
+            .await
+            .map_err(&unavailable)?;
+        if let Some(pushed) = state.trigger.revision.as_deref()
+            && !pushed.eq_ignore_ascii_case(&revision)
+        {
+            info!(stack = %state.stack_id, pushed, head = %revision, "the ref moved on since the trigger; deploying its head");
+        }
+        let key = artifact_key(&url, &revision);
+        if self.blobs.exists(&key).await? {
+            info!(stack = %state.stack_id, %revision, "artifact re-used");
+            return Ok((revision, key));
+        }
+        let files = self
+            .sources
+            .fetch(&url, &revision)
+            .await
+            .map_err(&unavailable)?;
+        let packed = artifact::pack(&files)
+            .map_err(|e| StepError::stalled(StallReason::InvalidTemplate, e.to_string()))?;
+        self.blobs
+            .put_if_absent(&key, packed, "application/gzip")
+            .await?;
+        info!(stack = %state.stack_id, %revision, files = files.len(), "artifact stored");
+        Ok((revision, key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+
+    #[tokio::test]
+    async fn a_run_takes_the_lease_resolves_the_head_and_stores_the_artifact_once() {
+        let t = Test::new().await;
+        let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+        assert_eq!(state.next, Next::Upload);
+        assert_eq!(state.revision.as_deref(), Some(HEAD));
+        let key = state.artifact_key.clone().unwrap();
+        assert!(t.blob(&key).is_some());
+        let entry = t.entry();
+        assert_eq!(entry.status.phase, Phase::Reconciling);
+        assert_eq!(entry.lease.unwrap().owner, "run-1");
+        assert_eq!(entry.status.last_attempted_revision.as_deref(), Some(HEAD));
+        // A second stack (or run) at this revision re-uses the artifact.
+        t.release("run-1").await;
+        t.steps.artifact_fetch(t.input("run-2")).await.unwrap();
+        assert_eq!(t.steps.sources.calls(), (2, 1), "two resolves, one fetch");
+    }
+
+    #[tokio::test]
+    async fn a_run_that_finds_the_lease_held_ends_without_touching_anything() {
+        let t = Test::new().await;
+        t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+        let state = t.steps.artifact_fetch(t.input("run-2")).await.unwrap();
+        assert_eq!(state.next, Next::Done);
+        assert!(state.outcome.unwrap().contains("run-1"));
+        assert_eq!(t.entry().lease.unwrap().owner, "run-1");
+    }
+
+    #[tokio::test]
+    async fn a_suspended_entry_is_recorded_suspended_and_released() {
+        let t = Test::with_entry(|e| e.suspended = true).await;
+        let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+        assert_eq!(state.next, Next::Done);
+        let entry = t.entry();
+        assert_eq!(entry.status.phase, Phase::Suspended);
+        assert!(entry.lease.is_none());
+        assert_eq!(
+            t.steps.sources.calls(),
+            (0, 0),
+            "the source is not even read"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_entry_being_deleted_goes_to_delete() {
+        let t = Test::with_entry(|e| e.deletion_requested_at = Some(Timestamp(1))).await;
+        let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+        assert_eq!((state.next, state.recreate), (Next::Delete, false));
+    }
+
+    #[tokio::test]
+    async fn unsupported_sources_and_missing_refs_stall_with_their_reason() {
+        let t = Test::with_entry(|e| {
+            e.spec.source.credentials_secret =
+                Some("arn:aws:secretsmanager:us-east-1:1:secret:x-AbCdEf".into())
+        })
+        .await;
+        let err = t.steps.artifact_fetch(t.input("run-1")).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StepError::Stalled {
+                    reason: StallReason::Unsupported,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let t = Test::with_entry(|e| e.spec.source.reference = Some("no-such-branch".into())).await;
+        let err = t.steps.artifact_fetch(t.input("run-1")).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StepError::Stalled {
+                    reason: StallReason::SourceUnavailable,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_throttled_write_of_the_artifact_is_transient() {
+        let t = Test::new().await;
+        t.steps.blobs.fail(
+            "PutObject",
+            1,
+            crate::ports::PortError::Transient("SlowDown".into()),
+        );
+        let err = t.steps.artifact_fetch(t.input("run-1")).await.unwrap_err();
+        assert!(err.is_transient(), "{err:?}");
+    }
+}

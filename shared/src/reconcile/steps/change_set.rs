@@ -1,0 +1,333 @@
+//! `change-set` (state `ChangeSet`): acts on the stack's status by the
+//! decision table — creates a CREATE or UPDATE change set, waits for someone
+//! else's operation, continues a failed rollback, or deletes a failed create
+//! to make it again — or executes the change set poll-status found ready.
+
+use tracing::info;
+
+use super::{StepResult, Steps, short, wait};
+use crate::naming::change_set_name;
+use crate::ports::{
+    Blobs, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, SourceFetcher,
+};
+use crate::reconcile::decide::{ChangeSetKind, StackDecision, StackObservation, decide_stack};
+use crate::reconcile::run::{Next, RunState, StepError, WaitOn};
+use crate::registry::{StackEntry, StepRegistry};
+use crate::spec::StackSpec;
+use crate::stack_status::ExecutionStatus;
+use crate::status::StallReason;
+
+impl<R, B, F, S> Steps<R, B, F, S>
+where
+    R: StepRegistry,
+    B: Blobs,
+    F: CloudFormationFactory,
+    S: SourceFetcher,
+{
+    pub async fn change_set(&self, state: RunState) -> StepResult {
+        let entry = self.resume(&state).await?;
+        let cfn = self.port(&entry.spec).await?;
+        if state.execute {
+            return self.execute(state, &entry, &cfn).await;
+        }
+        let stack_name = entry.spec.effective_stack_name();
+        let stack = cfn.describe_stack(stack_name).await?;
+        let hash_matches =
+            entry.status.applied_hash.is_some() && entry.status.applied_hash == state.desired_hash;
+        let decision = decide_stack(StackObservation {
+            status: stack.as_ref().map(|s| &s.status),
+            hash_matches,
+            rollback_continues: state.rollback_continues,
+        });
+        info!(stack = %state.stack_id, status = ?stack.as_ref().map(|s| s.status.to_string()), ?decision, "decided");
+        match decision {
+            StackDecision::CreateChangeSet {
+                kind,
+                cleanup_review,
+            } => self.create(state, &entry, &cfn, kind, cleanup_review).await,
+            StackDecision::Wait => Ok(wait(state, WaitOn::Stack, &entry.spec)),
+            StackDecision::InSync => {
+                self.in_sync(state, &entry, stack.as_ref(), "in sync: nothing to change")
+                    .await
+            }
+            StackDecision::RollbackStuck => {
+                // Continuing did not help: a resource needs skipping or fixing by hand.
+                let reason = self.failure_reason(&cfn, stack_name, &state, stack).await?;
+                Err(StepError::stalled(
+                    StallReason::RollbackFailed,
+                    format!(
+                        "the stack is still UPDATE_ROLLBACK_FAILED after ContinueUpdateRollback: {reason}"
+                    ),
+                ))
+            }
+            StackDecision::ContinueRollback => {
+                cfn.continue_update_rollback(stack_name, entry.spec.role_arn.as_deref())
+                    .await?;
+                let mut state = state;
+                state.rollback_continues += 1;
+                Ok(wait(state, WaitOn::Rollback, &entry.spec))
+            }
+            StackDecision::DeleteAndRecreate => {
+                let mut state = state;
+                state.recreate = true;
+                state.delete_requests = 0;
+                state.next = Next::Delete;
+                Ok(state)
+            }
+            StackDecision::Stalled { reason, message } => Err(StepError::stalled(reason, message)),
+        }
+    }
+
+    /// Executes the change set poll-status found ready, unless a retried
+    /// step finds it executing already.
+    async fn execute(&self, mut state: RunState, entry: &StackEntry, cfn: &F::Port) -> StepResult {
+        let stack_name = entry.spec.effective_stack_name();
+        let name = state
+            .change_set_name
+            .clone()
+            .ok_or_else(|| StepError::missing("change-set", "changeSetName"))?;
+        let started = cfn
+            .describe_change_set(stack_name, &name)
+            .await?
+            .is_some_and(|cs| {
+                matches!(
+                    cs.execution,
+                    ExecutionStatus::ExecuteInProgress | ExecutionStatus::ExecuteComplete
+                )
+            });
+        if !started {
+            info!(stack = %state.stack_id, change_set = %name, "executing change set");
+            cfn.execute_change_set(stack_name, &name).await?;
+        }
+        state.execute = false;
+        Ok(wait(state, WaitOn::Execution, &entry.spec))
+    }
+
+    /// Creates the run's change set (named from the stack and the desired
+    /// state, so a retried step finds the one it made).
+    async fn create(
+        &self,
+        mut state: RunState,
+        entry: &StackEntry,
+        cfn: &F::Port,
+        kind: ChangeSetKind,
+        cleanup_review: bool,
+    ) -> StepResult {
+        let stack_name = entry.spec.effective_stack_name();
+        let desired = state
+            .desired_hash
+            .clone()
+            .ok_or_else(|| StepError::missing("change-set", "desiredHash"))?;
+        let name = change_set_name(stack_name, state.spec_version, &desired);
+        if cleanup_review {
+            // Old change sets of a never-created stack; ours (a retried step
+            // made it already) stays.
+            for old in cfn.list_change_sets(stack_name).await? {
+                if old != name {
+                    cfn.delete_change_set(stack_name, &old).await?;
+                }
+            }
+        }
+        let parameters = self.parameters(&state).await?;
+        let request = self.change_set_request(&state, &entry.spec, &name, kind, parameters)?;
+        match cfn.create_change_set(&request).await? {
+            Created::ChangeSet => {
+                state.change_set_name = Some(name);
+                state.change_set_kind = Some(kind);
+                Ok(wait(state, WaitOn::ChangeSet, &entry.spec))
+            }
+            Created::NothingToChange => {
+                let stack = cfn.describe_stack(stack_name).await?;
+                self.in_sync(
+                    state,
+                    entry,
+                    stack.as_ref(),
+                    "in sync: the change set was empty",
+                )
+                .await
+            }
+        }
+    }
+
+    fn change_set_request(
+        &self,
+        state: &RunState,
+        spec: &StackSpec,
+        name: &str,
+        kind: ChangeSetKind,
+        parameters: Vec<(String, String)>,
+    ) -> Result<ChangeSetRequest, StepError> {
+        let template_key = state
+            .template_key
+            .as_deref()
+            .ok_or_else(|| StepError::missing("change-set", "templateKey"))?;
+        let rollback = spec.rollback.as_ref();
+        Ok(ChangeSetRequest {
+            stack_name: spec.effective_stack_name().to_owned(),
+            change_set_name: name.to_owned(),
+            kind,
+            template_url: format!(
+                "{}/{template_key}",
+                self.config.template_url_base.trim_end_matches('/')
+            ),
+            parameters,
+            tags: spec
+                .tags
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            capabilities: spec
+                .capabilities
+                .iter()
+                .map(|c| c.as_str().to_owned())
+                .collect(),
+            role_arn: spec.role_arn.clone(),
+            notification_arns: spec.notification_arns.clone(),
+            rollback_triggers: rollback
+                .iter()
+                .flat_map(|r| r.triggers.iter().map(|t| (t.arn.clone(), t.kind.clone())))
+                .collect(),
+            rollback_monitoring_minutes: rollback
+                .and_then(|r| r.monitoring_time)
+                .and_then(|t| i32::try_from(t.as_secs() / 60).ok()),
+            description: format!(
+                "stacksync: {} at {} (spec v{})",
+                state.stack_id,
+                short(state.revision.as_deref().unwrap_or("?")),
+                state.spec_version
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+    use crate::fakes::ScriptedCloudFormation;
+    use crate::stack_status::StackStatus as S;
+
+    /// A run brought to the change-set step, the stack answering `statuses`.
+    async fn at_change_set(
+        statuses: &[Option<S>],
+        extra: impl FnOnce(&mut StackEntry),
+    ) -> (Test, RunState) {
+        let t = Test::with(ScriptedCloudFormation::with_stack(statuses), extra).await;
+        let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+        let state = t.steps.template_upload(state).await.unwrap();
+        (t, state)
+    }
+
+    #[tokio::test]
+    async fn no_stack_gets_a_create_change_set_with_the_spec_settings() {
+        let (t, state) = at_change_set(&[None], |e| {
+            e.spec.role_arn = Some("arn:aws:iam::123456789012:role/cfn".into());
+            e.spec.tags.insert("team".into(), "orders".into());
+        })
+        .await;
+        let state = t.steps.change_set(state).await.unwrap();
+        assert_eq!(
+            (state.next, state.wait_on, state.wait_seconds),
+            (Next::Wait, Some(WaitOn::ChangeSet), 5)
+        );
+        let request = t.cfn.script().requests[0].clone();
+        assert_eq!(request.kind, ChangeSetKind::Create);
+        assert_eq!(Some(request.change_set_name), state.change_set_name);
+        assert_eq!(
+            request.role_arn.as_deref(),
+            Some("arn:aws:iam::123456789012:role/cfn")
+        );
+        assert_eq!(request.tags, [("team".to_owned(), "orders".to_owned())]);
+        assert!(
+            request
+                .template_url
+                .starts_with("https://bucket.s3.us-east-1.amazonaws.com/templates/")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stack_left_in_review_is_cleaned_of_other_change_sets_first() {
+        let (t, state) = at_change_set(&[Some(S::ReviewInProgress)], |_| {}).await;
+        t.steps.change_set(state).await.unwrap();
+        assert_eq!(
+            t.cfn.operations(),
+            [
+                "DescribeStacks",
+                "ListChangeSets",
+                "DeleteChangeSet",
+                "CreateChangeSet"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_rollback_is_continued_once_then_reported_with_the_failed_resource() {
+        let (t, state) = at_change_set(&[Some(S::UpdateRollbackFailed)], |_| {}).await;
+        t.cfn.script().events = vec![crate::fakes::failure_event(
+            "Table",
+            "UPDATE_FAILED",
+            "being modified",
+        )];
+        let state = t.steps.change_set(state).await.unwrap();
+        assert_eq!(
+            (state.wait_on, state.rollback_continues),
+            (Some(WaitOn::Rollback), 1)
+        );
+        t.stack_answers(&[Some(S::UpdateRollbackFailed)]);
+        let err = t.steps.change_set(state).await.unwrap_err();
+        match err {
+            StepError::Stalled { reason, message } => {
+                assert_eq!(reason, StallReason::RollbackFailed);
+                assert!(
+                    message.contains("Table") && message.contains("being modified"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_create_goes_to_delete_for_recreation() {
+        let (t, state) = at_change_set(&[Some(S::RollbackComplete)], |_| {}).await;
+        let state = t.steps.change_set(state).await.unwrap();
+        assert_eq!((state.next, state.recreate), (Next::Delete, true));
+    }
+
+    #[tokio::test]
+    async fn a_ready_change_set_is_executed_once_even_when_the_step_is_retried() {
+        let (t, state) = at_change_set(&[Some(S::UpdateComplete)], |_| {}).await;
+        let mut state = t.steps.change_set(state).await.unwrap();
+        state.execute = true;
+        let again = state.clone();
+        let state = t.steps.change_set(state).await.unwrap();
+        assert_eq!(state.wait_on, Some(WaitOn::Execution));
+        t.steps.change_set(again).await.unwrap();
+        let executes = t
+            .cfn
+            .operations()
+            .iter()
+            .filter(|o| *o == "ExecuteChangeSet")
+            .count();
+        assert_eq!(executes, 1, "{:?}", t.cfn.operations());
+    }
+
+    #[tokio::test]
+    async fn someone_elses_operation_is_waited_for_and_delete_failed_is_left_alone() {
+        let (t, state) = at_change_set(&[Some(S::UpdateInProgress)], |_| {}).await;
+        let state = t.steps.change_set(state).await.unwrap();
+        assert_eq!(state.wait_on, Some(WaitOn::Stack));
+        t.stack_answers(&[Some(S::DeleteFailed)]);
+        let err = t.steps.change_set(state).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StepError::Stalled {
+                    reason: StallReason::StackBlocked,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+}

@@ -1,0 +1,204 @@
+//! `delete` (state `DeleteStack`): deletes the stack — for a removed entry
+//! with `destroyOnDelete`, or to create a failed create again — polling
+//! (through the state machine) until it is gone; then drops the entry, or
+//! goes on to create.
+
+use super::{StepResult, Steps};
+use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
+use crate::reconcile::decide::{DeleteDecision, decide_delete};
+use crate::reconcile::run::{Next, RunState, StepError};
+use crate::registry::{StackEntry, StepRegistry};
+use crate::spec::StackSpec;
+use crate::status::StallReason;
+
+impl<R, B, F, S> Steps<R, B, F, S>
+where
+    R: StepRegistry,
+    B: Blobs,
+    F: CloudFormationFactory,
+    S: SourceFetcher,
+{
+    pub async fn delete(&self, mut state: RunState) -> StepResult {
+        let entry = self.resume(&state).await?;
+        let spec = &entry.spec;
+        let stack_name = spec.effective_stack_name();
+        if !state.recreate && !spec.destroy_on_delete {
+            return self
+                .drop_entry(
+                    state,
+                    &entry,
+                    format!(
+                        "entry removed; stack {stack_name} left in place (destroyOnDelete is false)"
+                    ),
+                )
+                .await;
+        }
+        let cfn = self.port(spec).await?;
+        let stack = cfn.describe_stack(stack_name).await?;
+        match decide_delete(stack.as_ref().map(|s| &s.status), state.delete_requests) {
+            DeleteDecision::Gone if state.recreate => {
+                state.recreate = false;
+                state.wait_on = None;
+                state.next = Next::ChangeSet;
+                Ok(state)
+            }
+            DeleteDecision::Gone => {
+                self.drop_entry(
+                    state,
+                    &entry,
+                    format!("stack {stack_name} deleted; entry removed"),
+                )
+                .await
+            }
+            DeleteDecision::Wait => Ok(wait_delete(state, spec)),
+            DeleteDecision::Failed => {
+                let reason = self.failure_reason(&cfn, stack_name, &state, stack).await?;
+                Err(StepError::stalled(
+                    StallReason::DeleteFailed,
+                    format!("deleting stack {stack_name} failed (DELETE_FAILED): {reason}"),
+                ))
+            }
+            DeleteDecision::Delete => {
+                if spec.termination_protection && state.delete_requests == 0 {
+                    // stacksync turned it on; the entry's removal turns it off.
+                    cfn.set_termination_protection(stack_name, false).await?;
+                }
+                cfn.delete_stack(stack_name, spec.role_arn.as_deref())
+                    .await?;
+                state.delete_requests += 1;
+                Ok(wait_delete(state, spec))
+            }
+        }
+    }
+
+    /// Removes the entry (the lease holder's last write); the run is done.
+    async fn drop_entry(
+        &self,
+        mut state: RunState,
+        entry: &StackEntry,
+        outcome: String,
+    ) -> StepResult {
+        self.registry.remove(&entry.name, &state.execution).await?;
+        state.next = Next::Done;
+        state.outcome = Some(outcome);
+        Ok(state)
+    }
+}
+
+/// `next` = wait, then delete again: the first poll interval, then longer.
+fn wait_delete(mut state: RunState, spec: &StackSpec) -> RunState {
+    let first = spec.poll_interval.as_secs();
+    state.wait_seconds = if state.next == Next::WaitDelete {
+        super::next_poll_seconds(state.wait_seconds, first)
+    } else {
+        first
+    };
+    state.next = Next::WaitDelete;
+    state
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+    use crate::fakes::{ScriptedCloudFormation, failure_event};
+    use crate::stack_status::StackStatus as S;
+    use crate::status::Timestamp;
+
+    async fn deleting(
+        statuses: &[Option<S>],
+        extra: impl FnOnce(&mut StackEntry),
+    ) -> (Test, RunState) {
+        let t = Test::with(ScriptedCloudFormation::with_stack(statuses), |e| {
+            e.deletion_requested_at = Some(Timestamp(1));
+            extra(e);
+        })
+        .await;
+        let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+        assert_eq!(state.next, Next::Delete);
+        (t, state)
+    }
+
+    #[tokio::test]
+    async fn without_destroy_on_delete_the_entry_goes_and_the_stack_stays() {
+        let (t, state) = deleting(&[Some(S::CreateComplete)], |_| {}).await;
+        let state = t.steps.delete(state).await.unwrap();
+        assert_eq!(state.next, Next::Done);
+        assert!(t.steps.registry.inner.entry(NAME).is_none());
+        assert!(t.cfn.operations().is_empty(), "the stack is not touched");
+    }
+
+    #[tokio::test]
+    async fn a_protected_stack_is_unprotected_deleted_and_the_entry_removed() {
+        let (t, state) = deleting(&[Some(S::CreateComplete)], |e| {
+            e.spec.destroy_on_delete = true;
+            e.spec.termination_protection = true;
+        })
+        .await;
+        let state = t.steps.delete(state).await.unwrap();
+        assert_eq!((state.next, state.wait_seconds), (Next::WaitDelete, 5));
+        let state = t.steps.delete(state).await.unwrap();
+        assert_eq!(state.wait_seconds, 8, "DELETE_IN_PROGRESS: waits longer");
+        let state = t.steps.delete(state).await.unwrap();
+        assert_eq!(state.next, Next::Done);
+        assert!(t.steps.registry.inner.entry(NAME).is_none());
+        let calls = t.cfn.script().calls.clone();
+        assert_eq!(
+            calls
+                .iter()
+                .filter(|c| c.starts_with("DeleteStack"))
+                .count(),
+            1
+        );
+        assert!(
+            calls.contains(&format!("UpdateTerminationProtection {NAME} false")),
+            "{calls:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn delete_failed_is_asked_again_once_then_reported_with_the_resource() {
+        let (t, mut state) = deleting(&[Some(S::CreateComplete)], |e| {
+            e.spec.destroy_on_delete = true
+        })
+        .await;
+        {
+            let mut s = t.cfn.script();
+            s.after_delete = vec![Some(S::DeleteFailed)];
+            s.events = vec![failure_event("Bucket", "DELETE_FAILED", "not empty")];
+        }
+        for _ in 0..2 {
+            state = t.steps.delete(state).await.unwrap();
+        }
+        match t.steps.delete(state).await.unwrap_err() {
+            StepError::Stalled { reason, message } => {
+                assert_eq!(reason, StallReason::DeleteFailed);
+                assert!(
+                    message.contains("Bucket") && message.contains("not empty"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            t.steps.registry.inner.entry(NAME).is_some(),
+            "the entry stays until the stack is gone"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_recreate_goes_on_to_the_change_set_once_the_stack_is_gone() {
+        let t = Test::with(
+            ScriptedCloudFormation::with_stack(&[Some(S::RollbackComplete)]),
+            |_| {},
+        )
+        .await;
+        let mut state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+        state.recreate = true;
+        let state = t.steps.delete(state).await.unwrap();
+        let state = t.steps.delete(state).await.unwrap();
+        let state = t.steps.delete(state).await.unwrap();
+        assert_eq!((state.next, state.recreate), (Next::ChangeSet, false));
+        assert!(t.steps.registry.inner.entry(NAME).is_some());
+    }
+}

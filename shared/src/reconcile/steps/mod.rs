@@ -1,0 +1,420 @@
+//! The reconcile steps: what each Lambda function (and the local runner's
+//! Task states) does, one module per step, named like its `functions/`
+//! folder and its state in `statemachine/reconcile.asl.json`:
+//!
+//! | step | state | does |
+//! |---|---|---|
+//! | [`artifact_fetch`] | `FetchArtifact` | takes the lease, resolves the revision, stores the artifact |
+//! | [`template_upload`] | `UploadTemplate` | checks and stores the template; in sync → done |
+//! | [`change_set`] | `ChangeSet` | acts on the stack's status, or executes a ready change set |
+//! | [`poll_status`] | `PollStatus` | wait again, go on, or finish |
+//! | [`delete`] | `DeleteStack` | deletes the stack; drops the entry or goes on to create |
+//! | [`finalize`] | `RecordFailure` | records a caught failure, releases the lease |
+//!
+//! Each takes the run's state and returns it with `next` set; the state
+//! machine routes on `next` and does all the waiting. What to do is decided
+//! in [`super::decide`]; the steps observe, ask it, and act. Every way out —
+//! in sync, applied, deleted, suspended, failed — writes the status and
+//! releases the lease ([`Steps::finish`]).
+
+pub mod artifact_fetch;
+pub mod change_set;
+pub mod delete;
+pub mod finalize;
+pub mod poll_status;
+pub mod template_upload;
+
+#[cfg(test)]
+mod testing;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use tracing::info;
+
+use super::run::{FinalizeInput, Next, RunState, StepError, WaitOn};
+use crate::clock::{EpochMillis, now_millis};
+use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher, StackInfo, first_failure};
+use crate::registry::{LEASE_TTL, StackEntry, StepRegistry};
+use crate::spec::StackSpec;
+use crate::status::{Phase, StallReason, Status, Timestamp};
+
+/// The longest wait between two polls.
+pub const MAX_POLL_SECONDS: u64 = 60;
+
+pub type StepResult = Result<RunState, StepError>;
+
+/// The steps by name: the state machine's Task states, the Lambda functions
+/// and the local runner's `local:<function>` resources all name them so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StepName {
+    ArtifactFetch,
+    TemplateUpload,
+    ChangeSet,
+    PollStatus,
+    Delete,
+    Finalize,
+}
+
+impl StepName {
+    pub const ALL: [StepName; 6] = [
+        Self::ArtifactFetch,
+        Self::TemplateUpload,
+        Self::ChangeSet,
+        Self::PollStatus,
+        Self::Delete,
+        Self::Finalize,
+    ];
+
+    /// The function's name: its `functions/` folder, binary and local resource.
+    pub fn function(self) -> &'static str {
+        match self {
+            Self::ArtifactFetch => "artifact-fetch",
+            Self::TemplateUpload => "template-upload",
+            Self::ChangeSet => "change-set",
+            Self::PollStatus => "poll-status",
+            Self::Delete => "delete",
+            Self::Finalize => "finalize",
+        }
+    }
+
+    /// Its placeholder in the state machine's definition (`${…}`), bound to
+    /// the function's ARN by `template.yaml` and the CDK app.
+    pub fn placeholder(self) -> &'static str {
+        match self {
+            Self::ArtifactFetch => "ArtifactFetchFunctionArn",
+            Self::TemplateUpload => "TemplateUploadFunctionArn",
+            Self::ChangeSet => "ChangeSetFunctionArn",
+            Self::PollStatus => "PollStatusFunctionArn",
+            Self::Delete => "DeleteFunctionArn",
+            Self::Finalize => "FinalizeFunctionArn",
+        }
+    }
+
+    /// Its Task state in the state machine.
+    pub fn state(self) -> &'static str {
+        match self {
+            Self::ArtifactFetch => "FetchArtifact",
+            Self::TemplateUpload => "UploadTemplate",
+            Self::ChangeSet => "ChangeSet",
+            Self::PollStatus => "PollStatus",
+            Self::Delete => "DeleteStack",
+            Self::Finalize => "RecordFailure",
+        }
+    }
+
+    /// The step of a function name.
+    pub fn of_function(name: &str) -> Option<StepName> {
+        Self::ALL.into_iter().find(|s| s.function() == name)
+    }
+}
+
+impl std::fmt::Display for StepName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.function())
+    }
+}
+
+/// Settings read once at start.
+#[derive(Debug, Clone)]
+pub struct StepConfig {
+    /// Template URLs are this + `/` + key (`adapters::template_url_base`).
+    pub template_url_base: String,
+}
+
+/// The steps, with the ports they use.
+#[derive(Debug)]
+pub struct Steps<R, B, F, S> {
+    pub registry: R,
+    pub blobs: B,
+    pub cloudformation: F,
+    pub sources: S,
+    pub config: StepConfig,
+}
+
+/// The next, longer poll interval: ×1.5, capped.
+pub fn next_poll_seconds(current: u64, first: u64) -> u64 {
+    let base = current.max(first).max(1);
+    (base + base.div_ceil(2)).min(MAX_POLL_SECONDS.max(first))
+}
+
+impl<R, B, F, S> Steps<R, B, F, S>
+where
+    R: StepRegistry,
+    B: Blobs,
+    F: CloudFormationFactory,
+    S: SourceFetcher,
+{
+    /// Runs one step on a JSON input: what a Lambda function does with its
+    /// event, and what the local runner does for a Task state.
+    pub async fn run(&self, step: StepName, input: Value) -> Result<Value, StepError> {
+        let parse = |v: Value| {
+            serde_json::from_value::<RunState>(v).map_err(|e| {
+                StepError::stalled(
+                    StallReason::ContractViolated,
+                    format!("{step}: bad input: {e}"),
+                )
+            })
+        };
+        let state = match step {
+            StepName::ArtifactFetch => self.artifact_fetch(parse(input)?).await?,
+            StepName::TemplateUpload => self.template_upload(parse(input)?).await?,
+            StepName::ChangeSet => self.change_set(parse(input)?).await?,
+            StepName::PollStatus => self.poll_status(parse(input)?).await?,
+            StepName::Delete => self.delete(parse(input)?).await?,
+            StepName::Finalize => {
+                let input: FinalizeInput = serde_json::from_value(input).map_err(|e| {
+                    StepError::stalled(
+                        StallReason::ContractViolated,
+                        format!("finalize: bad input: {e}"),
+                    )
+                })?;
+                self.finalize(input).await?
+            }
+        };
+        serde_json::to_value(state)
+            .map_err(|e| StepError::stalled(StallReason::ContractViolated, e.to_string()))
+    }
+
+    async fn entry(&self, state: &RunState) -> Result<StackEntry, StepError> {
+        self.registry.get(&state.stack_id).await?.ok_or_else(|| {
+            StepError::stalled(
+                StallReason::NotRegistered,
+                format!("stack {:?} is no longer registered", state.stack_id),
+            )
+        })
+    }
+
+    /// How every step after the first begins: renew the lease (so a long
+    /// run keeps it, and a run that lost it stops here) and read the entry
+    /// afresh (a retried or resumed step never works from stale state).
+    async fn resume(&self, state: &RunState) -> Result<StackEntry, StepError> {
+        self.registry
+            .renew_lease(&state.stack_id, &state.execution, LEASE_TTL, now_millis())
+            .await?;
+        self.entry(state).await
+    }
+
+    async fn port(&self, spec: &StackSpec) -> Result<F::Port, StepError> {
+        Ok(self
+            .cloudformation
+            .for_stack(spec.region.as_deref(), spec.assume_role_arn.as_deref())
+            .await?)
+    }
+
+    /// Writes a status while the run goes on.
+    async fn record(
+        &self,
+        state: &RunState,
+        entry: &StackEntry,
+        status: Status,
+    ) -> Result<(), StepError> {
+        let status = with_transition(entry, status);
+        self.registry
+            .write_status(&state.stack_id, &state.execution, &status)
+            .await?;
+        Ok(())
+    }
+
+    /// Ends the run: status written and lease released in one conditional
+    /// write (a retried step cannot find one done and the other not), `next` = done.
+    async fn finish(
+        &self,
+        mut state: RunState,
+        entry: &StackEntry,
+        status: Status,
+        outcome: &str,
+    ) -> StepResult {
+        info!(stack = %state.stack_id, phase = %status.phase, outcome, "run finished");
+        let mut status = with_transition(entry, status);
+        // The spec changed (or deletion was asked) while this run worked from
+        // an older one: look again at once rather than after `interval`.
+        if state.spec_version > 0 {
+            let latest = self.registry.get(&state.stack_id).await?;
+            if latest.is_some_and(|e| {
+                e.spec_version != state.spec_version || e.deletion_requested_at.is_some()
+            }) {
+                status.next_reconcile_at = Some(Timestamp(now_millis()));
+            }
+        }
+        self.registry
+            .write_status_and_release(&state.stack_id, &state.execution, &status)
+            .await?;
+        state.next = Next::Done;
+        state.outcome = Some(outcome.to_owned());
+        Ok(state)
+    }
+
+    /// Ends the run in sync: `Ready` at this run's revision, nothing deployed.
+    async fn in_sync(
+        &self,
+        state: RunState,
+        entry: &StackEntry,
+        stack: Option<&StackInfo>,
+        message: &str,
+    ) -> StepResult {
+        let status = ready_status(&state, entry, stack.map(|s| s.status.to_string()), message);
+        self.finish(state, entry, status, "in sync").await
+    }
+
+    /// The merged parameters template-upload stored for this run.
+    async fn parameters(&self, state: &RunState) -> Result<Vec<(String, String)>, StepError> {
+        let Some(key) = &state.parameters_key else {
+            return Ok(Vec::new());
+        };
+        let bytes = self
+            .blobs
+            .get(key, 16 * 1024 * 1024)
+            .await
+            .map_err(StepError::port(StallReason::ArtifactUnavailable))?;
+        let map: BTreeMap<String, String> = serde_json::from_slice(&bytes).map_err(|e| {
+            StepError::stalled(StallReason::ArtifactUnavailable, format!("{key}: {e}"))
+        })?;
+        Ok(map.into_iter().collect())
+    }
+
+    /// Why the stack's operation failed: the first failed resource since the
+    /// run started, or the stack's own reason.
+    async fn failure_reason(
+        &self,
+        cfn: &F::Port,
+        stack_name: &str,
+        state: &RunState,
+        stack: Option<StackInfo>,
+    ) -> Result<String, StepError> {
+        use crate::ports::CloudFormation as _;
+        let events = cfn.events_since(stack_name, state.started_at).await?;
+        Ok(first_failure(&events)
+            .or_else(|| stack.and_then(|s| s.reason))
+            .unwrap_or_else(|| "no reason given".into()))
+    }
+}
+
+/// The phase's transition time: kept when the phase stays, now when it changes.
+fn with_transition(entry: &StackEntry, mut status: Status) -> Status {
+    if status.phase == entry.status.phase {
+        status.last_transition_at = entry.status.last_transition_at;
+    } else {
+        status.last_transition_at = Some(Timestamp(now_millis()));
+    }
+    status
+}
+
+/// `Ready` at the run's revision and desired hash, due again after `interval`.
+fn ready_status(
+    state: &RunState,
+    entry: &StackEntry,
+    stack_status: Option<String>,
+    message: &str,
+) -> Status {
+    let now = now_millis();
+    Status {
+        phase: Phase::Ready,
+        observed_spec_version: state.spec_version,
+        last_attempted_revision: state.revision.clone(),
+        last_applied_revision: state.revision.clone(),
+        applied_hash: state.desired_hash.clone(),
+        stack_status,
+        stack_status_reason: None,
+        change_set_name: state
+            .change_set_name
+            .clone()
+            .or(entry.status.change_set_name.clone()),
+        message: Some(message.to_owned()),
+        stall_reason: None,
+        last_transition_at: None,
+        last_reconcile_at: Some(Timestamp(now)),
+        next_reconcile_at: Some(Timestamp(due(now, entry.spec.interval.as_secs()))),
+    }
+}
+
+/// `next` = wait on `on`, for the spec's first poll interval or, waiting on
+/// the same thing again, a longer one.
+fn wait(mut state: RunState, on: WaitOn, spec: &StackSpec) -> RunState {
+    let first = spec.poll_interval.as_secs();
+    state.wait_seconds = if state.wait_on == Some(on) {
+        next_poll_seconds(state.wait_seconds, first)
+    } else {
+        first
+    };
+    state.wait_on = Some(on);
+    state.next = Next::Wait;
+    state
+}
+
+/// `now` + `secs`.
+fn due(now: EpochMillis, secs: u64) -> EpochMillis {
+    now.saturating_add(i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX))
+}
+
+/// The first 12 characters of a revision.
+pub fn short(revision: &str) -> &str {
+    revision
+        .char_indices()
+        .nth(12)
+        .map_or(revision, |(i, _)| &revision[..i])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_intervals_grow_by_half_up_to_a_cap() {
+        let mut s = 5;
+        let mut seen = vec![];
+        for _ in 0..8 {
+            s = next_poll_seconds(s, 5);
+            seen.push(s);
+        }
+        assert_eq!(seen, [8, 12, 18, 27, 41, 60, 60, 60]);
+        assert_eq!(next_poll_seconds(0, 1), 2);
+        assert_eq!(
+            next_poll_seconds(300, 300),
+            300,
+            "a long first interval is its own cap"
+        );
+    }
+
+    /// One name per step, everywhere a step is named: its `functions/`
+    /// folder (and its `main`), its Task state and placeholder in the state
+    /// machine, and its resource in `template.yaml`.
+    #[test]
+    fn every_step_has_its_folder_its_state_its_placeholder_and_its_resource() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let asl: Value = serde_json::from_str(super::super::asl_runner::RECONCILE_ASL)
+            .unwrap_or_else(|e| panic!("the ASL: {e}"));
+        let template = std::fs::read_to_string(root.join("template.yaml")).unwrap_or_default();
+        for step in StepName::ALL {
+            let main = std::fs::read_to_string(
+                root.join("functions")
+                    .join(step.function())
+                    .join("src/main.rs"),
+            )
+            .unwrap_or_else(|e| panic!("functions/{step}: {e}"));
+            let variant = format!("{step:?}");
+            assert!(
+                main.contains(&format!("StepName::{variant}")),
+                "functions/{step}/src/main.rs serves StepName::{variant}"
+            );
+            let resource = &asl["States"][step.state()]["Resource"];
+            assert_eq!(
+                resource.as_str(),
+                Some(format!("${{{}}}", step.placeholder()).as_str()),
+                "{}",
+                step.state()
+            );
+            assert!(
+                template.contains(&format!("BuildProperties: {{ Binary: {step} }}")),
+                "template.yaml builds {step}"
+            );
+            assert!(
+                template.contains(&format!("{}: !GetAtt ", step.placeholder())),
+                "template.yaml binds {}",
+                step.placeholder()
+            );
+            assert_eq!(StepName::of_function(step.function()), Some(step));
+        }
+        assert_eq!(StepName::of_function("webhook"), None);
+    }
+}

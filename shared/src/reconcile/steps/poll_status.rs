@@ -1,0 +1,311 @@
+//! `poll-status` (state `PollStatus`): looks at what the run waits for — the
+//! stack while someone else works on it, our change set being made, or our
+//! change set being executed — and says: wait again, go on, or finish.
+
+use std::collections::BTreeMap;
+
+use tracing::info;
+
+use super::{StepResult, Steps, ready_status, short, wait};
+use crate::ports::{Blobs, ChangeSetInfo, CloudFormation, CloudFormationFactory, SourceFetcher};
+use crate::reconcile::decide::{
+    ChangeSetDecision, ChangeSetObservation, ExecutionOutcome, Waiting, decide_after_execute,
+    decide_change_set, decide_waiting,
+};
+use crate::reconcile::run::{Next, RunState, StepError, WaitOn};
+use crate::registry::{StackEntry, StepRegistry};
+use crate::stack_status::{ChangeSetStatus, ExecutionStatus};
+use crate::status::StallReason;
+
+impl<R, B, F, S> Steps<R, B, F, S>
+where
+    R: StepRegistry,
+    B: Blobs,
+    F: CloudFormationFactory,
+    S: SourceFetcher,
+{
+    pub async fn poll_status(&self, mut state: RunState) -> StepResult {
+        let entry = self.resume(&state).await?;
+        state.polls += 1;
+        let cfn = self.port(&entry.spec).await?;
+        match state.wait_on {
+            None | Some(WaitOn::Stack) | Some(WaitOn::Rollback) => {
+                let stack = cfn
+                    .describe_stack(entry.spec.effective_stack_name())
+                    .await?;
+                match decide_waiting(stack.as_ref().map(|s| &s.status)) {
+                    Waiting::Wait => {
+                        let on = state.wait_on.unwrap_or(WaitOn::Stack);
+                        Ok(wait(state, on, &entry.spec))
+                    }
+                    Waiting::Decide => {
+                        state.wait_on = None;
+                        state.next = Next::ChangeSet;
+                        Ok(state)
+                    }
+                }
+            }
+            Some(WaitOn::ChangeSet) => self.poll_change_set(state, &entry, &cfn).await,
+            Some(WaitOn::Execution) => self.after_execution(state, &entry, &cfn).await,
+        }
+    }
+
+    /// Our change set is being made: decide by its status.
+    async fn poll_change_set(
+        &self,
+        mut state: RunState,
+        entry: &StackEntry,
+        cfn: &F::Port,
+    ) -> StepResult {
+        let stack_name = entry.spec.effective_stack_name();
+        let name = state
+            .change_set_name
+            .clone()
+            .ok_or_else(|| StepError::missing("poll-status", "changeSetName"))?;
+        let Some(cs) = cfn.describe_change_set(stack_name, &name).await? else {
+            // Gone (deleted by someone, or by a retried step): decide again.
+            info!(stack = %state.stack_id, change_set = %name, "change set gone; deciding again");
+            state.wait_on = None;
+            state.change_set_name = None;
+            state.next = Next::ChangeSet;
+            return Ok(state);
+        };
+        let stack_matches = if ready_without_changes(&cs) {
+            self.stack_matches(&state, entry, cfn).await?
+        } else {
+            true
+        };
+        let decision = decide_change_set(ChangeSetObservation {
+            status: cs.status,
+            execution: cs.execution,
+            reason: cs.reason.as_deref(),
+            changes: Some(cs.changes),
+            stack_matches,
+        });
+        info!(stack = %state.stack_id, change_set = %name, ?decision, "change set polled");
+        match decision {
+            ChangeSetDecision::Wait => Ok(wait(state, WaitOn::ChangeSet, &entry.spec)),
+            ChangeSetDecision::Execute => {
+                state.execute = true;
+                state.next = Next::ChangeSet;
+                Ok(state)
+            }
+            ChangeSetDecision::WaitForStack => Ok(wait(state, WaitOn::Execution, &entry.spec)),
+            ChangeSetDecision::CheckStack => self.after_execution(state, entry, cfn).await,
+            ChangeSetDecision::Empty => {
+                cfn.delete_change_set(stack_name, &name).await?;
+                let stack = cfn.describe_stack(stack_name).await?;
+                self.in_sync(
+                    state,
+                    entry,
+                    stack.as_ref(),
+                    "in sync: the change set was empty",
+                )
+                .await
+            }
+            ChangeSetDecision::Failed { reason } => {
+                cfn.delete_change_set(stack_name, &name).await?;
+                Err(StepError::stalled(StallReason::ChangeSetFailed, reason))
+            }
+        }
+    }
+
+    /// Whether the stack already has the parameters and tags we want (a ready
+    /// change set that lists no changes is trusted only then: the emulator
+    /// lists none for parameter- or tag-only updates).
+    async fn stack_matches(
+        &self,
+        state: &RunState,
+        entry: &StackEntry,
+        cfn: &F::Port,
+    ) -> Result<bool, StepError> {
+        let Some(stack) = cfn
+            .describe_stack(entry.spec.effective_stack_name())
+            .await?
+        else {
+            return Ok(false);
+        };
+        if stack.status.not_created() {
+            return Ok(false);
+        }
+        let wanted: BTreeMap<String, String> = self.parameters(state).await?.into_iter().collect();
+        let same_parameters = wanted
+            .iter()
+            .all(|(k, v)| stack.parameters.get(k) == Some(v));
+        Ok(same_parameters && stack.tags == entry.spec.tags)
+    }
+
+    /// Our change set ran (or runs): wait, or end `Ready` (with the settings
+    /// a change set does not carry applied), or fail with the first failed
+    /// resource's reason.
+    async fn after_execution(
+        &self,
+        state: RunState,
+        entry: &StackEntry,
+        cfn: &F::Port,
+    ) -> StepResult {
+        let spec = &entry.spec;
+        let stack_name = spec.effective_stack_name();
+        let stack = cfn.describe_stack(stack_name).await?;
+        match decide_after_execute(stack.as_ref().map(|s| &s.status)) {
+            ExecutionOutcome::Wait => Ok(wait(state, WaitOn::Execution, spec)),
+            ExecutionOutcome::Succeeded => {
+                if spec.termination_protection {
+                    cfn.set_termination_protection(stack_name, true).await?;
+                }
+                if let Some(policy) = &spec.stack_policy {
+                    cfn.set_stack_policy(stack_name, &policy.to_string())
+                        .await?;
+                }
+                let message = format!(
+                    "applied {}",
+                    short(state.revision.as_deref().unwrap_or("?"))
+                );
+                let status_text = stack.map(|s| s.status.to_string());
+                let status = ready_status(&state, entry, status_text, &message);
+                self.finish(state, entry, status, "applied").await
+            }
+            ExecutionOutcome::Failed => {
+                let status = stack
+                    .as_ref()
+                    .map(|s| s.status.to_string())
+                    .unwrap_or_else(|| "gone".into());
+                let reason = self.failure_reason(cfn, stack_name, &state, stack).await?;
+                Err(StepError::stalled(
+                    StallReason::StackFailed,
+                    format!("the stack ended in {status}: {reason}"),
+                ))
+            }
+        }
+    }
+}
+
+fn ready_without_changes(cs: &ChangeSetInfo) -> bool {
+    cs.status == ChangeSetStatus::CreateComplete
+        && cs.execution == ExecutionStatus::Available
+        && cs.changes == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+    use crate::fakes::{ScriptedCloudFormation, failed, failure_event, pending, ready};
+    use crate::stack_status::StackStatus as S;
+    use crate::status::Phase;
+
+    /// A run whose change set was just created.
+    async fn created(
+        statuses: &[Option<S>],
+        extra: impl FnOnce(&mut StackEntry),
+    ) -> (Test, RunState) {
+        let t = Test::with(ScriptedCloudFormation::with_stack(statuses), extra).await;
+        let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+        let state = t.steps.template_upload(state).await.unwrap();
+        let state = t.steps.change_set(state).await.unwrap();
+        (t, state)
+    }
+
+    #[tokio::test]
+    async fn a_change_set_being_made_is_polled_with_growing_waits_then_executed() {
+        let (t, state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
+        t.cfn.script().change_set = [pending(), pending(), ready(2)].into_iter().collect();
+        let state = t.steps.poll_status(state).await.unwrap();
+        assert_eq!((state.next, state.wait_seconds), (Next::Wait, 8));
+        let state = t.steps.poll_status(state).await.unwrap();
+        assert_eq!(state.wait_seconds, 12);
+        let state = t.steps.poll_status(state).await.unwrap();
+        assert_eq!((state.next, state.execute), (Next::ChangeSet, true));
+        assert_eq!(state.polls, 3);
+    }
+
+    #[tokio::test]
+    async fn a_successful_execution_is_ready_with_protection_and_policy_applied() {
+        let (t, state) = created(&[Some(S::UpdateComplete)], |e| {
+            e.spec.termination_protection = true;
+            e.spec.stack_policy = Some(serde_json::json!({"Statement": []}));
+        })
+        .await;
+        let mut state = state;
+        state.execute = true;
+        let state = t.steps.change_set(state).await.unwrap();
+        t.stack_answers(&[Some(S::UpdateInProgress), Some(S::UpdateComplete)]);
+        let state = t.steps.poll_status(state).await.unwrap();
+        assert_eq!(state.wait_on, Some(WaitOn::Execution));
+        let state = t.steps.poll_status(state).await.unwrap();
+        assert_eq!(state.next, Next::Done);
+        let entry = t.entry();
+        assert_eq!(entry.status.phase, Phase::Ready);
+        assert_eq!(entry.status.applied_hash, state.desired_hash);
+        assert!(entry.lease.is_none());
+        let calls = t.cfn.script().calls.clone();
+        assert!(
+            calls.contains(&format!("UpdateTerminationProtection {NAME} true")),
+            "{calls:?}"
+        );
+        assert!(
+            calls.iter().any(|c| c.starts_with("SetStackPolicy")),
+            "{calls:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_rolled_back_update_fails_with_the_first_failed_resource() {
+        let (t, mut state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
+        t.cfn.script().events = vec![failure_event("Bucket", "UPDATE_FAILED", "name taken")];
+        state.wait_on = Some(WaitOn::Execution);
+        t.stack_answers(&[Some(S::UpdateRollbackComplete)]);
+        match t.steps.poll_status(state).await.unwrap_err() {
+            StepError::Stalled { reason, message } => {
+                assert_eq!(reason, StallReason::StackFailed);
+                assert!(
+                    message.contains("UPDATE_ROLLBACK_COMPLETE") && message.contains("name taken"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_empty_or_failed_change_set_is_deleted() {
+        let (t, state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
+        t.cfn.script().change_set = [failed("The submitted information didn't contain changes.")]
+            .into_iter()
+            .collect();
+        let done = t.steps.poll_status(state.clone()).await.unwrap();
+        assert_eq!(done.next, Next::Done);
+        assert_eq!(
+            t.entry().status.message.as_deref(),
+            Some("in sync: the change set was empty")
+        );
+        let (t, state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
+        t.cfn.script().change_set = [failed("Template error")].into_iter().collect();
+        let err = t.steps.poll_status(state).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StepError::Stalled {
+                    reason: StallReason::ChangeSetFailed,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(t.cfn.operations().contains(&"DeleteChangeSet".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn someone_elses_operation_is_polled_until_it_settles() {
+        let (t, mut state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
+        state.wait_on = Some(WaitOn::Stack);
+        t.stack_answers(&[Some(S::UpdateInProgress), Some(S::UpdateComplete)]);
+        let state = t.steps.poll_status(state).await.unwrap();
+        assert_eq!(
+            (state.next, state.wait_on),
+            (Next::Wait, Some(WaitOn::Stack))
+        );
+        let state = t.steps.poll_status(state).await.unwrap();
+        assert_eq!((state.next, state.wait_on), (Next::ChangeSet, None));
+    }
+}

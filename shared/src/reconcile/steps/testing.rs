@@ -1,0 +1,101 @@
+//! The steps against the in-memory fakes: one registered stack, `orders`,
+//! whose template is committed at [`HEAD`] of its source.
+
+use crate::fakes::{Failing, MemoryBlobs, MemorySources, ScriptedCloudFormation};
+use crate::reconcile::run::{RunState, Trigger};
+use crate::registry::memory::MemoryRegistry;
+use crate::registry::{Leases, StackEntry, sample_entry};
+use crate::stack_status::StackStatus;
+use crate::status::{Phase, Status};
+
+use super::{StepConfig, Steps};
+
+pub const URL: &str = "https://git.example/infra.git";
+pub const HEAD: &str = "0123456789abcdef0123456789abcdef01234567";
+pub const TEMPLATE: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
+pub const NAME: &str = "orders";
+
+pub type TestSteps = Steps<
+    Failing<MemoryRegistry>,
+    Failing<MemoryBlobs>,
+    Failing<ScriptedCloudFormation>,
+    MemorySources,
+>;
+
+/// The steps, their fakes, and the one entry.
+#[derive(Debug)]
+pub struct Test {
+    pub steps: TestSteps,
+    pub cfn: ScriptedCloudFormation,
+}
+
+impl Test {
+    /// `orders`, registered and `Pending`; no stack yet.
+    pub async fn new() -> Test {
+        Test::with_entry(|_| {}).await
+    }
+
+    /// The same, with the entry changed by `change` first.
+    pub async fn with_entry(change: impl FnOnce(&mut StackEntry)) -> Test {
+        Test::with(ScriptedCloudFormation::with_stack(&[None]), change).await
+    }
+
+    /// With a scripted CloudFormation of the test's own.
+    pub async fn with(cfn: ScriptedCloudFormation, change: impl FnOnce(&mut StackEntry)) -> Test {
+        let registry = MemoryRegistry::new();
+        let mut entry = sample_entry(NAME, Status::default());
+        entry.status.phase = Phase::Pending;
+        entry.spec.poll_interval = crate::Duration::from_secs(5);
+        change(&mut entry);
+        registry.insert(entry);
+        let sources = MemorySources::new();
+        sources.commit(URL, "main", HEAD, &[("t.yaml", TEMPLATE)]);
+        Test {
+            steps: Steps {
+                registry: Failing::new(registry),
+                blobs: Failing::new(MemoryBlobs::new()),
+                cloudformation: Failing::new(cfn.clone()),
+                sources,
+                config: StepConfig {
+                    template_url_base: "https://bucket.s3.us-east-1.amazonaws.com".into(),
+                },
+            },
+            cfn,
+        }
+    }
+
+    /// A fresh run's input, as `Start` makes it.
+    pub fn input(&self, execution: &str) -> RunState {
+        RunState {
+            stack_id: NAME.into(),
+            execution: execution.into(),
+            trigger: Trigger::default(),
+            ..RunState::default()
+        }
+    }
+
+    pub fn entry(&self) -> StackEntry {
+        self.steps
+            .registry
+            .inner
+            .entry(NAME)
+            .unwrap_or_else(|| panic!("{NAME} is gone"))
+    }
+
+    pub fn blob(&self, key: &str) -> Option<Vec<u8>> {
+        self.steps.blobs.inner.object(key)
+    }
+
+    pub async fn release(&self, owner: &str) {
+        self.steps
+            .registry
+            .release_lease(NAME, owner)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// The scripted stack's statuses from now on.
+    pub fn stack_answers(&self, statuses: &[Option<StackStatus>]) {
+        self.cfn.script().stack = statuses.iter().cloned().collect();
+    }
+}

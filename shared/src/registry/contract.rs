@@ -1,0 +1,449 @@
+//! The registry's contract: one body of operations and expectations, run
+//! against the in-memory registry (a unit test) and against the DynamoDB
+//! registry on the emulator (`tests/tests/registry.rs`). The fake is only
+//! worth its speed while both keep it.
+
+use std::time::Duration;
+
+use super::plan::{Plan, plan_apply};
+use super::{Deliveries, Entries, Leases, RegistryError, Schedule, Specs};
+use crate::manifest::parse_manifest;
+use crate::source::source_key;
+use crate::status::{Phase, Status, Timestamp};
+
+const NOW: i64 = 1_800_000_000_000;
+const TTL: Duration = Duration::from_secs(60);
+const URL: &str = "https://git.example/contract.git";
+
+fn plan(current: &[super::StackEntry], names: &[&str], prune: bool) -> Plan {
+    let entries: String = names
+        .iter()
+        .map(|n| format!("  - name: {n}\n    source: {{git: '{URL}', path: {n}.yaml}}\n"))
+        .collect();
+    let specs = parse_manifest("contract.yaml", &format!("stacks:\n{entries}"))
+        .unwrap_or_else(|e| panic!("contract manifest: {e:?}"));
+    plan_apply(&specs, current, prune).unwrap_or_else(|e| panic!("contract plan: {e:?}"))
+}
+
+/// Runs the whole contract; panics (naming `label` and the step) on the
+/// first difference.
+pub async fn check<R>(registry: &R, label: &str)
+where
+    R: Entries + Specs + Leases + Schedule + Deliveries,
+{
+    specs(registry, label).await;
+    leases(registry, label).await;
+    statuses(registry, label).await;
+    deletion(registry, label).await;
+    schedule(registry, label).await;
+    sources(registry, label).await;
+    deliveries(registry, label).await;
+}
+
+async fn specs<R: Entries + Specs>(r: &R, label: &str) {
+    r.apply(&plan(&[], &["alpha", "beta"], false), NOW)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: apply: {e}"));
+    let all = r
+        .list()
+        .await
+        .unwrap_or_else(|e| panic!("{label}: list: {e}"));
+    let names: Vec<&str> = all.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["alpha", "beta"], "{label}: list, by name");
+    let alpha = &all[0];
+    assert_eq!(
+        (alpha.spec_version, alpha.status.phase),
+        (1, Phase::Pending),
+        "{label}"
+    );
+    assert_eq!(
+        alpha.status.next_reconcile_at,
+        Some(Timestamp(NOW)),
+        "{label}: new entries are due"
+    );
+    assert_eq!(alpha.spec_hash, alpha.spec.content_hash(), "{label}");
+
+    // A plan made before another apply loses, as a whole.
+    let stale = plan(&[], &["alpha", "gamma"], false);
+    match r.apply(&stale, NOW).await {
+        Err(RegistryError::Conflict { name, .. }) => assert_eq!(name, "alpha", "{label}"),
+        other => panic!("{label}: a stale create: {other:?}"),
+    }
+    assert!(
+        r.get("gamma").await.unwrap_or_default().is_none(),
+        "{label}: all or nothing"
+    );
+
+    // An update moves the version by one, once.
+    let mut changed = alpha.clone();
+    changed.spec.source.path = "moved.yaml".into();
+    let update = plan_apply(&[changed.spec.clone()], &all[..1], false)
+        .unwrap_or_else(|e| panic!("{label}: {e:?}"));
+    r.apply(&update, NOW + 1)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: update: {e}"));
+    let alpha = r
+        .get("alpha")
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("{label}: alpha"));
+    assert_eq!(
+        (alpha.spec_version, alpha.spec.source.path.as_str()),
+        (2, "moved.yaml"),
+        "{label}"
+    );
+    assert!(
+        matches!(
+            r.apply(&update, NOW + 2).await,
+            Err(RegistryError::Conflict { .. })
+        ),
+        "{label}: an update from a stale version"
+    );
+
+    let key = source_key(URL, Some("main"));
+    let followers = r.by_source(&key).await.unwrap_or_default();
+    assert_eq!(followers.len(), 2, "{label}: by source {key}");
+    let named = r.by_stack_name("beta").await.unwrap_or_default();
+    assert_eq!(
+        named.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+        ["beta"],
+        "{label}"
+    );
+    assert!(
+        r.get("nobody")
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {e}"))
+            .is_none(),
+        "{label}"
+    );
+}
+
+async fn leases<R: Entries + Leases>(r: &R, label: &str) {
+    let lease = r
+        .acquire_lease("alpha", "run-1", TTL, NOW)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert_eq!(lease.expires_at, Timestamp(NOW + 60_000), "{label}");
+    match r.acquire_lease("alpha", "run-2", TTL, NOW + 1).await {
+        Err(RegistryError::LeaseHeld { owner, .. }) => assert_eq!(owner, "run-1", "{label}"),
+        other => panic!("{label}: a held lease: {other:?}"),
+    }
+    assert!(
+        r.acquire_lease("alpha", "run-1", TTL, NOW + 1)
+            .await
+            .is_ok(),
+        "{label}: the holder again"
+    );
+    assert!(
+        matches!(
+            r.acquire_lease("nobody", "run-1", TTL, NOW).await,
+            Err(RegistryError::NotFound { .. })
+        ),
+        "{label}"
+    );
+    assert!(
+        matches!(
+            r.renew_lease("alpha", "run-2", TTL, NOW).await,
+            Err(RegistryError::LeaseNotHeld { .. })
+        ),
+        "{label}"
+    );
+    let renewed = r
+        .renew_lease("alpha", "run-1", TTL, NOW + 10)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert_eq!(renewed.expires_at, Timestamp(NOW + 60_010), "{label}");
+    // Once run out, another run may take it.
+    let taken = r.acquire_lease("alpha", "run-2", TTL, NOW + 60_010).await;
+    assert!(taken.is_ok(), "{label}: an expired lease: {taken:?}");
+    assert!(
+        matches!(
+            r.release_lease("alpha", "run-1").await,
+            Err(RegistryError::LeaseNotHeld { .. })
+        ),
+        "{label}"
+    );
+    r.release_lease("alpha", "run-2")
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    r.release_lease("alpha", "run-2")
+        .await
+        .unwrap_or_else(|e| panic!("{label}: released twice: {e}"));
+    r.release_lease("nobody", "run-2")
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let alpha = r
+        .get("alpha")
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("{label}"));
+    assert!(alpha.lease.is_none(), "{label}");
+}
+
+async fn statuses<R: Entries + Leases>(r: &R, label: &str) {
+    let running = Status {
+        phase: Phase::Reconciling,
+        message: Some("x".repeat(5000)),
+        ..Status::default()
+    };
+    assert!(
+        matches!(
+            r.write_status("beta", "run-1", &running).await,
+            Err(RegistryError::LeaseNotHeld { .. })
+        ),
+        "{label}: without the lease"
+    );
+    r.acquire_lease("beta", "run-1", TTL, NOW)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    r.write_status("beta", "run-1", &running)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let beta = r
+        .get("beta")
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("{label}"));
+    assert_eq!(beta.status.phase, Phase::Reconciling, "{label}");
+    assert!(
+        beta.status
+            .message
+            .as_ref()
+            .is_some_and(|m| m.chars().count() < 5000),
+        "{label}: bounded"
+    );
+    assert_eq!(
+        beta.status.next_reconcile_at,
+        Some(Timestamp(NOW)),
+        "{label}: no due time keeps the queue position"
+    );
+    assert!(beta.lease.is_some(), "{label}");
+    let done = Status {
+        phase: Phase::Ready,
+        next_reconcile_at: Some(Timestamp(NOW + 600_000)),
+        ..Status::default()
+    };
+    r.write_status_and_release("beta", "run-1", &done)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let beta = r
+        .get("beta")
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("{label}"));
+    assert_eq!(
+        (beta.status.phase, beta.status.next_reconcile_at),
+        (Phase::Ready, Some(Timestamp(NOW + 600_000))),
+        "{label}"
+    );
+    assert!(beta.lease.is_none(), "{label}: released");
+    assert!(
+        matches!(
+            r.write_status_and_release("beta", "run-1", &done).await,
+            Err(RegistryError::LeaseNotHeld { .. })
+        ),
+        "{label}"
+    );
+}
+
+async fn deletion<R: Entries + Specs + Leases>(r: &R, label: &str) {
+    assert!(
+        r.set_suspended("beta", true, NOW).await.unwrap_or_default(),
+        "{label}: suspend"
+    );
+    assert!(
+        !r.set_suspended("beta", true, NOW).await.unwrap_or(true),
+        "{label}: suspended twice"
+    );
+    assert!(
+        r.set_suspended("beta", false, NOW + 5)
+            .await
+            .unwrap_or_default(),
+        "{label}: resume"
+    );
+    let beta = r
+        .get("beta")
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("{label}"));
+    assert_eq!(
+        beta.status.next_reconcile_at,
+        Some(Timestamp(NOW + 5)),
+        "{label}: resumed entries are due"
+    );
+    r.acquire_lease("beta", "run-3", TTL, NOW)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert!(
+        matches!(
+            r.remove("beta", "run-3").await,
+            Err(RegistryError::Conflict { .. })
+        ),
+        "{label}: not being deleted"
+    );
+    assert!(
+        r.request_deletion("beta", NOW + 7)
+            .await
+            .unwrap_or_default(),
+        "{label}"
+    );
+    assert!(
+        !r.request_deletion("beta", NOW + 8).await.unwrap_or(true),
+        "{label}: asked twice"
+    );
+    assert!(
+        matches!(
+            r.request_deletion("nobody", NOW).await,
+            Err(RegistryError::NotFound { .. })
+        ),
+        "{label}"
+    );
+    assert!(
+        matches!(
+            r.set_suspended("beta", true, NOW).await,
+            Err(RegistryError::BeingDeleted { .. })
+        ),
+        "{label}"
+    );
+    assert!(
+        matches!(
+            r.remove("beta", "run-4").await,
+            Err(RegistryError::LeaseNotHeld { .. })
+        ),
+        "{label}"
+    );
+    r.remove("beta", "run-3")
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert!(
+        r.get("beta").await.unwrap_or_default().is_none(),
+        "{label}: removed"
+    );
+}
+
+async fn schedule<R: Entries + Schedule>(r: &R, label: &str) {
+    // alpha is due at NOW + 1 (its update).
+    let due = r
+        .due(NOW + 1, 10)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert_eq!(
+        due.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+        ["alpha"],
+        "{label}"
+    );
+    assert!(
+        r.due(NOW, 10).await.unwrap_or_default().is_empty(),
+        "{label}: not due yet"
+    );
+    assert!(
+        !r.move_due("alpha", NOW, NOW + 100).await.unwrap_or(true),
+        "{label}: moved from where it is not"
+    );
+    assert!(
+        r.move_due("alpha", NOW + 1, NOW + 100)
+            .await
+            .unwrap_or_default(),
+        "{label}"
+    );
+    assert!(
+        r.mark_due("alpha", NOW + 50).await.unwrap_or_default(),
+        "{label}: marked earlier"
+    );
+    assert!(
+        !r.mark_due("alpha", NOW + 60).await.unwrap_or(true),
+        "{label}: due already"
+    );
+    assert!(
+        !r.mark_due("nobody", NOW).await.unwrap_or(true),
+        "{label}: gone"
+    );
+    let alpha = r
+        .get("alpha")
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("{label}"));
+    assert_eq!(
+        alpha.status.next_reconcile_at,
+        Some(Timestamp(NOW + 50)),
+        "{label}"
+    );
+}
+
+async fn sources<R: Schedule>(r: &R, label: &str) {
+    let key = "git.example/contract#main";
+    assert!(
+        r.add_source(key, URL, "main").await.unwrap_or_default(),
+        "{label}"
+    );
+    assert!(
+        !r.add_source(key, URL, "main").await.unwrap_or(true),
+        "{label}: added twice"
+    );
+    assert!(
+        r.record_source_head(key, None, "h1", NOW)
+            .await
+            .unwrap_or_default(),
+        "{label}"
+    );
+    assert!(
+        !r.record_source_head(key, None, "h2", NOW)
+            .await
+            .unwrap_or(true),
+        "{label}: a head was recorded meanwhile"
+    );
+    assert!(
+        r.record_source_head(key, Some("h1"), "h2", NOW + 1)
+            .await
+            .unwrap_or_default(),
+        "{label}"
+    );
+    let all = r.sources().await.unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert_eq!(all.len(), 1, "{label}");
+    assert_eq!(
+        (all[0].head.as_deref(), all[0].followers_checked_at),
+        (Some("h2"), Some(NOW + 1)),
+        "{label}"
+    );
+    assert_eq!(
+        (all[0].url.as_str(), all[0].reference.as_str()),
+        (URL, "main"),
+        "{label}"
+    );
+    assert!(
+        !r.forget_source(key, Some("h1")).await.unwrap_or(true),
+        "{label}: moved since"
+    );
+    assert!(
+        r.forget_source(key, Some("h2")).await.unwrap_or_default(),
+        "{label}"
+    );
+    assert!(r.sources().await.unwrap_or_default().is_empty(), "{label}");
+}
+
+async fn deliveries<R: Deliveries>(r: &R, label: &str) {
+    assert!(
+        r.record_delivery("d-1", NOW, 3600)
+            .await
+            .unwrap_or_default(),
+        "{label}"
+    );
+    assert!(
+        !r.record_delivery("d-1", NOW + 1, 3600)
+            .await
+            .unwrap_or(true),
+        "{label}: a replay"
+    );
+    assert!(
+        r.record_delivery("d-2", NOW, 3600)
+            .await
+            .unwrap_or_default(),
+        "{label}"
+    );
+}

@@ -1,0 +1,282 @@
+//! Leases and statuses: who drives a stack, until when, and what the run
+//! that drives it records. One room for the lease: its length, whether it is
+//! live, and every write that takes, keeps or gives it back.
+//!
+//! Only the lease holder may write a stack's status, so a run that lost its
+//! lease (it took too long, or crashed and was replaced) can never overwrite
+//! a newer run's status.
+
+use std::future::Future;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::expr::{self, Write};
+use super::item::{n, s, to_attr_of};
+use super::schema::stack_key;
+use super::{Registry, RegistryError, Result};
+use crate::clock::EpochMillis;
+use crate::status::{Status, Timestamp};
+
+/// How long a lease lasts; every step of a run renews it, so only a run that
+/// stopped (crashed, or lost) lets it run out.
+pub const LEASE_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// Who drives a stack right now, and until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    /// Normally a Step Functions execution name.
+    pub owner: String,
+    pub expires_at: Timestamp,
+}
+
+impl Lease {
+    /// Still held at `now` (not run out).
+    pub fn is_live(&self, now: EpochMillis) -> bool {
+        self.expires_at.0 > now
+    }
+}
+
+/// When a lease taken at `now` for `ttl` runs out.
+pub fn lease_until(now: EpochMillis, ttl: Duration) -> EpochMillis {
+    now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Leases, and the statuses only their holders may write.
+pub trait Leases: Send + Sync {
+    /// Takes the lease on a stack for `ttl`: when nobody holds it, when it
+    /// has run out (a crashed run), or when `owner` already holds it (a
+    /// retried step). Otherwise [`RegistryError::LeaseHeld`] names the holder.
+    fn acquire_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<Lease>> + Send;
+    /// Extends a lease its owner still holds ([`RegistryError::LeaseNotHeld`] otherwise).
+    fn renew_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<Lease>> + Send;
+    /// Gives a lease back. Releasing a lease nobody holds is fine (a retried
+    /// step); one someone else took over is [`RegistryError::LeaseNotHeld`].
+    fn release_lease(&self, name: &str, owner: &str) -> impl Future<Output = Result<()>> + Send;
+    /// Records a stack's status while the run goes on (lease holder only);
+    /// `status.next_reconcile_at` also moves the entry in the scheduler's queue.
+    fn write_status(
+        &self,
+        name: &str,
+        owner: &str,
+        status: &Status,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// Records a run's final status and gives the lease back, in one write.
+    fn write_status_and_release(
+        &self,
+        name: &str,
+        owner: &str,
+        status: &Status,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// Drops an entry whose deletion was requested, once its stack is dealt
+    /// with (lease holder only).
+    fn remove(&self, name: &str, owner: &str) -> impl Future<Output = Result<()>> + Send;
+}
+
+impl Registry {
+    async fn put_status(
+        &self,
+        name: &str,
+        owner: &str,
+        status: &Status,
+        release: bool,
+    ) -> Result<()> {
+        let status = status.clone().bounded();
+        let update = match (status.next_reconcile_at.is_some(), release) {
+            (true, true) => expr::FINAL_STATUS_DUE,
+            (false, true) => expr::FINAL_STATUS,
+            (true, false) => expr::STATUS_DUE,
+            (false, false) => expr::STATUS,
+        };
+        let mut values = vec![(":owner", s(owner)), (":status", to_attr_of(&status))];
+        if let Some(at) = status.next_reconcile_at {
+            values.push((":due", n(at.0)));
+        }
+        let written = self
+            .write_if(
+                stack_key(name),
+                Write::Update(update),
+                expr::HOLDS_LEASE,
+                values,
+            )
+            .await?;
+        if written {
+            Ok(())
+        } else {
+            Err(self.lease_not_held(name, owner).await)
+        }
+    }
+
+    /// Why a write conditioned on holding the lease failed.
+    async fn lease_not_held(&self, name: &str, owner: &str) -> RegistryError {
+        match super::specs::Entries::get(self, name).await {
+            Ok(Some(entry)) => RegistryError::LeaseNotHeld {
+                name: name.to_owned(),
+                owner: owner.to_owned(),
+                holder: entry.lease.map(|l| l.owner),
+            },
+            Ok(None) => RegistryError::NotFound {
+                name: name.to_owned(),
+            },
+            Err(e) => e,
+        }
+    }
+}
+
+impl Leases for Registry {
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+        now: EpochMillis,
+    ) -> Result<Lease> {
+        let expires = lease_until(now, ttl);
+        let taken = self
+            .write_if(
+                stack_key(name),
+                Write::Update(expr::TAKE_LEASE),
+                expr::LEASE_FREE_EXPIRED_OR_MINE,
+                vec![
+                    (":owner", s(owner)),
+                    (":expires", n(expires)),
+                    (":now", n(now)),
+                ],
+            )
+            .await?;
+        if taken {
+            return Ok(Lease {
+                owner: owner.to_owned(),
+                expires_at: Timestamp(expires),
+            });
+        }
+        match self.get_existing(name).await?.lease {
+            Some(lease) => Err(RegistryError::LeaseHeld {
+                name: name.to_owned(),
+                owner: lease.owner,
+                expires_at: lease.expires_at,
+            }),
+            // Released between our write and our read: the caller may try again.
+            None => Err(RegistryError::Conflict {
+                name: name.to_owned(),
+                detail: "the lease changed hands while it was being taken".into(),
+            }),
+        }
+    }
+
+    async fn renew_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+        now: EpochMillis,
+    ) -> Result<Lease> {
+        let expires = lease_until(now, ttl);
+        let renewed = self
+            .write_if(
+                stack_key(name),
+                Write::Update(expr::EXTEND_LEASE),
+                expr::HOLDS_LEASE,
+                vec![(":owner", s(owner)), (":expires", n(expires))],
+            )
+            .await?;
+        if renewed {
+            Ok(Lease {
+                owner: owner.to_owned(),
+                expires_at: Timestamp(expires),
+            })
+        } else {
+            Err(self.lease_not_held(name, owner).await)
+        }
+    }
+
+    async fn release_lease(&self, name: &str, owner: &str) -> Result<()> {
+        let released = self
+            .write_if(
+                stack_key(name),
+                Write::Update(expr::DROP_LEASE),
+                expr::HOLDS_LEASE,
+                vec![(":owner", s(owner))],
+            )
+            .await?;
+        if released {
+            return Ok(());
+        }
+        match self.lease_not_held(name, owner).await {
+            RegistryError::LeaseNotHeld { holder: None, .. } | RegistryError::NotFound { .. } => {
+                Ok(())
+            }
+            other => Err(other),
+        }
+    }
+
+    async fn write_status(&self, name: &str, owner: &str, status: &Status) -> Result<()> {
+        self.put_status(name, owner, status, false).await
+    }
+
+    async fn write_status_and_release(
+        &self,
+        name: &str,
+        owner: &str,
+        status: &Status,
+    ) -> Result<()> {
+        self.put_status(name, owner, status, true).await
+    }
+
+    async fn remove(&self, name: &str, owner: &str) -> Result<()> {
+        let removed = self
+            .write_if(
+                stack_key(name),
+                Write::Delete,
+                expr::HOLDS_LEASE_AND_DELETING,
+                vec![(":owner", s(owner))],
+            )
+            .await?;
+        if removed {
+            return Ok(());
+        }
+        if self
+            .get_existing(name)
+            .await?
+            .deletion_requested_at
+            .is_none()
+        {
+            Err(RegistryError::Conflict {
+                name: name.to_owned(),
+                detail: "its deletion was not requested".into(),
+            })
+        } else {
+            Err(self.lease_not_held(name, owner).await)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_is_live_until_it_runs_out() {
+        let lease = Lease {
+            owner: "run".into(),
+            expires_at: Timestamp(lease_until(1_000, Duration::from_secs(60))),
+        };
+        assert_eq!(lease.expires_at, Timestamp(61_000));
+        assert!(lease.is_live(60_999));
+        assert!(!lease.is_live(61_000));
+        assert_eq!(lease_until(i64::MAX - 1, LEASE_TTL), i64::MAX);
+    }
+}

@@ -1,0 +1,469 @@
+//! The registry in memory: the same conditions as the DynamoDB expressions
+//! of [`super::expr`], checked and applied under one lock (DynamoDB
+//! serializes the conditional writes of an item; the lock does that for all
+//! of them). For the unit tests of the steps, the scheduler and the triggers;
+//! [`super::contract`] holds it to the DynamoDB registry's behaviour.
+//!
+//! As in the table, `nextReconcileAt` is an attribute of its own: a status
+//! written without one keeps the entry where it is in the scheduler's queue,
+//! and the entry read back carries the attribute's value.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use super::leases::lease_until;
+use super::plan::{Action, Change, Plan};
+use super::schedule::SourceRecord;
+use super::schema::{SCHED_SHARDS, sched_shard};
+use super::specs::MAX_TRANSACTION_ITEMS;
+use super::{
+    Deliveries, Entries, Lease, Leases, RegistryError, Result, Schedule, Specs, StackEntry,
+};
+use crate::clock::EpochMillis;
+use crate::source::source_key;
+use crate::status::{Phase, Status, Timestamp};
+
+#[derive(Debug, Default, Clone)]
+struct State {
+    entries: BTreeMap<String, StackEntry>,
+    sources: BTreeMap<String, SourceRecord>,
+    /// Delivery id → expiry (epoch seconds).
+    deliveries: BTreeMap<String, i64>,
+}
+
+/// The registry, in memory.
+#[derive(Debug, Default)]
+pub struct MemoryRegistry {
+    state: Mutex<State>,
+}
+
+impl MemoryRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Puts an entry as it is (any state), as a test's set-up does.
+    pub fn insert(&self, entry: StackEntry) {
+        self.state().entries.insert(entry.name.clone(), entry);
+    }
+
+    /// The entry as stored, if any (no error path: for assertions).
+    pub fn entry(&self, name: &str) -> Option<StackEntry> {
+        self.state().entries.get(name).cloned()
+    }
+
+    /// The source item of `key`, if any.
+    pub fn source(&self, key: &str) -> Option<SourceRecord> {
+        self.state().sources.get(key).cloned()
+    }
+
+    /// Whether a delivery id was claimed.
+    pub fn has_delivery(&self, id: &str) -> bool {
+        self.state().deliveries.contains_key(id)
+    }
+}
+
+fn not_found(name: &str) -> RegistryError {
+    RegistryError::NotFound {
+        name: name.to_owned(),
+    }
+}
+
+fn holds(entry: &StackEntry, owner: &str) -> bool {
+    entry.lease.as_ref().is_some_and(|l| l.owner == owner)
+}
+
+fn lease_not_held(entry: Option<&StackEntry>, name: &str, owner: &str) -> RegistryError {
+    match entry {
+        Some(entry) => RegistryError::LeaseNotHeld {
+            name: name.to_owned(),
+            owner: owner.to_owned(),
+            holder: entry.lease.as_ref().map(|l| l.owner.clone()),
+        },
+        None => not_found(name),
+    }
+}
+
+/// The entries of `state` whose `key` is `value`, by name.
+fn entries_where(
+    state: &State,
+    key: impl Fn(&StackEntry) -> String,
+    value: &str,
+) -> Vec<StackEntry> {
+    state
+        .entries
+        .values()
+        .filter(|e| key(e) == value)
+        .cloned()
+        .collect()
+}
+
+impl Entries for MemoryRegistry {
+    async fn get(&self, name: &str) -> Result<Option<StackEntry>> {
+        Ok(self.entry(name))
+    }
+
+    async fn by_source(&self, key: &str) -> Result<Vec<StackEntry>> {
+        Ok(entries_where(
+            &self.state(),
+            |e| source_key(e.spec.source.url(), e.spec.effective_ref()),
+            key,
+        ))
+    }
+
+    async fn by_stack_name(&self, stack_name: &str) -> Result<Vec<StackEntry>> {
+        Ok(entries_where(
+            &self.state(),
+            |e| e.spec.effective_stack_name().to_owned(),
+            stack_name,
+        ))
+    }
+}
+
+/// Why one change of a plan cannot be written, as DynamoDB's cancelled
+/// transaction would say.
+fn refused(state: &State, change: &Change) -> Option<RegistryError> {
+    let current = state.entries.get(&change.name);
+    let detail = match (&change.action, current) {
+        (Action::Create, Some(_)) => "it was created meanwhile".to_owned(),
+        (Action::Update { from, .. } | Action::Prune { version: from }, Some(e))
+            if e.spec_version == *from && e.deletion_requested_at.is_none() =>
+        {
+            return None;
+        }
+        (Action::Update { from, .. } | Action::Prune { version: from }, _) => {
+            format!("it is no longer at specVersion {from}, or is being deleted")
+        }
+        (Action::Create | Action::Unchanged { .. }, _) => return None,
+    };
+    Some(RegistryError::Conflict {
+        name: change.name.clone(),
+        detail,
+    })
+}
+
+fn write_change(state: &mut State, change: &Change, now: EpochMillis) {
+    let at = Timestamp(now);
+    match (&change.action, &change.spec) {
+        (Action::Create, Some(spec)) => {
+            let entry = StackEntry {
+                name: change.name.clone(),
+                spec_version: 1,
+                spec_hash: spec.content_hash(),
+                spec: spec.clone(),
+                suspended: false,
+                deletion_requested_at: None,
+                created_at: at,
+                updated_at: at,
+                status: Status {
+                    phase: Phase::Pending,
+                    last_transition_at: Some(at),
+                    next_reconcile_at: Some(at),
+                    ..Status::default()
+                },
+                lease: None,
+            };
+            state.entries.insert(change.name.clone(), entry);
+        }
+        (Action::Update { from, .. }, Some(spec)) => {
+            if let Some(e) = state.entries.get_mut(&change.name) {
+                e.spec = spec.clone();
+                e.spec_hash = spec.content_hash();
+                e.spec_version = from + 1;
+                e.updated_at = at;
+                e.status.next_reconcile_at = Some(at);
+            }
+        }
+        (Action::Prune { .. }, _) => {
+            if let Some(e) = state.entries.get_mut(&change.name) {
+                e.deletion_requested_at = Some(at);
+                e.status.next_reconcile_at = Some(at);
+            }
+        }
+        _ => {}
+    }
+}
+
+impl Specs for MemoryRegistry {
+    async fn list(&self) -> Result<Vec<StackEntry>> {
+        Ok(self.state().entries.values().cloned().collect())
+    }
+
+    async fn apply(&self, plan: &Plan, now: EpochMillis) -> Result<()> {
+        let writes: Vec<&Change> = plan.writes().collect();
+        let mut state = self.state();
+        for batch in writes.chunks(MAX_TRANSACTION_ITEMS) {
+            if let Some(conflict) = batch.iter().find_map(|c| refused(&state, c)) {
+                return Err(conflict);
+            }
+            for change in batch {
+                write_change(&mut state, change, now);
+            }
+        }
+        Ok(())
+    }
+
+    async fn request_deletion(&self, name: &str, now: EpochMillis) -> Result<bool> {
+        let mut state = self.state();
+        let entry = state.entries.get_mut(name).ok_or_else(|| not_found(name))?;
+        if entry.deletion_requested_at.is_some() {
+            return Ok(false);
+        }
+        entry.deletion_requested_at = Some(Timestamp(now));
+        entry.status.next_reconcile_at = Some(Timestamp(now));
+        Ok(true)
+    }
+
+    async fn set_suspended(&self, name: &str, suspended: bool, now: EpochMillis) -> Result<bool> {
+        let mut state = self.state();
+        let entry = state.entries.get_mut(name).ok_or_else(|| not_found(name))?;
+        if entry.deletion_requested_at.is_some() {
+            return Err(RegistryError::BeingDeleted {
+                name: name.to_owned(),
+            });
+        }
+        if entry.suspended == suspended {
+            return Ok(false);
+        }
+        entry.suspended = suspended;
+        entry.updated_at = Timestamp(now);
+        if !suspended {
+            entry.status.next_reconcile_at = Some(Timestamp(now));
+        }
+        Ok(true)
+    }
+}
+
+impl MemoryRegistry {
+    /// The conditional status write of [`Leases::write_status`] and
+    /// [`Leases::write_status_and_release`].
+    fn put_status(&self, name: &str, owner: &str, status: &Status, release: bool) -> Result<()> {
+        let mut state = self.state();
+        let entry = state.entries.get_mut(name);
+        let Some(entry) = entry.filter(|e| holds(e, owner)) else {
+            return Err(lease_not_held(state.entries.get(name), name, owner));
+        };
+        let due = entry.status.next_reconcile_at;
+        entry.status = status.clone().bounded();
+        // No due time in the status: the entry stays where it is in the queue.
+        entry.status.next_reconcile_at = status.next_reconcile_at.or(due);
+        if release {
+            entry.lease = None;
+        }
+        Ok(())
+    }
+}
+
+impl Leases for MemoryRegistry {
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+        now: EpochMillis,
+    ) -> Result<Lease> {
+        let mut state = self.state();
+        let entry = state.entries.get_mut(name).ok_or_else(|| not_found(name))?;
+        match &entry.lease {
+            Some(held) if held.owner != owner && held.is_live(now) => {
+                Err(RegistryError::LeaseHeld {
+                    name: name.to_owned(),
+                    owner: held.owner.clone(),
+                    expires_at: held.expires_at,
+                })
+            }
+            _ => {
+                let lease = Lease {
+                    owner: owner.to_owned(),
+                    expires_at: Timestamp(lease_until(now, ttl)),
+                };
+                entry.lease = Some(lease.clone());
+                Ok(lease)
+            }
+        }
+    }
+
+    async fn renew_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+        now: EpochMillis,
+    ) -> Result<Lease> {
+        let mut state = self.state();
+        let entry = state.entries.get_mut(name);
+        let Some(entry) = entry.filter(|e| holds(e, owner)) else {
+            return Err(lease_not_held(state.entries.get(name), name, owner));
+        };
+        let lease = Lease {
+            owner: owner.to_owned(),
+            expires_at: Timestamp(lease_until(now, ttl)),
+        };
+        entry.lease = Some(lease.clone());
+        Ok(lease)
+    }
+
+    async fn release_lease(&self, name: &str, owner: &str) -> Result<()> {
+        let mut state = self.state();
+        match state.entries.get_mut(name) {
+            Some(entry) if holds(entry, owner) => {
+                entry.lease = None;
+                Ok(())
+            }
+            Some(entry) if entry.lease.is_some() => Err(lease_not_held(Some(entry), name, owner)),
+            _ => Ok(()),
+        }
+    }
+
+    async fn write_status(&self, name: &str, owner: &str, status: &Status) -> Result<()> {
+        self.put_status(name, owner, status, false)
+    }
+
+    async fn write_status_and_release(
+        &self,
+        name: &str,
+        owner: &str,
+        status: &Status,
+    ) -> Result<()> {
+        self.put_status(name, owner, status, true)
+    }
+
+    async fn remove(&self, name: &str, owner: &str) -> Result<()> {
+        let mut state = self.state();
+        let entry = state.entries.get(name).ok_or_else(|| not_found(name))?;
+        if entry.deletion_requested_at.is_none() {
+            return Err(RegistryError::Conflict {
+                name: name.to_owned(),
+                detail: "its deletion was not requested".into(),
+            });
+        }
+        if !holds(entry, owner) {
+            return Err(lease_not_held(Some(entry), name, owner));
+        }
+        state.entries.remove(name);
+        Ok(())
+    }
+}
+
+/// Whether a source item still holds the head `seen` (`None`: no head yet).
+fn head_is(source: Option<&SourceRecord>, seen: Option<&str>) -> bool {
+    source.is_some_and(|s| s.head.as_deref() == seen)
+}
+
+impl Schedule for MemoryRegistry {
+    async fn due(&self, now: EpochMillis, per_shard: usize) -> Result<Vec<StackEntry>> {
+        let state = self.state();
+        let mut due = Vec::new();
+        for shard in 0..SCHED_SHARDS {
+            let mut in_shard: Vec<&StackEntry> = state
+                .entries
+                .values()
+                .filter(|e| sched_shard(&e.name) == shard.to_string())
+                .filter(|e| e.status.next_reconcile_at.is_some_and(|t| t.0 <= now))
+                .collect();
+            in_shard.sort_by_key(|e| (e.status.next_reconcile_at, e.name.clone()));
+            due.extend(in_shard.into_iter().take(per_shard.max(1)).cloned());
+        }
+        due.sort_by_key(|e| (e.status.next_reconcile_at.map(|t| t.0), e.name.clone()));
+        Ok(due)
+    }
+
+    async fn sources(&self) -> Result<Vec<SourceRecord>> {
+        Ok(self.state().sources.values().cloned().collect())
+    }
+
+    async fn add_source(&self, key: &str, url: &str, reference: &str) -> Result<bool> {
+        let mut state = self.state();
+        if state.sources.contains_key(key) {
+            return Ok(false);
+        }
+        state.sources.insert(
+            key.to_owned(),
+            SourceRecord {
+                key: key.to_owned(),
+                url: url.to_owned(),
+                reference: reference.to_owned(),
+                head: None,
+                followers_checked_at: None,
+            },
+        );
+        Ok(true)
+    }
+
+    async fn record_source_head(
+        &self,
+        key: &str,
+        seen: Option<&str>,
+        head: &str,
+        now: EpochMillis,
+    ) -> Result<bool> {
+        let mut state = self.state();
+        if !head_is(state.sources.get(key), seen) {
+            return Ok(false);
+        }
+        if let Some(source) = state.sources.get_mut(key) {
+            source.head = Some(head.to_owned());
+            source.followers_checked_at = Some(now);
+        }
+        Ok(true)
+    }
+
+    async fn forget_source(&self, key: &str, seen: Option<&str>) -> Result<bool> {
+        let mut state = self.state();
+        if !head_is(state.sources.get(key), seen) {
+            return Ok(false);
+        }
+        state.sources.remove(key);
+        Ok(true)
+    }
+
+    async fn move_due(&self, name: &str, from: EpochMillis, to: EpochMillis) -> Result<bool> {
+        let mut state = self.state();
+        match state.entries.get_mut(name) {
+            Some(e) if e.status.next_reconcile_at == Some(Timestamp(from)) => {
+                e.status.next_reconcile_at = Some(Timestamp(to));
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn mark_due(&self, name: &str, now: EpochMillis) -> Result<bool> {
+        let mut state = self.state();
+        match state.entries.get_mut(name) {
+            Some(e) if e.status.next_reconcile_at.is_none_or(|t| t.0 > now) => {
+                e.status.next_reconcile_at = Some(Timestamp(now));
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
+impl Deliveries for MemoryRegistry {
+    async fn record_delivery(&self, id: &str, now: EpochMillis, ttl_seconds: i64) -> Result<bool> {
+        let mut state = self.state();
+        if state.deliveries.contains_key(id) {
+            return Ok(false);
+        }
+        state
+            .deliveries
+            .insert(id.to_owned(), now / 1000 + ttl_seconds);
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_memory_registry_keeps_the_registry_contract() {
+        super::super::contract::check(&MemoryRegistry::new(), "memory").await;
+    }
+}

@@ -1,0 +1,219 @@
+//! The scheduler's queue and sources, and the marks the events function
+//! leaves: due entries (the `by-next-reconcile` index, spread over shards),
+//! source items with the head their followers were last brought to.
+//!
+//! Every write here is conditional on what was read, so a trigger can never
+//! overwrite a newer `nextReconcileAt` written by a run (which holds the lease
+//! and writes the status) or by an operator.
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::expr::{self, Write};
+use super::item::{n, s};
+use super::schema::{self, INDEX_BY_NEXT_RECONCILE, SCHED_SHARDS, SOURCE_PREFIX, attr};
+use super::{Registry, RegistryError, Result, StackEntry, decode_entry};
+use crate::clock::EpochMillis;
+
+/// A source the scheduler watches: one item per normal URL and ref, holding
+/// the last head every follower was brought to (or started for).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceRecord {
+    /// [`crate::source::source_key`]: normal URL and ref.
+    pub key: String,
+    /// A URL to list the refs from (the first follower's spelling).
+    pub url: String,
+    /// The ref followed (`main` when the spec names none).
+    pub reference: String,
+    /// The head recorded last; `None` for a source not looked at yet.
+    pub head: Option<String>,
+    /// When the source's followers were last listed.
+    pub followers_checked_at: Option<EpochMillis>,
+}
+
+/// The scheduler's reads and marks.
+pub trait Schedule: Send + Sync {
+    /// The entries due at `now` (`nextReconcileAt` ≤ now), oldest first, at
+    /// most `per_shard` from each shard of the queue: reads proportional to
+    /// the due entries, never to the registry.
+    fn due(
+        &self,
+        now: EpochMillis,
+        per_shard: usize,
+    ) -> impl Future<Output = Result<Vec<StackEntry>>> + Send;
+    /// Every source item.
+    fn sources(&self) -> impl Future<Output = Result<Vec<SourceRecord>>> + Send;
+    /// Adds a source item with no head yet, unless one exists. Returns
+    /// whether it was added.
+    fn add_source(
+        &self,
+        key: &str,
+        url: &str,
+        reference: &str,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// Records `head` as the source's head, if the item still holds `seen`
+    /// (`None`: no head yet). Returns false when someone recorded another
+    /// head meanwhile (or the item is gone): the next run looks again.
+    fn record_source_head(
+        &self,
+        key: &str,
+        seen: Option<&str>,
+        head: &str,
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// Drops a source item nobody follows any more, if it still holds `seen`.
+    fn forget_source(
+        &self,
+        key: &str,
+        seen: Option<&str>,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// Moves a stack's `nextReconcileAt` from `from` to `to`, only if it is
+    /// still `from` (a run that wrote since wins). Returns whether it moved.
+    fn move_due(
+        &self,
+        name: &str,
+        from: EpochMillis,
+        to: EpochMillis,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// Makes a stack due at `now` (the scheduler starts it on its next run),
+    /// unless it is due already or gone. Returns whether it changed.
+    fn mark_due(&self, name: &str, now: EpochMillis) -> impl Future<Output = Result<bool>> + Send;
+}
+
+type Item = HashMap<String, AttributeValue>;
+
+fn text(item: &Item, name: &str) -> Option<String> {
+    item.get(name).and_then(|v| v.as_s().ok()).cloned()
+}
+
+fn number(item: &Item, name: &str) -> Option<i64> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|t| t.parse().ok())
+}
+
+fn source_from_item(item: &Item) -> Result<SourceRecord> {
+    let pk = text(item, schema::PK).unwrap_or_default();
+    let corrupt = |detail: &str| RegistryError::Corrupt {
+        key: pk.clone(),
+        detail: detail.to_owned(),
+    };
+    let key = pk
+        .strip_prefix(SOURCE_PREFIX)
+        .ok_or_else(|| corrupt("not a source item"))?
+        .to_owned();
+    Ok(SourceRecord {
+        url: text(item, attr::URL).ok_or_else(|| corrupt("the item has no url"))?,
+        reference: text(item, attr::REF).ok_or_else(|| corrupt("the item has no ref"))?,
+        head: text(item, attr::HEAD),
+        followers_checked_at: number(item, attr::FOLLOWERS_CHECKED_AT),
+        key,
+    })
+}
+
+/// The condition on a source's head, and its value: the head read, or none yet.
+fn head_condition(seen: Option<&str>) -> (&'static str, Vec<(&'static str, AttributeValue)>) {
+    match seen {
+        Some(seen) => (expr::HEAD_IS, vec![(":seen", s(seen))]),
+        None => (expr::NO_HEAD_YET, Vec::new()),
+    }
+}
+
+impl Schedule for Registry {
+    async fn due(&self, now: EpochMillis, per_shard: usize) -> Result<Vec<StackEntry>> {
+        let mut due = Vec::new();
+        for shard in 0..SCHED_SHARDS {
+            let items = self
+                .query_all(
+                    INDEX_BY_NEXT_RECONCILE,
+                    expr::DUE_IN_SHARD,
+                    vec![(":shard", s(shard.to_string())), (":now", n(now))],
+                    Some(per_shard.max(1)),
+                )
+                .await?;
+            for item in &items {
+                due.push(decode_entry(item)?);
+            }
+        }
+        due.sort_by_key(|e| (e.status.next_reconcile_at.map(|t| t.0), e.name.clone()));
+        Ok(due)
+    }
+
+    async fn sources(&self) -> Result<Vec<SourceRecord>> {
+        let items = self
+            .query_all(
+                INDEX_BY_NEXT_RECONCILE,
+                expr::IN_SHARD,
+                vec![(":shard", s(schema::SOURCES_SHARD))],
+                None,
+            )
+            .await?;
+        items.iter().map(source_from_item).collect()
+    }
+
+    async fn add_source(&self, key: &str, url: &str, reference: &str) -> Result<bool> {
+        self.write_if(
+            format!("{SOURCE_PREFIX}{key}"),
+            Write::Update(expr::NEW_SOURCE),
+            expr::ABSENT,
+            vec![
+                (":url", s(url)),
+                (":ref", s(reference)),
+                (":shard", s(schema::SOURCES_SHARD)),
+                (":zero", n(0)),
+            ],
+        )
+        .await
+    }
+
+    async fn record_source_head(
+        &self,
+        key: &str,
+        seen: Option<&str>,
+        head: &str,
+        now: EpochMillis,
+    ) -> Result<bool> {
+        let (condition, mut values) = head_condition(seen);
+        values.extend([(":head", s(head)), (":now", n(now))]);
+        self.write_if(
+            format!("{SOURCE_PREFIX}{key}"),
+            Write::Update(expr::SET_HEAD),
+            condition,
+            values,
+        )
+        .await
+    }
+
+    async fn forget_source(&self, key: &str, seen: Option<&str>) -> Result<bool> {
+        let (condition, values) = head_condition(seen);
+        self.write_if(
+            format!("{SOURCE_PREFIX}{key}"),
+            Write::Delete,
+            condition,
+            values,
+        )
+        .await
+    }
+
+    async fn move_due(&self, name: &str, from: EpochMillis, to: EpochMillis) -> Result<bool> {
+        self.write_if(
+            schema::stack_key(name),
+            Write::Update(expr::SET_DUE),
+            expr::DUE_AT,
+            vec![(":from", n(from)), (":to", n(to))],
+        )
+        .await
+    }
+
+    async fn mark_due(&self, name: &str, now: EpochMillis) -> Result<bool> {
+        self.write_if(
+            schema::stack_key(name),
+            Write::Update(expr::SET_DUE_NOW),
+            expr::NOT_DUE_YET,
+            vec![(":now", n(now))],
+        )
+        .await
+    }
+}

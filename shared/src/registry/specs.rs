@@ -1,0 +1,400 @@
+//! Entries and their specs: reading entries (by name, by source, by stack
+//! name), and the writes `stacksync apply`, `delete`, `suspend` and `resume`
+//! make. Spec writes are conditioned on the `specVersion` they were planned
+//! from, so two concurrent applies cannot both win.
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+
+use super::expr::{self, Write, names};
+use super::item::{n, s, to_attr_of};
+use super::plan::{self, Action, Plan};
+use super::schema::{self, PK, STACK_PREFIX, attr, sched_shard, stack_key};
+use super::{Page, Registry, RegistryError, Result, StackEntry, decode_entry, spec_attributes};
+use crate::clock::EpochMillis;
+use crate::spec::StackSpec;
+use crate::status::{Phase, Status, Timestamp};
+
+/// DynamoDB allows at most 100 actions in one transaction.
+pub const MAX_TRANSACTION_ITEMS: usize = 100;
+
+/// Reading entries.
+pub trait Entries: Send + Sync {
+    /// One entry, read consistently; `None` when there is none.
+    fn get(&self, name: &str) -> impl Future<Output = Result<Option<StackEntry>>> + Send;
+    /// Every entry that follows the source `key` ([`crate::source::source_key`]),
+    /// by name: reads proportional to the followers, not to the registry.
+    fn by_source(&self, key: &str) -> impl Future<Output = Result<Vec<StackEntry>>> + Send;
+    /// Every entry whose CloudFormation stack is named `stack_name` (in any
+    /// region: the caller compares), by name.
+    fn by_stack_name(
+        &self,
+        stack_name: &str,
+    ) -> impl Future<Output = Result<Vec<StackEntry>>> + Send;
+}
+
+/// Changing specs: what the CLI does to the registry.
+pub trait Specs: Entries {
+    /// Every entry, sorted by name.
+    fn list(&self) -> impl Future<Output = Result<Vec<StackEntry>>> + Send;
+    /// Carries out a plan from [`plan::plan_apply`]: all of it or none of it
+    /// (up to [`MAX_TRANSACTION_ITEMS`] writes at a time; larger plans go in
+    /// several). Each write is conditioned on the `specVersion` the plan was
+    /// made from, so an entry changed by someone else since fails the whole
+    /// batch with [`RegistryError::Conflict`] naming that entry.
+    fn apply(&self, plan: &Plan, now: EpochMillis) -> impl Future<Output = Result<()>> + Send;
+    /// Marks an entry for deletion (idempotent); the reconcile engine then
+    /// deletes the stack (`destroyOnDelete`) or leaves it, and drops the
+    /// entry. Returns false when deletion had already been requested.
+    fn request_deletion(
+        &self,
+        name: &str,
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// Suspends or resumes an entry (the operator flag, apart from the spec's
+    /// own `suspend`). Resuming makes the entry due at once. Returns whether
+    /// anything changed; an entry being deleted is [`RegistryError::BeingDeleted`].
+    fn set_suspended(
+        &self,
+        name: &str,
+        suspended: bool,
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<bool>> + Send;
+}
+
+impl Registry {
+    pub(super) async fn get_existing(&self, name: &str) -> Result<StackEntry> {
+        self.get(name)
+            .await?
+            .ok_or_else(|| RegistryError::NotFound {
+                name: name.to_owned(),
+            })
+    }
+
+    /// One page of entries, in no particular order. `limit` bounds the items
+    /// read per page (DynamoDB's `Limit`), so a page may hold fewer entries.
+    pub async fn list_page(&self, cursor: Option<&str>, limit: i32) -> Result<Page> {
+        let mut request = self
+            .client
+            .scan()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .limit(limit)
+            .filter_expression("begins_with(#pk, :prefix)")
+            .set_expression_attribute_names(Some(names(&["#pk"])))
+            .expression_attribute_values(":prefix", s(STACK_PREFIX));
+        if let Some(key) = cursor {
+            request = request.exclusive_start_key(PK, s(key));
+        }
+        let out = request
+            .send()
+            .await
+            .map_err(|e| self.aws_error("Scan", e))?;
+        let entries = out
+            .items()
+            .iter()
+            .map(decode_entry)
+            .collect::<Result<Vec<_>>>()?;
+        let next = out
+            .last_evaluated_key()
+            .and_then(|k| k.get(PK))
+            .and_then(|v| v.as_s().ok())
+            .cloned();
+        Ok(Page { entries, next })
+    }
+
+    /// Every entry whose `attribute` is `value`, through `index`, by name.
+    async fn by_index(&self, index: &str, attribute: &str, value: &str) -> Result<Vec<StackEntry>> {
+        let condition = format!("#{attribute} = :value");
+        let items = self
+            .query_all(index, &condition, vec![(":value", s(value))], None)
+            .await?;
+        let mut found = items.iter().map(decode_entry).collect::<Result<Vec<_>>>()?;
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(found)
+    }
+    fn transact_item(&self, change: &plan::Change, now: EpochMillis) -> Result<TransactWriteItem> {
+        let build_err = |e: aws_sdk_dynamodb::error::BuildError| RegistryError::Aws {
+            operation: "TransactWriteItems",
+            code: None,
+            message: e.to_string(),
+            transient: false,
+        };
+        let key = stack_key(&change.name);
+        let spec = change.spec.as_ref();
+        let item = match (&change.action, spec) {
+            (Action::Create, Some(spec)) => {
+                let status = Status {
+                    phase: Phase::Pending,
+                    last_transition_at: Some(Timestamp(now)),
+                    ..Status::default()
+                };
+                let mut values = spec_attributes(spec);
+                values.insert(PK.into(), s(&key));
+                values.insert(attr::NAME.into(), s(&change.name));
+                values.insert(attr::SPEC_VERSION.into(), n(1));
+                values.insert(attr::STATUS.into(), to_attr_of(&status));
+                values.insert(attr::SUSPENDED.into(), AttributeValue::Bool(false));
+                values.insert(attr::CREATED_AT.into(), to_attr_of(&Timestamp(now)));
+                values.insert(attr::UPDATED_AT.into(), to_attr_of(&Timestamp(now)));
+                values.insert(attr::NEXT_RECONCILE_AT.into(), n(now));
+                values.insert(attr::SCHED_SHARD.into(), s(sched_shard(&change.name)));
+                TransactWriteItem::builder()
+                    .put(
+                        Put::builder()
+                            .table_name(&self.table)
+                            .set_item(Some(values))
+                            .condition_expression(expr::ABSENT)
+                            .set_expression_attribute_names(Some(names(&[expr::ABSENT])))
+                            .build()
+                            .map_err(build_err)?,
+                    )
+                    .build()
+            }
+            (Action::Update { from, .. }, Some(spec)) => {
+                let mut values: HashMap<String, AttributeValue> = spec_attributes(spec)
+                    .into_iter()
+                    .map(|(k, v)| (format!(":{k}"), v))
+                    .collect();
+                values.insert(":expected".into(), n(*from));
+                values.insert(":next".into(), n(from + 1));
+                values.insert(":now".into(), to_attr_of(&Timestamp(now)));
+                values.insert(":due".into(), n(now));
+                TransactWriteItem::builder()
+                    .update(
+                        Update::builder()
+                            .table_name(&self.table)
+                            .key(PK, s(&key))
+                            .update_expression(expr::UPDATE_SPEC)
+                            .condition_expression(expr::SPEC_AT_VERSION)
+                            .set_expression_attribute_names(Some(names(&[
+                                expr::SPEC_AT_VERSION,
+                                expr::UPDATE_SPEC,
+                            ])))
+                            .set_expression_attribute_values(Some(values))
+                            .build()
+                            .map_err(build_err)?,
+                    )
+                    .build()
+            }
+            (Action::Prune { version }, _) => TransactWriteItem::builder()
+                .update(
+                    Update::builder()
+                        .table_name(&self.table)
+                        .key(PK, s(&key))
+                        .update_expression(expr::MARK_DELETION)
+                        .condition_expression(expr::SPEC_AT_VERSION)
+                        .set_expression_attribute_names(Some(names(&[
+                            expr::SPEC_AT_VERSION,
+                            expr::MARK_DELETION,
+                        ])))
+                        .expression_attribute_values(":expected", n(*version))
+                        .expression_attribute_values(":now", to_attr_of(&Timestamp(now)))
+                        .expression_attribute_values(":due", n(now))
+                        .build()
+                        .map_err(build_err)?,
+                )
+                .build(),
+            _ => {
+                return Err(RegistryError::Aws {
+                    operation: "TransactWriteItems",
+                    code: None,
+                    message: format!("plan entry {:?} has no spec to write", change.name),
+                    transient: false,
+                });
+            }
+        };
+        Ok(item)
+    }
+
+    fn transaction_error(
+        &self,
+        err: SdkError<TransactWriteItemsError, HttpResponse>,
+        batch: &[&plan::Change],
+    ) -> RegistryError {
+        if let SdkError::ServiceError(service) = &err
+            && let TransactWriteItemsError::TransactionCanceledException(cancel) = service.err()
+        {
+            let reasons = cancel.cancellation_reasons();
+            let lost = reasons
+                .iter()
+                .position(|r| r.code() == Some("ConditionalCheckFailed"));
+            if let Some(i) = lost
+                && let Some(change) = batch.get(i)
+            {
+                let detail = match change.action {
+                    Action::Create => "it was created meanwhile".to_owned(),
+                    Action::Update { from, .. } | Action::Prune { version: from } => {
+                        format!("it is no longer at specVersion {from}, or is being deleted")
+                    }
+                    Action::Unchanged { .. } => String::new(),
+                };
+                return RegistryError::Conflict {
+                    name: change.name.clone(),
+                    detail,
+                };
+            }
+            if reasons
+                .iter()
+                .any(|r| r.code() == Some("TransactionConflict"))
+            {
+                return RegistryError::Conflict {
+                    name: batch
+                        .iter()
+                        .map(|c| c.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    detail: "another transaction was writing the same entries".into(),
+                };
+            }
+        }
+        self.aws_error("TransactWriteItems", err)
+    }
+}
+
+impl Entries for Registry {
+    /// One entry, read consistently.
+    async fn get(&self, name: &str) -> Result<Option<StackEntry>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, s(stack_key(name)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| self.aws_error("GetItem", e))?;
+        out.item().map(decode_entry).transpose()
+    }
+
+    async fn by_source(&self, key: &str) -> Result<Vec<StackEntry>> {
+        self.by_index(schema::INDEX_BY_SOURCE, attr::SOURCE_KEY, key)
+            .await
+    }
+
+    async fn by_stack_name(&self, stack_name: &str) -> Result<Vec<StackEntry>> {
+        self.by_index(schema::INDEX_BY_STACK_NAME, attr::STACK_NAME, stack_name)
+            .await
+    }
+}
+
+impl Specs for Registry {
+    async fn list(&self) -> Result<Vec<StackEntry>> {
+        let mut all = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_page(cursor.as_deref(), 500).await?;
+            all.extend(page.entries);
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(all)
+    }
+
+    async fn apply(&self, plan: &Plan, now: EpochMillis) -> Result<()> {
+        let writes: Vec<_> = plan.writes().collect();
+        for batch in writes.chunks(MAX_TRANSACTION_ITEMS) {
+            let mut items = Vec::with_capacity(batch.len());
+            for change in batch {
+                items.push(self.transact_item(change, now)?);
+            }
+            // The idempotency token lets the SDK retry this very call safely.
+            // It must be unique to this call: two writers with equal tokens
+            // would be taken for one (DynamoDB answers the second with the
+            // first's result, and that write would be lost silently).
+            let token = transaction_token(&self.table, batch);
+            let result = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items))
+                .client_request_token(token)
+                .send()
+                .await;
+            if let Err(err) = result {
+                return Err(self.transaction_error(err, batch));
+            }
+        }
+        Ok(())
+    }
+
+    async fn request_deletion(&self, name: &str, now: EpochMillis) -> Result<bool> {
+        let marked = self
+            .write_if(
+                stack_key(name),
+                Write::Update(expr::MARK_DELETION),
+                expr::EXISTS_NOT_DELETING,
+                vec![(":now", to_attr_of(&Timestamp(now))), (":due", n(now))],
+            )
+            .await?;
+        if !marked {
+            self.get_existing(name).await?;
+        }
+        Ok(marked)
+    }
+
+    async fn set_suspended(&self, name: &str, suspended: bool, now: EpochMillis) -> Result<bool> {
+        let mut values = vec![
+            (":flag", AttributeValue::Bool(suspended)),
+            (":now", to_attr_of(&Timestamp(now))),
+        ];
+        let update = if suspended {
+            expr::SUSPEND
+        } else {
+            values.push((":due", n(now)));
+            expr::RESUME
+        };
+        let changed = self
+            .write_if(
+                stack_key(name),
+                Write::Update(update),
+                expr::SUSPENDED_DIFFERS,
+                values,
+            )
+            .await?;
+        if !changed
+            && self
+                .get_existing(name)
+                .await?
+                .deletion_requested_at
+                .is_some()
+        {
+            return Err(RegistryError::BeingDeleted {
+                name: name.to_owned(),
+            });
+        }
+        Ok(changed)
+    }
+}
+
+/// A token unique to one `TransactWriteItems` call (≤ 36 characters): the
+/// content written, plus this process and a counter.
+fn transaction_token(table: &str, batch: &[&plan::Change]) -> String {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let content: Vec<String> = batch
+        .iter()
+        .map(|c| {
+            let spec = c
+                .spec
+                .as_ref()
+                .map(StackSpec::content_hash)
+                .unwrap_or_default();
+            format!("{}:{:?}:{spec}", c.name, c.action)
+        })
+        .collect();
+    let unique = format!(
+        "{table}|{}|{}|{}|{}",
+        content.join(","),
+        std::process::id(),
+        crate::clock::now_millis(),
+        CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    crate::hash::sha256_hex(unique.as_bytes())[..36].to_owned()
+}

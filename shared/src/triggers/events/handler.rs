@@ -1,0 +1,326 @@
+//! The events function's work: start the stacks that follow a CodeCommit
+//! ref or an S3 object; mark a stack that somebody else changed, so the
+//! scheduler's next run brings it back to its spec.
+
+use serde::Serialize;
+use tracing::info;
+
+use super::{AwsEvent, Detail, StackStatusChange};
+use crate::clock::{EpochMillis, parse_rfc3339};
+use crate::naming::OWN_TOKEN_PREFIX;
+use crate::ports::{Starter, TriggerKind};
+use crate::registry::{Entries, Schedule, StackEntry};
+
+use crate::triggers::{Starts, TriggerError, start_followers};
+
+/// What the handler did with one event (its JSON is the function's answer,
+/// and its log line).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "result")]
+pub enum EventAnswer {
+    /// A known event with nothing to do.
+    #[serde(rename = "ignored")]
+    Ignored { reason: String },
+    /// Followers of the source, some started.
+    #[serde(rename = "started")]
+    Started(Starts),
+    /// Followers of the source, none new to start.
+    #[serde(rename = "nothing new to start")]
+    NothingNew(Starts),
+    /// No stack follows the source.
+    #[serde(rename = "no stack follows this source")]
+    NoFollower { sources: Vec<String> },
+    /// Stacks changed out of band, marked due.
+    #[serde(rename = "marked for reconcile")]
+    Marked {
+        marked: Vec<Marked>,
+        ignored: Vec<Left>,
+    },
+    /// Managed stacks, nothing to mark.
+    #[serde(rename = "nothing to do")]
+    NothingToDo {
+        marked: Vec<Marked>,
+        ignored: Vec<Left>,
+    },
+    /// No entry manages the stack.
+    #[serde(rename = "not managed by stacksync")]
+    NotManaged {
+        #[serde(rename = "stackName")]
+        stack_name: String,
+    },
+}
+
+impl EventAnswer {
+    /// The answer for the followers of `sources`.
+    fn of_starts(starts: Starts, sources: Vec<String>) -> EventAnswer {
+        if starts.is_empty() {
+            EventAnswer::NoFollower { sources }
+        } else if starts.started.is_empty() {
+            EventAnswer::NothingNew(starts)
+        } else {
+            EventAnswer::Started(starts)
+        }
+    }
+}
+
+/// A stack marked due.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Marked {
+    pub stack: String,
+    pub status: String,
+    /// False when it was due already.
+    #[serde(rename = "markedNow")]
+    pub marked_now: bool,
+}
+
+/// A managed stack left alone, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Left {
+    pub stack: String,
+    pub reason: &'static str,
+}
+
+/// How a CloudFormation status change of a managed stack is taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StackEventVerdict {
+    /// stacksync made it (or is making it): nothing to do.
+    Own(&'static str),
+    /// Nothing to do for another reason.
+    Ignore(&'static str),
+    /// Somebody else changed the stack: reconcile it.
+    OutOfBand,
+}
+
+/// Tells stacksync's own changes from out-of-band ones, for an event that
+/// happened at `event_time` (CloudFormation's clock) seen at `now`.
+pub fn judge_stack_event(
+    entry: &StackEntry,
+    change: &StackStatusChange,
+    event_time: Option<EpochMillis>,
+    now: EpochMillis,
+) -> StackEventVerdict {
+    if change
+        .client_request_token
+        .as_deref()
+        .is_some_and(|t| t.starts_with(OWN_TOKEN_PREFIX))
+    {
+        return StackEventVerdict::Own("stacksync's request token");
+    }
+    if entry.deletion_requested_at.is_some() {
+        return StackEventVerdict::Own("stacksync is deleting the entry");
+    }
+    if entry.is_suspended() {
+        return StackEventVerdict::Ignore("suspended: stacksync leaves the stack alone");
+    }
+    if entry.lease.as_ref().is_some_and(|l| l.is_live(now)) {
+        return StackEventVerdict::Own("a stacksync run drives the stack");
+    }
+    if change.in_progress() {
+        return StackEventVerdict::Ignore("in progress: the final status decides");
+    }
+    // The last run ended after this happened: it saw the result.
+    if let (Some(at), Some(last)) = (event_time, entry.status.last_reconcile_at)
+        && at <= last.0
+    {
+        return StackEventVerdict::Own("seen by the last run");
+    }
+    StackEventVerdict::OutOfBand
+}
+
+/// The EventBridge handler's collaborators.
+#[derive(Debug)]
+pub struct EventHandler<R, X> {
+    pub registry: R,
+    pub starter: X,
+    /// The installation's region: a spec with no `region` is in it.
+    pub region: String,
+}
+
+impl<R: Entries + Schedule, X: Starter> EventHandler<R, X> {
+    /// Handles one event. An error is worth retrying (EventBridge's
+    /// asynchronous invoke tries twice more); a malformed event never gets
+    /// here (the function answers it as rejected: a retry would not mend it).
+    pub async fn handle(
+        &self,
+        event: &AwsEvent,
+        now: EpochMillis,
+    ) -> Result<EventAnswer, TriggerError> {
+        let (keys, revision) = match &event.detail {
+            Detail::Ignored { reason } => {
+                return Ok(EventAnswer::Ignored {
+                    reason: reason.clone(),
+                });
+            }
+            Detail::StackStatusChange(change) => {
+                return self.stack_changed(event, change, now).await;
+            }
+            Detail::CodeCommitPush(moved) => (moved.source_keys(), moved.commit.clone()),
+            // A version id names the new object exactly; an unversioned
+            // bucket has only the ETag, and then the event id.
+            Detail::ObjectCreated(object) => (
+                vec![object.source_key()],
+                object
+                    .version_id
+                    .clone()
+                    .or_else(|| object.etag.clone())
+                    .unwrap_or_else(|| event.id.clone()),
+            ),
+        };
+        let mut starts = Starts::default();
+        start_followers(
+            &self.registry,
+            &self.starter,
+            &keys,
+            TriggerKind::Event,
+            &revision,
+            &mut starts,
+        )
+        .await?;
+        Ok(EventAnswer::of_starts(starts, keys))
+    }
+
+    /// Marks the managed stacks (in the event's region and account) that
+    /// somebody else changed.
+    async fn stack_changed(
+        &self,
+        event: &AwsEvent,
+        change: &StackStatusChange,
+        now: EpochMillis,
+    ) -> Result<EventAnswer, TriggerError> {
+        let entries = self.registry.by_stack_name(&change.stack_name).await?;
+        let event_time = parse_rfc3339(&event.time);
+        let (mut marked, mut ignored) = (Vec::new(), Vec::new());
+        let here = entries.iter().filter(|e| {
+            e.spec.region.as_deref().unwrap_or(&self.region) == event.region
+                && e.spec.assume_role_arn.is_none()
+        });
+        for entry in here {
+            match judge_stack_event(entry, change, event_time, now) {
+                StackEventVerdict::OutOfBand => {
+                    let marked_now = self.registry.mark_due(&entry.name, now).await?;
+                    info!(stack = %entry.name, status = %change.status, "changed out of band; marked for reconcile");
+                    marked.push(Marked {
+                        stack: entry.name.clone(),
+                        status: change.status.clone(),
+                        marked_now,
+                    });
+                }
+                StackEventVerdict::Own(reason) | StackEventVerdict::Ignore(reason) => {
+                    ignored.push(Left {
+                        stack: entry.name.clone(),
+                        reason,
+                    })
+                }
+            }
+        }
+        Ok(match (marked.is_empty(), ignored.is_empty()) {
+            (true, true) => EventAnswer::NotManaged {
+                stack_name: change.stack_name.clone(),
+            },
+            (true, false) => EventAnswer::NothingToDo { marked, ignored },
+            (false, _) => EventAnswer::Marked { marked, ignored },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Lease;
+    use crate::status::{Status, Timestamp};
+
+    const NOW: EpochMillis = 1_800_000_000_000;
+
+    fn entry() -> StackEntry {
+        crate::registry::sample_entry(
+            "orders",
+            Status {
+                last_reconcile_at: Some(Timestamp(NOW - 60_000)),
+                ..Status::default()
+            },
+        )
+    }
+
+    fn change(status: &str, token: Option<&str>) -> StackStatusChange {
+        StackStatusChange {
+            stack_id: "arn:aws:cloudformation:us-east-1:1:stack/orders/x".into(),
+            stack_name: "orders".into(),
+            status: status.into(),
+            status_reason: None,
+            client_request_token: token.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn an_update_by_somebody_else_after_the_last_run_is_out_of_band() {
+        let verdict = judge_stack_event(
+            &entry(),
+            &change("UPDATE_COMPLETE", Some("Console-UpdateStack-1")),
+            Some(NOW - 1_000),
+            NOW,
+        );
+        assert_eq!(verdict, StackEventVerdict::OutOfBand);
+        // A deletion by hand too (the run re-creates the stack).
+        let verdict = judge_stack_event(
+            &entry(),
+            &change("DELETE_COMPLETE", None),
+            Some(NOW - 1_000),
+            NOW,
+        );
+        assert_eq!(verdict, StackEventVerdict::OutOfBand);
+    }
+
+    #[test]
+    fn stacksyncs_own_changes_are_recognised() {
+        let own = change("UPDATE_COMPLETE", Some("stacksync-cs-1234"));
+        assert!(matches!(
+            judge_stack_event(&entry(), &own, Some(NOW), NOW),
+            StackEventVerdict::Own(_)
+        ));
+        // No token, but a run holds the stack.
+        let mut held = entry();
+        held.lease = Some(Lease {
+            owner: "exec".into(),
+            expires_at: Timestamp(NOW + 1),
+        });
+        assert_eq!(
+            judge_stack_event(&held, &change("UPDATE_COMPLETE", None), Some(NOW), NOW),
+            StackEventVerdict::Own("a stacksync run drives the stack")
+        );
+        // A late event of the last run.
+        assert_eq!(
+            judge_stack_event(
+                &entry(),
+                &change("UPDATE_COMPLETE", None),
+                Some(NOW - 90_000),
+                NOW
+            ),
+            StackEventVerdict::Own("seen by the last run")
+        );
+    }
+
+    #[test]
+    fn in_progress_suspended_and_deleting_stacks_are_left_alone() {
+        assert!(matches!(
+            judge_stack_event(
+                &entry(),
+                &change("UPDATE_IN_PROGRESS", None),
+                Some(NOW),
+                NOW
+            ),
+            StackEventVerdict::Ignore(_)
+        ));
+        let mut suspended = entry();
+        suspended.suspended = true;
+        assert!(matches!(
+            judge_stack_event(&suspended, &change("UPDATE_COMPLETE", None), Some(NOW), NOW),
+            StackEventVerdict::Ignore(_)
+        ));
+        let mut deleting = entry();
+        deleting.deletion_requested_at = Some(Timestamp(NOW));
+        assert!(matches!(
+            judge_stack_event(&deleting, &change("DELETE_COMPLETE", None), Some(NOW), NOW),
+            StackEventVerdict::Own(_)
+        ));
+    }
+}

@@ -1,0 +1,223 @@
+//! The EventBridge events stacksync reacts to, parsed.
+//!
+//! Three, each checked against its `source` as well as its `detail-type`
+//! (only AWS can put events with an `aws.` source on a bus, so a custom event
+//! dressed up as one is refused):
+//!
+//! - `aws.codecommit` "CodeCommit Repository State Change": a branch or tag
+//!   created or moved (`referenceCreated`, `referenceUpdated`) is a push;
+//!   `referenceDeleted` and the other repository events are ignored.
+//! - `aws.s3` "Object Created": a new version of an S3 source. The key is
+//!   form-URL-encoded as in S3's other notifications (`+` for a space), and is
+//!   decoded here, as AWS Lambda Powertools does for this very event.
+//! - `aws.cloudformation` "CloudFormation Stack Status Change": a managed
+//!   stack changed, possibly out of band.
+//!
+//! Shapes: the EventBridge event reference of each service (CodeCommit
+//! "Monitoring CodeCommit events", S3 "EventBridge event message structure",
+//! CloudFormation "Stack Status Change event detail").
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::RefMoved;
+use crate::source::source_key;
+use crate::stack_status::StackStatus;
+
+mod detail;
+pub mod handler;
+
+use detail::{codecommit, object_created, stack_status_change};
+
+/// `source` and `detail-type` of a CodeCommit repository event.
+pub const CODECOMMIT: (&str, &str) = ("aws.codecommit", "CodeCommit Repository State Change");
+/// `source` and `detail-type` of an S3 object-created event.
+pub const S3_OBJECT_CREATED: (&str, &str) = ("aws.s3", "Object Created");
+/// `source` and `detail-type` of a CloudFormation stack status event.
+pub const STACK_STATUS_CHANGE: (&str, &str) =
+    ("aws.cloudformation", "CloudFormation Stack Status Change");
+
+/// One EventBridge event: the envelope's fields and the parsed detail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwsEvent {
+    /// The event's id: the same when EventBridge delivers it again, so a
+    /// good key for [`crate::naming::execution_name`].
+    pub id: String,
+    /// The account the event happened in.
+    pub account: String,
+    /// The region the event happened in.
+    pub region: String,
+    /// When it happened (RFC 3339, as sent).
+    pub time: String,
+    /// What happened.
+    pub detail: Detail,
+}
+
+/// What an [`AwsEvent`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Detail {
+    /// A CodeCommit branch or tag created or moved.
+    CodeCommitPush(RefMoved),
+    /// An object written to S3.
+    ObjectCreated(ObjectCreated),
+    /// A CloudFormation stack's status changed.
+    StackStatusChange(StackStatusChange),
+    /// A known event with nothing to do (a deleted branch, a pull request).
+    Ignored {
+        /// Why, for the log.
+        reason: String,
+    },
+}
+
+/// A new S3 object (or a new version of one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectCreated {
+    /// The bucket's name.
+    pub bucket: String,
+    /// The object's key, URL-decoded: what `GetObject` takes.
+    pub key: String,
+    /// The key as the event sent it.
+    pub raw_key: String,
+    /// The new version's id, in a versioned bucket.
+    pub version_id: Option<String>,
+    /// The object's ETag.
+    pub etag: Option<String>,
+    /// The object's size in bytes.
+    pub size: Option<u64>,
+    /// The S3 operation: `PutObject`, `CopyObject`, `CompleteMultipartUpload`.
+    pub reason: Option<String>,
+}
+
+impl ObjectCreated {
+    /// The source URL a stack registers: `s3://bucket/key`.
+    pub fn url(&self) -> String {
+        format!("s3://{}/{}", self.bucket, self.key)
+    }
+
+    /// The registry's source-index key of the stacks that follow the latest
+    /// version of this object (a stack pinned to a version does not move).
+    pub fn source_key(&self) -> String {
+        source_key(&self.url(), None)
+    }
+}
+
+/// A CloudFormation stack's new status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackStatusChange {
+    /// The stack's ARN.
+    pub stack_id: String,
+    /// The stack's name, from its ARN.
+    pub stack_name: String,
+    /// The new status: `UPDATE_COMPLETE`, `ROLLBACK_IN_PROGRESS`, …
+    pub status: String,
+    /// CloudFormation's reason, when it gives one.
+    pub status_reason: Option<String>,
+    /// The token of the operation that caused it, when it had one: lets a
+    /// handler tell stacksync's own operations from others'.
+    pub client_request_token: Option<String>,
+}
+
+impl StackStatusChange {
+    /// Whether an operation is still running (as the decision table
+    /// reads statuses: `REVIEW_IN_PROGRESS` is a stack waiting for its first
+    /// change set, not an operation).
+    pub fn in_progress(&self) -> bool {
+        StackStatus::parse(&self.status).in_progress()
+    }
+}
+
+/// Why an event could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    /// Not the shape expected; `path` is where (`detail.object.key`).
+    #[error("malformed EventBridge event at {path}: {message}")]
+    Malformed {
+        /// The JSON path of the offending value.
+        path: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A `source` / `detail-type` pair stacksync does not handle.
+    #[error(
+        "unexpected EventBridge event: detail-type {detail_type:?} from source {event_source:?}; \
+         stacksync handles {:?}, {:?} and {:?}",
+        CODECOMMIT.1, S3_OBJECT_CREATED.1, STACK_STATUS_CHANGE.1
+    )]
+    Unexpected {
+        /// The event's `source`.
+        event_source: String,
+        /// The event's `detail-type`.
+        detail_type: String,
+    },
+}
+
+pub(super) fn malformed(path: &str, message: impl Into<String>) -> EventError {
+    EventError::Malformed {
+        path: path.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// An event from its JSON bytes.
+pub fn parse_event(bytes: &[u8]) -> Result<AwsEvent, EventError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| malformed(".", e.to_string()))?;
+    from_value(value)
+}
+
+/// An event from the JSON the Lambda runtime hands over.
+pub fn from_value(value: Value) -> Result<AwsEvent, EventError> {
+    let envelope: Envelope = deserialize(value, "")?;
+    let kind = (envelope.source.as_str(), envelope.detail_type.as_str());
+    let detail = if kind == CODECOMMIT {
+        codecommit(envelope.detail, &envelope.region)?
+    } else if kind == S3_OBJECT_CREATED {
+        Detail::ObjectCreated(object_created(envelope.detail)?)
+    } else if kind == STACK_STATUS_CHANGE {
+        Detail::StackStatusChange(stack_status_change(envelope.detail)?)
+    } else {
+        return Err(EventError::Unexpected {
+            event_source: envelope.source,
+            detail_type: envelope.detail_type,
+        });
+    };
+    Ok(AwsEvent {
+        id: envelope.id,
+        account: envelope.account,
+        region: envelope.region,
+        time: envelope.time,
+        detail,
+    })
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    id: String,
+    #[serde(rename = "detail-type")]
+    detail_type: String,
+    source: String,
+    account: String,
+    #[serde(default)]
+    time: String,
+    region: String,
+    detail: Value,
+}
+
+/// `value` as `T`, or the path (under `prefix`) of the first thing wrong.
+pub(super) fn deserialize<T: DeserializeOwned>(
+    value: Value,
+    prefix: &str,
+) -> Result<T, EventError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let inner = e.path().to_string();
+        let path = match (prefix, inner.as_str()) {
+            ("", inner) => inner.to_owned(),
+            (prefix, ".") => prefix.to_owned(),
+            (prefix, inner) => format!("{prefix}.{inner}"),
+        };
+        malformed(&path, e.into_inner().to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,270 @@
+//! The webhook function's work, behind its Function URL: verify, parse, find
+//! the stacks that follow the pushed repository and ref, start one execution
+//! per stack with the pushed commit.
+//!
+//! Idempotent twice over: executions are named from (stack, commit) (see
+//! [`crate::naming::execution_name`]), so any number of deliveries of one
+//! push start one execution per stack; and the delivery id is recorded with
+//! a conditional put once its starts are done, so a replay is answered
+//! "duplicate". The execution deploys the ref's head when it runs, never an
+//! older commit.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::{Delivery, Event, Headers, WebhookError, receive};
+use crate::clock::EpochMillis;
+use crate::ports::{SecretStore, Starter, TriggerKind};
+use crate::registry::{Deliveries, Entries};
+use crate::triggers::{Starts, TriggerError, start_followers};
+
+/// How long a delivery id is remembered (GitHub redelivers for 3 days).
+pub const DELIVERY_TTL_SECONDS: i64 = 7 * 24 * 3600;
+
+/// An HTTP answer: status and JSON body (never a stack trace).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl Response {
+    fn new(status: u16, body: Value) -> Self {
+        Self { status, body }
+    }
+
+    /// A typed answer with its status.
+    fn answer(status: u16, answer: &Answer) -> Self {
+        Self::new(status, serde_json::to_value(answer).unwrap_or(Value::Null))
+    }
+
+    /// A refusal: `{"error": name, "message": text}`.
+    fn error(status: u16, name: &str, message: &str) -> Self {
+        Self::new(status, json!({"error": name, "message": message}))
+    }
+}
+
+/// What the webhook did with a delivery it accepted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "result")]
+pub enum Answer {
+    #[serde(rename = "pong")]
+    Pong,
+    #[serde(rename = "ignored")]
+    Ignored { reason: String },
+    /// This delivery id was handled before.
+    #[serde(rename = "duplicate")]
+    Duplicate {
+        #[serde(rename = "deliveryId")]
+        delivery_id: String,
+    },
+    /// No stack follows the pushed repository and ref: the keys looked for.
+    #[serde(rename = "no stack follows this repository and ref")]
+    NoFollower { sources: Vec<String> },
+    #[serde(rename = "started")]
+    Started {
+        #[serde(rename = "deliveryId")]
+        delivery_id: String,
+        #[serde(flatten)]
+        starts: Starts,
+    },
+    /// Every follower was started for this revision before.
+    #[serde(rename = "nothing new to start")]
+    NothingNew {
+        #[serde(rename = "deliveryId")]
+        delivery_id: String,
+        #[serde(flatten)]
+        starts: Starts,
+    },
+}
+
+/// The webhook's collaborators.
+#[derive(Debug)]
+pub struct Webhook<R, X, K> {
+    pub registry: R,
+    pub starter: X,
+    pub secrets: K,
+}
+
+impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
+    /// Answers one request.
+    pub async fn handle(&self, headers: &Headers, body: &[u8], now: EpochMillis) -> Response {
+        let delivery = match self.verified(headers, body).await {
+            Ok(Event::Push(delivery)) => delivery,
+            Ok(Event::Ping) => return Response::answer(200, &Answer::Pong),
+            Ok(Event::Ignored { reason }) => {
+                return Response::answer(200, &Answer::Ignored { reason });
+            }
+            Err(response) => return response,
+        };
+        match self.start(&delivery, now).await {
+            Ok((status, answer)) => Response::answer(status, &answer),
+            // Nothing is recorded: the sender's retry (or a redelivery)
+            // tries again, and starts are idempotent by name.
+            Err(e) => {
+                tracing::error!("{e}");
+                Response::error(
+                    503,
+                    "Unavailable",
+                    "the registry or Step Functions could not be reached; retry the delivery",
+                )
+            }
+        }
+    }
+
+    /// The delivery, verified against the accepted secrets (read again once
+    /// when a cached secret does not match: it may have been rotated).
+    async fn verified(&self, headers: &Headers, body: &[u8]) -> Result<Event, Response> {
+        let (secrets, cached) = self.secrets.get(false).await.map_err(|e| {
+            tracing::error!("{e}");
+            Response::error(
+                500,
+                "SecretUnavailable",
+                "the webhook secret cannot be read; see the function's log",
+            )
+        })?;
+        let mut event = receive(headers, body, &secrets);
+        if cached
+            && matches!(event, Err(WebhookError::Unauthorized(_)))
+            && let Ok((fresh, _)) = self.secrets.get(true).await
+        {
+            event = receive(headers, body, &fresh);
+        }
+        event.map_err(|e| Response::new(e.status_code(), e.to_json()))
+    }
+
+    /// Starts the followers of every pushed ref, then claims the delivery id.
+    async fn start(
+        &self,
+        delivery: &Delivery,
+        now: EpochMillis,
+    ) -> Result<(u16, Answer), TriggerError> {
+        let mut starts = Starts::default();
+        for moved in &delivery.refs {
+            let keys = moved.source_keys();
+            start_followers(
+                &self.registry,
+                &self.starter,
+                &keys,
+                TriggerKind::Webhook,
+                &moved.commit,
+                &mut starts,
+            )
+            .await?;
+        }
+        // Recorded only once every start is done, so a crash or a timeout in
+        // between cannot turn the retry into a "duplicate" that starts nothing.
+        let id = format!("{}#{}", delivery.provider.as_str(), delivery.delivery_id);
+        let delivery_id = delivery.delivery_id.clone();
+        if !self
+            .registry
+            .record_delivery(&id, now, DELIVERY_TTL_SECONDS)
+            .await?
+        {
+            return Ok((200, Answer::Duplicate { delivery_id }));
+        }
+        Ok(if starts.is_empty() {
+            (
+                200,
+                Answer::NoFollower {
+                    sources: delivery.source_keys(),
+                },
+            )
+        } else if starts.started.is_empty() {
+            (
+                202,
+                Answer::NothingNew {
+                    delivery_id,
+                    starts,
+                },
+            )
+        } else {
+            (
+                202,
+                Answer::Started {
+                    delivery_id,
+                    starts,
+                },
+            )
+        })
+    }
+}
+
+/// The request of a Lambda Function URL event: headers and the raw body
+/// (base64-decoded when the event says so); or the answer to give at once.
+pub fn function_url_request(event: &Value) -> Result<(Headers, Vec<u8>), Response> {
+    let method = event
+        .pointer("/requestContext/http/method")
+        .and_then(Value::as_str)
+        .unwrap_or("POST");
+    if !method.eq_ignore_ascii_case("POST") {
+        return Err(Response::new(
+            405,
+            json!({"error": "MethodNotAllowed", "message": format!("{method}: webhooks are POSTed")}),
+        ));
+    }
+    let headers: Headers = event
+        .get("headers")
+        .and_then(Value::as_object)
+        .map(|h| {
+            h.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let body = event.get("body").and_then(Value::as_str).unwrap_or("");
+    let base64 = event
+        .get("isBase64Encoded")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let body = if base64 {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .map_err(|e| {
+                Response::new(
+                    400,
+                    json!({"error": "Malformed", "message": format!("the body is not valid base64: {e}")}),
+                )
+            })?
+    } else {
+        body.as_bytes().to_vec()
+    };
+    Ok((headers, body))
+}
+
+/// A Function URL response for `response`.
+pub fn function_url_response(response: &Response) -> Value {
+    json!({
+        "statusCode": response.status,
+        "headers": {"content-type": "application/json"},
+        "body": response.body.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn function_url_events_give_headers_and_the_raw_body() {
+        let event = json!({
+            "headers": {"x-github-event": "push", "content-type": "application/json"},
+            "body": "eyJhIjoxfQ==",
+            "isBase64Encoded": true,
+            "requestContext": {"http": {"method": "POST"}}
+        });
+        let (headers, body) = function_url_request(&event).unwrap();
+        assert_eq!(headers.get("X-GitHub-Event"), Some("push"));
+        assert_eq!(body, br#"{"a":1}"#);
+        let plain = json!({"headers": {}, "body": "{}", "isBase64Encoded": false});
+        assert_eq!(function_url_request(&plain).unwrap().1, b"{}");
+        let get = json!({"requestContext": {"http": {"method": "GET"}}});
+        assert_eq!(function_url_request(&get).unwrap_err().status, 405);
+        let bad = json!({"body": "***", "isBase64Encoded": true});
+        assert_eq!(function_url_request(&bad).unwrap_err().status, 400);
+        let out = function_url_response(&Response::new(202, json!({"result": "started"})));
+        assert_eq!(out["statusCode"], 202);
+        assert_eq!(out["body"], r#"{"result":"started"}"#);
+    }
+}
