@@ -5,10 +5,10 @@
 //! entry of which file to fix. The limits are CloudFormation's own, checked
 //! here so they are not discovered at deploy time.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::duration::Duration;
-use crate::spec::{SourceKind, StackSpec};
+use crate::spec::{Capability, RollbackConfig, Source, SourceKind, StackSpec};
 
 /// CloudFormation: at most 50 tags per stack.
 pub const MAX_TAGS: usize = 50;
@@ -24,25 +24,6 @@ pub const MAX_ROLLBACK_TRIGGERS: usize = 5;
 pub const MAX_STACK_POLICY_BYTES: usize = 16_384;
 /// Longest template path we accept inside a source.
 pub const MAX_PATH_LEN: usize = 1024;
-
-/// Bounds on the durations of a spec: (field, smallest, largest).
-const DURATION_BOUNDS: [(&str, Duration, Duration); 3] = [
-    (
-        "interval",
-        Duration::from_mins(1),
-        Duration::from_secs(86_400),
-    ),
-    (
-        "pollInterval",
-        Duration::from_secs(1),
-        Duration::from_mins(5),
-    ),
-    (
-        "retryInterval",
-        Duration::from_secs(10),
-        Duration::from_secs(86_400),
-    ),
-];
 
 /// One thing wrong with one field of a spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,170 +44,221 @@ impl FieldError {
 }
 
 /// Every rule, over one spec. Empty when the spec is valid.
+///
+/// The errors come in the order the fields are checked here, which is the
+/// order they are written in a `stacks.yaml` entry.
 pub fn validate_spec(spec: &StackSpec) -> Vec<FieldError> {
-    let mut errors = Vec::new();
-    let mut check = |field: &str, result: Result<(), String>| {
-        if let Err(message) = result {
-            errors.push(FieldError::new(field, message));
-        }
-    };
+    let mut errors = Errors::default();
+    check_identity(spec, &mut errors);
+    check_roles(spec, &mut errors);
+    check_source(&spec.source, &mut errors);
+    check_parameters(spec, &mut errors);
+    check_tags(&spec.tags, &mut errors);
+    check_capabilities(&spec.capabilities, &mut errors);
+    check_durations(spec, &mut errors);
+    if let Some(policy) = &spec.stack_policy {
+        errors.check("stackPolicy", stack_policy(policy));
+    }
+    check_notifications(&spec.notification_arns, &mut errors);
+    if let Some(rollback) = &spec.rollback {
+        check_rollback(rollback, &mut errors);
+    }
+    errors.0
+}
 
-    check("name", stack_name(&spec.name));
+/// The errors found so far, in the order they were found.
+#[derive(Debug, Default)]
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    /// Records the message of `result`, if it is an error, against `field`.
+    fn check(&mut self, field: impl Into<String>, result: Result<(), String>) {
+        if let Err(message) = result {
+            self.push(field, message);
+        }
+    }
+
+    /// Records a problem with `field`.
+    fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError::new(field, message));
+    }
+}
+
+/// `name`, `stackName` and `region`: what the stack is called, and where.
+fn check_identity(spec: &StackSpec, errors: &mut Errors) {
+    errors.check("name", stack_name(&spec.name));
     if let Some(name) = &spec.stack_name {
-        check("stackName", stack_name(name));
+        errors.check("stackName", stack_name(name));
     }
     if let Some(region) = &spec.region {
-        check("region", region_name(region));
+        errors.check("region", region_name(region));
     }
+}
+
+/// `roleArn` (CloudFormation's service role) and `assumeRoleArn` (the role
+/// stacksync assumes to reach the stack's account).
+fn check_roles(spec: &StackSpec, errors: &mut Errors) {
     if let Some(arn) = &spec.role_arn {
-        check("roleArn", iam_role_arn(arn));
+        errors.check("roleArn", iam_role_arn(arn));
     }
     if let Some(arn) = &spec.assume_role_arn {
-        check("assumeRoleArn", iam_role_arn(arn));
+        errors.check("assumeRoleArn", iam_role_arn(arn));
     }
+}
 
-    let source = &spec.source;
+/// `source`: one Git or S3 location, its ref, the template's path inside it
+/// and the secret that opens it.
+fn check_source(source: &Source, errors: &mut Errors) {
     match source.kind() {
-        None => check(
+        None => errors.push(
             "source",
-            Err("give exactly one of `git` (a repository URL) or `s3` (s3://bucket/key)".into()),
+            "give exactly one of `git` (a repository URL) or `s3` (s3://bucket/key)",
         ),
         Some(SourceKind::Git) => {
-            check("source.git", git_url(source.url()));
+            errors.check("source.git", git_url(source.url()));
             if let Some(r) = &source.reference {
-                check("source.ref", git_ref(r));
+                errors.check("source.ref", git_ref(r));
             }
         }
         Some(SourceKind::S3) => {
-            check("source.s3", s3_url(source.url()));
+            errors.check("source.s3", s3_url(source.url()));
             if let Some(r) = &source.reference {
-                check("source.ref", s3_version(r));
+                errors.check("source.ref", s3_version(r));
             }
         }
     }
-    check("source.path", relative_path(&source.path));
+    errors.check("source.path", relative_path(&source.path));
     if let Some(secret) = &source.credentials_secret {
-        check("source.credentialsSecret", secret_arn(secret));
+        errors.check("source.credentialsSecret", secret_arn(secret));
     }
+}
 
+/// `parameters` (how many, each name and value) and `parameterFile`.
+fn check_parameters(spec: &StackSpec, errors: &mut Errors) {
     if spec.parameters.len() > MAX_PARAMETERS {
-        check(
+        errors.push(
             "parameters",
-            Err(format!(
+            format!(
                 "{} parameters given; CloudFormation allows at most {MAX_PARAMETERS}",
                 spec.parameters.len()
-            )),
+            ),
         );
     }
     for (key, value) in &spec.parameters {
-        check(&format!("parameters.{key}"), parameter(key, value));
+        errors.check(format!("parameters.{key}"), parameter(key, value));
     }
     if let Some(path) = &spec.parameter_file {
-        check("parameterFile", relative_path(path));
+        errors.check("parameterFile", relative_path(path));
     }
+}
 
-    if spec.tags.len() > MAX_TAGS {
-        check(
+/// `tags`: how many, and each key and value.
+fn check_tags(tags: &BTreeMap<String, String>, errors: &mut Errors) {
+    if tags.len() > MAX_TAGS {
+        errors.push(
             "tags",
-            Err(format!(
+            format!(
                 "{} tags given; CloudFormation allows at most {MAX_TAGS} per stack",
-                spec.tags.len()
-            )),
+                tags.len()
+            ),
         );
     }
-    for (key, value) in &spec.tags {
-        check(&format!("tags.{key}"), tag(key, value));
+    for (key, value) in tags {
+        errors.check(format!("tags.{key}"), tag(key, value));
     }
+}
 
+/// `capabilities`: each listed once.
+fn check_capabilities(capabilities: &[Capability], errors: &mut Errors) {
     let mut seen = BTreeSet::new();
-    for cap in &spec.capabilities {
+    for cap in capabilities {
         if !seen.insert(*cap) {
-            check("capabilities", Err(format!("{cap} is listed twice")));
+            errors.push("capabilities", format!("{cap} is listed twice"));
         }
     }
+}
 
-    for (field, min, max) in DURATION_BOUNDS {
-        let value = match field {
-            "interval" => spec.interval,
-            "pollInterval" => spec.poll_interval,
-            _ => spec.retry_interval,
-        };
+/// `interval`, `pollInterval` and `retryInterval`, each within its bounds.
+///
+/// Bounds: a full reconcile from once a minute to once a day; a first poll of
+/// CloudFormation from 1s to 5m; a retry after a failure from 10s to a day.
+fn check_durations(spec: &StackSpec, errors: &mut Errors) {
+    let durations = [
+        (
+            "interval",
+            spec.interval,
+            Duration::from_mins(1),
+            Duration::from_secs(86_400),
+        ),
+        (
+            "pollInterval",
+            spec.poll_interval,
+            Duration::from_secs(1),
+            Duration::from_mins(5),
+        ),
+        (
+            "retryInterval",
+            spec.retry_interval,
+            Duration::from_secs(10),
+            Duration::from_secs(86_400),
+        ),
+    ];
+    for (field, value, min, max) in durations {
         if value < min || value > max {
-            check(
+            errors.push(
                 field,
-                Err(format!("{value} is out of range: use {min} to {max}")),
+                format!("{value} is out of range: use {min} to {max}"),
             );
         }
     }
+}
 
-    if let Some(policy) = &spec.stack_policy {
-        check("stackPolicy", stack_policy(policy));
-    }
-
-    if spec.notification_arns.len() > MAX_NOTIFICATION_ARNS {
-        check(
+/// `notificationArns`: how many, each an SNS topic, each listed once.
+fn check_notifications(arns: &[String], errors: &mut Errors) {
+    if arns.len() > MAX_NOTIFICATION_ARNS {
+        errors.push(
             "notificationArns",
-            Err(format!(
+            format!(
                 "{} topics given; CloudFormation allows at most {MAX_NOTIFICATION_ARNS}",
-                spec.notification_arns.len()
-            )),
+                arns.len()
+            ),
         );
     }
     let mut seen = BTreeSet::new();
-    for (i, arn) in spec.notification_arns.iter().enumerate() {
+    for (i, arn) in arns.iter().enumerate() {
         let field = format!("notificationArns[{i}]");
-        check(
-            &field,
-            arn_of(arn, "sns", |r| !r.is_empty() && !r.contains(':')),
-        );
+        errors.check(field.clone(), sns_topic_arn(arn));
         if !seen.insert(arn) {
-            check(&field, Err(format!("{arn} is listed twice")));
+            errors.push(field, format!("{arn} is listed twice"));
         }
     }
+}
 
-    if let Some(rollback) = &spec.rollback {
-        if let Some(t) = rollback.monitoring_time
-            && (t.as_secs() % 60 != 0 || t > Duration::from_mins(180))
-        {
-            check(
-                "rollback.monitoringTime",
-                Err(format!(
-                    "{t} is not allowed: CloudFormation takes whole minutes from 0m to 180m"
-                )),
-            );
-        }
-        if rollback.triggers.len() > MAX_ROLLBACK_TRIGGERS {
-            check(
-                "rollback.triggers",
-                Err(format!(
-                    "{} triggers given; CloudFormation allows at most {MAX_ROLLBACK_TRIGGERS}",
-                    rollback.triggers.len()
-                )),
-            );
-        }
-        for (i, trigger) in rollback.triggers.iter().enumerate() {
-            check(
-                &format!("rollback.triggers[{i}].arn"),
-                arn_of(&trigger.arn, "cloudwatch", |r| {
-                    r.starts_with("alarm:") && r.len() > 6
-                }),
-            );
-            if !matches!(
-                trigger.kind.as_str(),
-                "AWS::CloudWatch::Alarm" | "AWS::CloudWatch::CompositeAlarm"
-            ) {
-                check(
-                    &format!("rollback.triggers[{i}].type"),
-                    Err(format!(
-                        "{:?} is not a trigger type: use AWS::CloudWatch::Alarm or \
-                         AWS::CloudWatch::CompositeAlarm",
-                        trigger.kind
-                    )),
-                );
-            }
-        }
+/// `rollback`: the monitoring time, how many triggers, and each trigger's
+/// alarm ARN and type.
+fn check_rollback(rollback: &RollbackConfig, errors: &mut Errors) {
+    if let Some(time) = rollback.monitoring_time {
+        errors.check("rollback.monitoringTime", monitoring_time(time));
     }
-    errors
+    if rollback.triggers.len() > MAX_ROLLBACK_TRIGGERS {
+        errors.push(
+            "rollback.triggers",
+            format!(
+                "{} triggers given; CloudFormation allows at most {MAX_ROLLBACK_TRIGGERS}",
+                rollback.triggers.len()
+            ),
+        );
+    }
+    for (i, trigger) in rollback.triggers.iter().enumerate() {
+        errors.check(
+            format!("rollback.triggers[{i}].arn"),
+            alarm_arn(&trigger.arn),
+        );
+        errors.check(
+            format!("rollback.triggers[{i}].type"),
+            trigger_type(&trigger.kind),
+        );
+    }
 }
 
 /// CloudFormation stack names (and our registry names): 1–128 characters,
@@ -576,6 +608,42 @@ fn stack_policy(policy: &serde_json::Value) -> Result<(), String> {
     if size > MAX_STACK_POLICY_BYTES {
         return Err(format!(
             "the policy is {size} bytes as JSON; CloudFormation allows at most {MAX_STACK_POLICY_BYTES}"
+        ));
+    }
+    Ok(())
+}
+
+/// SNS topic ARNs: `arn:aws:sns:us-east-1:123456789012:topic`.
+fn sns_topic_arn(arn: &str) -> Result<(), String> {
+    arn_of(arn, "sns", |r| !r.is_empty() && !r.contains(':'))
+}
+
+/// CloudWatch alarm ARNs: `arn:aws:cloudwatch:us-east-1:123456789012:alarm:name`.
+fn alarm_arn(arn: &str) -> Result<(), String> {
+    arn_of(arn, "cloudwatch", |r| {
+        r.starts_with("alarm:") && r.len() > 6
+    })
+}
+
+/// The rollback monitoring time: CloudFormation takes whole minutes, 0 to 180.
+fn monitoring_time(time: Duration) -> Result<(), String> {
+    if !time.as_secs().is_multiple_of(60) || time > Duration::from_mins(180) {
+        return Err(format!(
+            "{time} is not allowed: CloudFormation takes whole minutes from 0m to 180m"
+        ));
+    }
+    Ok(())
+}
+
+/// The types of resource CloudFormation accepts as a rollback trigger.
+fn trigger_type(kind: &str) -> Result<(), String> {
+    if !matches!(
+        kind,
+        "AWS::CloudWatch::Alarm" | "AWS::CloudWatch::CompositeAlarm"
+    ) {
+        return Err(format!(
+            "{kind:?} is not a trigger type: use AWS::CloudWatch::Alarm or \
+             AWS::CloudWatch::CompositeAlarm"
         ));
     }
     Ok(())
