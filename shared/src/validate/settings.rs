@@ -1,0 +1,193 @@
+//! How a stack is run: stacksync's intervals (`interval`, `pollInterval`,
+//! `retryInterval`) and the stack's CloudFormation settings (`stackPolicy`,
+//! `notificationArns`, `rollback`).
+//!
+//! The intervals are bounded at both ends: too short, and stacksync would
+//! call AWS needlessly often; too long, and a drifted stack or a failed
+//! deployment would wait days for its next look. The settings are held to
+//! CloudFormation's own limits, so a spec that breaks one is refused when
+//! `stacks.yaml` is read rather than when the stack is deployed.
+
+use std::collections::BTreeSet;
+
+use super::Errors;
+use super::arns::arn_of;
+use crate::duration::Duration;
+use crate::spec::{RollbackConfig, StackSpec};
+
+/// CloudFormation: at most 5 notification ARNs.
+pub const MAX_NOTIFICATION_ARNS: usize = 5;
+
+/// CloudFormation: at most 5 rollback triggers.
+pub const MAX_ROLLBACK_TRIGGERS: usize = 5;
+
+/// CloudFormation: a stack policy body is at most 16,384 bytes.
+pub const MAX_STACK_POLICY_BYTES: usize = 16_384;
+
+/// `interval`, `pollInterval` and `retryInterval`, each within its bounds.
+///
+/// Bounds: a full reconcile from once a minute to once a day; a first poll of
+/// CloudFormation from 1s to 5m; a retry after a failure from 10s to a day.
+pub(super) fn check_durations(spec: &StackSpec, errors: &mut Errors) {
+    let durations = [
+        (
+            "interval",
+            spec.interval,
+            Duration::from_mins(1),
+            Duration::from_secs(86_400),
+        ),
+        (
+            "pollInterval",
+            spec.poll_interval,
+            Duration::from_secs(1),
+            Duration::from_mins(5),
+        ),
+        (
+            "retryInterval",
+            spec.retry_interval,
+            Duration::from_secs(10),
+            Duration::from_secs(86_400),
+        ),
+    ];
+    for (field, value, min, max) in durations {
+        if value < min || value > max {
+            errors.push(
+                field,
+                format!("{value} is out of range: use {min} to {max}"),
+            );
+        }
+    }
+}
+
+/// `stackPolicy`, when given: a policy document CloudFormation accepts.
+pub(super) fn check_stack_policy(policy: Option<&serde_json::Value>, errors: &mut Errors) {
+    if let Some(policy) = policy {
+        errors.check("stackPolicy", stack_policy(policy));
+    }
+}
+
+/// `notificationArns`: how many, each an SNS topic, each listed once.
+pub(super) fn check_notifications(arns: &[String], errors: &mut Errors) {
+    if arns.len() > MAX_NOTIFICATION_ARNS {
+        errors.push(
+            "notificationArns",
+            format!(
+                "{} topics given; CloudFormation allows at most {MAX_NOTIFICATION_ARNS}",
+                arns.len()
+            ),
+        );
+    }
+    let mut seen = BTreeSet::new();
+    for (i, arn) in arns.iter().enumerate() {
+        let field = format!("notificationArns[{i}]");
+        errors.check(field.clone(), sns_topic_arn(arn));
+        if !seen.insert(arn) {
+            errors.push(field, format!("{arn} is listed twice"));
+        }
+    }
+}
+
+/// `rollback`, when given: the monitoring time, how many triggers, and each
+/// trigger's alarm ARN and type.
+pub(super) fn check_rollback(rollback: Option<&RollbackConfig>, errors: &mut Errors) {
+    let Some(rollback) = rollback else {
+        return;
+    };
+    if let Some(time) = rollback.monitoring_time {
+        errors.check("rollback.monitoringTime", monitoring_time(time));
+    }
+    if rollback.triggers.len() > MAX_ROLLBACK_TRIGGERS {
+        errors.push(
+            "rollback.triggers",
+            format!(
+                "{} triggers given; CloudFormation allows at most {MAX_ROLLBACK_TRIGGERS}",
+                rollback.triggers.len()
+            ),
+        );
+    }
+    for (i, trigger) in rollback.triggers.iter().enumerate() {
+        errors.check(
+            format!("rollback.triggers[{i}].arn"),
+            alarm_arn(&trigger.arn),
+        );
+        errors.check(
+            format!("rollback.triggers[{i}].type"),
+            trigger_type(&trigger.kind),
+        );
+    }
+}
+
+/// A stack policy: a document with at least one statement, no larger as
+/// JSON than CloudFormation accepts.
+fn stack_policy(policy: &serde_json::Value) -> Result<(), String> {
+    let has_statements = policy
+        .get("Statement")
+        .is_some_and(|s| s.as_array().is_some_and(|a| !a.is_empty()) || s.is_object());
+    if !has_statements {
+        return Err("a stack policy is a document with a non-empty \"Statement\" list".into());
+    }
+    let size = serde_json::to_vec(policy)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
+    if size > MAX_STACK_POLICY_BYTES {
+        return Err(format!(
+            "the policy is {size} bytes as JSON; CloudFormation allows at most {MAX_STACK_POLICY_BYTES}"
+        ));
+    }
+    Ok(())
+}
+
+/// SNS topic ARNs: `arn:aws:sns:us-east-1:123456789012:topic`.
+fn sns_topic_arn(arn: &str) -> Result<(), String> {
+    arn_of(arn, "sns", |r| !r.is_empty() && !r.contains(':'))
+}
+
+/// CloudWatch alarm ARNs: `arn:aws:cloudwatch:us-east-1:123456789012:alarm:name`.
+fn alarm_arn(arn: &str) -> Result<(), String> {
+    arn_of(arn, "cloudwatch", |r| {
+        r.starts_with("alarm:") && r.len() > 6
+    })
+}
+
+/// The rollback monitoring time: CloudFormation takes whole minutes, 0 to 180.
+fn monitoring_time(time: Duration) -> Result<(), String> {
+    if !time.as_secs().is_multiple_of(60) || time > Duration::from_mins(180) {
+        return Err(format!(
+            "{time} is not allowed: CloudFormation takes whole minutes from 0m to 180m"
+        ));
+    }
+    Ok(())
+}
+
+/// The types of resource CloudFormation accepts as a rollback trigger.
+fn trigger_type(kind: &str) -> Result<(), String> {
+    if !matches!(
+        kind,
+        "AWS::CloudWatch::Alarm" | "AWS::CloudWatch::CompositeAlarm"
+    ) {
+        return Err(format!(
+            "{kind:?} is not a trigger type: use AWS::CloudWatch::Alarm or \
+             AWS::CloudWatch::CompositeAlarm"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::fixtures::spec;
+    use crate::validate::fields;
+
+    #[test]
+    fn durations_have_sane_bounds() {
+        let mut s = spec("a");
+        s.interval = Duration::from_secs(10);
+        s.poll_interval = Duration::from_mins(10);
+        s.retry_interval = Duration::from_secs(2 * 86_400);
+        assert_eq!(
+            fields(&s),
+            vec!["interval", "pollInterval", "retryInterval"]
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! Sources: where a template comes from (a Git repository or an S3
+//! archive), which ref or object version to read, and the template's path
+//! inside it.
+//!
+//! A Git URL must use a transport stacksync fetches with and carry no
+//! credentials: those belong in `source.credentialsSecret`, an ARN checked
+//! here too. A path inside a source must stay inside it (relative, without
+//! `..`), so no entry can make stacksync read a file from outside the
+//! repository or archive it names.
+
+use super::Errors;
+use super::arns::secret_arn;
+use crate::spec::{Source, SourceKind};
+
+/// Longest template path we accept inside a source.
+pub const MAX_PATH_LEN: usize = 1024;
+
+/// `source`: one Git or S3 location, its ref, the template's path inside it
+/// and the secret that opens it.
+pub(super) fn check_source(source: &Source, errors: &mut Errors) {
+    match source.kind() {
+        None => errors.push(
+            "source",
+            "give exactly one of `git` (a repository URL) or `s3` (s3://bucket/key)",
+        ),
+        Some(SourceKind::Git) => {
+            errors.check("source.git", git_url(source.url()));
+            if let Some(r) = &source.reference {
+                errors.check("source.ref", git_ref(r));
+            }
+        }
+        Some(SourceKind::S3) => {
+            errors.check("source.s3", s3_url(source.url()));
+            if let Some(r) = &source.reference {
+                errors.check("source.ref", s3_version(r));
+            }
+        }
+    }
+    errors.check("source.path", relative_path(&source.path));
+    if let Some(secret) = &source.credentials_secret {
+        errors.check("source.credentialsSecret", secret_arn(secret));
+    }
+}
+
+/// Git repository URLs stacksync can fetch from.
+pub fn git_url(url: &str) -> Result<(), String> {
+    if url.is_empty() || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("{url:?} is not a Git URL"));
+    }
+    if let Some((scheme, rest)) = url.split_once("://") {
+        if !matches!(scheme, "https" | "http" | "ssh" | "git" | "file") {
+            return Err(format!(
+                "{url:?} uses {scheme}://; stacksync fetches from https://, http://, ssh://, \
+                 git:// and file:// URLs"
+            ));
+        }
+        let authority = rest.split('/').next().unwrap_or("");
+        if scheme != "file" && authority.rsplit('@').next().unwrap_or("").is_empty() {
+            return Err(format!("{url:?} names no host"));
+        }
+        if matches!(scheme, "https" | "http") && authority.contains('@') {
+            return Err(format!(
+                "{url:?} has credentials in it: put them in `source.credentialsSecret` instead"
+            ));
+        }
+        if rest.len() <= authority.len() + 1 {
+            return Err(format!("{url:?} names no repository"));
+        }
+        return Ok(());
+    }
+    // scp-like syntax: user@host:path
+    match url.split_once(':') {
+        Some((host, path)) if !host.is_empty() && !host.contains('/') && !path.is_empty() => Ok(()),
+        _ => Err(format!(
+            "{url:?} is not a Git URL: use https://host/org/repo.git, ssh://git@host/org/repo.git, \
+             git@host:org/repo.git or file:///path"
+        )),
+    }
+}
+
+/// Git ref names (branch or tag) or commit ids, per `git check-ref-format`.
+pub fn git_ref(reference: &str) -> Result<(), String> {
+    let name = reference
+        .strip_prefix("refs/heads/")
+        .or_else(|| reference.strip_prefix("refs/tags/"))
+        .unwrap_or(reference);
+    let bad = name.is_empty()
+        || name.len() > 255
+        || name.starts_with('/')
+        || name.ends_with('/')
+        || name.ends_with('.')
+        || name.ends_with(".lock")
+        || name.starts_with('-')
+        || name.contains("..")
+        || name.contains("//")
+        || name.contains("@{")
+        || name == "@"
+        || name.split('/').any(|part| part.starts_with('.'))
+        || name
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c));
+    if bad {
+        return Err(format!(
+            "{reference:?} is not a valid Git branch, tag or commit id"
+        ));
+    }
+    Ok(())
+}
+
+/// S3 object version ids: 1 to 1,024 characters, no whitespace.
+fn s3_version(version: &str) -> Result<(), String> {
+    if version.is_empty() || version.len() > 1024 || version.chars().any(|c| c.is_whitespace()) {
+        return Err(format!("{version:?} is not an S3 object version id"));
+    }
+    Ok(())
+}
+
+/// `s3://bucket/key` with a valid bucket name and a key.
+pub fn s3_url(url: &str) -> Result<(), String> {
+    let Some(rest) = url.strip_prefix("s3://") else {
+        return Err(format!(
+            "{url:?} is not an S3 URL: write s3://bucket/key.zip"
+        ));
+    };
+    let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+    let bucket_ok = (3..=63).contains(&bucket.len())
+        && bucket
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-')
+        && bucket.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && bucket.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && !bucket.contains("..");
+    if !bucket_ok {
+        return Err(format!("{url:?}: {bucket:?} is not a valid S3 bucket name"));
+    }
+    if key.is_empty() || key.len() > 1024 {
+        return Err(format!(
+            "{url:?} names no object key: write s3://bucket/key.zip"
+        ));
+    }
+    Ok(())
+}
+
+/// A path inside a source: relative, and unable to leave the source.
+pub fn relative_path(path: &str) -> Result<(), String> {
+    if path.is_empty() {
+        return Err("is empty: give the file's path inside the source".into());
+    }
+    if path.starts_with('/') || path.starts_with('~') || path.as_bytes().get(1) == Some(&b':') {
+        return Err(format!(
+            "{path:?} is absolute: give a path relative to the root of the source"
+        ));
+    }
+    if path.contains('\\') {
+        return Err(format!(
+            "{path:?} contains a backslash: separate folders with /"
+        ));
+    }
+    if path.chars().any(char::is_control) {
+        return Err(format!("{path:?} contains a control character"));
+    }
+    if path.split('/').any(|part| part == "..") {
+        return Err(format!(
+            "{path:?} leaves the source: \"..\" is not allowed in a path"
+        ));
+    }
+    if path.split('/').all(|part| part.is_empty() || part == ".") || path.ends_with('/') {
+        return Err(format!("{path:?} names a folder, not a file"));
+    }
+    if path.len() > MAX_PATH_LEN {
+        return Err(format!(
+            "is {} bytes long; at most {MAX_PATH_LEN}",
+            path.len()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_cannot_escape_the_source() {
+        for ok in [
+            "t.yaml",
+            "a/b/c.json",
+            "./a.yaml",
+            "dir.with.dots/x..y.yaml",
+        ] {
+            assert!(relative_path(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x.yaml",
+            "a/../../x",
+            "a/..",
+            "~/x",
+            "C:/x",
+            "a\\b",
+            "a/",
+            ".",
+            "a\0b",
+        ] {
+            assert!(relative_path(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn git_urls_and_refs() {
+        for ok in [
+            "https://github.com/acme/infra.git",
+            "http://127.0.0.1:9418/repo",
+            "ssh://git@github.com/acme/infra.git",
+            "git@github.com:acme/infra.git",
+            "git://127.0.0.1/repo.git",
+            "file:///tmp/repo",
+        ] {
+            assert!(git_url(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "ftp://h/r",
+            "https://",
+            "https://host",
+            "https://u:p@host/r.git",
+            "not a url",
+            "/tmp/repo",
+        ] {
+            assert!(git_url(bad).is_err(), "{bad}");
+        }
+        for ok in [
+            "main",
+            "release/1.2",
+            "v1.0.0",
+            "refs/heads/main",
+            "0123456789abcdef0123456789abcdef01234567",
+        ] {
+            assert!(git_ref(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "", "a..b", "a b", "x.lock", "-x", "a~1", "a^", "a:b", "/a", "a/", ".hidden", "@",
+        ] {
+            assert!(git_ref(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn s3_sources() {
+        assert!(s3_url("s3://my-bucket/infra/app.zip").is_ok());
+        for bad in [
+            "s3://",
+            "s3://Bucket/k",
+            "s3://b/k",
+            "s3://bucket",
+            "s3://bucket/",
+            "https://bucket/k",
+        ] {
+            assert!(s3_url(bad).is_err(), "{bad}");
+        }
+    }
+}
