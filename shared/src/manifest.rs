@@ -8,6 +8,14 @@
 //!
 //! Reading is all-or-nothing: a file with any problem yields no specs, so a
 //! bad file can never half-apply.
+//!
+//! A file is read in three passes, each only when the one before found
+//! nothing wrong: the YAML syntax and the outline of the file (a `stacks:`
+//! list), then each entry into a [`StackSpec`] (types, unknown fields), then
+//! the rules of [`crate::validate`] over each entry and across entries
+//! (unique names, one entry per CloudFormation stack). The first two stop at
+//! the first problem, as the parser does; the third reports every problem
+//! it finds.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -44,6 +52,17 @@ pub struct Problem {
     /// The field inside the entry (`source.path`), when known.
     pub field: Option<String>,
     pub message: String,
+}
+
+impl Problem {
+    /// A problem with the file as a whole, not with one entry.
+    fn whole_file(message: String) -> Self {
+        Self {
+            entry: None,
+            field: None,
+            message,
+        }
+    }
 }
 
 /// Everything wrong with one manifest file.
@@ -84,86 +103,118 @@ pub fn parse_manifest(file: &str, text: &str) -> Result<Vec<StackSpec>, Manifest
         file: file.to_owned(),
         problems,
     };
-    let whole = |message: String| {
-        fail(vec![Problem {
-            entry: None,
-            field: None,
-            message,
-        }])
+    let outline = read_outline(text).map_err(|message| fail(vec![Problem::whole_file(message)]))?;
+    let names = match outline {
+        Outline::NoEntries => return Ok(vec![]),
+        Outline::Entries(names) => EntryNames(names),
     };
-
-    if text.trim().is_empty() {
-        return Err(whole(
-            "the file is empty: expected `stacks:` followed by a list of entries".into(),
-        ));
+    let stacks = read_entries(text, &names).map_err(|problem| fail(vec![problem]))?;
+    let mut problems = rule_problems(&stacks, &names);
+    problems.extend(clash_problems(&stacks, &names));
+    if problems.is_empty() {
+        Ok(stacks)
+    } else {
+        Err(fail(problems))
     }
-    // First the syntax and the overall shape, with line numbers from the parser.
+}
+
+/// What the first, untyped read of a file found under `stacks`.
+enum Outline {
+    /// `stacks:` with nothing after it: a file with no entries.
+    NoEntries,
+    /// A list: the `name` of each entry, when it has a readable one.
+    Entries(Vec<Option<String>>),
+}
+
+/// The first pass: the syntax and the overall shape, with line numbers from
+/// the parser, and the entries' names for the messages of later passes.
+fn read_outline(text: &str) -> Result<Outline, String> {
+    if text.trim().is_empty() {
+        return Err("the file is empty: expected `stacks:` followed by a list of entries".into());
+    }
     let value: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(text).map_err(|e| whole(format!("not valid YAML: {e}")))?;
+        serde_yaml_ng::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?;
     let Some(top) = value.as_mapping() else {
-        return Err(whole(
-            "expected a mapping with a `stacks:` list at the top of the file".into(),
-        ));
+        return Err("expected a mapping with a `stacks:` list at the top of the file".into());
     };
     if !top.contains_key("stacks") {
-        return Err(whole("there is no `stacks:` list in the file".into()));
+        return Err("there is no `stacks:` list in the file".into());
     }
-    let names: Vec<Option<String>> = match value.get("stacks") {
-        Some(serde_yaml_ng::Value::Sequence(items)) => items
-            .iter()
-            .map(|item| item.get("name").and_then(|n| n.as_str()).map(str::to_owned))
-            .collect(),
-        Some(serde_yaml_ng::Value::Null) => vec![],
-        _ => return Err(whole("`stacks` must be a list of entries".into())),
-    };
-    let entry_ref = |index: usize| EntryRef {
-        index,
-        name: names.get(index).cloned().flatten(),
-    };
+    match value.get("stacks") {
+        Some(serde_yaml_ng::Value::Sequence(items)) => Ok(Outline::Entries(
+            items
+                .iter()
+                .map(|item| item.get("name").and_then(|n| n.as_str()).map(str::to_owned))
+                .collect(),
+        )),
+        Some(serde_yaml_ng::Value::Null) => Ok(Outline::NoEntries),
+        _ => Err("`stacks` must be a list of entries".into()),
+    }
+}
 
-    // Then the typed read: the path says which entry and field went wrong.
-    let stacks = if matches!(value.get("stacks"), Some(serde_yaml_ng::Value::Null)) {
-        vec![]
-    } else {
-        let de = serde_yaml_ng::Deserializer::from_str(text);
-        match serde_path_to_error::deserialize::<_, Manifest>(de) {
-            Ok(m) => m.stacks,
-            Err(e) => {
-                let (entry, field) = split_path(e.path());
-                let message = e.into_inner().to_string();
-                // The parser repeats the path ("stacks[1].source: ..."); we already say it.
-                let message = match message.split_once(": ") {
-                    Some((path, rest)) if path.starts_with("stacks") && !path.contains(' ') => {
-                        rest.to_owned()
-                    }
-                    _ => message,
-                };
-                return Err(fail(vec![Problem {
-                    entry: entry.map(entry_ref),
-                    field,
-                    message,
-                }]));
-            }
+/// The entries' names, by position, to say which entry a problem is about.
+struct EntryNames(Vec<Option<String>>);
+
+impl EntryNames {
+    fn entry(&self, index: usize) -> EntryRef {
+        EntryRef {
+            index,
+            name: self.0.get(index).cloned().flatten(),
         }
-    };
+    }
+}
 
-    // Then the rules, over every entry, and across entries.
+/// The second pass: the typed read of every entry. On failure the path in
+/// the document says which entry and field went wrong.
+fn read_entries(text: &str, names: &EntryNames) -> Result<Vec<StackSpec>, Problem> {
+    let de = serde_yaml_ng::Deserializer::from_str(text);
+    match serde_path_to_error::deserialize::<_, Manifest>(de) {
+        Ok(m) => Ok(m.stacks),
+        Err(e) => {
+            let (entry, field) = split_path(e.path());
+            Err(Problem {
+                entry: entry.map(|index| names.entry(index)),
+                field,
+                message: without_path(e.into_inner().to_string()),
+            })
+        }
+    }
+}
+
+/// The parser's message without the path it starts with
+/// (`stacks[1].source: ...`): the problem already names entry and field.
+fn without_path(message: String) -> String {
+    match message.split_once(": ") {
+        Some((path, rest)) if path.starts_with("stacks") && !path.contains(' ') => rest.to_owned(),
+        _ => message,
+    }
+}
+
+/// The third pass, over every entry: the rules of [`validate_spec`].
+fn rule_problems(stacks: &[StackSpec], names: &EntryNames) -> Vec<Problem> {
     let mut problems = Vec::new();
     for (index, spec) in stacks.iter().enumerate() {
         for error in validate_spec(spec) {
             problems.push(Problem {
-                entry: Some(entry_ref(index)),
+                entry: Some(names.entry(index)),
                 field: Some(error.field),
                 message: error.message,
             });
         }
     }
+    problems
+}
+
+/// The third pass, across entries: every name used once, and no
+/// CloudFormation stack (name and region) driven by two entries.
+fn clash_problems(stacks: &[StackSpec], names: &EntryNames) -> Vec<Problem> {
+    let mut problems = Vec::new();
     let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
     let mut by_stack: BTreeMap<(&str, Option<&str>), usize> = BTreeMap::new();
     for (index, spec) in stacks.iter().enumerate() {
         if let Some(first) = by_name.insert(&spec.name, index) {
             problems.push(Problem {
-                entry: Some(entry_ref(index)),
+                entry: Some(names.entry(index)),
                 field: Some("name".into()),
                 message: format!(
                     "{:?} is already the name of stacks[{first}]: names must be unique",
@@ -175,7 +226,7 @@ pub fn parse_manifest(file: &str, text: &str) -> Result<Vec<StackSpec>, Manifest
         let stack = (spec.effective_stack_name(), spec.region.as_deref());
         if let Some(first) = by_stack.insert(stack, index) {
             problems.push(Problem {
-                entry: Some(entry_ref(index)),
+                entry: Some(names.entry(index)),
                 field: Some("stackName".into()),
                 message: format!(
                     "stacks[{first}] already manages the CloudFormation stack {:?}{}: \
@@ -186,11 +237,7 @@ pub fn parse_manifest(file: &str, text: &str) -> Result<Vec<StackSpec>, Manifest
             });
         }
     }
-    if problems.is_empty() {
-        Ok(stacks)
-    } else {
-        Err(fail(problems))
-    }
+    problems
 }
 
 /// `stacks[2].source.path` → (Some(2), Some("source.path")).
