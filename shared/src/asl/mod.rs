@@ -8,26 +8,43 @@
 //! `MaxDelaySeconds`, `JitterStrategy`) and `Catch` (`ResultPath`). Paths are
 //! reference paths (`$`, `$.a.b`, `$.a[0]`). Anything else in a definition is
 //! an error at load time, never a silent difference.
+//!
+//! [`StateMachine::load`] parses every state into a typed value (`states.rs`;
+//! choice rules in `choice.rs`, `Retry` and `Catch` in `retry.rs`,
+//! `Parameters` in `parameters.rs`), so a malformed definition is refused with
+//! the state and the field at fault before anything runs. [`StateMachine::execute`]
+//! then runs state after state (`run.rs`: one function per state type).
 
+mod choice;
+mod fields;
+mod parameters;
 pub mod path;
+mod retry;
+mod run;
+mod states;
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
-use path::{get_path, set_path};
+use run::{Execution, Step};
+use states::State;
 
 /// A failure inside the interpreter or a task: Step Functions' `Error` and `Cause`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{name}: {cause}")]
 pub struct AslError {
+    /// The error name (`States.Timeout`, `StackSync.Transient`): what `Retry`
+    /// and `Catch` rules match on.
     pub name: String,
+    /// The human-readable explanation.
     pub cause: String,
 }
 
 impl AslError {
+    /// An error named `name`, explained by `cause`.
     pub fn new(name: impl Into<String>, cause: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -35,6 +52,8 @@ impl AslError {
         }
     }
 
+    /// `States.Runtime`: the definition or the data does not fit (a bug, not
+    /// a transient failure); every load error is one.
     fn runtime(cause: impl Into<String>) -> Self {
         Self::new("States.Runtime", cause)
     }
@@ -42,6 +61,9 @@ impl AslError {
 
 /// Runs Task states' resources.
 pub trait TaskRunner: Send + Sync {
+    /// Runs `resource` (a Task state's `Resource`, after substitutions) on
+    /// `input` (the state's effective input or `Parameters`); an error goes
+    /// through the state's `Retry` and `Catch` rules.
     fn run(
         &self,
         resource: &str,
@@ -51,31 +73,34 @@ pub trait TaskRunner: Send + Sync {
 
 /// What happened, for people watching a run.
 #[derive(Debug, Clone, PartialEq)]
+///
+/// Each event comes with the data it concerns: the state's input.
 pub enum Event {
-    StateEntered {
-        name: String,
-        kind: String,
-    },
+    /// A state starts; `kind` is its `Type` (`"Task"`, `"Choice"`...).
+    StateEntered { name: String, kind: String },
+    /// A task's call failed; `retry_in` is the delay before the next attempt
+    /// (not sped up), `None` when no retrier applies any more.
     TaskFailed {
         name: String,
         error: AslError,
         retry_in: Option<Duration>,
     },
+    /// A catcher of the state `name` caught `error` and goes to `next`.
     Caught {
         name: String,
         error: AslError,
         next: String,
     },
-    Waiting {
-        name: String,
-        seconds: f64,
-    },
+    /// A Wait state waits this many seconds (before the speed-up).
+    Waiting { name: String, seconds: f64 },
 }
 
 /// How an execution ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
+    /// A Succeed state or an `End` was reached, with this output.
     Succeeded(Value),
+    /// A Fail state, an error no catcher took, or a runtime error.
     Failed(AslError),
 }
 
@@ -97,127 +122,72 @@ impl Default for RunOptions {
     }
 }
 
-/// A loaded state machine definition.
+/// A loaded state machine definition: every state parsed and checked, every
+/// transition known to lead to a state.
 #[derive(Debug, Clone)]
 pub struct StateMachine {
     start_at: String,
-    states: BTreeMap<String, Value>,
+    states: BTreeMap<String, State>,
 }
 
-const KNOWN_FIELDS: [&str; 27] = [
-    "Type",
-    "Comment",
-    "Next",
-    "End",
-    "InputPath",
-    "OutputPath",
-    "ResultPath",
-    "Parameters",
-    "Result",
-    "Resource",
-    "TimeoutSeconds",
-    "HeartbeatSeconds",
-    "Retry",
-    "Catch",
-    "Choices",
-    "Default",
-    "Seconds",
-    "SecondsPath",
-    "Timestamp",
-    "TimestampPath",
-    "Error",
-    "Cause",
-    "ErrorPath",
-    "CausePath",
-    "ResultSelector",
-    "Credentials",
-    "QueryLanguage",
-];
+/// The top-level fields of a definition this interpreter runs.
+const DEFINITION_FIELDS: [&str; 4] = ["Comment", "StartAt", "States", "Version"];
 
 impl StateMachine {
     /// Parses a definition after applying `${Name}` substitutions, and checks
-    /// that every state is one this interpreter runs faithfully.
+    /// that every state is one this interpreter runs faithfully. An error
+    /// names the state and the field at fault.
     pub fn load(
         definition: &str,
         substitutions: &BTreeMap<String, String>,
     ) -> Result<Self, AslError> {
-        let mut text = definition.to_owned();
-        for (name, value) in substitutions {
-            text = text.replace(&format!("${{{name}}}"), value);
-        }
-        if let Some(start) = text.find("${") {
-            let end = text[start..]
-                .find('}')
-                .map_or(text.len(), |e| start + e + 1);
-            return Err(AslError::new(
-                "States.Runtime",
-                format!("no substitution for {}", &text[start..end]),
-            ));
-        }
+        let text = substitute(definition, substitutions)?;
         let value: Value = serde_json::from_str(&text)
             .map_err(|e| AslError::runtime(format!("definition is not JSON: {e}")))?;
+        let definition = value
+            .as_object()
+            .ok_or_else(|| AslError::runtime("definition is not a JSON object"))?;
+        if let Some(field) = definition
+            .keys()
+            .find(|k| !DEFINITION_FIELDS.contains(&k.as_str()))
+        {
+            return Err(AslError::runtime(format!(
+                "definition: field {field} is not supported by the local runner"
+            )));
+        }
         let start_at = value["StartAt"]
             .as_str()
             .ok_or_else(|| AslError::runtime("definition has no StartAt"))?
             .to_owned();
-        let states: BTreeMap<String, Value> = value["States"]
+        let states = value["States"]
             .as_object()
             .ok_or_else(|| AslError::runtime("definition has no States"))?
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        for (name, state) in &states {
-            let kind = state["Type"].as_str().unwrap_or("");
-            if !matches!(
-                kind,
-                "Pass" | "Task" | "Choice" | "Wait" | "Succeed" | "Fail"
-            ) {
-                return Err(AslError::runtime(format!(
-                    "state {name}: type {kind:?} is not supported by the local runner"
-                )));
-            }
-            for field in state.as_object().into_iter().flatten().map(|(k, _)| k) {
-                if !KNOWN_FIELDS.contains(&field.as_str())
-                    || [
-                        "ResultSelector",
-                        "Credentials",
-                        "QueryLanguage",
-                        "Timestamp",
-                        "TimestampPath",
-                        "ErrorPath",
-                        "CausePath",
-                        "HeartbeatSeconds",
-                    ]
-                    .contains(&field.as_str())
-                {
+            .map(|(name, state)| Ok((name.clone(), State::parse(name, state)?)))
+            .collect::<Result<BTreeMap<_, _>, AslError>>()?;
+        let machine = Self { start_at, states };
+        machine.check_transitions()?;
+        Ok(machine)
+    }
+
+    /// Refuses a `StartAt`, `Next`, `Default` or catcher's `Next` that names no state.
+    fn check_transitions(&self) -> Result<(), AslError> {
+        for (name, state) in &self.states {
+            for (field, target) in state.targets() {
+                if !self.states.contains_key(target) {
                     return Err(AslError::runtime(format!(
-                        "state {name}: field {field} is not supported by the local runner"
-                    )));
-                }
-            }
-            let rule_targets = ["Choices", "Catch"]
-                .iter()
-                .flat_map(|field| state[*field].as_array().into_iter().flatten())
-                .filter_map(|rule| rule.get("Next"));
-            for next in [state.get("Next"), state.get("Default")]
-                .into_iter()
-                .flatten()
-                .chain(rule_targets)
-            {
-                let next = next.as_str().unwrap_or("");
-                if !states.contains_key(next) {
-                    return Err(AslError::runtime(format!(
-                        "state {name}: Next {next:?} does not exist"
+                        "state {name}: field {field}: state {target:?} does not exist"
                     )));
                 }
             }
         }
-        if !states.contains_key(&start_at) {
+        if !self.states.contains_key(&self.start_at) {
             return Err(AslError::runtime(format!(
-                "StartAt {start_at:?} does not exist"
+                "StartAt {:?} does not exist",
+                self.start_at
             )));
         }
-        Ok(Self { start_at, states })
+        Ok(())
     }
 
     /// Runs one execution to its end.
@@ -229,36 +199,38 @@ impl StateMachine {
         options: &RunOptions,
         on_event: &mut (dyn FnMut(&Event, &Value) + Send),
     ) -> Outcome {
-        let mut current = self.start_at.clone();
         let original = input.clone();
+        let mut execution = Execution {
+            runner,
+            options,
+            on_event,
+            name: execution_name,
+            input: &original,
+        };
+        let mut current = self.start_at.as_str();
         let mut data = input;
         for _ in 0..options.max_transitions {
-            let Some(state) = self.states.get(&current) else {
+            // Loading checked every transition; a missing state would be a bug here.
+            let Some(state) = self.states.get(current) else {
                 return Outcome::Failed(AslError::runtime(format!("no state named {current}")));
             };
-            let kind = state["Type"].as_str().unwrap_or("");
-            on_event(
-                &Event::StateEntered {
-                    name: current.clone(),
-                    kind: kind.to_owned(),
-                },
-                &data,
-            );
-            let context = json!({
-                "Execution": {"Id": format!("local:{execution_name}"), "Name": execution_name, "Input": original},
-                "State": {"Name": current},
-            });
-            let step = self
-                .step(
-                    &current,
-                    state,
-                    data.clone(),
-                    &context,
-                    runner,
-                    options,
-                    on_event,
-                )
-                .await;
+            let entered = Event::StateEntered {
+                name: current.to_owned(),
+                kind: state.kind().to_owned(),
+            };
+            (execution.on_event)(&entered, &data);
+            // Matched here rather than in a helper `async fn`: each such layer
+            // nests the task runner's future one level deeper, and the futures
+            // of callers that await `execute` (tests/tests/reconcile.rs) are
+            // already at the compiler's query depth limit.
+            let step = match state {
+                State::Pass(pass) => execution.pass(current, pass, data),
+                State::Task(task) => execution.task(current, task, data).await,
+                State::Choice(choice) => run::choice(current, choice, data),
+                State::Wait(wait) => execution.wait(current, wait, data).await,
+                State::Succeed(succeed) => run::succeed(succeed, data),
+                State::Fail(fail) => Err(run::fail(fail)),
+            };
             match step {
                 Ok(Step::Next(next, output)) => {
                     current = next;
@@ -273,372 +245,27 @@ impl StateMachine {
             options.max_transitions
         )))
     }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn step<R: TaskRunner>(
-        &self,
-        name: &str,
-        state: &Value,
-        input: Value,
-        context: &Value,
-        runner: &R,
-        options: &RunOptions,
-        on_event: &mut (dyn FnMut(&Event, &Value) + Send),
-    ) -> Result<Step, AslError> {
-        let kind = state["Type"].as_str().unwrap_or("");
-        let next_or_end = |output: Value| -> Result<Step, AslError> {
-            match state.get("Next").and_then(Value::as_str) {
-                Some(next) => Ok(Step::Next(next.to_owned(), output)),
-                None if state.get("End") == Some(&Value::Bool(true)) => Ok(Step::End(output)),
-                None => Err(AslError::runtime(format!(
-                    "state {name} has neither Next nor End"
-                ))),
-            }
-        };
-        match kind {
-            "Succeed" => {
-                let effective = apply_input_path(state, &input)?;
-                Ok(Step::End(apply_output_path(state, effective)?))
-            }
-            "Fail" => Err(AslError::new(
-                state["Error"].as_str().unwrap_or("States.Failed"),
-                state["Cause"].as_str().unwrap_or(""),
-            )),
-            "Pass" => {
-                let effective = apply_input_path(state, &input)?;
-                let result = match (state.get("Result"), state.get("Parameters")) {
-                    (Some(result), _) => result.clone(),
-                    (None, Some(params)) => resolve_parameters(params, &effective, context)?,
-                    (None, None) => effective,
-                };
-                let output = apply_result_path(state, input, result)?;
-                next_or_end(apply_output_path(state, output)?)
-            }
-            "Wait" => {
-                let effective = apply_input_path(state, &input)?;
-                let seconds = match (state.get("Seconds"), state.get("SecondsPath")) {
-                    (Some(s), _) => s.as_f64().unwrap_or(0.0),
-                    (None, Some(p)) => get_path(&effective, p.as_str().unwrap_or("$"))?
-                        .as_f64()
-                        .filter(|s| *s >= 0.0)
-                        .ok_or_else(|| {
-                            AslError::runtime(format!(
-                                "state {name}: SecondsPath is not a non-negative number"
-                            ))
-                        })?,
-                    _ => 0.0,
-                };
-                on_event(
-                    &Event::Waiting {
-                        name: name.to_owned(),
-                        seconds,
-                    },
-                    &input,
-                );
-                tokio::time::sleep(seconds_to_wait(seconds, options.speedup)).await;
-                next_or_end(apply_output_path(state, input)?)
-            }
-            "Choice" => {
-                let effective = apply_input_path(state, &input)?;
-                for choice in state["Choices"].as_array().into_iter().flatten() {
-                    if evaluate_choice(choice, &effective)? {
-                        let next = choice["Next"].as_str().unwrap_or("");
-                        return Ok(Step::Next(
-                            next.to_owned(),
-                            apply_output_path(state, input)?,
-                        ));
-                    }
-                }
-                match state.get("Default").and_then(Value::as_str) {
-                    Some(default) => Ok(Step::Next(
-                        default.to_owned(),
-                        apply_output_path(state, input)?,
-                    )),
-                    None => Err(AslError::new(
-                        "States.NoChoiceMatched",
-                        format!("state {name}: no choice matched"),
-                    )),
-                }
-            }
-            "Task" => {
-                let effective = apply_input_path(state, &input)?;
-                let params = match state.get("Parameters") {
-                    Some(p) => resolve_parameters(p, &effective, context)?,
-                    None => effective,
-                };
-                let resource = state["Resource"].as_str().unwrap_or("");
-                let mut attempts: BTreeMap<usize, u32> = BTreeMap::new();
-                // TimeoutSeconds is real time (a hung call is hung however sped up).
-                let timeout = state["TimeoutSeconds"].as_f64().unwrap_or(MAX_WAIT_SECONDS);
-                loop {
-                    let attempt = tokio::time::timeout(
-                        seconds_to_wait(timeout, 1.0),
-                        runner.run(resource, params.clone()),
-                    )
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(AslError::new(
-                            "States.Timeout",
-                            format!("{name} ran longer than {timeout} s"),
-                        ))
-                    });
-                    match attempt {
-                        Ok(result) => {
-                            let output = apply_result_path(state, input, result)?;
-                            return next_or_end(apply_output_path(state, output)?);
-                        }
-                        Err(error) => {
-                            if let Some(delay) = retry_delay(state, &error, &mut attempts) {
-                                on_event(
-                                    &Event::TaskFailed {
-                                        name: name.to_owned(),
-                                        error: error.clone(),
-                                        retry_in: Some(delay),
-                                    },
-                                    &input,
-                                );
-                                tokio::time::sleep(seconds_to_wait(
-                                    delay.as_secs_f64(),
-                                    options.speedup,
-                                ))
-                                .await;
-                                continue;
-                            }
-                            on_event(
-                                &Event::TaskFailed {
-                                    name: name.to_owned(),
-                                    error: error.clone(),
-                                    retry_in: None,
-                                },
-                                &input,
-                            );
-                            return self.catch(name, state, input, error, on_event);
-                        }
-                    }
-                }
-            }
-            other => Err(AslError::runtime(format!(
-                "state {name}: type {other} is not supported"
-            ))),
-        }
-    }
-
-    fn catch(
-        &self,
-        name: &str,
-        state: &Value,
-        input: Value,
-        error: AslError,
-        on_event: &mut (dyn FnMut(&Event, &Value) + Send),
-    ) -> Result<Step, AslError> {
-        for catcher in state["Catch"].as_array().into_iter().flatten() {
-            if matches_error(catcher, &error.name) {
-                let next = catcher["Next"].as_str().unwrap_or("").to_owned();
-                on_event(
-                    &Event::Caught {
-                        name: name.to_owned(),
-                        error: error.clone(),
-                        next: next.clone(),
-                    },
-                    &input,
-                );
-                let caught = json!({"Error": error.name, "Cause": error.cause});
-                let output = match catcher.get("ResultPath") {
-                    // `null`: the error is discarded and the input goes on.
-                    Some(Value::Null) => input,
-                    path => set_path(input, path.and_then(Value::as_str).unwrap_or("$"), caught)?,
-                };
-                return Ok(Step::Next(next, output));
-            }
-        }
-        Err(error)
-    }
 }
 
-enum Step {
-    Next(String, Value),
-    End(Value),
-}
-
-fn matches_error(rule: &Value, name: &str) -> bool {
-    rule["ErrorEquals"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|e| {
-            let e = e.as_str().unwrap_or("");
-            // States.ALL matches everything but States.Runtime-class interpreter errors
-            // are matched too here: they are bugs we want recorded, not hidden.
-            e == name
-                || e == "States.ALL"
-                || (e == "States.TaskFailed" && !name.starts_with("States."))
-        })
-}
-
-/// The delay before the next attempt, or `None` when no retrier applies or
-/// its attempts are used up. `attempts` counts per retrier.
-fn retry_delay(
-    state: &Value,
-    error: &AslError,
-    attempts: &mut BTreeMap<usize, u32>,
-) -> Option<Duration> {
-    let (index, rule) = state["Retry"]
-        .as_array()?
-        .iter()
-        .enumerate()
-        .find(|(_, r)| matches_error(r, &error.name))?;
-    let max_attempts = rule["MaxAttempts"].as_u64().unwrap_or(3) as u32;
-    let done = attempts.entry(index).or_insert(0);
-    if *done >= max_attempts {
-        return None;
+/// `definition` with every `${Name}` replaced; one left over is an error.
+fn substitute(
+    definition: &str,
+    substitutions: &BTreeMap<String, String>,
+) -> Result<String, AslError> {
+    let mut text = definition.to_owned();
+    for (name, value) in substitutions {
+        text = text.replace(&format!("${{{name}}}"), value);
     }
-    let interval = rule["IntervalSeconds"].as_f64().unwrap_or(1.0);
-    let rate = rule["BackoffRate"].as_f64().unwrap_or(2.0);
-    let mut delay = interval * rate.powi(i32::try_from(*done).unwrap_or(i32::MAX));
-    if let Some(max) = rule["MaxDelaySeconds"].as_f64() {
-        delay = delay.min(max);
-    }
-    if rule["JitterStrategy"].as_str() == Some("FULL") {
-        delay *= jitter();
-    }
-    *done += 1;
-    Some(seconds_to_wait(delay, 1.0))
-}
-
-/// The longest wait the interpreter honours (a year), so that no number in a
-/// definition or its input can overflow a `Duration`.
-const MAX_WAIT_SECONDS: f64 = 365.0 * 86_400.0;
-
-/// A wait of `seconds`, divided by `speedup`, bounded.
-fn seconds_to_wait(seconds: f64, speedup: f64) -> Duration {
-    let scaled = seconds / speedup.max(1e-9);
-    let bounded = if scaled.is_finite() {
-        scaled.clamp(0.0, MAX_WAIT_SECONDS)
-    } else {
-        MAX_WAIT_SECONDS
-    };
-    Duration::from_secs_f64(bounded)
-}
-
-/// A number in [0, 1) without a random-number crate: the clock's nanoseconds.
-fn jitter() -> f64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    f64::from(nanos % 1_000_000) / 1_000_000.0
-}
-
-fn apply_input_path(state: &Value, input: &Value) -> Result<Value, AslError> {
-    match state.get("InputPath") {
-        None => Ok(input.clone()),
-        Some(Value::Null) => Ok(json!({})),
-        Some(p) => get_path(input, p.as_str().unwrap_or("$")),
-    }
-}
-
-fn apply_output_path(state: &Value, output: Value) -> Result<Value, AslError> {
-    match state.get("OutputPath") {
-        None => Ok(output),
-        Some(Value::Null) => Ok(json!({})),
-        Some(p) => get_path(&output, p.as_str().unwrap_or("$")),
-    }
-}
-
-fn apply_result_path(state: &Value, input: Value, result: Value) -> Result<Value, AslError> {
-    match state.get("ResultPath") {
-        None => Ok(result),
-        Some(Value::Null) => Ok(input),
-        Some(p) => set_path(input, p.as_str().unwrap_or("$"), result),
-    }
-}
-
-/// `Parameters`: keys ending in `.$` take the value at a path (`$$.` for the context).
-fn resolve_parameters(template: &Value, input: &Value, context: &Value) -> Result<Value, AslError> {
-    match template {
-        Value::Object(map) => {
-            let mut out = Map::new();
-            for (key, value) in map {
-                if let Some(stripped) = key.strip_suffix(".$") {
-                    let path = value.as_str().ok_or_else(|| {
-                        AslError::runtime(format!("Parameters: {key} must be a path"))
-                    })?;
-                    let resolved = match path.strip_prefix("$$") {
-                        Some(rest) => get_path(context, &format!("${rest}"))?,
-                        None => get_path(input, path)?,
-                    };
-                    out.insert(stripped.to_owned(), resolved);
-                } else {
-                    out.insert(key.clone(), resolve_parameters(value, input, context)?);
-                }
-            }
-            Ok(Value::Object(out))
-        }
-        Value::Array(items) => items
-            .iter()
-            .map(|v| resolve_parameters(v, input, context))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Value::Array),
-        other => Ok(other.clone()),
-    }
-}
-
-fn evaluate_choice(rule: &Value, input: &Value) -> Result<bool, AslError> {
-    if let Some(all) = rule.get("And").and_then(Value::as_array) {
-        for r in all {
-            if !evaluate_choice(r, input)? {
-                return Ok(false);
-            }
-        }
-        return Ok(true);
-    }
-    if let Some(any) = rule.get("Or").and_then(Value::as_array) {
-        for r in any {
-            if evaluate_choice(r, input)? {
-                return Ok(true);
-            }
-        }
-        return Ok(false);
-    }
-    if let Some(not) = rule.get("Not") {
-        return Ok(!evaluate_choice(not, input)?);
-    }
-    let variable = rule["Variable"]
-        .as_str()
-        .ok_or_else(|| AslError::runtime("a choice rule has no Variable"))?;
-    let value = get_path(input, variable).ok();
-    if let Some(expected) = rule.get("IsPresent") {
-        return Ok(value.is_some() == expected.as_bool().unwrap_or(true));
-    }
-    let Some(value) = value else {
+    if let Some(start) = text.find("${") {
+        let end = text[start..]
+            .find('}')
+            .map_or(text.len(), |e| start + e + 1);
         return Err(AslError::runtime(format!(
-            "choice variable {variable} is not in the input"
+            "no substitution for {}",
+            &text[start..end]
         )));
-    };
-    for (op, expected) in rule.as_object().into_iter().flatten() {
-        let result = match op.as_str() {
-            "StringEquals" => value.as_str() == expected.as_str(),
-            "BooleanEquals" => value.as_bool() == expected.as_bool(),
-            "NumericEquals" => value.as_f64() == expected.as_f64(),
-            "NumericGreaterThan" => value
-                .as_f64()
-                .zip(expected.as_f64())
-                .is_some_and(|(a, b)| a > b),
-            "NumericLessThan" => value
-                .as_f64()
-                .zip(expected.as_f64())
-                .is_some_and(|(a, b)| a < b),
-            "IsNull" => value.is_null() == expected.as_bool().unwrap_or(true),
-            "Variable" | "Next" => continue,
-            other => {
-                return Err(AslError::runtime(format!(
-                    "choice operator {other} is not supported by the local runner"
-                )));
-            }
-        };
-        return Ok(result);
     }
-    Err(AslError::runtime("a choice rule has no comparison"))
+    Ok(text)
 }
 
 #[cfg(test)]

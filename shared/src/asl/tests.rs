@@ -1,5 +1,10 @@
+use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
+use serde_json::{Value, json};
+
+use super::path::{get_path, set_path};
 use super::*;
 
 /// A runner whose resources answer from a script: "fail:N:Name" fails N times then echoes.
