@@ -49,6 +49,31 @@ async fn run(definition: Value, input: Value) -> (Outcome, Vec<String>, Scripted
     (outcome, seen, runner)
 }
 
+/// Runs `definition` on `input` with `options`: how it ended, every event, and the runner.
+async fn run_with(
+    definition: Value,
+    input: Value,
+    options: RunOptions,
+) -> (Outcome, Vec<Event>, Scripted) {
+    let machine = StateMachine::load(&definition.to_string(), &BTreeMap::new()).unwrap();
+    let runner = Scripted::default();
+    let mut events = Vec::new();
+    let outcome = machine
+        .execute(&runner, "exec-1", input, &options, &mut |event, _| {
+            events.push(event.clone());
+        })
+        .await;
+    (outcome, events, runner)
+}
+
+/// The options of most tests: waits and retry intervals sped up 1000 times.
+fn fast() -> RunOptions {
+    RunOptions {
+        speedup: 1000.0,
+        ..RunOptions::default()
+    }
+}
+
 #[tokio::test]
 async fn pass_parameters_read_the_input_and_the_context() {
     let def = json!({"StartAt": "P", "States": {
@@ -244,3 +269,17 @@ async fn huge_waits_do_not_panic() {
         "it waits, bounded, without panicking"
     );
 }
+
+#[test]
+fn an_execution_can_be_moved_to_another_thread() {
+    fn is_send<T: Send>(_: &T) {}
+    let def = json!({"StartAt": "S", "States": {"S": {"Type": "Succeed"}}});
+    let machine = StateMachine::load(&def.to_string(), &BTreeMap::new()).unwrap();
+    let options = RunOptions::default();
+    let mut ignore = |_: &Event, _: &Value| {};
+    let run = machine.execute(&Hangs, "e", json!({}), &options, &mut ignore);
+    is_send(&run);
+}
+
+/// Definitions refused at load, each error naming the state and the field.
+mod malformed;
