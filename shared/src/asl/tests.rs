@@ -281,5 +281,7 @@ fn an_execution_can_be_moved_to_another_thread() {
     is_send(&run);
 }
 
+/// What each state type does, where the tests above do not show it.
+mod behaviour;
 /// Definitions refused at load, each error naming the state and the field.
 mod malformed;
