@@ -1,13 +1,16 @@
 //! A local interpreter for the Amazon States Language: enough of it to run
 //! `statemachine/*.asl.json` exactly as written, in-process.
 //!
-//! Supported, as Step Functions documents them: `Pass`, `Task`, `Choice`,
-//! `Wait` (`Seconds`, `SecondsPath`), `Succeed`, `Fail`; `InputPath`,
-//! `Parameters` (with `.$` keys and the `$$` context object), `ResultPath`,
-//! `OutputPath`; `Retry` (`IntervalSeconds`, `MaxAttempts`, `BackoffRate`,
-//! `MaxDelaySeconds`, `JitterStrategy`) and `Catch` (`ResultPath`). Paths are
-//! reference paths (`$`, `$.a.b`, `$.a[0]`). Anything else in a definition is
-//! an error at load time, never a silent difference.
+//! Supported, as Step Functions documents them: `Pass`, `Task` (`Resource`,
+//! `TimeoutSeconds`), `Choice` (`And`, `Or`, `Not`, `StringEquals`,
+//! `BooleanEquals`, `NumericEquals`, `NumericGreaterThan`, `NumericLessThan`,
+//! `IsNull`, `IsPresent`), `Wait` (`Seconds`, `SecondsPath`), `Succeed`,
+//! `Fail`; `InputPath`, `Parameters` (with `.$` keys and the `$$` context
+//! object), `ResultPath`, `OutputPath`; `Retry` (`IntervalSeconds`,
+//! `MaxAttempts`, `BackoffRate`, `MaxDelaySeconds`, `JitterStrategy`) and
+//! `Catch` (`ResultPath`). Paths are reference paths (`$`, `$.a.b`,
+//! `$.a[0]`). Anything else in a definition is an error at load time, never
+//! a silent difference.
 //!
 //! [`StateMachine::load`] parses every state into a typed value (`states.rs`;
 //! choice rules in `choice.rs`, `Retry` and `Catch` in `retry.rs`,
@@ -218,7 +221,7 @@ impl StateMachine {
                 name: current.to_owned(),
                 kind: state.kind().to_owned(),
             };
-            (execution.on_event)(&entered, &data);
+            execution.emit(entered, &data);
             // Matched here rather than in a helper `async fn`: each such layer
             // nests the task runner's future one level deeper, and the futures
             // of callers that await `execute` (tests/tests/reconcile.rs) are

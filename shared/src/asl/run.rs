@@ -38,7 +38,7 @@ pub(super) struct Execution<'r, R> {
 
 impl<R: TaskRunner> Execution<'_, R> {
     /// Tells whoever watches the run.
-    fn emit(&mut self, event: Event, data: &Value) {
+    pub(super) fn emit(&mut self, event: Event, data: &Value) {
         (self.on_event)(&event, data);
     }
 
@@ -86,8 +86,8 @@ impl<R: TaskRunner> Execution<'_, R> {
         loop {
             // The call is awaited here rather than in a helper `async fn`: each
             // such layer nests the runner's future one level deeper, and the
-            // futures of callers that await `execute` already come near the
-            // compiler's type depth limit.
+            // futures of callers that await `execute` are already at the
+            // compiler's query depth limit (see `StateMachine::execute`).
             let call = self.runner.run(&task.resource, parameters.clone());
             let error = match tokio::time::timeout(seconds_to_wait(timeout, 1.0), call).await {
                 Ok(Ok(result)) => {
