@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use stacksync::adapters::cloudformation::SdkCloudFormation;
-use stacksync::asl::{Event, Outcome, RunOptions, StateMachine};
+use stacksync::asl::{Outcome, Progress, RunOptions, StateMachine};
 use stacksync::clock::now_millis;
 use stacksync::ports::{CloudFormation, CloudFormationFactory};
 use stacksync::reconcile::asl_runner::reconcile_machine;
@@ -81,13 +81,13 @@ impl LocalRunner {
         ));
         let speedup = self.options.speedup;
         println!("── reconcile {name} ({execution})");
-        let mut print = move |event: &Event, _: &serde_json::Value| match event {
-            Event::StateEntered { name, kind } if kind != "Choice" => println!("   ▸ {name}"),
-            Event::Waiting { seconds, .. } if speedup > 1.0 => {
+        let mut print = move |event: &Progress, _: &serde_json::Value| match event {
+            Progress::StateEntered { name, kind } if kind != "Choice" => println!("   ▸ {name}"),
+            Progress::Waiting { seconds, .. } if speedup > 1.0 => {
                 println!("     waiting {seconds}s (sped up ×{speedup})");
             }
-            Event::Waiting { seconds, .. } => println!("     waiting {seconds}s"),
-            Event::TaskFailed {
+            Progress::Waiting { seconds, .. } => println!("     waiting {seconds}s"),
+            Progress::TaskFailed {
                 name,
                 error,
                 retry_in: Some(delay),
@@ -97,12 +97,12 @@ impl LocalRunner {
                     delay.as_secs_f64()
                 );
             }
-            Event::TaskFailed {
+            Progress::TaskFailed {
                 name,
                 error,
                 retry_in: None,
             } => println!("     {name}: {error}"),
-            Event::Caught { next, .. } => println!("     → {next}"),
+            Progress::Caught { next, .. } => println!("     → {next}"),
             _ => {}
         };
         let outcome = self

@@ -558,7 +558,7 @@ async fn installation(table: &str, bucket: &str, machine: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn reconcile_starts_the_deployed_state_machine_follows_it_and_history_lists_it() {
     let emulator = Emulator::shared();
-    let h = stacksync_testkit::local::Harness::new("cli-deployed").await;
+    let h = stacksync_testkit::harness::Harness::new("cli-deployed").await;
     let (table, bucket) = (
         h.steps.registry.table().to_owned(),
         h.steps.blobs.bucket().to_owned(),

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde_json::json;
-use stacksync::asl::{Event, Outcome, RunOptions};
+use stacksync::asl::{Outcome, Progress, RunOptions};
 use stacksync_testkit::git::{GitDaemon, GitRepo};
-use stacksync_testkit::local::Harness;
+use stacksync_testkit::harness::Harness;
 use stacksync_testkit::{Emulator, unique_name};
 
 const V1: &[u8] = b"Parameters:\n  Retention: {Type: Number, Default: 345600}\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties:\n      MessageRetentionPeriod: !Ref Retention\n";
@@ -60,13 +60,13 @@ async fn main() {
                 json!({"stackId": name, "trigger": {"kind": "manual"}}),
                 &options,
                 &mut |event, _| match event {
-                    Event::StateEntered { kind, .. } => {
+                    Progress::StateEntered { kind, .. } => {
                         transitions += 1;
                         if kind == "Task" {
                             lambdas += 1;
                         }
                     }
-                    Event::TaskFailed {
+                    Progress::TaskFailed {
                         retry_in: Some(_), ..
                     } => lambdas += 1,
                     _ => {}

@@ -15,7 +15,7 @@ use stacksync::registry::Registry;
 use stacksync::triggers::webhook::Headers;
 use stacksync::triggers::webhook::handler::Webhook;
 use stacksync::triggers::webhook::verify::sign;
-use stacksync_testkit::local::Harness;
+use stacksync_testkit::harness::Harness;
 use stacksync_testkit::{Emulator, unique_name};
 
 const REQUESTS: usize = 1000;

@@ -9,8 +9,8 @@
 
 pub mod fleet;
 pub mod git;
+pub mod harness;
 pub mod iam;
-pub mod local;
 pub mod scripted;
 pub mod stepfunctions;
 

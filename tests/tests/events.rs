@@ -11,7 +11,7 @@ use stacksync::clock::{now_millis, rfc3339};
 use stacksync::registry::{Entries, Registry, StackEntry};
 use stacksync::triggers::events::from_value;
 use stacksync::triggers::events::handler::EventHandler;
-use stacksync::triggers::scheduler::plan::Reason;
+use stacksync::triggers::scheduler::judge::Reason;
 use stacksync_testkit::fleet::{Fleet, steady_entry};
 use stacksync_testkit::iam::as_function;
 

@@ -12,7 +12,7 @@ use stacksync::asl::Outcome;
 use stacksync::registry::{Entries, Specs};
 use stacksync::status::Phase;
 use stacksync_testkit::git::{GitDaemon, GitRepo};
-use stacksync_testkit::local::Harness;
+use stacksync_testkit::harness::Harness;
 use stacksync_testkit::{Emulator, unique_name};
 
 const QUEUE: &[u8] = b"Parameters:
@@ -416,7 +416,7 @@ async fn a_repository_that_does_not_exist_fails_at_once_without_retries() {
         .filter(|e| {
             matches!(
                 e,
-                stacksync::asl::Event::TaskFailed {
+                stacksync::asl::Progress::TaskFailed {
                     retry_in: Some(_),
                     ..
                 }

@@ -10,7 +10,7 @@ use stacksync::clock::now_millis;
 use stacksync::registry::Lease;
 use stacksync::registry::{Entries, Schedule};
 use stacksync::status::{Phase, Timestamp};
-use stacksync::triggers::scheduler::plan::Reason;
+use stacksync::triggers::scheduler::judge::Reason;
 use stacksync_testkit::Emulator;
 use stacksync_testkit::fleet::{Fleet, steady_entry};
 use stacksync_testkit::iam::as_function;

@@ -5,13 +5,13 @@
 // The run's future nests the interpreter, the steps and their ports deeply.
 #![recursion_limit = "256"]
 
-use stacksync::asl::{Event, Outcome};
+use stacksync::asl::{Outcome, Progress};
 use stacksync::ports::{Blobs, PortError};
 use stacksync::registry::{Entries, Leases, Specs};
 use stacksync::stack_status::StackStatus as S;
 use stacksync::status::Phase;
 use stacksync_testkit::git::GitRepo;
-use stacksync_testkit::local::Harness;
+use stacksync_testkit::harness::Harness;
 use stacksync_testkit::scripted::{
     Recorded, ScriptedCloudFormation, failed, failure_event, pending, ready,
 };
@@ -233,7 +233,7 @@ async fn throttling_is_retried_by_the_state_machine_and_the_run_succeeds() {
         .lock()
         .unwrap()
         .iter()
-        .filter(|e| matches!(e, Event::TaskFailed { error, retry_in: Some(_), .. } if error.name == "StackSync.Transient"))
+        .filter(|e| matches!(e, Progress::TaskFailed { error, retry_in: Some(_), .. } if error.name == "StackSync.Transient"))
         .count();
     assert_eq!(retries, 3);
     assert_eq!(h.entry(&name).await.status.phase, Phase::Ready);

@@ -9,7 +9,7 @@ use stacksync::asl::Outcome;
 use stacksync::registry::Entries;
 use stacksync::status::{Phase, Status};
 use stacksync_testkit::git::{GitDaemon, GitRepo};
-use stacksync_testkit::local::Harness;
+use stacksync_testkit::harness::Harness;
 use stacksync_testkit::{Emulator, unique_name};
 
 const V1: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";

@@ -245,31 +245,16 @@ fn ls_remote(url: &str, reference: &str) -> Result<String, Error> {
         .ok_or_else(|| Error::RefNotFound(reference.to_owned()))
 }
 
-/// See the brief: shallow (depth 1) fetch of exactly one commit into a fresh bare repo at `workdir`,
-/// returning the commit SHA and all blobs of its tree (symlinks and submodules skipped).
+/// A shallow (depth 1) fetch of exactly one commit into a fresh bare
+/// repository at `workdir`: the commit's id and every file of its tree
+/// (symlinks and submodules skipped), at most `max_total_bytes` in all.
 fn fetch_tree(
     url: &str,
     reference: &str,
     workdir: &Path,
     max_total_bytes: u64,
 ) -> Result<(String, Files), Error> {
-    if workdir.exists()
-        && workdir
-            .read_dir()
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(true)
-    {
-        return Err(Error::WorkdirNotEmpty(workdir.display().to_string()));
-    }
-    // Isolated: ignore ~/.gitconfig, /etc/gitconfig and GIT_* env vars (hermetic, same in Lambda and tests).
-    let repo = gix::ThreadSafeRepository::init_opts(
-        workdir,
-        gix::create::Kind::Bare,
-        gix::create::Options::default(),
-        gix::open::Options::isolated(),
-    )?
-    .to_thread_local();
-
+    let repo = init_bare(workdir)?;
     // No destination in the refspec: nothing is written under refs/, so no reflog/committer needed.
     // A 40-hex source is sent as a plain `want <sha>` (needs protocol v2 or uploadpack.allowAnySHA1InWant).
     let spec: String = if is_full_sha(reference) {
@@ -285,31 +270,12 @@ fn fetch_tree(
         .connect(Direction::Fetch)?
         .with_credentials(|_action| Ok(None))
         .prepare_fetch(gix::progress::Discard, Default::default())?;
-
     // Which object did the refspec select? (ls-refs already happened inside prepare_fetch.)
-    let ref_map = prepare.ref_map();
-    let wanted: gix::ObjectId = if is_full_sha(reference) {
-        gix::ObjectId::from_hex(spec.as_bytes()).map_err(|e| gix::Error::from_error(e))?
-    } else {
-        let refs: Vec<Ref> = ref_map
-            .mappings
-            .iter()
-            .filter_map(|m| match &m.remote {
-                gix::remote::fetch::refmap::Source::Ref(r) => Some(r.clone()),
-                gix::remote::fetch::refmap::Source::ObjectId(_) => None,
-            })
-            .collect();
-        let r = pick(&refs, reference).ok_or_else(|| Error::RefNotFound(reference.to_owned()))?;
-        ref_commit(r)
-            .map(|(_, id)| id)
-            .ok_or_else(|| Error::RefNotFound(reference.to_owned()))?
-    };
-
+    let wanted = wanted_object(prepare.ref_map(), reference, &spec)?;
     let interrupt = AtomicBool::new(false);
     prepare
         .with_shallow(Shallow::DepthAtRemote(NonZeroU32::MIN))
         .receive(gix::progress::Discard, &interrupt)?;
-
     let commit = repo
         .find_object(wanted)?
         .peel_to_commit()
@@ -318,11 +284,65 @@ fn fetch_tree(
             object: wanted.to_string(),
         })?;
     let commit_id = commit.id.to_string();
-    let tree = commit.tree()?;
+    let files = read_tree(&repo, &commit.tree()?, max_total_bytes)?;
+    Ok((commit_id, files))
+}
 
+/// A new bare repository at `workdir`, which must be empty or absent;
+/// isolated from `~/.gitconfig`, `/etc/gitconfig` and `GIT_*` variables, so it
+/// behaves the same in Lambda and in tests.
+fn init_bare(workdir: &Path) -> Result<gix::Repository, Error> {
+    if workdir.exists()
+        && workdir
+            .read_dir()
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        return Err(Error::WorkdirNotEmpty(workdir.display().to_string()));
+    }
+    Ok(gix::ThreadSafeRepository::init_opts(
+        workdir,
+        gix::create::Kind::Bare,
+        gix::create::Options::default(),
+        gix::open::Options::isolated(),
+    )?
+    .to_thread_local())
+}
+
+/// The commit a fetch of `reference` wants: the id itself, or what the
+/// remote's matching ref points at.
+fn wanted_object(
+    ref_map: &gix::remote::fetch::RefMap,
+    reference: &str,
+    spec: &str,
+) -> Result<gix::ObjectId, Error> {
+    if is_full_sha(reference) {
+        return Ok(gix::ObjectId::from_hex(spec.as_bytes()).map_err(|e| gix::Error::from_error(e))?);
+    }
+    let refs: Vec<Ref> = ref_map
+        .mappings
+        .iter()
+        .filter_map(|m| match &m.remote {
+            gix::remote::fetch::refmap::Source::Ref(r) => Some(r.clone()),
+            gix::remote::fetch::refmap::Source::ObjectId(_) => None,
+        })
+        .collect();
+    let r = pick(&refs, reference).ok_or_else(|| Error::RefNotFound(reference.to_owned()))?;
+    ref_commit(r)
+        .map(|(_, id)| id)
+        .ok_or_else(|| Error::RefNotFound(reference.to_owned()))
+}
+
+/// Every file of a tree, by path; the sizes are read from the pack's
+/// headers before any blob is inflated, so an oversized tree is refused
+/// without holding it in memory.
+fn read_tree(
+    repo: &gix::Repository,
+    tree: &gix::Tree<'_>,
+    max_total_bytes: u64,
+) -> Result<Files, Error> {
     let mut recorder = gix::traverse::tree::Recorder::default();
     tree.traverse().breadthfirst(&mut recorder)?;
-
     let mut total: u64 = 0;
     let mut files = Vec::new();
     for entry in recorder.records {
@@ -331,7 +351,6 @@ fn fetch_tree(
             EntryKind::Blob | EntryKind::BlobExecutable => {}
             EntryKind::Link | EntryKind::Commit | EntryKind::Tree => continue,
         }
-        // Check the size from the pack header before inflating the blob.
         total += repo.find_header(entry.oid)?.size();
         if total > max_total_bytes {
             return Err(Error::TooLarge {
@@ -342,5 +361,5 @@ fn fetch_tree(
         files.push((entry.filepath.to_str_lossy().into_owned(), data));
     }
     files.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok((commit_id, files))
+    Ok(files)
 }

@@ -1,4 +1,4 @@
-//! Adapters: the AWS SDK behind the ports of [`crate::reconcile::ports`].
+//! Adapters: the AWS SDK (and Git) behind the ports of [`crate::ports`].
 //! AWS quirks (and the emulator's) are turned into domain values here, once.
 
 pub mod cloudformation;

@@ -78,7 +78,7 @@ pub trait TaskRunner: Send + Sync {
 #[derive(Debug, Clone, PartialEq)]
 ///
 /// Each event comes with the data it concerns: the state's input.
-pub enum Event {
+pub enum Progress {
     /// A state starts; `kind` is its `Type` (`"Task"`, `"Choice"`...).
     StateEntered { name: String, kind: String },
     /// A task's call failed; `retry_in` is the delay before the next attempt
@@ -200,7 +200,7 @@ impl StateMachine {
         execution_name: &str,
         input: Value,
         options: &RunOptions,
-        on_event: &mut (dyn FnMut(&Event, &Value) + Send),
+        on_event: &mut (dyn FnMut(&Progress, &Value) + Send),
     ) -> Outcome {
         let original = input.clone();
         let mut execution = Execution {
@@ -217,7 +217,7 @@ impl StateMachine {
             let Some(state) = self.states.get(current) else {
                 return Outcome::Failed(AslError::runtime(format!("no state named {current}")));
             };
-            let entered = Event::StateEntered {
+            let entered = Progress::StateEntered {
                 name: current.to_owned(),
                 kind: state.kind().to_owned(),
             };

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::retry::{Catcher, Retries};
 use super::states::{Choice, Fail, Pass, Succeed, Task, Transition, Wait, WaitFor};
-use super::{AslError, Event, RunOptions, TaskRunner};
+use super::{AslError, Progress, RunOptions, TaskRunner};
 
 /// What a state did: go on to a state, or end the execution.
 #[derive(Debug)]
@@ -30,7 +30,7 @@ impl Transition {
 pub(super) struct Execution<'r, R> {
     pub(super) runner: &'r R,
     pub(super) options: &'r RunOptions,
-    pub(super) on_event: &'r mut (dyn FnMut(&Event, &Value) + Send),
+    pub(super) on_event: &'r mut (dyn FnMut(&Progress, &Value) + Send),
     pub(super) name: &'r str,
     /// The execution's input, for `$$.Execution.Input`.
     pub(super) input: &'r Value,
@@ -38,7 +38,7 @@ pub(super) struct Execution<'r, R> {
 
 impl<R: TaskRunner> Execution<'_, R> {
     /// Tells whoever watches the run.
-    pub(super) fn emit(&mut self, event: Event, data: &Value) {
+    pub(super) fn emit(&mut self, event: Progress, data: &Value) {
         (self.on_event)(&event, data);
     }
 
@@ -101,7 +101,7 @@ impl<R: TaskRunner> Execution<'_, R> {
                 ),
             };
             let retry_in = retries.delay(&error);
-            let failed = Event::TaskFailed {
+            let failed = Progress::TaskFailed {
                 name: name.to_owned(),
                 error: error.clone(),
                 retry_in,
@@ -125,7 +125,7 @@ impl<R: TaskRunner> Execution<'_, R> {
         let Some(catcher) = Catcher::find(catchers, &error) else {
             return Err(error);
         };
-        let caught = Event::Caught {
+        let caught = Progress::Caught {
             name: name.to_owned(),
             error: error.clone(),
             next: catcher.next.clone(),
@@ -154,7 +154,7 @@ impl<R: TaskRunner> Execution<'_, R> {
                     ))
                 })?,
         };
-        let waiting = Event::Waiting {
+        let waiting = Progress::Waiting {
             name: name.to_owned(),
             seconds,
         };

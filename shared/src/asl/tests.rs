@@ -41,7 +41,7 @@ async fn run(definition: Value, input: Value) -> (Outcome, Vec<String>, Scripted
     };
     let outcome = machine
         .execute(&runner, "exec-1", input, &options, &mut |event, _| {
-            if let Event::StateEntered { name, .. } = event {
+            if let Progress::StateEntered { name, .. } = event {
                 seen.push(name.clone());
             }
         })
@@ -54,7 +54,7 @@ async fn run_with(
     definition: Value,
     input: Value,
     options: RunOptions,
-) -> (Outcome, Vec<Event>, Scripted) {
+) -> (Outcome, Vec<Progress>, Scripted) {
     let machine = StateMachine::load(&definition.to_string(), &BTreeMap::new()).unwrap();
     let runner = Scripted::default();
     let mut events = Vec::new();
@@ -260,7 +260,7 @@ async fn huge_waits_do_not_panic() {
     let def = json!({"StartAt": "W", "States": {"W": {"Type": "Wait", "SecondsPath": "$.s", "Next": "S"}, "S": {"Type": "Succeed"}}});
     let machine = StateMachine::load(&def.to_string(), &BTreeMap::new()).unwrap();
     let options = RunOptions::default();
-    let mut ignore = |_: &Event, _: &Value| {};
+    let mut ignore = |_: &Progress, _: &Value| {};
     let run = machine.execute(&Hangs, "e", json!({"s": 1e300}), &options, &mut ignore);
     assert!(
         tokio::time::timeout(Duration::from_millis(50), run)
@@ -276,7 +276,7 @@ fn an_execution_can_be_moved_to_another_thread() {
     let def = json!({"StartAt": "S", "States": {"S": {"Type": "Succeed"}}});
     let machine = StateMachine::load(&def.to_string(), &BTreeMap::new()).unwrap();
     let options = RunOptions::default();
-    let mut ignore = |_: &Event, _: &Value| {};
+    let mut ignore = |_: &Progress, _: &Value| {};
     let run = machine.execute(&Hangs, "e", json!({}), &options, &mut ignore);
     is_send(&run);
 }

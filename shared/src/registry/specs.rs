@@ -14,8 +14,10 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use super::expr::{self, Write, names};
 use super::item::{n, s, to_attr_of};
 use super::plan::{self, Action, Plan};
-use super::schema::{self, PK, STACK_PREFIX, attr, sched_shard, stack_key};
-use super::{Page, Registry, RegistryError, Result, StackEntry, decode_entry, spec_attributes};
+use super::schema::{self, PK, STACK_PREFIX, attr, stack_key};
+use super::{
+    Page, Registry, RegistryError, Result, StackEntry, decode_entry, entry_item, spec_attributes,
+};
 use crate::clock::EpochMillis;
 use crate::spec::StackSpec;
 use crate::status::{Phase, Status, Timestamp};
@@ -118,88 +120,43 @@ impl Registry {
         found.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(found)
     }
+
+    /// One write of a plan, conditioned on what the plan was made from.
     fn transact_item(&self, change: &plan::Change, now: EpochMillis) -> Result<TransactWriteItem> {
-        let build_err = |e: aws_sdk_dynamodb::error::BuildError| RegistryError::Aws {
-            operation: "TransactWriteItems",
-            code: None,
-            message: e.to_string(),
-            transient: false,
-        };
         let key = stack_key(&change.name);
-        let spec = change.spec.as_ref();
-        let item = match (&change.action, spec) {
-            (Action::Create, Some(spec)) => {
-                let status = Status {
-                    phase: Phase::Pending,
-                    last_transition_at: Some(Timestamp(now)),
-                    ..Status::default()
-                };
-                let mut values = spec_attributes(spec);
-                values.insert(PK.into(), s(&key));
-                values.insert(attr::NAME.into(), s(&change.name));
-                values.insert(attr::SPEC_VERSION.into(), n(1));
-                values.insert(attr::STATUS.into(), to_attr_of(&status));
-                values.insert(attr::SUSPENDED.into(), AttributeValue::Bool(false));
-                values.insert(attr::CREATED_AT.into(), to_attr_of(&Timestamp(now)));
-                values.insert(attr::UPDATED_AT.into(), to_attr_of(&Timestamp(now)));
-                values.insert(attr::NEXT_RECONCILE_AT.into(), n(now));
-                values.insert(attr::SCHED_SHARD.into(), s(sched_shard(&change.name)));
-                TransactWriteItem::builder()
-                    .put(
-                        Put::builder()
-                            .table_name(&self.table)
-                            .set_item(Some(values))
-                            .condition_expression(expr::ABSENT)
-                            .set_expression_attribute_names(Some(names(&[expr::ABSENT])))
-                            .build()
-                            .map_err(build_err)?,
-                    )
-                    .build()
-            }
-            (Action::Update { from, .. }, Some(spec)) => {
-                let mut values: HashMap<String, AttributeValue> = spec_attributes(spec)
-                    .into_iter()
-                    .map(|(k, v)| (format!(":{k}"), v))
-                    .collect();
-                values.insert(":expected".into(), n(*from));
-                values.insert(":next".into(), n(from + 1));
-                values.insert(":now".into(), to_attr_of(&Timestamp(now)));
-                values.insert(":due".into(), n(now));
-                TransactWriteItem::builder()
-                    .update(
-                        Update::builder()
-                            .table_name(&self.table)
-                            .key(PK, s(&key))
-                            .update_expression(expr::UPDATE_SPEC)
-                            .condition_expression(expr::SPEC_AT_VERSION)
-                            .set_expression_attribute_names(Some(names(&[
-                                expr::SPEC_AT_VERSION,
-                                expr::UPDATE_SPEC,
-                            ])))
-                            .set_expression_attribute_values(Some(values))
-                            .build()
-                            .map_err(build_err)?,
-                    )
-                    .build()
-            }
-            (Action::Prune { version }, _) => TransactWriteItem::builder()
-                .update(
-                    Update::builder()
+        let values = |extra: Vec<(&str, AttributeValue)>| -> HashMap<String, AttributeValue> {
+            let mut values: HashMap<String, AttributeValue> =
+                extra.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+            values.insert(":now".into(), to_attr_of(&Timestamp(now)));
+            values.insert(":due".into(), n(now));
+            values
+        };
+        let item = match (&change.action, &change.spec) {
+            (Action::Create, Some(spec)) => TransactWriteItem::builder()
+                .put(
+                    Put::builder()
                         .table_name(&self.table)
-                        .key(PK, s(&key))
-                        .update_expression(expr::MARK_DELETION)
-                        .condition_expression(expr::SPEC_AT_VERSION)
-                        .set_expression_attribute_names(Some(names(&[
-                            expr::SPEC_AT_VERSION,
-                            expr::MARK_DELETION,
-                        ])))
-                        .expression_attribute_values(":expected", n(*version))
-                        .expression_attribute_values(":now", to_attr_of(&Timestamp(now)))
-                        .expression_attribute_values(":due", n(now))
+                        .set_item(Some(new_item(&change.name, spec, now)))
+                        .condition_expression(expr::ABSENT)
+                        .set_expression_attribute_names(Some(names(&[expr::ABSENT])))
                         .build()
-                        .map_err(build_err)?,
+                        .map_err(build_error)?,
                 )
                 .build(),
+            (Action::Update { from, .. }, Some(spec)) => {
+                let mut update = values(vec![(":expected", n(*from)), (":next", n(from + 1))]);
+                update.extend(
+                    spec_attributes(spec)
+                        .into_iter()
+                        .map(|(k, v)| (format!(":{k}"), v)),
+                );
+                self.conditional_update(&key, expr::UPDATE_SPEC, update)?
+            }
+            (Action::Prune { version }, _) => self.conditional_update(
+                &key,
+                expr::MARK_DELETION,
+                values(vec![(":expected", n(*version))]),
+            )?,
             _ => {
                 return Err(RegistryError::Aws {
                     operation: "TransactWriteItems",
@@ -210,6 +167,28 @@ impl Registry {
             }
         };
         Ok(item)
+    }
+
+    /// An update of a plan: only while the entry is at the planned version.
+    fn conditional_update(
+        &self,
+        key: &str,
+        update: &str,
+        values: HashMap<String, AttributeValue>,
+    ) -> Result<TransactWriteItem> {
+        Ok(TransactWriteItem::builder()
+            .update(
+                Update::builder()
+                    .table_name(&self.table)
+                    .key(PK, s(key))
+                    .update_expression(update)
+                    .condition_expression(expr::SPEC_AT_VERSION)
+                    .set_expression_attribute_names(Some(names(&[expr::SPEC_AT_VERSION, update])))
+                    .set_expression_attribute_values(Some(values))
+                    .build()
+                    .map_err(build_error)?,
+            )
+            .build())
     }
 
     fn transaction_error(
@@ -371,6 +350,37 @@ impl Specs for Registry {
             });
         }
         Ok(changed)
+    }
+}
+
+/// The item of a new entry: `Pending`, at version 1, due at once.
+fn new_item(name: &str, spec: &StackSpec, now: EpochMillis) -> HashMap<String, AttributeValue> {
+    let at = Timestamp(now);
+    entry_item(&StackEntry {
+        name: name.to_owned(),
+        spec_version: 1,
+        spec_hash: spec.content_hash(),
+        spec: spec.clone(),
+        suspended: false,
+        deletion_requested_at: None,
+        created_at: at,
+        updated_at: at,
+        status: Status {
+            phase: Phase::Pending,
+            last_transition_at: Some(at),
+            next_reconcile_at: Some(at),
+            ..Status::default()
+        },
+        lease: None,
+    })
+}
+
+fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> RegistryError {
+    RegistryError::Aws {
+        operation: "TransactWriteItems",
+        code: None,
+        message: e.to_string(),
+        transient: false,
     }
 }
 

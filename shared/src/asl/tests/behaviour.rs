@@ -99,7 +99,7 @@ async fn an_error_no_rule_takes_ends_the_run_with_that_error() {
     let (outcome, events, runner) = run_with(def, json!({}), fast()).await;
     assert_eq!(outcome, failed("Boom", "boom"));
     assert_eq!(runner.calls.lock().unwrap().len(), 1);
-    assert!(events.contains(&Event::TaskFailed {
+    assert!(events.contains(&Progress::TaskFailed {
         name: "S".to_owned(),
         error: AslError::new("Boom", "boom"),
         retry_in: None,
@@ -117,7 +117,7 @@ async fn retry_delays_grow_by_the_backoff_rate_up_to_the_max_delay() {
     let delays: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
-            Event::TaskFailed { retry_in, .. } => Some(*retry_in),
+            Progress::TaskFailed { retry_in, .. } => Some(*retry_in),
             _ => None,
         })
         .collect();
@@ -135,7 +135,7 @@ async fn full_jitter_makes_each_delay_at_most_the_backoff_delay() {
     let delays: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
-            Event::TaskFailed { retry_in, .. } => *retry_in,
+            Progress::TaskFailed { retry_in, .. } => *retry_in,
             _ => None,
         })
         .collect();
@@ -163,7 +163,7 @@ async fn a_catcher_without_a_result_path_replaces_the_input_with_the_error() {
         outcome,
         Outcome::Succeeded(json!({"Error": "Boom", "Cause": "boom"}))
     );
-    assert!(events.contains(&Event::Caught {
+    assert!(events.contains(&Progress::Caught {
         name: "S".to_owned(),
         error: AslError::new("Boom", "boom"),
         next: "Done".to_owned(),
@@ -201,7 +201,7 @@ async fn chosen(rule: Value, input: Value) -> Result<String, Outcome> {
         "Yes": {"Type": "Succeed"}, "No": {"Type": "Succeed"}}});
     let (outcome, events, _) = run_with(def, input, fast()).await;
     match (&outcome, events.last()) {
-        (Outcome::Succeeded(_), Some(Event::StateEntered { name, .. })) => Ok(name.clone()),
+        (Outcome::Succeeded(_), Some(Progress::StateEntered { name, .. })) => Ok(name.clone()),
         _ => Err(outcome),
     }
 }
@@ -305,7 +305,7 @@ async fn a_wait_with_seconds_waits_that_long_and_says_so() {
         "20 s at speed-up 1000"
     );
     assert_eq!(outcome, Outcome::Succeeded(json!({"a": 1})));
-    assert!(events.contains(&Event::Waiting {
+    assert!(events.contains(&Progress::Waiting {
         name: "S".to_owned(),
         seconds: 20.0
     }));
@@ -327,7 +327,7 @@ async fn a_wait_with_seconds_path_waits_that_long() {
         Outcome::Succeeded(json!(2)),
         "the output comes from the whole input"
     );
-    assert!(events.contains(&Event::Waiting {
+    assert!(events.contains(&Progress::Waiting {
         name: "S".to_owned(),
         seconds: 30.0
     }));
@@ -381,7 +381,7 @@ async fn every_state_entered_is_reported_with_its_type_and_input() {
             json!({}),
             &fast(),
             &mut |event, data| {
-                if let Event::StateEntered { name, kind } = event {
+                if let Progress::StateEntered { name, kind } = event {
                     entered.push(format!("{name} {kind} {data}"));
                 }
             },

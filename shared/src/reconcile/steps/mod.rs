@@ -15,7 +15,7 @@
 //! machine routes on `next` and does all the waiting. What to do is decided
 //! in [`super::decide`]; the steps observe, ask it, and act. Every way out —
 //! in sync, applied, deleted, suspended, failed — writes the status and
-//! releases the lease ([`Steps::finish`]).
+//! releases the lease (one conditional write, `Steps::finish`).
 
 pub mod artifact_fetch;
 pub mod change_set;

@@ -5,13 +5,13 @@
 //!    per shard, oldest first). An entry is due because it is new, its spec
 //!    changed, it was removed or resumed, its retry interval after a failure
 //!    passed, its full-reconcile `interval` passed, or a CloudFormation event
-//!    marked it. Each is started ([`plan::judge_due`]), unless a run holds it
+//!    marked it. Each is started ([`judge::judge_due`]), unless a run holds it
 //!    or it is suspended (then only its due time moves).
 //! 2. **Sources**: one `source#` item per normal URL and ref, with the head
 //!    recorded last. Each distinct source is listed once (`ls-remote`, in
 //!    parallel). Where the head moved, the source's followers are read through
 //!    the source index and those not yet tried at the new head are started
-//!    ([`plan::judge_follower`]); the head is recorded once every follower is
+//!    ([`judge::judge_follower`]); the head is recorded once every follower is
 //!    started or settled. A source with no follower left is forgotten.
 //!
 //! At most `max_starts` executions are started per run, most urgent first;
@@ -25,7 +25,7 @@
 //! and one ref listing per source, and no write, no start, no CloudFormation
 //! call.
 
-pub mod plan;
+pub mod judge;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -39,7 +39,7 @@ use crate::registry::{Entries, LEASE_TTL, RegistryError, Schedule, SourceRecord,
 use crate::source::source_key;
 use crate::spec::SourceKind;
 use crate::triggers::TriggerError;
-use plan::{Candidate, DueAction, FollowerAction, Reason, choose, judge_due, judge_follower};
+use judge::{Candidate, DueAction, FollowerAction, Reason, choose, judge_due, judge_follower};
 
 /// How the scheduler paces itself.
 #[derive(Debug, Clone)]
@@ -401,7 +401,7 @@ where
             report.already_started += 1;
         }
         if let Some(from) = candidate.due_at {
-            let guard = plan::after(now, self.config.start_guard.as_secs());
+            let guard = judge::after(now, self.config.start_guard.as_secs());
             // A run that already wrote its own due time wins (the condition).
             if let Err(e) = self.registry.move_due(&candidate.stack, from, guard).await {
                 report.errors.push(format!("{}: {e}", candidate.stack));

@@ -12,7 +12,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{Delivery, Event, Headers, WebhookError, receive};
+use super::{Delivery, Headers, Received, WebhookError, receive};
 use crate::clock::EpochMillis;
 use crate::ports::{SecretStore, Starter, TriggerKind};
 use crate::registry::{Deliveries, Entries};
@@ -90,9 +90,9 @@ impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
     /// Answers one request.
     pub async fn handle(&self, headers: &Headers, body: &[u8], now: EpochMillis) -> Response {
         let delivery = match self.verified(headers, body).await {
-            Ok(Event::Push(delivery)) => delivery,
-            Ok(Event::Ping) => return Response::answer(200, &Answer::Pong),
-            Ok(Event::Ignored { reason }) => {
+            Ok(Received::Push(delivery)) => delivery,
+            Ok(Received::Ping) => return Response::answer(200, &Answer::Pong),
+            Ok(Received::Ignored { reason }) => {
                 return Response::answer(200, &Answer::Ignored { reason });
             }
             Err(response) => return response,
@@ -114,7 +114,7 @@ impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
 
     /// The delivery, verified against the accepted secrets (read again once
     /// when a cached secret does not match: it may have been rotated).
-    async fn verified(&self, headers: &Headers, body: &[u8]) -> Result<Event, Response> {
+    async fn verified(&self, headers: &Headers, body: &[u8]) -> Result<Received, Response> {
         let (secrets, cached) = self.secrets.get(false).await.map_err(|e| {
             tracing::error!("{e}");
             Response::error(

@@ -3,7 +3,7 @@
 //! Pure (all but [`handler`], which does the I/O through the ports): the
 //! webhook function hands over the request's headers and raw body
 //! (already base64-decoded from the Function URL event) and the accepted
-//! secrets, and gets back an [`Event`] or a [`WebhookError`] that knows its
+//! secrets, and gets back a [`Received`] or a [`WebhookError`] that knows its
 //! HTTP status. The steps, each usable alone:
 //!
 //! 1. the size limit ([`MAX_BODY_BYTES`]),
@@ -207,7 +207,7 @@ impl WebhookError {
 
 /// What a verified delivery asks of stacksync.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
+pub enum Received {
     /// Branches or tags moved to new commits.
     Push(Delivery),
     /// A hello from the host (GitHub's `ping`, the generic `ping`): answer 200.
@@ -252,7 +252,7 @@ pub fn receive<S: AsRef<[u8]>>(
     headers: &Headers,
     body: &[u8],
     secrets: &[S],
-) -> Result<Event, WebhookError> {
+) -> Result<Received, WebhookError> {
     check_size(body)?;
     let provider = Provider::detect(headers)?;
     verify::verify(provider, headers, body, secrets)?;

@@ -113,7 +113,7 @@ impl Fixture {
         self
     }
 
-    fn receive(&self) -> Result<Event, WebhookError> {
+    fn receive(&self) -> Result<Received, WebhookError> {
         receive(&self.headers(), &self.body, &[SECRET])
     }
 }
@@ -139,9 +139,9 @@ impl Push {
     }
 }
 
-pub(super) fn pushes(event: Event) -> Vec<Push> {
+pub(super) fn pushes(event: Received) -> Vec<Push> {
     match event {
-        Event::Push(delivery) => delivery
+        Received::Push(delivery) => delivery
             .refs
             .into_iter()
             .map(|r| Push {
@@ -162,14 +162,14 @@ pub(super) fn one_push(name: &str) -> Push {
     pushes.remove(0)
 }
 
-pub(super) fn reason(event: Event) -> String {
+pub(super) fn reason(event: Received) -> String {
     match event {
-        Event::Ignored { reason } => reason,
+        Received::Ignored { reason } => reason,
         other => panic!("expected an ignored event, got {other:?}"),
     }
 }
 
-pub(super) fn malformed(result: Result<Event, WebhookError>) -> String {
+pub(super) fn malformed(result: Result<Received, WebhookError>) -> String {
     match result {
         Err(e @ WebhookError::Malformed(_)) => {
             assert_eq!(e.status_code(), 400);
@@ -179,7 +179,7 @@ pub(super) fn malformed(result: Result<Event, WebhookError>) -> String {
     }
 }
 
-pub(super) fn unauthorized(result: Result<Event, WebhookError>) -> String {
+pub(super) fn unauthorized(result: Result<Received, WebhookError>) -> String {
     match result {
         Err(e @ WebhookError::Unauthorized(_)) => {
             assert_eq!(e.status_code(), 401);

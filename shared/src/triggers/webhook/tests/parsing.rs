@@ -54,7 +54,7 @@ fn a_form_encoded_delivery_without_payload_is_malformed() {
 #[test]
 fn a_github_ping_is_a_ping() {
     let event = Fixture::load("github-ping").signed().receive().unwrap();
-    assert_eq!(event, Event::Ping);
+    assert_eq!(event, Received::Ping);
 }
 
 #[test]
@@ -257,7 +257,7 @@ fn a_generic_push_is_read() {
 #[test]
 fn a_generic_ping_is_a_ping_and_other_events_are_ignored() {
     let ping = Fixture::load("generic-push").with("X-Stacksync-Event", "ping");
-    assert_eq!(ping.signed().receive().unwrap(), Event::Ping);
+    assert_eq!(ping.signed().receive().unwrap(), Received::Ping);
     let other = Fixture::load("generic-push").with("X-Stacksync-Event", "build");
     assert!(reason(other.signed().receive().unwrap()).contains("is not a push"));
 }

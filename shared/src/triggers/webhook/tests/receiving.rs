@@ -65,7 +65,7 @@ fn bitbucket_server_without_a_uuid_header_is_not_taken_for_bitbucket_cloud() {
 fn a_valid_signature_is_accepted_for_each_provider() {
     for (name, _) in SIGNED_FIXTURES {
         let event = Fixture::load(name).signed().receive();
-        assert!(matches!(event, Ok(Event::Push(_))), "{name}: {event:?}");
+        assert!(matches!(event, Ok(Received::Push(_))), "{name}: {event:?}");
     }
 }
 
@@ -74,10 +74,10 @@ fn the_previous_secret_is_accepted_during_rotation() {
     for (name, _) in SIGNED_FIXTURES {
         let d = Fixture::load(name).signed_with(SECRET);
         let event = receive(&d.headers(), &d.body, &[NEXT_SECRET, SECRET]);
-        assert!(matches!(event, Ok(Event::Push(_))), "{name}: {event:?}");
+        assert!(matches!(event, Ok(Received::Push(_))), "{name}: {event:?}");
         let d = Fixture::load(name).signed_with(NEXT_SECRET);
         let event = receive(&d.headers(), &d.body, &[NEXT_SECRET, SECRET]);
-        assert!(matches!(event, Ok(Event::Push(_))), "{name}: {event:?}");
+        assert!(matches!(event, Ok(Received::Push(_))), "{name}: {event:?}");
     }
 }
 

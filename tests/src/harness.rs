@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
 use stacksync::adapters::git::GitFetcher;
 use stacksync::adapters::s3::S3Store;
-use stacksync::asl::{AslError, Event, Outcome, RunOptions, StateMachine, TaskRunner};
+use stacksync::asl::{AslError, Outcome, Progress, RunOptions, StateMachine, TaskRunner};
 use stacksync::clock::now_millis;
 use stacksync::manifest::parse_manifest;
 use stacksync::ports::{CloudFormationFactory, PortResult, SourceFetcher};
@@ -76,7 +76,7 @@ pub struct Harness<F> {
     pub steps: Steps<Registry, S3Store, F, Counting<GitFetcher>>,
     pub machine: StateMachine,
     /// States entered and waits, of every run so far.
-    pub events: Mutex<Vec<Event>>,
+    pub events: Mutex<Vec<Progress>>,
 }
 
 impl Harness<SdkCloudFormationFactory> {
@@ -188,7 +188,7 @@ impl<F: CloudFormationFactory> Harness<F> {
         std::mem::take(&mut *self.events.lock().expect("events"))
             .into_iter()
             .filter_map(|e| match e {
-                Event::StateEntered { name, .. } => Some(name),
+                Progress::StateEntered { name, .. } => Some(name),
                 _ => None,
             })
             .collect()
@@ -199,7 +199,7 @@ impl<F: CloudFormationFactory> Harness<F> {
         std::mem::take(&mut *self.events.lock().expect("events"))
             .into_iter()
             .filter_map(|e| match e {
-                Event::Waiting { seconds, .. } => Some(seconds),
+                Progress::Waiting { seconds, .. } => Some(seconds),
                 _ => None,
             })
             .collect()

@@ -1,0 +1,373 @@
+//! One row per situation, for every decision of the table.
+
+use super::*;
+use ChangeSetKind::{Create, Update};
+use StackStatus as S;
+
+fn stack(status: Option<StackStatus>, hash_matches: bool) -> StackDecision {
+    decide_stack(StackObservation {
+        status: status.as_ref(),
+        hash_matches,
+        rollback_continues: 0,
+    })
+}
+
+fn create(cleanup_review: bool) -> StackDecision {
+    StackDecision::CreateChangeSet {
+        kind: Create,
+        cleanup_review,
+    }
+}
+
+const UPDATE: StackDecision = StackDecision::CreateChangeSet {
+    kind: Update,
+    cleanup_review: false,
+};
+
+#[test]
+fn one_row_per_stack_status() {
+    let rows: Vec<(Option<StackStatus>, bool, StackDecision)> = vec![
+        (None, false, create(false)),
+        (Some(S::ReviewInProgress), false, create(true)),
+        (Some(S::DeleteComplete), true, create(false)),
+        (Some(S::CreateInProgress), false, StackDecision::Wait),
+        (Some(S::UpdateInProgress), false, StackDecision::Wait),
+        (
+            Some(S::UpdateCompleteCleanupInProgress),
+            true,
+            StackDecision::Wait,
+        ),
+        (
+            Some(S::UpdateRollbackInProgress),
+            false,
+            StackDecision::Wait,
+        ),
+        (
+            Some(S::UpdateRollbackCompleteCleanupInProgress),
+            false,
+            StackDecision::Wait,
+        ),
+        (Some(S::RollbackInProgress), false, StackDecision::Wait),
+        (Some(S::DeleteInProgress), false, StackDecision::Wait),
+        (Some(S::ImportInProgress), false, StackDecision::Wait),
+        (
+            Some(S::ImportRollbackInProgress),
+            false,
+            StackDecision::Wait,
+        ),
+        (Some(S::CreateComplete), true, StackDecision::InSync),
+        (Some(S::CreateComplete), false, UPDATE),
+        (Some(S::UpdateComplete), true, StackDecision::InSync),
+        (Some(S::UpdateComplete), false, UPDATE),
+        (Some(S::ImportComplete), true, StackDecision::InSync),
+        (Some(S::ImportComplete), false, UPDATE),
+        (Some(S::UpdateRollbackComplete), false, UPDATE),
+        (Some(S::UpdateRollbackComplete), true, StackDecision::InSync),
+        (Some(S::UpdateFailed), false, UPDATE),
+        (Some(S::ImportRollbackComplete), false, UPDATE),
+        (Some(S::ImportRollbackFailed), false, UPDATE),
+        (
+            Some(S::CreateFailed),
+            false,
+            StackDecision::DeleteAndRecreate,
+        ),
+        (
+            Some(S::RollbackComplete),
+            true,
+            StackDecision::DeleteAndRecreate,
+        ),
+        (
+            Some(S::RollbackFailed),
+            false,
+            StackDecision::DeleteAndRecreate,
+        ),
+        (
+            Some(S::UpdateRollbackFailed),
+            false,
+            StackDecision::ContinueRollback,
+        ),
+    ];
+    for (status, hash_matches, expected) in rows {
+        assert_eq!(
+            stack(status.clone(), hash_matches),
+            expected,
+            "{status:?} hash_matches={hash_matches}"
+        );
+    }
+}
+
+#[test]
+fn every_known_stack_status_has_a_decision_that_is_not_a_guess() {
+    for status in StackStatus::all() {
+        let decision = stack(Some(status.clone()), false);
+        if let StackDecision::Stalled { message, .. } = &decision {
+            assert_eq!(
+                status,
+                S::DeleteFailed,
+                "only DELETE_FAILED stalls outside a deletion: {message}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_failure_without_rollback_at_our_own_hash_is_reported() {
+    for status in [S::UpdateFailed, S::ImportRollbackFailed] {
+        match stack(Some(status.clone()), true) {
+            StackDecision::Stalled { reason, message } => {
+                assert_eq!(reason, StallReason::StackFailed);
+                assert!(message.contains(status.as_str()), "{message}")
+            }
+            other => panic!("{status}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn delete_failed_outside_a_deletion_is_reported_not_touched() {
+    match stack(Some(S::DeleteFailed), true) {
+        StackDecision::Stalled { reason, message } => {
+            assert_eq!(reason, StallReason::StackBlocked);
+            assert!(message.contains("DELETE_FAILED"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_failed_rollback_is_continued_once_then_reported() {
+    let observed = |rollback_continues| {
+        decide_stack(StackObservation {
+            status: Some(&S::UpdateRollbackFailed),
+            hash_matches: false,
+            rollback_continues,
+        })
+    };
+    assert_eq!(observed(0), StackDecision::ContinueRollback);
+    assert_eq!(
+        observed(MAX_ROLLBACK_CONTINUES),
+        StackDecision::RollbackStuck
+    );
+}
+
+#[test]
+fn a_run_ends_up_to_date_only_at_the_applied_hash_on_a_healthy_stack() {
+    assert!(up_to_date(true, Some(&S::UpdateComplete)));
+    assert!(up_to_date(true, Some(&S::CreateComplete)));
+    assert!(!up_to_date(false, Some(&S::UpdateComplete)));
+    assert!(!up_to_date(true, Some(&S::UpdateRollbackComplete)));
+    assert!(!up_to_date(true, Some(&S::UpdateInProgress)));
+    assert!(!up_to_date(true, None), "a stack deleted behind our back");
+}
+
+#[test]
+fn waiting_goes_on_while_cloudformation_works_and_no_longer() {
+    assert_eq!(decide_waiting(Some(&S::UpdateInProgress)), Waiting::Wait);
+    assert_eq!(
+        decide_waiting(Some(&S::UpdateRollbackInProgress)),
+        Waiting::Wait
+    );
+    assert_eq!(
+        decide_waiting(Some(&S::UpdateRollbackFailed)),
+        Waiting::Decide
+    );
+    assert_eq!(decide_waiting(Some(&S::ReviewInProgress)), Waiting::Decide);
+    assert_eq!(decide_waiting(None), Waiting::Decide);
+}
+
+#[test]
+fn an_unknown_stack_status_is_left_alone_and_named() {
+    match stack(Some(S::Other("NEW_STATE".into())), false) {
+        StackDecision::Stalled { message, .. } => assert!(message.contains("NEW_STATE")),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn cs(
+    status: ChangeSetStatus,
+    execution: ExecutionStatus,
+    reason: Option<&str>,
+    changes: Option<usize>,
+) -> ChangeSetDecision {
+    decide_change_set(ChangeSetObservation {
+        status,
+        execution,
+        reason,
+        changes,
+        stack_matches: true,
+    })
+}
+
+#[test]
+fn one_row_per_change_set_situation() {
+    use ChangeSetDecision as D;
+    use ChangeSetStatus as C;
+    use ExecutionStatus as E;
+    let no_changes = "The submitted information didn't contain changes. Submit different information to create a change set.";
+    type Row<'a> = (C, E, Option<&'a str>, Option<usize>, D);
+    let rows: Vec<Row> = vec![
+        (C::CreatePending, E::Unavailable, None, None, D::Wait),
+        (C::CreateInProgress, E::Unavailable, None, None, D::Wait),
+        (C::CreateComplete, E::Unavailable, None, Some(1), D::Wait),
+        (C::CreateComplete, E::Available, None, Some(3), D::Execute),
+        (C::CreateComplete, E::Available, None, None, D::Execute),
+        (C::CreateComplete, E::Available, None, Some(0), D::Empty),
+        (
+            C::CreateComplete,
+            E::ExecuteInProgress,
+            None,
+            Some(3),
+            D::WaitForStack,
+        ),
+        (
+            C::CreateComplete,
+            E::ExecuteComplete,
+            None,
+            Some(3),
+            D::CheckStack,
+        ),
+        (C::Failed, E::Unavailable, Some(no_changes), None, D::Empty),
+        (
+            C::Failed,
+            E::Unavailable,
+            Some("No updates are to be performed."),
+            None,
+            D::Empty,
+        ),
+        (
+            C::Failed,
+            E::Unavailable,
+            Some("Template error: unresolved resource"),
+            None,
+            D::Failed {
+                reason: "the change set failed: Template error: unresolved resource".into(),
+            },
+        ),
+        (
+            C::Failed,
+            E::Unavailable,
+            None,
+            None,
+            D::Failed {
+                reason: "the change set failed: no reason given".into(),
+            },
+        ),
+        (
+            C::CreateComplete,
+            E::ExecuteFailed,
+            Some("Resource handler returned message"),
+            Some(1),
+            D::Failed {
+                reason: "executing the change set failed: Resource handler returned message".into(),
+            },
+        ),
+    ];
+    for (status, execution, reason, changes, expected) in rows {
+        assert_eq!(
+            cs(status, execution, reason, changes),
+            expected,
+            "{status:?}/{execution:?}"
+        );
+    }
+    assert!(
+        matches!(cs(C::CreateComplete, E::Obsolete, None, Some(1)), D::Failed { reason } if reason.contains("obsolete"))
+    );
+    for deleted in [
+        C::DeletePending,
+        C::DeleteInProgress,
+        C::DeleteComplete,
+        C::DeleteFailed,
+    ] {
+        assert!(
+            matches!(cs(deleted, E::Unavailable, None, None), D::Failed { reason } if reason.contains("deleted by someone else"))
+        );
+    }
+}
+
+#[test]
+fn a_ready_change_set_without_listed_changes_runs_when_the_stack_settings_differ() {
+    let observed = |stack_matches| {
+        decide_change_set(ChangeSetObservation {
+            status: ChangeSetStatus::CreateComplete,
+            execution: ExecutionStatus::Available,
+            reason: None,
+            changes: Some(0),
+            stack_matches,
+        })
+    };
+    assert_eq!(observed(true), ChangeSetDecision::Empty);
+    assert_eq!(observed(false), ChangeSetDecision::Execute);
+}
+
+#[test]
+fn every_change_set_status_pair_has_a_decision() {
+    for status in ChangeSetStatus::ALL {
+        for execution in ExecutionStatus::ALL {
+            // Total: no pair panics, and each gives one of the decisions.
+            let _ = cs(status, execution, None, None);
+        }
+    }
+}
+
+#[test]
+fn deleting_waits_for_work_repeats_after_failure_and_ends_when_gone() {
+    use DeleteDecision as D;
+    let rows: Vec<(Option<StackStatus>, u32, D)> = vec![
+        (None, 0, D::Gone),
+        (Some(S::DeleteComplete), 1, D::Gone),
+        (Some(S::DeleteInProgress), 1, D::Wait),
+        (Some(S::UpdateInProgress), 0, D::Wait),
+        (Some(S::DeleteFailed), 1, D::Delete),
+        (Some(S::DeleteFailed), MAX_DELETE_REQUESTS, D::Failed),
+        (Some(S::CreateComplete), 0, D::Delete),
+        (Some(S::RollbackComplete), 0, D::Delete),
+        (Some(S::ReviewInProgress), 0, D::Delete),
+    ];
+    for (status, requests, expected) in rows {
+        assert_eq!(
+            decide_delete(status.as_ref(), requests),
+            expected,
+            "{status:?} after {requests}"
+        );
+    }
+}
+
+#[test]
+fn an_execution_ends_in_success_or_failure() {
+    assert_eq!(
+        decide_after_execute(Some(&S::UpdateInProgress)),
+        ExecutionOutcome::Wait
+    );
+    assert_eq!(
+        decide_after_execute(Some(&S::UpdateRollbackInProgress)),
+        ExecutionOutcome::Wait
+    );
+    // Read just after ExecuteChangeSet of a create: not started yet (seen
+    // in CI against the emulator), not a failure.
+    assert_eq!(
+        decide_after_execute(Some(&S::ReviewInProgress)),
+        ExecutionOutcome::Wait
+    );
+    assert_eq!(
+        decide_after_execute(Some(&S::CreateComplete)),
+        ExecutionOutcome::Succeeded
+    );
+    assert_eq!(
+        decide_after_execute(Some(&S::UpdateComplete)),
+        ExecutionOutcome::Succeeded
+    );
+    for failed in [
+        S::UpdateRollbackComplete,
+        S::RollbackComplete,
+        S::CreateFailed,
+        S::UpdateFailed,
+        S::UpdateRollbackFailed,
+    ] {
+        assert_eq!(
+            decide_after_execute(Some(&failed)),
+            ExecutionOutcome::Failed,
+            "{failed}"
+        );
+    }
+    assert_eq!(decide_after_execute(None), ExecutionOutcome::Failed);
+}

@@ -1,0 +1,106 @@
+//! GitHub (and GitHub Enterprise Server) `push` deliveries, JSON or form-encoded.
+
+use serde::Deserialize;
+
+use super::*;
+use crate::triggers::RefMoved;
+use crate::triggers::webhook::{Delivery, Headers, Provider, Received, WebhookError};
+
+#[derive(Deserialize)]
+struct GitHubPush {
+    #[serde(rename = "ref")]
+    reference: String,
+    after: String,
+    #[serde(default)]
+    deleted: bool,
+    repository: GitHubRepository,
+    #[serde(default)]
+    head_commit: Option<CommitRef>,
+}
+
+#[derive(Deserialize)]
+struct GitHubRepository {
+    #[serde(default)]
+    clone_url: Option<String>,
+    #[serde(default)]
+    ssh_url: Option<String>,
+    #[serde(default)]
+    git_url: Option<String>,
+    #[serde(default)]
+    html_url: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct CommitRef {
+    id: String,
+}
+
+pub(super) fn github(
+    event: &str,
+    headers: &Headers,
+    body: &[u8],
+    id: impl Fn() -> String,
+) -> Result<Received, WebhookError> {
+    match event {
+        "ping" => return Ok(Received::Ping),
+        "push" => {}
+        other => {
+            return Ok(ignored(format!(
+                "GitHub event {} is not a push",
+                quote(other)
+            )));
+        }
+    }
+    let form = headers
+        .get("content-type")
+        .and_then(|t| t.split(';').next())
+        .is_some_and(|t| {
+            t.trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        });
+    let push: GitHubPush = if form {
+        let payload = form_field(body, "payload").ok_or_else(|| {
+            WebhookError::Malformed("a form-encoded delivery without a `payload` field".to_owned())
+        })?;
+        from_json(&payload, "in the form field `payload`, ")?
+    } else {
+        from_json(body, "")?
+    };
+
+    let Some(reference) = branch_or_tag("ref", &push.reference)? else {
+        return Ok(ignored(format!(
+            "{} is neither a branch nor a tag",
+            quote(&push.reference)
+        )));
+    };
+    if push.deleted || is_null_sha(&push.after) {
+        return Ok(ignored(format!("{reference} was deleted")));
+    }
+    // An annotated tag's `after` is the tag object; `head_commit` is the commit.
+    let commit = match &push.head_commit {
+        Some(head) if reference.starts_with("refs/tags/") => commit_id("head_commit.id", &head.id)?,
+        _ => commit_id("after", &push.after)?,
+    };
+    let r = &push.repository;
+    let repository_urls = require_urls(
+        "repository",
+        urls([
+            r.clone_url.as_deref(),
+            r.ssh_url.as_deref(),
+            r.git_url.as_deref(),
+            r.html_url.as_deref(),
+            r.url.as_deref(),
+        ]),
+    )?;
+    Ok(Received::Push(Delivery {
+        provider: Provider::GitHub,
+        delivery_id: id(),
+        refs: vec![RefMoved {
+            repository_urls,
+            reference,
+            commit,
+        }],
+    }))
+}
