@@ -21,9 +21,8 @@ use crate::ports::{
     ChangeSetInfo, ChangeSetRequest, CloudFormation, Created, PortError, PortResult, StackEvent,
     StackInfo,
 };
-use crate::reconcile::decide::ChangeSetKind;
 use crate::stack_status::{
-    ChangeSetStatus, ExecutionStatus, StackStatus, is_empty_change_set_reason,
+    ChangeSetKind, ChangeSetStatus, ExecutionStatus, StackStatus, is_empty_change_set_reason,
 };
 
 /// CloudFormation through the SDK, for one region and set of credentials.

@@ -15,7 +15,9 @@ use crate::ports::{
     Blobs, ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created,
     PortError, PortResult, SourceFetcher, StackEvent, StackInfo, Started, Starter, Trigger,
 };
-use crate::registry::{Entries, Lease, Leases, RegistryError, Schedule, SourceRecord, StackEntry};
+use crate::registry::{
+    Deliveries, Entries, Lease, Leases, RegistryError, Schedule, SourceRecord, StackEntry,
+};
 use crate::status::Status;
 
 #[derive(Debug, Default)]
@@ -343,6 +345,18 @@ impl<T: Schedule> Schedule for Failing<T> {
     async fn mark_due(&self, name: &str, now: EpochMillis) -> Result<bool, RegistryError> {
         self.check_registry("UpdateItem")?;
         self.inner.mark_due(name, now).await
+    }
+}
+
+impl<T: Deliveries> Deliveries for Failing<T> {
+    async fn record_delivery(
+        &self,
+        id: &str,
+        now: EpochMillis,
+        ttl_seconds: i64,
+    ) -> Result<bool, RegistryError> {
+        self.check_registry("PutItem")?;
+        self.inner.record_delivery(id, now, ttl_seconds).await
     }
 }
 

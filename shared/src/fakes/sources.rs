@@ -2,7 +2,7 @@
 //! revisions to files.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::ports::{PortError, PortResult, SourceFetcher};
 use crate::source::normalize_url;
@@ -13,12 +13,13 @@ struct Repo {
     trees: BTreeMap<String, Vec<(String, Vec<u8>)>>,
 }
 
-/// Repositories by normal URL.
-#[derive(Debug, Default)]
+/// Repositories by normal URL. Clones share them (the scheduler lists
+/// sources from tasks of its own).
+#[derive(Debug, Default, Clone)]
 pub struct MemorySources {
-    repos: Mutex<BTreeMap<String, Repo>>,
-    resolves: Mutex<usize>,
-    fetches: Mutex<usize>,
+    repos: Arc<Mutex<BTreeMap<String, Repo>>>,
+    resolves: Arc<Mutex<usize>>,
+    fetches: Arc<Mutex<usize>>,
 }
 
 impl MemorySources {

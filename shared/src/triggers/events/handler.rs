@@ -323,4 +323,128 @@ mod tests {
             StackEventVerdict::Own(_)
         ));
     }
+
+    mod handler {
+        use super::*;
+        use crate::fakes::RecordingStarter;
+        use crate::registry::memory::MemoryRegistry;
+        use crate::triggers::RefMoved;
+
+        fn handler() -> EventHandler<MemoryRegistry, RecordingStarter> {
+            let registry = MemoryRegistry::new();
+            registry.insert(entry());
+            EventHandler {
+                registry,
+                starter: RecordingStarter::new(),
+                region: "us-east-1".into(),
+            }
+        }
+
+        fn event(detail: Detail) -> AwsEvent {
+            AwsEvent {
+                id: "e-1".into(),
+                account: "123456789012".into(),
+                region: "us-east-1".into(),
+                time: crate::clock::rfc3339(NOW - 1_000),
+                detail,
+            }
+        }
+
+        #[tokio::test]
+        async fn a_codecommit_push_starts_the_followers_once() {
+            let h = handler();
+            let moved = RefMoved {
+                repository_urls: vec!["https://git.example/infra.git".into()],
+                reference: "refs/heads/main".into(),
+                commit: "c".repeat(40),
+            };
+            let first = h
+                .handle(&event(Detail::CodeCommitPush(moved.clone())), NOW)
+                .await
+                .unwrap();
+            assert!(
+                matches!(&first, EventAnswer::Started(s) if s.started.len() == 1),
+                "{first:?}"
+            );
+            let again = h
+                .handle(&event(Detail::CodeCommitPush(moved)), NOW)
+                .await
+                .unwrap();
+            assert!(matches!(again, EventAnswer::NothingNew(_)), "{again:?}");
+            assert_eq!(h.starter.stacks(), ["orders"]);
+        }
+
+        #[tokio::test]
+        async fn an_out_of_band_change_marks_the_stack_due_and_nothing_else() {
+            let h = handler();
+            let answer = h
+                .handle(
+                    &event(Detail::StackStatusChange(change(
+                        "UPDATE_COMPLETE",
+                        Some("Console-1"),
+                    ))),
+                    NOW,
+                )
+                .await
+                .unwrap();
+            assert!(
+                matches!(&answer, EventAnswer::Marked { marked, .. } if marked[0].marked_now),
+                "{answer:?}"
+            );
+            assert_eq!(
+                h.registry.entry("orders").unwrap().status.next_reconcile_at,
+                Some(Timestamp(NOW))
+            );
+            assert!(
+                h.starter.started().is_empty(),
+                "the scheduler starts it, not the event"
+            );
+            let own = h
+                .handle(
+                    &event(Detail::StackStatusChange(change(
+                        "UPDATE_COMPLETE",
+                        Some("stacksync-x"),
+                    ))),
+                    NOW,
+                )
+                .await
+                .unwrap();
+            assert!(matches!(own, EventAnswer::NothingToDo { .. }), "{own:?}");
+            let mut other = change("UPDATE_COMPLETE", None);
+            other.stack_name = "someone-else".into();
+            let answer = h
+                .handle(&event(Detail::StackStatusChange(other)), NOW)
+                .await
+                .unwrap();
+            assert_eq!(
+                serde_json::to_value(answer).unwrap()["result"],
+                "not managed by stacksync"
+            );
+        }
+
+        #[tokio::test]
+        async fn a_registry_that_cannot_be_read_is_an_error_to_retry() {
+            let h = EventHandler {
+                registry: crate::fakes::Failing::new(MemoryRegistry::new()),
+                starter: RecordingStarter::new(),
+                region: "us-east-1".into(),
+            };
+            h.registry.fail(
+                "Query",
+                1,
+                crate::ports::PortError::Transient("throttled".into()),
+            );
+            let err = h
+                .handle(
+                    &event(Detail::StackStatusChange(change("UPDATE_COMPLETE", None))),
+                    NOW,
+                )
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, TriggerError::Registry(ref e) if e.is_transient()),
+                "{err}"
+            );
+        }
+    }
 }

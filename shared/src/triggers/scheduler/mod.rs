@@ -439,3 +439,127 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fakes::{Failing, MemorySources, RecordingStarter};
+    use crate::ports::PortError;
+    use crate::registry::memory::MemoryRegistry;
+    use crate::registry::sample_entry;
+    use crate::status::{Phase, Status, Timestamp};
+
+    const NOW: EpochMillis = 1_800_000_000_000;
+    const URL: &str = "https://git.example/infra.git";
+
+    /// `names` follow URL's `main`, `Ready` at `head`, due in an hour; the
+    /// source is recorded at `head`.
+    async fn scheduler(
+        names: &[&str],
+        head: &str,
+    ) -> Scheduler<MemoryRegistry, Failing<RecordingStarter>, MemorySources> {
+        let registry = MemoryRegistry::new();
+        for name in names {
+            let mut e = sample_entry(name, Status::default());
+            e.status.observed_spec_version = 1;
+            e.status.last_attempted_revision = Some(head.to_owned());
+            e.status.next_reconcile_at = Some(Timestamp(NOW + 3_600_000));
+            registry.insert(e);
+        }
+        let key = source_key(URL, Some("main"));
+        registry.add_source(&key, URL, "main").await.unwrap();
+        registry
+            .record_source_head(&key, None, head, NOW - 1)
+            .await
+            .unwrap();
+        let sources = MemorySources::new();
+        sources.commit(URL, "main", head, &[]);
+        Scheduler {
+            registry,
+            starter: Failing::new(RecordingStarter::new()),
+            sources,
+            config: Config {
+                max_starts: 2,
+                ..Config::default()
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn an_idle_run_starts_nothing_and_writes_nothing() {
+        let s = scheduler(&["a", "b"], "h1").await;
+        let before = s.registry.entry("a");
+        let report = s.run(NOW).await.unwrap();
+        assert_eq!(
+            (report.due, report.sources_checked, report.sources_examined),
+            (0, 1, 0)
+        );
+        assert!(
+            report.started.is_empty() && report.errors.is_empty(),
+            "{report:?}"
+        );
+        assert_eq!(s.registry.entry("a"), before);
+    }
+
+    #[tokio::test]
+    async fn a_moved_source_starts_its_followers_and_records_its_head() {
+        let s = scheduler(&["a", "b"], "h1").await;
+        s.sources.commit(URL, "main", "h2", &[]);
+        let report = s.run(NOW).await.unwrap();
+        let started: Vec<(&str, Reason)> = report
+            .started
+            .iter()
+            .map(|r| (r.stack.as_str(), r.reason))
+            .collect();
+        assert_eq!(started, [("a", Reason::Pushed), ("b", Reason::Pushed)]);
+        assert_eq!(report.heads_recorded, 1);
+        let source = s.registry.source(&source_key(URL, Some("main"))).unwrap();
+        assert_eq!(source.head.as_deref(), Some("h2"));
+        assert!(
+            s.run(NOW + 1).await.unwrap().started.is_empty(),
+            "the next run is idle"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_cap_and_a_refused_start_leave_the_rest_due_and_nothing_is_lost() {
+        let s = scheduler(&["a", "b", "c"], "h1").await;
+        for name in ["a", "b", "c"] {
+            let mut e = s.registry.entry(name).unwrap();
+            e.status.phase = Phase::Failed;
+            e.status.next_reconcile_at = Some(Timestamp(NOW - 10));
+            s.registry.insert(e);
+        }
+        s.starter.fail(
+            "StartExecution",
+            2,
+            PortError::Transient("throttled".into()),
+        );
+        let first = s.run(NOW).await.unwrap();
+        assert_eq!(first.started.len(), 1, "{first:?}");
+        assert_eq!(first.deferred, 2, "one over the cap, one refused");
+        assert_eq!(first.errors.len(), 1);
+        let mut all = s.starter.inner.stacks();
+        for later in 1..5 {
+            s.run(NOW + later).await.unwrap();
+            all = s.starter.inner.stacks();
+        }
+        all.sort();
+        assert_eq!(all, ["a", "b", "c"], "each started once in the end");
+    }
+
+    #[tokio::test]
+    async fn a_registry_that_cannot_be_read_fails_the_run() {
+        let s = scheduler(&["a"], "h1").await;
+        let failing = Scheduler {
+            registry: Failing::new(s.registry),
+            starter: s.starter,
+            sources: s.sources,
+            config: s.config,
+        };
+        failing
+            .registry
+            .fail("Query", 1, PortError::Transient("throttled".into()));
+        assert!(failing.run(NOW).await.is_err());
+    }
+}

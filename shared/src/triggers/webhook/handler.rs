@@ -267,4 +267,101 @@ mod tests {
         assert_eq!(out["statusCode"], 202);
         assert_eq!(out["body"], r#"{"result":"started"}"#);
     }
+
+    mod on_fakes {
+        use super::*;
+        use crate::adapters::secrets::{SecretLocation, Secrets};
+        use crate::fakes::{Failing, RecordingStarter};
+        use crate::registry::memory::MemoryRegistry;
+        use crate::registry::sample_entry;
+        use crate::status::Status;
+        use crate::triggers::webhook::verify::sign;
+
+        const SECRET: &str = "whsec-unit";
+        const NOW: EpochMillis = 1_800_000_000_000;
+
+        fn webhook<R>(registry: R) -> Webhook<R, RecordingStarter, Secrets> {
+            Webhook {
+                registry,
+                starter: RecordingStarter::new(),
+                secrets: Secrets::fixed(vec![SECRET.into()]),
+            }
+        }
+
+        fn delivery(id: &str, repository: &str, secret: &str) -> (Headers, Vec<u8>) {
+            let body = json!({"repository": repository, "ref": "refs/heads/main", "after": "a".repeat(40)})
+                .to_string()
+                .into_bytes();
+            let headers: Headers = [
+                ("X-Stacksync-Event", "push".to_owned()),
+                ("X-Stacksync-Delivery", id.to_owned()),
+                ("X-Stacksync-Signature-256", sign(secret.as_bytes(), &body)),
+            ]
+            .into_iter()
+            .collect();
+            (headers, body)
+        }
+
+        fn registry() -> MemoryRegistry {
+            let registry = MemoryRegistry::new();
+            registry.insert(sample_entry("orders", Status::default()));
+            registry
+        }
+
+        #[tokio::test]
+        async fn a_signed_push_starts_the_followers_and_its_replay_is_a_duplicate() {
+            let w = webhook(registry());
+            let (headers, body) = delivery("d-1", "https://git.example/infra.git", SECRET);
+            let first = w.handle(&headers, &body, NOW).await;
+            assert_eq!(first.status, 202, "{:?}", first.body);
+            assert_eq!(first.body["result"], "started");
+            assert_eq!(first.body["started"][0]["stack"], "orders");
+            let replay = w.handle(&headers, &body, NOW).await;
+            assert_eq!(
+                (replay.status, replay.body["result"].as_str()),
+                (200, Some("duplicate"))
+            );
+            // A redelivery under a new id starts nothing new either.
+            let (headers, body) = delivery("d-2", "https://git.example/infra.git", SECRET);
+            let again = w.handle(&headers, &body, NOW).await;
+            assert_eq!(again.body["result"], "nothing new to start");
+            assert_eq!(w.starter.started().len(), 1);
+        }
+
+        #[tokio::test]
+        async fn a_bad_signature_is_401_and_a_repository_nobody_follows_is_200() {
+            let w = webhook(registry());
+            let (headers, body) = delivery("d-1", "https://git.example/infra.git", "wrong");
+            assert_eq!(w.handle(&headers, &body, NOW).await.status, 401);
+            let (headers, body) = delivery("d-2", "https://git.example/other.git", SECRET);
+            let answer = w.handle(&headers, &body, NOW).await;
+            assert_eq!(
+                (answer.status, answer.body["result"].as_str()),
+                (200, Some("no stack follows this repository and ref"))
+            );
+            assert!(w.starter.started().is_empty());
+            assert!(
+                !w.registry.has_delivery("generic#d-1"),
+                "a refused delivery is not claimed"
+            );
+        }
+
+        #[tokio::test]
+        async fn a_registry_that_cannot_be_reached_is_a_503_and_claims_nothing() {
+            let registry = Failing::new(registry());
+            registry.fail(
+                "Query",
+                1,
+                crate::ports::PortError::Transient("throttled".into()),
+            );
+            let w = webhook(registry);
+            let (headers, body) = delivery("d-1", "https://git.example/infra.git", SECRET);
+            assert_eq!(w.handle(&headers, &body, NOW).await.status, 503);
+            assert!(
+                !w.registry.inner.has_delivery("generic#d-1"),
+                "the sender's retry must start it"
+            );
+            assert_eq!(w.handle(&headers, &body, NOW).await.status, 202, "and does");
+        }
+    }
 }
