@@ -58,18 +58,6 @@ impl Secrets {
         }
     }
 
-    /// Secrets given directly (tests, a local run): no store is read.
-    pub fn fixed(secrets: Vec<String>) -> Self {
-        Self {
-            location: SecretLocation::Fixed(secrets),
-            secretsmanager: None,
-            ssm: None,
-            cache: Mutex::new(None),
-            forced: Mutex::new(None),
-            forced_every: FORCED_REFRESH_EVERY,
-        }
-    }
-
     /// Another least time between forced reads (tests).
     pub fn with_forced_refresh_every(mut self, every: Duration) -> Self {
         self.forced_every = every;

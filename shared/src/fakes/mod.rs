@@ -5,6 +5,7 @@
 //! - [`MemoryBlobs`]: the bucket.
 //! - [`MemorySources`]: Git-like sources (refs → revisions → files).
 //! - [`RecordingStarter`]: executions, started once per name.
+//! - [`FixedSecrets`]: the webhook's accepted secrets, as given.
 //! - [`ScriptedCloudFormation`]: stack statuses that advance over successive
 //!   describes, failures injected per operation — the stack states the
 //!   emulator cannot produce.
@@ -22,3 +23,13 @@ pub use cloudformation::{Script, ScriptedCloudFormation, failed, failure_event, 
 pub use failing::Failing;
 pub use sources::MemorySources;
 pub use starter::RecordingStarter;
+
+/// The webhook's accepted secrets, as given (never cached: each read is fresh).
+#[derive(Debug, Clone, Default)]
+pub struct FixedSecrets(pub Vec<String>);
+
+impl crate::ports::SecretStore for FixedSecrets {
+    async fn get(&self, _fresh: bool) -> Result<(Vec<String>, bool), String> {
+        Ok((self.0.clone(), false))
+    }
+}

@@ -270,8 +270,7 @@ mod tests {
 
     mod on_fakes {
         use super::*;
-        use crate::adapters::secrets::{SecretLocation, Secrets};
-        use crate::fakes::{Failing, RecordingStarter};
+        use crate::fakes::{Failing, FixedSecrets, RecordingStarter};
         use crate::registry::memory::MemoryRegistry;
         use crate::registry::sample_entry;
         use crate::status::Status;
@@ -280,11 +279,11 @@ mod tests {
         const SECRET: &str = "whsec-unit";
         const NOW: EpochMillis = 1_800_000_000_000;
 
-        fn webhook<R>(registry: R) -> Webhook<R, RecordingStarter, Secrets> {
+        fn webhook<R>(registry: R) -> Webhook<R, RecordingStarter, FixedSecrets> {
             Webhook {
                 registry,
                 starter: RecordingStarter::new(),
-                secrets: Secrets::fixed(vec![SECRET.into()]),
+                secrets: FixedSecrets(vec![SECRET.into()]),
             }
         }
 
