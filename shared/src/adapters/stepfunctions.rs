@@ -74,15 +74,21 @@ impl Executions {
         )
     }
 
-    /// Status of one execution.
-    pub async fn describe(&self, execution_arn: &str) -> PortResult<ExecutionSummary> {
-        let out = self
-            .client
+    async fn describe_execution(
+        &self,
+        execution_arn: &str,
+    ) -> PortResult<aws_sdk_sfn::operation::describe_execution::DescribeExecutionOutput> {
+        self.client
             .describe_execution()
             .execution_arn(execution_arn)
             .send()
             .await
-            .map_err(|e| port_error("DescribeExecution", &e))?;
+            .map_err(|e| port_error("DescribeExecution", &e))
+    }
+
+    /// Status of one execution.
+    pub async fn describe(&self, execution_arn: &str) -> PortResult<ExecutionSummary> {
+        let out = self.describe_execution(execution_arn).await?;
         Ok(ExecutionSummary {
             name: out.name.unwrap_or_default(),
             arn: out.execution_arn,
@@ -171,13 +177,7 @@ impl Executions {
 
     /// Whether the execution's input names `stack` (for long stack names).
     async fn input_names(&self, execution_arn: &str, stack: &str) -> PortResult<bool> {
-        let out = self
-            .client
-            .describe_execution()
-            .execution_arn(execution_arn)
-            .send()
-            .await
-            .map_err(|e| port_error("DescribeExecution", &e))?;
+        let out = self.describe_execution(execution_arn).await?;
         let input: serde_json::Value = out
             .input
             .as_deref()

@@ -32,6 +32,14 @@ pub struct Lease {
 }
 
 impl Lease {
+    /// A lease taken at `now` for `ttl` by `owner`.
+    pub fn new(owner: &str, now: EpochMillis, ttl: Duration) -> Lease {
+        Lease {
+            owner: owner.to_owned(),
+            expires_at: Timestamp(lease_until(now, ttl)),
+        }
+    }
+
     /// Still held at `now` (not run out).
     pub fn is_live(&self, now: EpochMillis) -> bool {
         self.expires_at.0 > now
@@ -144,7 +152,7 @@ impl Leases for Registry {
         ttl: Duration,
         now: EpochMillis,
     ) -> Result<Lease> {
-        let expires = lease_until(now, ttl);
+        let lease = Lease::new(owner, now, ttl);
         let taken = self
             .write_if(
                 stack_key(name),
@@ -152,16 +160,13 @@ impl Leases for Registry {
                 expr::LEASE_FREE_EXPIRED_OR_MINE,
                 vec![
                     (":owner", s(owner)),
-                    (":expires", n(expires)),
+                    (":expires", n(lease.expires_at.0)),
                     (":now", n(now)),
                 ],
             )
             .await?;
         if taken {
-            return Ok(Lease {
-                owner: owner.to_owned(),
-                expires_at: Timestamp(expires),
-            });
+            return Ok(lease);
         }
         match self.get_existing(name).await?.lease {
             Some(lease) => Err(RegistryError::LeaseHeld {
@@ -184,20 +189,17 @@ impl Leases for Registry {
         ttl: Duration,
         now: EpochMillis,
     ) -> Result<Lease> {
-        let expires = lease_until(now, ttl);
+        let lease = Lease::new(owner, now, ttl);
         let renewed = self
             .write_if(
                 stack_key(name),
                 Write::Update(expr::EXTEND_LEASE),
                 expr::HOLDS_LEASE,
-                vec![(":owner", s(owner)), (":expires", n(expires))],
+                vec![(":owner", s(owner)), (":expires", n(lease.expires_at.0))],
             )
             .await?;
         if renewed {
-            Ok(Lease {
-                owner: owner.to_owned(),
-                expires_at: Timestamp(expires),
-            })
+            Ok(lease)
         } else {
             Err(self.lease_not_held(name, owner).await)
         }

@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use super::leases::lease_until;
 use super::plan::{Action, Change, Plan};
 use super::schedule::SourceRecord;
 use super::schema::{SCHED_SHARDS, sched_shard};
@@ -22,7 +21,7 @@ use super::{
 };
 use crate::clock::EpochMillis;
 use crate::source::source_key;
-use crate::status::{Phase, Status, Timestamp};
+use crate::status::{Status, Timestamp};
 
 #[derive(Debug, Default, Clone)]
 struct State {
@@ -151,23 +150,7 @@ fn write_change(state: &mut State, change: &Change, now: EpochMillis) {
     let at = Timestamp(now);
     match (&change.action, &change.spec) {
         (Action::Create, Some(spec)) => {
-            let entry = StackEntry {
-                name: change.name.clone(),
-                spec_version: 1,
-                spec_hash: spec.content_hash(),
-                spec: spec.clone(),
-                suspended: false,
-                deletion_requested_at: None,
-                created_at: at,
-                updated_at: at,
-                status: Status {
-                    phase: Phase::Pending,
-                    last_transition_at: Some(at),
-                    next_reconcile_at: Some(at),
-                    ..Status::default()
-                },
-                lease: None,
-            };
+            let entry = StackEntry::registered(&change.name, spec, now);
             state.entries.insert(change.name.clone(), entry);
         }
         (Action::Update { from, .. }, Some(spec)) => {
@@ -278,10 +261,7 @@ impl Leases for MemoryRegistry {
                 })
             }
             _ => {
-                let lease = Lease {
-                    owner: owner.to_owned(),
-                    expires_at: Timestamp(lease_until(now, ttl)),
-                };
+                let lease = Lease::new(owner, now, ttl);
                 entry.lease = Some(lease.clone());
                 Ok(lease)
             }
@@ -300,10 +280,7 @@ impl Leases for MemoryRegistry {
         let Some(entry) = entry.filter(|e| holds(e, owner)) else {
             return Err(lease_not_held(state.entries.get(name), name, owner));
         };
-        let lease = Lease {
-            owner: owner.to_owned(),
-            expires_at: Timestamp(lease_until(now, ttl)),
-        };
+        let lease = Lease::new(owner, now, ttl);
         entry.lease = Some(lease.clone());
         Ok(lease)
     }

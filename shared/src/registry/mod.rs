@@ -75,6 +75,28 @@ pub struct StackEntry {
 }
 
 impl StackEntry {
+    /// A new entry as `apply` registers it: version 1, `Pending`, due at once.
+    pub fn registered(name: &str, spec: &StackSpec, now: crate::clock::EpochMillis) -> StackEntry {
+        let at = Timestamp(now);
+        StackEntry {
+            name: name.to_owned(),
+            spec_version: 1,
+            spec_hash: spec.content_hash(),
+            spec: spec.clone(),
+            suspended: false,
+            deletion_requested_at: None,
+            created_at: at,
+            updated_at: at,
+            status: Status {
+                phase: Phase::Pending,
+                last_transition_at: Some(at),
+                next_reconcile_at: Some(at),
+                ..Status::default()
+            },
+            lease: None,
+        }
+    }
+
     /// Suspended by the spec or by an operator.
     pub fn is_suspended(&self) -> bool {
         self.suspended || self.spec.suspend

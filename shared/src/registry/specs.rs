@@ -20,7 +20,7 @@ use super::{
 };
 use crate::clock::EpochMillis;
 use crate::spec::StackSpec;
-use crate::status::{Phase, Status, Timestamp};
+use crate::status::Timestamp;
 
 /// DynamoDB allows at most 100 actions in one transaction.
 pub const MAX_TRANSACTION_ITEMS: usize = 100;
@@ -136,7 +136,11 @@ impl Registry {
                 .put(
                     Put::builder()
                         .table_name(&self.table)
-                        .set_item(Some(new_item(&change.name, spec, now)))
+                        .set_item(Some(entry_item(&StackEntry::registered(
+                            &change.name,
+                            spec,
+                            now,
+                        ))))
                         .condition_expression(expr::ABSENT)
                         .set_expression_attribute_names(Some(names(&[expr::ABSENT])))
                         .build()
@@ -351,28 +355,6 @@ impl Specs for Registry {
         }
         Ok(changed)
     }
-}
-
-/// The item of a new entry: `Pending`, at version 1, due at once.
-fn new_item(name: &str, spec: &StackSpec, now: EpochMillis) -> HashMap<String, AttributeValue> {
-    let at = Timestamp(now);
-    entry_item(&StackEntry {
-        name: name.to_owned(),
-        spec_version: 1,
-        spec_hash: spec.content_hash(),
-        spec: spec.clone(),
-        suspended: false,
-        deletion_requested_at: None,
-        created_at: at,
-        updated_at: at,
-        status: Status {
-            phase: Phase::Pending,
-            last_transition_at: Some(at),
-            next_reconcile_at: Some(at),
-            ..Status::default()
-        },
-        lease: None,
-    })
 }
 
 fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> RegistryError {
