@@ -12,11 +12,10 @@ use stacksync::registry::{Entries, Registry, Specs, StackEntry};
 use stacksync::status::Timestamp;
 
 use crate::deployed::{Deployed, Resources, resolve};
+use crate::error::Result;
 use crate::local::LocalRunner;
 use crate::output::{Table, cell, print_structured};
 use crate::{Cli, Command, Output};
-
-pub type Result<T = ()> = std::result::Result<T, String>;
 
 pub async fn run(cli: Cli) -> Result {
     let format = cli.output;

@@ -14,9 +14,10 @@ use stacksync::ports::{Starter, Trigger, TriggerKind};
 use stacksync::registry::{Entries, Registry};
 
 use crate::Cli;
+use crate::Output;
+use crate::error::Result;
 use crate::local::watch_events;
 use crate::output::{Table, print_structured};
-use crate::{Output, commands::Result};
 
 /// The outputs a stacksync installation stack has (template.yaml, infra/).
 const TABLE_OUTPUT: &str = "RegistryTableName";

@@ -15,6 +15,8 @@ use stacksync::reconcile::asl_runner::reconcile_machine;
 use stacksync::registry::{Entries, Registry};
 use stacksync::wiring::{SdkSteps, sdk_steps};
 
+use crate::error::Result;
+
 pub type LocalSteps = SdkSteps;
 
 /// Everything a local run needs, built once.
@@ -30,7 +32,7 @@ impl LocalRunner {
         registry: Registry,
         bucket: &str,
         speedup: f64,
-    ) -> Result<Self, String> {
+    ) -> Result<Self> {
         // An endpoint override means a local emulator (see `sdk_steps`).
         let endpoint = config.endpoint_url();
         Ok(Self {
@@ -47,7 +49,7 @@ impl LocalRunner {
 
     /// Runs one reconcile of `name`, printing states and stack events as they
     /// come. Returns whether the execution succeeded.
-    pub async fn reconcile(&self, name: &str) -> Result<bool, String> {
+    pub async fn reconcile(&self, name: &str) -> Result<bool> {
         let entry = self
             .steps
             .registry

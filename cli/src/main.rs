@@ -4,6 +4,7 @@
 
 mod commands;
 mod deployed;
+mod error;
 mod local;
 mod output;
 
