@@ -1,23 +1,20 @@
 //! A deployed stacksync: where its resources are (its CloudFormation stack's
 //! outputs), and `reconcile` / `sync` / `history` through its state machine.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use aws_smithy_types::error::display::DisplayErrorContext;
 use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
 use stacksync::adapters::stepfunctions::{Executions, Step, is_finished};
 use stacksync::clock::{now_millis, rfc3339};
-use stacksync::ports::CloudFormationFactory;
 use stacksync::ports::{Starter, Trigger, TriggerKind};
 use stacksync::registry::{Entries, Registry};
 
 use crate::Cli;
 use crate::Output;
 use crate::error::Result;
-use crate::local::watch_events;
 use crate::output::{Table, print_structured};
+use crate::watch::StackEvents;
 
 /// The outputs a stacksync installation stack has (template.yaml, infra/).
 const TABLE_OUTPUT: &str = "RegistryTableName";
@@ -136,25 +133,9 @@ impl Deployed {
             println!("   started {}", started.execution_arn);
             return Ok(true);
         }
-        let cfn = self
-            .cloudformation
-            .for_stack(
-                entry.spec.region.as_deref(),
-                entry.spec.assume_role_arn.as_deref(),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        let watching = Arc::new(AtomicBool::new(true));
-        let watcher = tokio::spawn(watch_events(
-            cfn,
-            entry.spec.effective_stack_name().to_owned(),
-            now_millis(),
-            watching.clone(),
-            1.0,
-        ));
+        let events = StackEvents::start(&self.cloudformation, &entry.spec, 1.0).await?;
         let result = self.follow(&started.execution_arn, timeout).await;
-        watching.store(false, Ordering::Relaxed);
-        let _ = watcher.await;
+        events.stop().await;
         let Some(status) = result? else {
             return Err(format!(
                 "{name}: still running after {}; stopped following it, the execution goes on \

@@ -2,26 +2,19 @@
 //! the reconcile state machine (statemachine/reconcile.asl.json), run
 //! in-process against whatever AWS endpoint is configured.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
-
 use serde_json::json;
-use stacksync::adapters::cloudformation::SdkCloudFormation;
 use stacksync::asl::{Outcome, Progress, RunOptions, StateMachine};
 use stacksync::clock::now_millis;
-use stacksync::ports::{CloudFormation, CloudFormationFactory};
 use stacksync::reconcile::asl_runner::reconcile_machine;
 use stacksync::registry::{Entries, Registry};
 use stacksync::wiring::{SdkSteps, sdk_steps};
 
 use crate::error::Result;
-
-pub type LocalSteps = SdkSteps;
+use crate::watch::StackEvents;
 
 /// Everything a local run needs, built once.
 pub struct LocalRunner {
-    pub steps: LocalSteps,
+    pub steps: SdkSteps,
     machine: StateMachine,
     options: RunOptions,
 }
@@ -64,55 +57,21 @@ impl LocalRunner {
             })?;
         let execution = format!("local-{name}-{}", now_millis());
         let input = json!({"stackId": name, "trigger": {"kind": "manual"}});
-        let cfn = self
-            .steps
-            .cloudformation
-            .for_stack(
-                entry.spec.region.as_deref(),
-                entry.spec.assume_role_arn.as_deref(),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        let watching = Arc::new(AtomicBool::new(true));
-        let watcher = tokio::spawn(watch_events(
-            cfn,
-            entry.spec.effective_stack_name().to_owned(),
-            now_millis(),
-            watching.clone(),
+        let events = StackEvents::start(
+            &self.steps.cloudformation,
+            &entry.spec,
             self.options.speedup,
-        ));
-        let speedup = self.options.speedup;
+        )
+        .await?;
         println!("── reconcile {name} ({execution})");
-        let mut print = move |event: &Progress, _: &serde_json::Value| match event {
-            Progress::StateEntered { name, kind } if kind != "Choice" => println!("   ▸ {name}"),
-            Progress::Waiting { seconds, .. } if speedup > 1.0 => {
-                println!("     waiting {seconds}s (sped up ×{speedup})");
-            }
-            Progress::Waiting { seconds, .. } => println!("     waiting {seconds}s"),
-            Progress::TaskFailed {
-                name,
-                error,
-                retry_in: Some(delay),
-            } => {
-                println!(
-                    "     {name}: {error} — retrying in {:.1}s",
-                    delay.as_secs_f64()
-                );
-            }
-            Progress::TaskFailed {
-                name,
-                error,
-                retry_in: None,
-            } => println!("     {name}: {error}"),
-            Progress::Caught { next, .. } => println!("     → {next}"),
-            _ => {}
-        };
+        let speedup = self.options.speedup;
+        let mut print =
+            move |event: &Progress, _: &serde_json::Value| print_progress(event, speedup);
         let outcome = self
             .machine
             .execute(&self.steps, &execution, input, &self.options, &mut print)
             .await;
-        watching.store(false, Ordering::Relaxed);
-        let _ = watcher.await;
+        events.stop().await;
         Ok(match outcome {
             Outcome::Succeeded(state) => {
                 let outcome = state["outcome"].as_str().unwrap_or("done");
@@ -127,32 +86,31 @@ impl LocalRunner {
     }
 }
 
-/// Prints the stack's new events until told to stop (then once more).
-pub(crate) async fn watch_events(
-    cfn: SdkCloudFormation,
-    stack: String,
-    since: i64,
-    running: Arc<AtomicBool>,
-    speedup: f64,
-) {
-    let mut seen = std::collections::BTreeSet::new();
-    let every = Duration::from_secs_f64((2.0 / speedup.max(1.0)).max(0.05));
-    loop {
-        let last = !running.load(Ordering::Relaxed);
-        if let Ok(events) = cfn.events_since(&stack, since).await {
-            for e in events {
-                if seen.insert(e.event_id.clone()) {
-                    let reason = e.reason.map(|r| format!(" — {r}")).unwrap_or_default();
-                    println!(
-                        "     [{}] {} {}{}",
-                        e.resource_type, e.logical_id, e.status, reason
-                    );
-                }
-            }
+/// One line per state entered, wait and failed or caught task; Choice states
+/// only route, so they are left out.
+fn print_progress(event: &Progress, speedup: f64) {
+    match event {
+        Progress::StateEntered { name, kind } if kind != "Choice" => println!("   ▸ {name}"),
+        Progress::Waiting { seconds, .. } if speedup > 1.0 => {
+            println!("     waiting {seconds}s (sped up ×{speedup})");
         }
-        if last {
-            return;
+        Progress::Waiting { seconds, .. } => println!("     waiting {seconds}s"),
+        Progress::TaskFailed {
+            name,
+            error,
+            retry_in: Some(delay),
+        } => {
+            println!(
+                "     {name}: {error} — retrying in {:.1}s",
+                delay.as_secs_f64()
+            );
         }
-        tokio::time::sleep(every).await;
+        Progress::TaskFailed {
+            name,
+            error,
+            retry_in: None,
+        } => println!("     {name}: {error}"),
+        Progress::Caught { next, .. } => println!("     → {next}"),
+        _ => {}
     }
 }

@@ -7,6 +7,7 @@ mod deployed;
 mod error;
 mod local;
 mod output;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
