@@ -4,14 +4,14 @@ use std::path::Path;
 
 use serde::Serialize;
 use stacksync::StackSpec;
-use stacksync::aws::{AwsOptions, load_config};
 use stacksync::clock::{age, now_millis};
 use stacksync::manifest::{ManifestError, parse_manifest};
 use stacksync::registry::plan::{Action, Change, plan_apply};
 use stacksync::registry::{Entries, Registry, Specs, StackEntry};
 use stacksync::status::Timestamp;
 
-use crate::deployed::{Deployed, Resources, resolve};
+use crate::connect::{Connection, connect};
+use crate::deployed::Deployed;
 use crate::error::Result;
 use crate::local::LocalRunner;
 use crate::output::{Table, cell, print_structured};
@@ -30,7 +30,11 @@ pub async fn run(cli: Cli) -> Result {
             _ => print_structured(format, &specs),
         };
     }
-    let (config, resources, registry) = connect(&cli).await?;
+    let Connection {
+        config,
+        resources,
+        registry,
+    } = connect(&cli).await?;
     let err = |e: stacksync::registry::RegistryError| e.to_string();
     match cli.command {
         Command::Validate { .. } => Ok(()),
@@ -265,24 +269,6 @@ pub async fn run(cli: Cli) -> Result {
             print_status(&entries, format)
         }
     }
-}
-
-async fn connect(cli: &Cli) -> Result<(aws_config::SdkConfig, Resources, Registry)> {
-    let config = load_config(&AwsOptions {
-        region: cli.region.clone(),
-        profile: cli.profile.clone(),
-        endpoint_url: cli.endpoint_url.clone(),
-    })
-    .await;
-    if config.region().is_none() {
-        return Err(
-            "no AWS region: pass --region, set AWS_REGION, or set a region in your AWS profile"
-                .into(),
-        );
-    }
-    let resources = resolve(cli, &config).await?;
-    let registry = Registry::new(aws_sdk_dynamodb::Client::new(&config), &resources.table);
-    Ok((config, resources, registry))
 }
 
 fn read_manifest(file: &Path) -> Result<Vec<StackSpec>> {

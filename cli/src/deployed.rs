@@ -1,84 +1,19 @@
-//! A deployed stacksync: where its resources are (its CloudFormation stack's
-//! outputs), and `reconcile` / `sync` / `history` through its state machine.
+//! A deployed stacksync's state machine in Step Functions: starting a
+//! reconcile, following it to its end, and listing past executions.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use aws_smithy_types::error::display::DisplayErrorContext;
 use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
 use stacksync::adapters::stepfunctions::{Executions, Step, is_finished};
 use stacksync::clock::{now_millis, rfc3339};
-use stacksync::ports::{Starter, Trigger, TriggerKind};
-use stacksync::registry::{Entries, Registry};
+use stacksync::ports::{Started, Starter, Trigger, TriggerKind};
+use stacksync::registry::Registry;
 
-use crate::Cli;
 use crate::Output;
+use crate::connect::{Resources, registered};
 use crate::error::Result;
 use crate::output::{Table, print_structured};
 use crate::watch::StackEvents;
-
-/// The outputs a stacksync installation stack has (template.yaml, infra/).
-const TABLE_OUTPUT: &str = "RegistryTableName";
-const BUCKET_OUTPUT: &str = "ArtifactBucketName";
-const MACHINE_OUTPUT: &str = "StateMachineArn";
-
-/// Table, bucket and state machine: given on their own, else the
-/// installation's outputs, else the defaults (table and bucket only).
-#[derive(Debug, Clone)]
-pub struct Resources {
-    pub table: String,
-    pub bucket: String,
-    pub state_machine_arn: Option<String>,
-}
-
-pub async fn resolve(cli: &Cli, config: &aws_config::SdkConfig) -> Result<Resources> {
-    let mut outputs = std::collections::HashMap::new();
-    if let Some(installation) = &cli.installation {
-        let out = aws_sdk_cloudformation::Client::new(config)
-            .describe_stacks()
-            .stack_name(installation)
-            .send()
-            .await
-            .map_err(|e| {
-                format!(
-                    "cannot read the installation stack {installation:?}: {}",
-                    DisplayErrorContext(&e)
-                )
-            })?;
-        let stack = out
-            .stacks()
-            .first()
-            .ok_or_else(|| format!("no stack named {installation:?}"))?;
-        for output in stack.outputs() {
-            if let (Some(key), Some(value)) = (output.output_key(), output.output_value()) {
-                outputs.insert(key.to_owned(), value.to_owned());
-            }
-        }
-        for key in [TABLE_OUTPUT, BUCKET_OUTPUT, MACHINE_OUTPUT] {
-            if !outputs.contains_key(key) {
-                return Err(format!(
-                    "the stack {installation:?} has no output {key}: is it a stacksync installation \
-                     (template.yaml or infra/)?"
-                ));
-            }
-        }
-    }
-    Ok(Resources {
-        table: cli
-            .table
-            .clone()
-            .or_else(|| outputs.remove(TABLE_OUTPUT))
-            .unwrap_or_else(|| "stacksync".into()),
-        bucket: cli
-            .bucket
-            .clone()
-            .or_else(|| outputs.remove(BUCKET_OUTPUT))
-            .unwrap_or_else(|| "stacksync-artifacts".into()),
-        state_machine_arn: cli
-            .state_machine_arn
-            .clone()
-            .or_else(|| outputs.remove(MACHINE_OUTPUT)),
-    })
-}
 
 /// The deployed state machine, and what following an execution needs.
 pub struct Deployed {
@@ -107,27 +42,8 @@ impl Deployed {
         wait: bool,
         timeout: Duration,
     ) -> Result<bool> {
-        let entry = registry
-            .get(name)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| {
-                format!(
-                    "no stack named {name:?} in the registry {:?}",
-                    registry.table()
-                )
-            })?;
-        let trigger = Trigger {
-            kind: TriggerKind::Manual,
-            revision: None,
-        };
-        // A manual start is its own request: unique, never a replay.
-        let key = format!("{}-{}", now_millis(), std::process::id());
-        let started = self
-            .executions
-            .start(name, &trigger, &key)
-            .await
-            .map_err(|e| e.to_string())?;
+        let entry = registered(registry, name).await?;
+        let started = self.start(name).await?;
         println!("── reconcile {name} ({})", started.execution_name);
         if !wait {
             println!("   started {}", started.execution_arn);
@@ -153,12 +69,27 @@ impl Deployed {
         }
     }
 
+    async fn start(&self, name: &str) -> Result<Started> {
+        let trigger = Trigger {
+            kind: TriggerKind::Manual,
+            revision: None,
+        };
+        // A manual start is its own request: unique, never a replay.
+        let key = format!("{}-{}", now_millis(), std::process::id());
+        self.executions
+            .start(name, &trigger, &key)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     /// Prints the states an execution enters until it ends; returns its
     /// status, or `None` when it is still running after `timeout`.
     async fn follow(&self, execution_arn: &str, timeout: Duration) -> Result<Option<String>> {
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = Instant::now() + timeout;
         let mut last_event = 0;
         loop {
+            // Described before its steps are read, so that a finished
+            // execution's last steps are printed before it is reported done.
             let summary = self
                 .executions
                 .describe(execution_arn)
@@ -179,7 +110,7 @@ impl Deployed {
             if is_finished(&summary.status) {
                 return Ok(Some(summary.status));
             }
-            if std::time::Instant::now() >= deadline {
+            if Instant::now() >= deadline {
                 return Ok(None);
             }
             tokio::time::sleep(Duration::from_secs(1)).await;

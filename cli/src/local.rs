@@ -6,9 +6,10 @@ use serde_json::json;
 use stacksync::asl::{Outcome, Progress, RunOptions, StateMachine};
 use stacksync::clock::now_millis;
 use stacksync::reconcile::asl_runner::reconcile_machine;
-use stacksync::registry::{Entries, Registry};
+use stacksync::registry::Registry;
 use stacksync::wiring::{SdkSteps, sdk_steps};
 
+use crate::connect::registered;
 use crate::error::Result;
 use crate::watch::StackEvents;
 
@@ -43,18 +44,7 @@ impl LocalRunner {
     /// Runs one reconcile of `name`, printing states and stack events as they
     /// come. Returns whether the execution succeeded.
     pub async fn reconcile(&self, name: &str) -> Result<bool> {
-        let entry = self
-            .steps
-            .registry
-            .get(name)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| {
-                format!(
-                    "no stack named {name:?} in the registry {:?}",
-                    self.steps.registry.table()
-                )
-            })?;
+        let entry = registered(&self.steps.registry, name).await?;
         let execution = format!("local-{name}-{}", now_millis());
         let input = json!({"stackId": name, "trigger": {"kind": "manual"}});
         let events = StackEvents::start(

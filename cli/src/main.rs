@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 error (the message says what and where), 2 usage.
 
 mod commands;
+mod connect;
 mod deployed;
 mod error;
 mod local;
