@@ -1,19 +1,22 @@
 //! A deployed stacksync's state machine in Step Functions: starting a
-//! reconcile, following it to its end, and listing past executions.
+//! reconcile, following it to its end, and reading past executions.
 
 use std::time::{Duration, Instant};
 
 use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
-use stacksync::adapters::stepfunctions::{Executions, Step, is_finished};
-use stacksync::clock::{now_millis, rfc3339};
+use stacksync::adapters::stepfunctions::{ExecutionSummary, Executions, Step, is_finished};
+use stacksync::clock::now_millis;
 use stacksync::ports::{Started, Starter, Trigger, TriggerKind};
 use stacksync::registry::Registry;
 
-use crate::Output;
 use crate::connect::{Resources, registered};
 use crate::error::Result;
-use crate::output::{Table, print_structured};
 use crate::watch::StackEvents;
+
+/// How many of the machine's newest executions `history` looks through:
+/// Step Functions cannot filter them by name. (`stacksync history` names
+/// this number when it finds none.)
+const HISTORY_SCANNED: usize = 10_000;
 
 /// The deployed state machine, and what following an execution needs.
 pub struct Deployed {
@@ -31,6 +34,10 @@ impl Deployed {
             executions: Executions::new(aws_sdk_sfn::Client::new(config), arn),
             cloudformation: SdkCloudFormationFactory::new(config.clone()),
         })
+    }
+
+    pub fn state_machine_arn(&self) -> &str {
+        self.executions.state_machine_arn()
     }
 
     /// Starts the reconcile of `name` (which must be registered); with `wait`,
@@ -117,38 +124,12 @@ impl Deployed {
         }
     }
 
-    /// Prints the newest executions of `name`.
-    pub async fn history(&self, name: &str, limit: usize, format: Output) -> Result {
-        let found = self
-            .executions
-            .history(name, limit, 10_000)
+    /// The newest executions of `name`, newest first.
+    pub async fn history(&self, name: &str, limit: usize) -> Result<Vec<ExecutionSummary>> {
+        self.executions
+            .history(name, limit, HISTORY_SCANNED)
             .await
-            .map_err(|e| e.to_string())?;
-        if format != Output::Table {
-            return print_structured(format, &found);
-        }
-        if found.is_empty() {
-            println!(
-                "no executions of {name:?} in {} (among its newest 10,000)",
-                self.executions.state_machine_arn()
-            );
-            return Ok(());
-        }
-        let mut table = Table::new(vec!["STARTED", "STATUS", "DURATION", "EXECUTION"]);
-        for e in &found {
-            let duration = e
-                .stopped_at
-                .map(|stop| format!("{:.1}s", (stop - e.started_at) as f64 / 1000.0))
-                .unwrap_or_else(|| "running".into());
-            table.row(vec![
-                rfc3339(e.started_at),
-                e.status.clone(),
-                duration,
-                e.name.clone(),
-            ]);
-        }
-        print!("{}", table.render());
-        Ok(())
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -1,0 +1,66 @@
+//! The dispatcher: one function per command, in the module of its kind.
+//!
+//! - `validate`: reading and checking a stacks file, offline;
+//! - `apply`: registering a stacks file's entries (`apply`, and the first half of `sync`);
+//! - `registry`: the other commands that read or change entries (`init`,
+//!   `list`, `get`, `delete`, `suspend`, `resume`);
+//! - `status`: the status table (`status`, and the end of `reconcile` and `sync`);
+//! - `run`: running the reconcile (`reconcile`, `sync`, `history`).
+
+mod apply;
+mod registry;
+mod run;
+mod status;
+mod validate;
+
+use crate::connect::connect;
+use crate::error::Result;
+use crate::{Cli, Command};
+
+pub async fn run(cli: Cli) -> Result {
+    let format = cli.output;
+    // Checking a file needs no AWS at all.
+    if let Command::Validate { file } = &cli.command {
+        return validate::validate(file, format);
+    }
+    let aws = connect(&cli).await?;
+    match cli.command {
+        Command::Validate { file } => validate::validate(&file, format),
+        Command::Init => registry::init(&aws.registry, format).await,
+        Command::Apply {
+            file,
+            prune,
+            dry_run,
+        } => apply::apply(&aws.registry, &file, prune, dry_run, format)
+            .await
+            .map(drop),
+        Command::List => registry::list(&aws.registry, format).await,
+        Command::Get { name } => registry::get(&aws.registry, &name, format).await,
+        Command::Delete { name } => registry::delete(&aws.registry, &name, format).await,
+        Command::Suspend { name } => registry::suspend(&aws.registry, &name, format).await,
+        Command::Resume { name } => registry::resume(&aws.registry, &name, format).await,
+        Command::Status { names } => status::status(&aws.registry, &names, format).await,
+        Command::Reconcile {
+            name,
+            local,
+            wait,
+            timeout,
+            speedup,
+        } => {
+            let mode = run::Mode::new(local, wait, timeout, speedup);
+            run::reconcile(&aws, &name, mode, format).await
+        }
+        Command::Sync {
+            file,
+            prune,
+            local,
+            wait,
+            timeout,
+            speedup,
+        } => {
+            let mode = run::Mode::new(local, wait, timeout, speedup);
+            run::sync(&aws, &file, prune, mode, format).await
+        }
+        Command::History { name, limit } => run::history(&aws, &name, limit, format).await,
+    }
+}

@@ -1,0 +1,143 @@
+//! The commands that read or change registry entries one at a time: `init`,
+//! `list`, `get`, `delete`, `suspend` and `resume`.
+
+use stacksync::clock::now_millis;
+use stacksync::registry::{Entries, Registry, Specs, StackEntry};
+
+use crate::Output;
+use crate::connect::registered;
+use crate::error::Result;
+use crate::output::{Table, cell, print_structured};
+
+pub async fn init(registry: &Registry, format: Output) -> Result {
+    let created = registry.create_table().await.map_err(|e| e.to_string())?;
+    let what = if created { "created" } else { "already exists" };
+    match format {
+        Output::Table => println!("registry table {:?} {what}", registry.table()),
+        _ => print_structured(
+            format,
+            &serde_json::json!({"table": registry.table(), "created": created}),
+        )?,
+    }
+    Ok(())
+}
+
+pub async fn list(registry: &Registry, format: Output) -> Result {
+    let entries = registry.list().await.map_err(|e| e.to_string())?;
+    if format != Output::Table {
+        return print_structured(format, &entries);
+    }
+    let mut table = Table::new(vec![
+        "NAME", "STACK", "REGION", "SOURCE", "REF", "PATH", "VERSION", "FLAGS",
+    ]);
+    for e in &entries {
+        table.row(vec![
+            e.name.clone(),
+            e.spec.effective_stack_name().to_owned(),
+            cell(e.spec.region.as_deref(), 20),
+            cell(Some(e.spec.source.url()), 50),
+            cell(e.spec.effective_ref(), 20),
+            cell(Some(&e.spec.source.path), 40),
+            e.spec_version.to_string(),
+            cell(Some(&flags(e).join(",")), 40),
+        ]);
+    }
+    print!("{}", table.render());
+    Ok(())
+}
+
+/// What sets an entry apart from one being reconciled as usual.
+fn flags(e: &StackEntry) -> Vec<&'static str> {
+    let mut flags = Vec::new();
+    if e.is_suspended() {
+        flags.push("suspended");
+    }
+    if e.deletion_requested_at.is_some() {
+        flags.push("deleting");
+    }
+    if e.spec.destroy_on_delete {
+        flags.push("destroy-on-delete");
+    }
+    flags
+}
+
+pub async fn get(registry: &Registry, name: &str, format: Output) -> Result {
+    let entry = registered(registry, name).await?;
+    // A single entry reads best as YAML, even in "table" mode.
+    let format = if format == Output::Json {
+        format
+    } else {
+        Output::Yaml
+    };
+    print_structured(format, &entry)
+}
+
+pub async fn delete(registry: &Registry, name: &str, format: Output) -> Result {
+    let entry = registered(registry, name).await?;
+    let requested = registry
+        .request_deletion(name, now_millis())
+        .await
+        .map_err(|e| e.to_string())?;
+    let stack = entry.spec.effective_stack_name();
+    let fate = if entry.spec.destroy_on_delete {
+        format!("the stack {stack:?} will be deleted (destroyOnDelete: true)")
+    } else {
+        format!(
+            "the stack {stack:?} will be left in place (destroyOnDelete: false) and the entry dropped"
+        )
+    };
+    let action = if requested {
+        "deleting"
+    } else {
+        "already-deleting"
+    };
+    report(format, name, action, &fate)
+}
+
+pub async fn suspend(registry: &Registry, name: &str, format: Output) -> Result {
+    let changed = registry
+        .set_suspended(name, true, now_millis())
+        .await
+        .map_err(|e| e.to_string())?;
+    let detail = if changed {
+        "reconciles stop until `stacksync resume`"
+    } else {
+        "was already suspended"
+    };
+    report(format, name, "suspended", detail)
+}
+
+pub async fn resume(registry: &Registry, name: &str, format: Output) -> Result {
+    let changed = registry
+        .set_suspended(name, false, now_millis())
+        .await
+        .map_err(|e| e.to_string())?;
+    // The operator's switch is off now, but the spec's own `suspend` still
+    // holds the stack: say so, or `resume` would seem to do nothing.
+    let entry = registry.get(name).await.map_err(|e| e.to_string())?;
+    if entry.is_some_and(|e| e.spec.suspend) {
+        eprintln!(
+            "warning: {name:?} still has `suspend: true` in its spec; change stacks.yaml and apply it to reconcile"
+        );
+    }
+    let detail = if changed {
+        "due for reconcile now"
+    } else {
+        "was not suspended"
+    };
+    report(format, name, "resumed", detail)
+}
+
+/// The outcome of a change to one entry: a line, or an object.
+fn report(format: Output, name: &str, action: &str, detail: &str) -> Result {
+    match format {
+        Output::Table => {
+            println!("{name}: {action}: {detail}");
+            Ok(())
+        }
+        _ => print_structured(
+            format,
+            &serde_json::json!({"name": name, "action": action, "detail": detail}),
+        ),
+    }
+}

@@ -1,0 +1,230 @@
+//! Running the reconcile: `reconcile` and `sync`, in the deployed state
+//! machine or in-process (`--local`), and `history`, the deployed machine's
+//! past executions of one stack.
+
+use std::path::Path;
+use std::time::Duration;
+
+use stacksync::adapters::stepfunctions::ExecutionSummary;
+use stacksync::clock::rfc3339;
+use stacksync::registry::{Entries, Registry, Specs};
+
+use super::apply::apply_file;
+use super::status::print_status;
+use crate::Output;
+use crate::connect::Connection;
+use crate::deployed::Deployed;
+use crate::error::Result;
+use crate::local::LocalRunner;
+use crate::output::{Table, print_structured};
+
+/// Where `reconcile` and `sync` run the state machine. Each place has its own
+/// flags; the other's are ignored.
+#[derive(Debug, Clone, Copy)]
+pub enum Mode {
+    /// In-process, every Wait and retry delay divided by `speedup`.
+    Local { speedup: f64 },
+    /// In Step Functions; with `wait`, followed until it ends or `timeout`.
+    Deployed { wait: bool, timeout: Duration },
+}
+
+impl Mode {
+    pub fn new(local: bool, wait: bool, timeout: stacksync::Duration, speedup: f64) -> Self {
+        if local {
+            Self::Local { speedup }
+        } else {
+            Self::Deployed {
+                wait,
+                timeout: timeout.as_std(),
+            }
+        }
+    }
+}
+
+pub async fn reconcile(aws: &Connection, name: &str, mode: Mode, format: Output) -> Result {
+    let succeeded = match mode {
+        Mode::Local { speedup } => reconcile_local(aws, name, speedup, format).await?,
+        Mode::Deployed { wait, timeout } => {
+            reconcile_deployed(aws, name, wait, timeout, format).await?
+        }
+    };
+    if succeeded {
+        Ok(())
+    } else {
+        Err(format!("the reconcile of {name:?} failed"))
+    }
+}
+
+async fn reconcile_local(
+    aws: &Connection,
+    name: &str,
+    speedup: f64,
+    format: Output,
+) -> Result<bool> {
+    let runner = local_runner(aws, speedup).await?;
+    let succeeded = runner.reconcile(name).await?;
+    let entries = aws.registry.list().await.map_err(|e| e.to_string())?;
+    let entry: Vec<_> = entries.into_iter().filter(|e| e.name == name).collect();
+    print_status(&entry, format)?;
+    Ok(succeeded)
+}
+
+async fn reconcile_deployed(
+    aws: &Connection,
+    name: &str,
+    wait: bool,
+    timeout: Duration,
+    format: Output,
+) -> Result<bool> {
+    let deployed = Deployed::new(&aws.config, &aws.resources)?;
+    let succeeded = deployed
+        .reconcile(&aws.registry, name, wait, timeout)
+        .await?;
+    // Without `wait` the run has only started: its status would say nothing new.
+    if wait {
+        let entry = aws.registry.get(name).await.map_err(|e| e.to_string())?;
+        print_status(&entry.into_iter().collect::<Vec<_>>(), format)?;
+    }
+    Ok(succeeded)
+}
+
+pub async fn sync(
+    aws: &Connection,
+    file: &Path,
+    prune: bool,
+    mode: Mode,
+    format: Output,
+) -> Result {
+    let failed = match mode {
+        Mode::Local { speedup } => sync_local(aws, file, prune, speedup).await?,
+        Mode::Deployed { wait, timeout } => {
+            let failed = sync_deployed(aws, file, prune, wait, timeout).await?;
+            // Only started: there is no outcome to show yet.
+            if !wait {
+                return Ok(());
+            }
+            failed
+        }
+    };
+    println!();
+    let entries = aws.registry.list().await.map_err(|e| e.to_string())?;
+    print_status(&entries, format)?;
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the reconcile failed for {failed:?}"))
+    }
+}
+
+/// Reconciles the entries `file` leaves to reconcile, in-process; returns the
+/// names of those that failed.
+async fn sync_local(
+    aws: &Connection,
+    file: &Path,
+    prune: bool,
+    speedup: f64,
+) -> Result<Vec<String>> {
+    let names = apply_for_sync(&aws.registry, file, prune).await?;
+    let runner = local_runner(aws, speedup).await?;
+    let mut failed = Vec::new();
+    for name in names {
+        if !runner.reconcile(&name).await? {
+            failed.push(name);
+        }
+    }
+    Ok(failed)
+}
+
+/// Starts (and with `wait`, follows) the reconciles of the entries `file`
+/// leaves to reconcile; returns the names of those that failed.
+async fn sync_deployed(
+    aws: &Connection,
+    file: &Path,
+    prune: bool,
+    wait: bool,
+    timeout: Duration,
+) -> Result<Vec<String>> {
+    // Fail before writing anything if there is nothing to run the reconciles.
+    let deployed = Deployed::new(&aws.config, &aws.resources)?;
+    let names = apply_for_sync(&aws.registry, file, prune).await?;
+    let mut failed = Vec::new();
+    for name in names {
+        if !deployed
+            .reconcile(&aws.registry, &name, wait, timeout)
+            .await?
+        {
+            failed.push(name);
+        }
+    }
+    Ok(failed)
+}
+
+/// Applies `file`, and returns what to reconcile: its entries, and every
+/// entry being deleted (pruned now or before), whose reconcile deletes it.
+async fn apply_for_sync(registry: &Registry, file: &Path, prune: bool) -> Result<Vec<String>> {
+    let desired = apply_file(registry, file, prune, false, Output::Table).await?;
+    let entries = registry.list().await.map_err(|e| e.to_string())?;
+    Ok(entries
+        .into_iter()
+        .filter(|e| e.deletion_requested_at.is_some() || desired.iter().any(|s| s.name == e.name))
+        .map(|e| e.name)
+        .collect())
+}
+
+/// The in-process runner, on the same registry as the rest of the command.
+async fn local_runner(aws: &Connection, speedup: f64) -> Result<LocalRunner> {
+    LocalRunner::new(
+        &aws.config,
+        aws.registry.clone(),
+        &aws.resources.bucket,
+        speedup,
+    )
+    .await
+}
+
+pub async fn history(aws: &Connection, name: &str, limit: usize, format: Output) -> Result {
+    // Executions outlive entries: a deleted stack's are still worth showing.
+    if aws
+        .registry
+        .get(name)
+        .await
+        .map_err(|e| e.to_string())?
+        .is_none()
+    {
+        eprintln!(
+            "note: {name:?} is not in the registry {:?} (any past executions are listed)",
+            aws.registry.table()
+        );
+    }
+    let deployed = Deployed::new(&aws.config, &aws.resources)?;
+    let found = deployed.history(name, limit).await?;
+    if format != Output::Table {
+        return print_structured(format, &found);
+    }
+    if found.is_empty() {
+        println!(
+            "no executions of {name:?} in {} (among its newest 10,000)",
+            deployed.state_machine_arn()
+        );
+        return Ok(());
+    }
+    print_history(&found);
+    Ok(())
+}
+
+fn print_history(executions: &[ExecutionSummary]) {
+    let mut table = Table::new(vec!["STARTED", "STATUS", "DURATION", "EXECUTION"]);
+    for e in executions {
+        let duration = e
+            .stopped_at
+            .map(|stop| format!("{:.1}s", (stop - e.started_at) as f64 / 1000.0))
+            .unwrap_or_else(|| "running".into());
+        table.row(vec![
+            rfc3339(e.started_at),
+            e.status.clone(),
+            duration,
+            e.name.clone(),
+        ]);
+    }
+    print!("{}", table.render());
+}

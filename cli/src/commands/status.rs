@@ -1,0 +1,107 @@
+//! `stacksync status [NAME…]`: every stack's sync status, a row each. The
+//! same table ends `reconcile` and `sync`, with the entries they ran.
+
+use serde::Serialize;
+use stacksync::clock::{age, now_millis};
+use stacksync::registry::{Registry, Specs, StackEntry};
+use stacksync::status::Timestamp;
+
+use crate::Output;
+use crate::error::Result;
+use crate::output::{Table, cell, print_structured};
+
+pub async fn status(registry: &Registry, names: &[String], format: Output) -> Result {
+    let mut entries = registry.list().await.map_err(|e| e.to_string())?;
+    if !names.is_empty() {
+        let missing: Vec<&String> = names
+            .iter()
+            .filter(|n| !entries.iter().any(|e| &e.name == *n))
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "no stack named {missing:?} in the registry {:?}",
+                registry.table()
+            ));
+        }
+        entries.retain(|e| names.contains(&e.name));
+    }
+    print_status(&entries, format)
+}
+
+/// One line of `stacksync status`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusRow<'a> {
+    name: &'a str,
+    phase: String,
+    stack_name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stack_status: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_applied_revision: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_attempted_revision: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_reconcile_at: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_reconcile_at: Option<Timestamp>,
+    spec_version: u64,
+    observed_spec_version: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+}
+
+impl<'a> StatusRow<'a> {
+    fn of(e: &'a StackEntry) -> Self {
+        Self {
+            name: &e.name,
+            phase: e.display_phase().to_string(),
+            stack_name: e.spec.effective_stack_name(),
+            stack_status: e.status.stack_status.as_deref(),
+            last_applied_revision: e.status.last_applied_revision.as_deref(),
+            last_attempted_revision: e.status.last_attempted_revision.as_deref(),
+            last_reconcile_at: e.status.last_reconcile_at,
+            next_reconcile_at: e.status.next_reconcile_at,
+            spec_version: e.spec_version,
+            observed_spec_version: e.status.observed_spec_version,
+            message: e.status.message.as_deref(),
+        }
+    }
+}
+
+pub fn print_status(entries: &[StackEntry], format: Output) -> Result {
+    let rows: Vec<StatusRow> = entries.iter().map(StatusRow::of).collect();
+    if format != Output::Table {
+        return print_structured(format, &rows);
+    }
+    if rows.is_empty() {
+        println!("no stacks registered: add some with `stacksync apply -f stacks.yaml`");
+        return Ok(());
+    }
+    let now = now_millis();
+    let mut table = Table::new(vec![
+        "NAME",
+        "PHASE",
+        "STACK STATUS",
+        "REVISION",
+        "LAST RECONCILE",
+        "MESSAGE",
+    ]);
+    for row in &rows {
+        let revision = row
+            .last_applied_revision
+            .map(|r| r.chars().take(12).collect::<String>());
+        table.row(vec![
+            row.name.to_owned(),
+            row.phase.clone(),
+            cell(row.stack_status, 40),
+            cell(revision.as_deref(), 12),
+            row.last_reconcile_at
+                .map(|t| format!("{} ago", age(now, t.0)))
+                .unwrap_or_else(|| "never".into()),
+            cell(row.message, 80),
+        ]);
+    }
+    print!("{}", table.render());
+    Ok(())
+}
