@@ -515,6 +515,11 @@ async fn sync_local_creates_the_stack_and_reconcile_reports_failures_with_exit_1
         stdout(&failed)
     );
     assert!(stderr(&failed).contains("failed"), "{}", stderr(&failed));
+    let rows: serde_json::Value =
+        serde_json::from_slice(&sync(&["-o", "json", "status", &name]).stdout).unwrap();
+    assert_eq!(rows[0]["stallReason"], "invalidTemplate", "{rows}");
+    let table = stdout(&sync(&["status", &name]));
+    assert!(table.contains("(InvalidTemplate)"), "{table}");
 
     let deployed = sync(&["reconcile", &name]);
     assert_eq!(deployed.status.code(), Some(1));

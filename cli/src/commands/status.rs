@@ -4,7 +4,7 @@
 use serde::Serialize;
 use stacksync::clock::{age, now_millis};
 use stacksync::registry::{Registry, Specs, StackEntry};
-use stacksync::status::Timestamp;
+use stacksync::status::{Phase, StallReason, Timestamp};
 
 use crate::Output;
 use crate::error::Result;
@@ -33,7 +33,7 @@ pub async fn status(registry: &Registry, names: &[String], format: Output) -> Re
 #[serde(rename_all = "camelCase")]
 struct StatusRow<'a> {
     name: &'a str,
-    phase: String,
+    phase: Phase,
     stack_name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     stack_status: Option<&'a str>,
@@ -48,6 +48,8 @@ struct StatusRow<'a> {
     spec_version: u64,
     observed_spec_version: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
+    stall_reason: Option<StallReason>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<&'a str>,
 }
 
@@ -55,7 +57,7 @@ impl<'a> StatusRow<'a> {
     fn of(e: &'a StackEntry) -> Self {
         Self {
             name: &e.name,
-            phase: e.display_phase().to_string(),
+            phase: e.display_phase(),
             stack_name: e.spec.effective_stack_name(),
             stack_status: e.status.stack_status.as_deref(),
             last_applied_revision: e.status.last_applied_revision.as_deref(),
@@ -64,6 +66,7 @@ impl<'a> StatusRow<'a> {
             next_reconcile_at: e.status.next_reconcile_at,
             spec_version: e.spec_version,
             observed_spec_version: e.status.observed_spec_version,
+            stall_reason: e.status.stall_reason,
             message: e.status.message.as_deref(),
         }
     }
@@ -91,9 +94,15 @@ pub fn print_status(entries: &[StackEntry], format: Output) -> Result {
         let revision = row
             .last_applied_revision
             .map(|r| r.chars().take(12).collect::<String>());
+        // The reason belongs to the failure: a Pending row (spec changed
+        // since) shows none.
+        let phase = match row.stall_reason {
+            Some(reason) if row.phase == Phase::Failed => format!("{} ({reason})", row.phase),
+            _ => row.phase.to_string(),
+        };
         table.row(vec![
             row.name.to_owned(),
-            row.phase.clone(),
+            phase,
             cell(row.stack_status, 40),
             cell(revision.as_deref(), 12),
             row.last_reconcile_at
