@@ -6,7 +6,14 @@ concurrent transactions can then both pass a condition that DynamoDB would let
 only one pass (seen here: two writers conditioned on the same specVersion both
 "won"). DynamoDB serializes conditional writes on an item; this launcher gives
 moto the same guarantee by running its DynamoDB write operations one at a time.
-Everything else is moto as released (requirements-dev.txt pins the version).
+It also stamps a stack's LastUpdatedTime on update, as AWS does (moto sets
+none), and serializes CloudFormation's calls (moto's backend is not
+thread-safe: concurrent CreateStack calls fail with a 500), and makes Query on
+an index with an INCLUDE or KEYS_ONLY projection cost what the projection
+holds rather than whole items (same results: moto deep-copied each whole item
+and rendered it to JSON before keeping the few attributes the index holds,
+25 s for the scheduler's 10,000-stack health read). Everything else is moto
+as released (requirements-dev.txt pins the version).
 
 It can also forward Lambda invocations to real function processes (the
 project's Rust binaries, unchanged): with STACKSYNC_LAMBDA_RUNTIME_PORT set, it
@@ -54,6 +61,132 @@ for _name in (
 ):
     if hasattr(DynamoDBBackend, _name):
         setattr(DynamoDBBackend, _name, _serialized(getattr(DynamoDBBackend, _name)))
+
+# ---- Query through a narrow index: copy only what the index holds -----------
+from moto.dynamodb.models import table as _table_module
+from moto.dynamodb.models.dynamo_type import Item as _Item
+import copy as _copy
+
+_NARROW = threading.local()
+
+
+def _narrow_projection(index):
+    kind = (index.projection or {}).get("ProjectionType")
+    if kind not in ("INCLUDE", "KEYS_ONLY"):
+        return None
+    keep = set(index.table_key_attrs) | {k["AttributeName"] for k in index.schema}
+    if kind == "INCLUDE":
+        keep |= set(index.projection.get("NonKeyAttributes", []))
+    return keep
+
+
+def _project(self, item):
+    keep = _narrow_projection(self)
+    if keep is None:
+        return _original_project(self, item)
+    return _Item(
+        hash_key=item.hash_key,
+        range_key=item.range_key,
+        attrs={k: _copy.deepcopy(v) for k, v in item.attrs.items() if k in keep},
+    )
+
+
+class _QueryCopy:
+    # moto's table module calls copy.deepcopy(results) before projecting;
+    # within a query through a narrow index the projection copies instead.
+    copy = staticmethod(_copy.copy)
+
+    @staticmethod
+    def deepcopy(value, memo=None):
+        if getattr(_NARROW, "on", False):
+            return list(value) if isinstance(value, list) else value
+        return _copy.deepcopy(value, memo)
+
+
+def _narrow_query(method):
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        # Table.query(hash_key, range_comparison, range_objs, limit,
+        # exclusive_start_key, scan_index_forward, projection_expressions,
+        # index_name, ...)
+        name = kwargs.get("index_name", args[7] if len(args) > 7 else None)
+        index = next((i for i in self.all_indexes() if i.name == name), None)
+        _NARROW.on = index is not None and _narrow_projection(index) is not None
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            _NARROW.on = False
+
+    return wrapper
+
+
+_original_project = _table_module.SecondaryIndex.project
+_table_module.SecondaryIndex.project = _project
+_table_module.copy = _QueryCopy
+_table_module.Table.query = _narrow_query(_table_module.Table.query)
+
+# ---- CloudFormation's LastUpdatedTime ----------------------------------------
+# AWS sets a stack's LastUpdatedTime on every update (UpdateStack, or an
+# executed UPDATE change set) and reports it in DescribeStacks and ListStacks;
+# moto sets none, so an update out of band would look like no change at all.
+# Stamped here on both ways of updating; moto's serializer then reports the
+# attribute `last_updated_time` in both responses.
+
+from moto.cloudformation.models import CloudFormationBackend, Stack
+from moto.core.utils import utcnow
+
+
+def _stamps_update(method):
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        result = method(self, *args, **kwargs)
+        self.last_updated_time = utcnow()
+        return result
+
+    return wrapper
+
+
+def _stamps_executed_update(method):
+    @functools.wraps(method)
+    def wrapper(self, change_set_name, stack_name=None):
+        change_set = self.change_sets.get(change_set_name) or next(
+            (cs for cs in self.change_sets.values() if cs.change_set_name == change_set_name),
+            None,
+        )
+        result = method(self, change_set_name, stack_name)
+        if change_set is not None and change_set.change_set_type == "UPDATE":
+            stack = self.stacks.get(change_set.stack_id)
+            if stack is not None:
+                stack.last_updated_time = utcnow()
+        return result
+
+    return wrapper
+
+
+Stack.update = _stamps_update(Stack.update)
+CloudFormationBackend.execute_change_set = _stamps_executed_update(
+    CloudFormationBackend.execute_change_set
+)
+
+# moto's CloudFormation backend is not thread-safe either: CreateStack walks
+# every stack to check the name while another request adds one ("OrderedDict
+# mutated during iteration", a 500), and ListStacks copies the dict while it
+# changes. AWS serves concurrent calls; the emulator's threads take turns here.
+_CFN_LOCK = threading.RLock()
+
+
+def _cfn_serialized(method):
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with _CFN_LOCK:
+            return method(*args, **kwargs)
+
+    return wrapper
+
+
+for _name, _method in list(vars(CloudFormationBackend).items()):
+    if callable(_method) and not _name.startswith("_") and not isinstance(_method, (staticmethod, classmethod)):
+        setattr(CloudFormationBackend, _name, _cfn_serialized(_method))
 
 # ---- Lambda Runtime API, for real function processes ------------------------
 
