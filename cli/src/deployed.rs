@@ -40,17 +40,19 @@ impl Deployed {
         self.executions.state_machine_arn()
     }
 
-    /// Starts the reconcile of `name` (which must be registered); with `wait`,
-    /// follows it to the end. Returns whether it succeeded (or was started).
+    /// Starts the reconcile of `name` (which must be registered; `force`: a
+    /// change set even at the applied state); with `wait`, follows it to the
+    /// end. Returns whether it succeeded (or was started).
     pub async fn reconcile(
         &self,
         registry: &Registry,
         name: &str,
         wait: bool,
         timeout: Duration,
+        force: bool,
     ) -> Result<bool> {
         let entry = registered(registry, name).await?;
-        let started = self.start(name).await?;
+        let started = self.start(name, force).await?;
         println!("── reconcile {name} ({})", started.execution_name);
         if !wait {
             println!("   started {}", started.execution_arn);
@@ -76,10 +78,10 @@ impl Deployed {
         }
     }
 
-    async fn start(&self, name: &str) -> Result<Started> {
+    async fn start(&self, name: &str, force: bool) -> Result<Started> {
         let trigger = Trigger {
-            kind: TriggerKind::Manual,
-            revision: None,
+            force,
+            ..Trigger::of(TriggerKind::Manual)
         };
         // A manual start is its own request: unique, never a replay.
         let key = format!("{}-{}", now_millis(), std::process::id());
@@ -94,6 +96,9 @@ impl Deployed {
     async fn follow(&self, execution_arn: &str, timeout: Duration) -> Result<Option<String>> {
         let deadline = Instant::now() + timeout;
         let mut last_event = 0;
+        // A no-op run ends within a second or two: look often at first,
+        // then once a second.
+        let mut pause = Duration::from_millis(200);
         loop {
             // Described before its steps are read, so that a finished
             // execution's last steps are printed before it is reported done.
@@ -120,7 +125,8 @@ impl Deployed {
             if Instant::now() >= deadline {
                 return Ok(None);
             }
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
         }
     }
 
