@@ -5,6 +5,7 @@
 use serde_json::json;
 use stacksync::asl::{Outcome, Progress, RunOptions, StateMachine};
 use stacksync::clock::now_millis;
+use stacksync::ports::{Trigger, TriggerKind};
 use stacksync::reconcile::asl_runner::reconcile_machine;
 use stacksync::registry::Registry;
 use stacksync::wiring::{SdkSteps, sdk_steps};
@@ -41,12 +42,17 @@ impl LocalRunner {
         })
     }
 
-    /// Runs one reconcile of `name`, printing states and stack events as they
-    /// come. Returns whether the execution succeeded.
-    pub async fn reconcile(&self, name: &str) -> Result<bool> {
+    /// Runs one reconcile of `name` (`force`: a change set even at the
+    /// applied state), printing states and stack events as they come.
+    /// Returns whether the execution succeeded.
+    pub async fn reconcile(&self, name: &str, force: bool) -> Result<bool> {
         let entry = registered(&self.steps.registry, name).await?;
         let execution = format!("local-{name}-{}", now_millis());
-        let input = json!({"stackId": name, "trigger": {"kind": "manual"}});
+        let trigger = Trigger {
+            force,
+            ..Trigger::of(TriggerKind::Manual)
+        };
+        let input = json!({"stackId": name, "trigger": trigger});
         let events = StackEvents::start(
             &self.steps.cloudformation,
             &entry.spec,

@@ -116,6 +116,10 @@ pub enum Command {
         /// on) and exit 1.
         #[arg(long, default_value = "1h")]
         timeout: stacksync::Duration,
+        /// Make a change set even if the stack looks in sync (it runs only
+        /// if CloudFormation finds something to change).
+        #[arg(long)]
+        force: bool,
         /// Divide every Wait and retry delay by this (for tests and demos).
         #[arg(long, env = "STACKSYNC_SPEEDUP", default_value_t = 1.0, hide = true)]
         speedup: f64,

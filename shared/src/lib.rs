@@ -12,6 +12,7 @@
 //!   memory by the fakes (`fakes`, feature `fakes`);
 //! - the domain: [`spec`] (the desired state, checked by [`validate`], read
 //!   from `stacks.yaml` by [`manifest`]), [`status`], [`stack_status`],
+//!   [`seen`] (the stack as stacksync left it, and what changed since),
 //!   [`template`], [`artifact`], [`naming`], [`source`], [`partition`],
 //!   [`duration`], [`hash`], [`clock`].
 //!
@@ -35,6 +36,7 @@ pub mod partition;
 pub mod ports;
 pub mod reconcile;
 pub mod registry;
+pub mod seen;
 pub mod source;
 pub mod spec;
 pub mod stack_status;

@@ -21,13 +21,16 @@ pub const OWN_TOKEN_PREFIX: &str = "stacksync-";
 /// How many characters of the stack name lead an execution name.
 pub const EXECUTION_PREFIX_CHARS: usize = 48;
 
-/// The change set's name: from the stack, the spec version and the desired
-/// hash, so a retried step finds the one it made. The stack is in it so that
-/// two stacks with one template never share a name: CloudFormation scopes
-/// names to a stack, but tools that look change sets up by name alone (the
-/// emulator does) would mix them.
-pub fn change_set_name(stack: &str, spec_version: u64, desired_hash: &str) -> String {
-    let hash = sha256_hex(format!("{stack}\0{desired_hash}").as_bytes());
+/// The change set's name: from the stack, the spec version, the desired
+/// hash and the run (its execution name), so a retried step finds the one
+/// it made, and another run at the same desired state (putting back a
+/// change made outside stacksync) makes its own: an executed change set of
+/// the same name would otherwise pass for the new one. The stack is in it
+/// so that two stacks with one template never share a name: CloudFormation
+/// scopes names to a stack, but tools that look change sets up by name
+/// alone (the emulator does) would mix them.
+pub fn change_set_name(stack: &str, spec_version: u64, desired_hash: &str, run: &str) -> String {
+    let hash = sha256_hex(format!("{stack}\0{desired_hash}\0{run}").as_bytes());
     format!("stacksync-v{spec_version}-{}", &hash[..16])
 }
 
@@ -124,7 +127,7 @@ mod tests {
         let long = "a".repeat(128);
         let odd = "stack-with-unicode-é";
         for stack in ["orders", long.as_str(), odd] {
-            let cs = change_set_name(stack, u64::MAX, &"f".repeat(64));
+            let cs = change_set_name(stack, u64::MAX, &"f".repeat(64), &"r".repeat(80));
             assert!(cloudformation_name(&cs), "{cs}");
             let ex = execution_name(stack, "schedule", &"9".repeat(300));
             assert!(ex.len() <= 80, "{ex}");
@@ -159,16 +162,21 @@ mod tests {
     #[test]
     fn names_are_deterministic_and_tell_their_inputs_apart() {
         assert_eq!(
-            change_set_name("orders", 3, "h"),
-            change_set_name("orders", 3, "h")
+            change_set_name("orders", 3, "h", "run-1"),
+            change_set_name("orders", 3, "h", "run-1")
         );
         assert_ne!(
-            change_set_name("orders", 3, "h"),
-            change_set_name("billing", 3, "h")
+            change_set_name("orders", 3, "h", "run-1"),
+            change_set_name("billing", 3, "h", "run-1")
         );
         assert_ne!(
-            change_set_name("orders", 3, "h"),
-            change_set_name("orders", 4, "h")
+            change_set_name("orders", 3, "h", "run-1"),
+            change_set_name("orders", 4, "h", "run-1")
+        );
+        assert_ne!(
+            change_set_name("orders", 3, "h", "run-1"),
+            change_set_name("orders", 3, "h", "run-2"),
+            "a second run at one desired state (putting a change back) makes its own"
         );
         let long = "x".repeat(60);
         let other = format!("{long}-other");

@@ -5,6 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::clock::{self, EpochMillis};
+use crate::seen::{OutOfBand, Seen};
 
 /// Longest status message kept; longer ones are cut (DynamoDB items are bounded).
 pub const MAX_MESSAGE_CHARS: usize = 2048;
@@ -204,10 +205,22 @@ pub struct Status {
     /// When the last reconcile ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_reconcile_at: Option<Timestamp>,
-    /// When the scheduler should look at the stack again. Stored as the
-    /// registry's indexed `nextReconcileAt` attribute, not inside the record.
+    /// When the scheduler starts the stack's reconcile (a retry, a run that
+    /// did not finish); `None` for a stack that is fine: the scheduler's
+    /// health check watches it. Stored as the registry's indexed
+    /// `nextReconcileAt` attribute, not inside the record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_reconcile_at: Option<Timestamp>,
+    /// The stack as the last successful run left it: what the next runs and
+    /// the scheduler's health check compare with CloudFormation. Stored as
+    /// the registry's `watch` attribute (read through a narrow index), not
+    /// inside the record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seen: Option<Seen>,
+    /// The last change made outside stacksync that a run found, and whether
+    /// it was put back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub out_of_band: Option<OutOfBand>,
 }
 
 impl Status {

@@ -5,7 +5,7 @@
 pub use stacksync::fakes::{Script, ScriptedCloudFormation, failed, failure_event, pending, ready};
 use stacksync::ports::{
     ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, PortResult,
-    StackEvent, StackInfo,
+    StackEvent, StackInfo, StackSummary,
 };
 
 use crate::iam::call::Call;
@@ -50,12 +50,26 @@ impl<T: CloudFormationFactory> CloudFormationFactory for Recorded<T> {
         }
         Ok(Recorded(self.0.for_stack(region, assume_role).await?))
     }
+
+    fn home_region(&self) -> Option<String> {
+        self.0.home_region()
+    }
 }
 
 impl<T: CloudFormation> CloudFormation for Recorded<T> {
     async fn describe_stack(&self, stack: &str) -> PortResult<Option<StackInfo>> {
         cfn_call("DescribeStacks", stack, None);
         self.0.describe_stack(stack).await
+    }
+
+    async fn list_stacks(&self) -> PortResult<Vec<StackSummary>> {
+        cfn_call("ListStacks", "", None);
+        self.0.list_stacks().await
+    }
+
+    async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {
+        cfn_call("GetTemplate", stack, None);
+        self.0.template_body(stack).await
     }
 
     async fn create_change_set(&self, request: &ChangeSetRequest) -> PortResult<Created> {

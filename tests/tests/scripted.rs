@@ -214,6 +214,39 @@ async fn an_empty_change_set_is_success_and_is_deleted() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_stack_left_rolled_back_at_the_applied_state_is_in_sync_without_a_change_set() {
+    // Someone's update rolled back; Git's template is what the stack holds.
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::UpdateRollbackComplete)]);
+    fake.script().change_set = [failed(
+        "The submitted information didn't contain changes. Submit different information to create a change set.",
+    )]
+    .into_iter()
+    .collect();
+    let (h, name) = harness(&fake, "").await;
+    // The first run knows nothing of the stack: a change set, found empty.
+    assert!(ok(&h.reconcile(&name).await));
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.status.phase, Phase::Ready);
+    let seen = entry.status.seen.expect("seen as the run left it");
+    assert_eq!(seen.stack_status, "UPDATE_ROLLBACK_COMPLETE");
+    let change_sets = |ops: &[String]| ops.iter().filter(|o| *o == "CreateChangeSet").count();
+    assert_eq!(change_sets(&fake.operations()), 1);
+
+    // The next run finds it as left: at the applied state, though not in a
+    // COMPLETE status the shortcut trusts; the change-set step decides it is
+    // in sync from the stack's status, and records it as seen again.
+    assert!(ok(&h.reconcile(&name).await));
+    assert_eq!(change_sets(&fake.operations()), 1, "no second change set");
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.status.phase, Phase::Ready);
+    assert_eq!(
+        entry.status.message.as_deref(),
+        Some("in sync: nothing to change")
+    );
+    assert!(entry.status.seen.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn throttling_is_retried_by_the_state_machine_and_the_run_succeeds() {
     let fake = ScriptedCloudFormation::with_stack(&[None]);
     fake.script().after_execute = vec![Some(S::CreateComplete)];

@@ -34,6 +34,12 @@ fn comparable(s: &Status) -> Status {
         last_reconcile_at: None,
         next_reconcile_at: None,
         change_set_name: change_set,
+        // Two stacks: their ids and times differ, what else was seen may not.
+        seen: s.seen.clone().map(|seen| stacksync::seen::Seen {
+            stack_id: String::new(),
+            changed_at: stacksync::status::Timestamp(0),
+            ..seen
+        }),
         ..s.clone()
     }
 }

@@ -45,10 +45,11 @@ pub async fn run(cli: Cli) -> Result {
             local,
             wait,
             timeout,
+            force,
             speedup,
         } => {
             let mode = run::Mode::new(local, wait, timeout, speedup);
-            run::reconcile(&aws, &name, mode, format).await
+            run::reconcile(&aws, &name, mode, force, format).await
         }
         Command::Sync {
             file,

@@ -41,11 +41,19 @@ impl Mode {
     }
 }
 
-pub async fn reconcile(aws: &Connection, name: &str, mode: Mode, format: Output) -> Result {
+/// `stacksync reconcile NAME`; `force`: make a change set even at the
+/// applied state.
+pub async fn reconcile(
+    aws: &Connection,
+    name: &str,
+    mode: Mode,
+    force: bool,
+    format: Output,
+) -> Result {
     let succeeded = match mode {
-        Mode::Local { speedup } => reconcile_local(aws, name, speedup, format).await?,
+        Mode::Local { speedup } => reconcile_local(aws, name, speedup, force, format).await?,
         Mode::Deployed { wait, timeout } => {
-            reconcile_deployed(aws, name, wait, timeout, format).await?
+            reconcile_deployed(aws, name, wait, timeout, force, format).await?
         }
     };
     if succeeded {
@@ -59,10 +67,11 @@ async fn reconcile_local(
     aws: &Connection,
     name: &str,
     speedup: f64,
+    force: bool,
     format: Output,
 ) -> Result<bool> {
     let runner = local_runner(aws, speedup).await?;
-    let succeeded = runner.reconcile(name).await?;
+    let succeeded = runner.reconcile(name, force).await?;
     let entries = aws.registry.list().await.map_err(|e| e.to_string())?;
     let entry: Vec<_> = entries.into_iter().filter(|e| e.name == name).collect();
     print_status(&entry, format)?;
@@ -74,11 +83,12 @@ async fn reconcile_deployed(
     name: &str,
     wait: bool,
     timeout: Duration,
+    force: bool,
     format: Output,
 ) -> Result<bool> {
     let deployed = Deployed::new(&aws.config, &aws.resources)?;
     let succeeded = deployed
-        .reconcile(&aws.registry, name, wait, timeout)
+        .reconcile(&aws.registry, name, wait, timeout, force)
         .await?;
     // Without `wait` the run has only started: its status would say nothing new.
     if wait {
@@ -128,7 +138,7 @@ async fn sync_local(
     let runner = local_runner(aws, speedup).await?;
     let mut failed = Vec::new();
     for name in names {
-        if !runner.reconcile(&name).await? {
+        if !runner.reconcile(&name, false).await? {
             failed.push(name);
         }
     }
@@ -150,7 +160,7 @@ async fn sync_deployed(
     let mut failed = Vec::new();
     for name in names {
         if !deployed
-            .reconcile(&aws.registry, &name, wait, timeout)
+            .reconcile(&aws.registry, &name, wait, timeout, false)
             .await?
         {
             failed.push(name);

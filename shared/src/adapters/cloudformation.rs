@@ -19,7 +19,7 @@ use super::port_error;
 use crate::naming::request_token;
 use crate::ports::{
     ChangeSetInfo, ChangeSetRequest, CloudFormation, Created, PortError, PortResult, StackEvent,
-    StackInfo,
+    StackInfo, StackSummary,
 };
 use crate::stack_status::{
     ChangeSetKind, ChangeSetStatus, ExecutionStatus, StackStatus, is_empty_change_set_reason,
@@ -49,6 +49,24 @@ fn millis(t: Option<&aws_smithy_types::DateTime>) -> i64 {
     t.and_then(|t| t.to_millis().ok()).unwrap_or(0)
 }
 
+/// `LastUpdatedTime`, or `CreationTime` for a stack never updated.
+fn changed_at(
+    updated: Option<&aws_smithy_types::DateTime>,
+    created: Option<&aws_smithy_types::DateTime>,
+) -> i64 {
+    millis(updated.or(created))
+}
+
+/// Every stack status but `DELETE_COMPLETE`: `ListStacks` keeps deleted
+/// stacks for 90 days, and a deleted stack is a missing one here.
+fn live_statuses() -> Vec<aws_sdk_cloudformation::types::StackStatus> {
+    aws_sdk_cloudformation::types::StackStatus::values()
+        .iter()
+        .filter(|s| **s != "DELETE_COMPLETE")
+        .map(|s| aws_sdk_cloudformation::types::StackStatus::from(*s))
+        .collect()
+}
+
 impl CloudFormation for SdkCloudFormation {
     async fn describe_stack(&self, stack: &str) -> PortResult<Option<StackInfo>> {
         match self.client.describe_stacks().stack_name(stack).send().await {
@@ -56,6 +74,11 @@ impl CloudFormation for SdkCloudFormation {
                 stack_id: s.stack_id().unwrap_or_default().to_owned(),
                 status: StackStatus::parse(s.stack_status().map(|v| v.as_str()).unwrap_or("")),
                 reason: s.stack_status_reason().map(str::to_owned),
+                changed_at: changed_at(s.last_updated_time(), s.creation_time()),
+                drift: s
+                    .drift_information()
+                    .and_then(|d| d.stack_drift_status())
+                    .map(|d| d.as_str().to_owned()),
                 parameters: s
                     .parameters()
                     .iter()
@@ -74,6 +97,56 @@ impl CloudFormation for SdkCloudFormation {
             })),
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(port_error("DescribeStacks", &e)),
+        }
+    }
+
+    async fn list_stacks(&self) -> PortResult<Vec<StackSummary>> {
+        let mut stacks = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let out = self
+                .client
+                .list_stacks()
+                .set_stack_status_filter(Some(live_statuses()))
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|e| port_error("ListStacks", &e))?;
+            for s in out.stack_summaries() {
+                let (Some(name), Some(id)) = (s.stack_name(), s.stack_id()) else {
+                    continue;
+                };
+                stacks.push(StackSummary {
+                    name: name.to_owned(),
+                    stack_id: id.to_owned(),
+                    status: StackStatus::parse(s.stack_status().map(|v| v.as_str()).unwrap_or("")),
+                    changed_at: changed_at(s.last_updated_time(), s.creation_time()),
+                    drift: s
+                        .drift_information()
+                        .and_then(|d| d.stack_drift_status())
+                        .map(|d| d.as_str().to_owned()),
+                });
+            }
+            match out.next_token() {
+                Some(t) if !t.is_empty() => token = Some(t.to_owned()),
+                _ => break,
+            }
+        }
+        Ok(stacks)
+    }
+
+    async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {
+        match self
+            .client
+            .get_template()
+            .stack_name(stack)
+            .template_stage(aws_sdk_cloudformation::types::TemplateStage::Original)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(Some(out.template_body().unwrap_or_default().to_owned())),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(port_error("GetTemplate", &e)),
         }
     }
 
@@ -342,5 +415,9 @@ impl crate::ports::CloudFormationFactory for SdkCloudFormationFactory {
             config = config.credentials_provider(provider);
         }
         Ok(SdkCloudFormation::new(Client::from_conf(config.build())))
+    }
+
+    fn home_region(&self) -> Option<String> {
+        self.base.region().map(|r| r.to_string())
     }
 }

@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex};
 
 use crate::ports::{
     ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, PortError,
-    PortResult, StackEvent, StackInfo,
+    PortResult, StackEvent, StackInfo, StackSummary,
 };
 use crate::stack_status::{ChangeSetStatus, ExecutionStatus, StackStatus};
 
 /// What the fake answers, and what it was asked.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Script {
     /// What DescribeStacks answers next; the last one repeats. `None`: no stack.
     pub stack: VecDeque<Option<StackStatus>>,
@@ -29,15 +29,66 @@ pub struct Script {
     pub failures: BTreeMap<&'static str, VecDeque<PortError>>,
     /// What DescribeStackEvents answers.
     pub events: Vec<StackEvent>,
+    /// The stack's `LastUpdatedTime` (epoch ms): a change set executed
+    /// moves it on by a second; a test moves it for a change out of band.
+    pub changed_at: i64,
+    /// The last part of the stack's id (a stack replaced out of band has another).
+    pub generation: u32,
+    /// What GetTemplate answers.
+    pub template: String,
+    /// The drift status DescribeStacks reports.
+    pub drift: Option<String>,
+    /// What ListStacks answers.
+    pub listing: Vec<StackSummary>,
+    /// Every port asked of the factory: (region, role assumed).
+    pub connections: Vec<(Option<String>, Option<String>)>,
     /// Every call, as "Operation detail".
     pub calls: Vec<String>,
     /// Every change set asked for, in full.
     pub requests: Vec<ChangeSetRequest>,
 }
 
+impl Default for Script {
+    fn default() -> Self {
+        Self {
+            stack: VecDeque::new(),
+            change_set: VecDeque::new(),
+            after_execute: Vec::new(),
+            after_delete: Vec::new(),
+            after_continue: Vec::new(),
+            failures: BTreeMap::new(),
+            events: Vec::new(),
+            changed_at: 1_700_000_000_000,
+            generation: 1,
+            template: "Resources: {}".into(),
+            drift: None,
+            listing: Vec::new(),
+            connections: Vec::new(),
+            calls: Vec::new(),
+            requests: Vec::new(),
+        }
+    }
+}
+
 /// The fake, shared between the test and the steps.
 #[derive(Debug, Clone, Default)]
 pub struct ScriptedCloudFormation(pub Arc<Mutex<Script>>);
+
+/// The id the fake gives a stack of this name and generation.
+pub fn stack_id(stack: &str, generation: u32) -> String {
+    format!("arn:aws:cloudformation:us-east-1:123456789012:stack/{stack}/{generation}")
+}
+
+/// A stack as ListStacks sums it up, at generation 1.
+pub fn summary(stack: &str, status: StackStatus, changed_at: i64) -> StackSummary {
+    StackSummary {
+        name: stack.to_owned(),
+        stack_id: stack_id(stack, 1),
+        status,
+        changed_at,
+        drift: None,
+    }
+}
 
 /// A change set ready to execute, with `changes` changes.
 pub fn ready(changes: usize) -> ChangeSetInfo {
@@ -141,23 +192,44 @@ impl CloudFormationFactory for ScriptedCloudFormation {
 
     async fn for_stack(
         &self,
-        _region: Option<&str>,
-        _assume_role: Option<&str>,
+        region: Option<&str>,
+        assume_role: Option<&str>,
     ) -> PortResult<Self::Port> {
+        self.script()
+            .connections
+            .push((region.map(str::to_owned), assume_role.map(str::to_owned)));
         Ok(self.clone())
+    }
+
+    fn home_region(&self) -> Option<String> {
+        Some("us-east-1".into())
     }
 }
 
 impl CloudFormation for ScriptedCloudFormation {
     async fn describe_stack(&self, stack: &str) -> PortResult<Option<StackInfo>> {
         self.call("DescribeStacks", stack.to_owned())?;
-        Ok(self.next_stack().map(|status| StackInfo {
-            stack_id: format!("arn:aws:cloudformation:us-east-1:123456789012:stack/{stack}/1"),
+        let status = self.next_stack();
+        let s = self.script();
+        Ok(status.map(|status| StackInfo {
+            stack_id: stack_id(stack, s.generation),
             status,
             reason: None,
+            changed_at: s.changed_at,
+            drift: s.drift.clone(),
             parameters: BTreeMap::new(),
             tags: BTreeMap::new(),
         }))
+    }
+
+    async fn list_stacks(&self) -> PortResult<Vec<StackSummary>> {
+        self.call("ListStacks", String::new())?;
+        Ok(self.script().listing.clone())
+    }
+
+    async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {
+        self.call("GetTemplate", stack.to_owned())?;
+        Ok(Some(self.script().template.clone()))
     }
 
     async fn create_change_set(&self, request: &ChangeSetRequest) -> PortResult<Created> {
@@ -188,6 +260,7 @@ impl CloudFormation for ScriptedCloudFormation {
         self.call("ExecuteChangeSet", name.to_owned())?;
         let mut s = self.script();
         s.stack = s.after_execute.iter().cloned().collect();
+        s.changed_at += 1000;
         s.change_set = [ChangeSetInfo {
             execution: ExecutionStatus::ExecuteComplete,
             ..ready(1)

@@ -13,10 +13,11 @@ use std::time::Duration;
 use crate::clock::EpochMillis;
 use crate::ports::{
     Blobs, ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created,
-    PortError, PortResult, SourceFetcher, StackEvent, StackInfo, Started, Starter, Trigger,
+    PortError, PortResult, SourceFetcher, StackEvent, StackInfo, StackSummary, Started, Starter,
+    Trigger,
 };
 use crate::registry::{
-    Deliveries, Entries, Lease, Leases, RegistryError, Schedule, SourceRecord, StackEntry,
+    Deliveries, Entries, Lease, Leases, RegistryError, Schedule, SourceRecord, StackEntry, Watched,
 };
 use crate::status::Status;
 
@@ -151,12 +152,26 @@ where
             plan: Arc::clone(&self.plan),
         })
     }
+
+    fn home_region(&self) -> Option<String> {
+        self.inner.home_region()
+    }
 }
 
 impl<T: CloudFormation> CloudFormation for Failing<T> {
     async fn describe_stack(&self, stack: &str) -> PortResult<Option<StackInfo>> {
         self.check("DescribeStacks")?;
         self.inner.describe_stack(stack).await
+    }
+
+    async fn list_stacks(&self) -> PortResult<Vec<StackSummary>> {
+        self.check("ListStacks")?;
+        self.inner.list_stacks().await
+    }
+
+    async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {
+        self.check("GetTemplate")?;
+        self.inner.template_body(stack).await
     }
 
     async fn create_change_set(&self, request: &ChangeSetRequest) -> PortResult<Created> {
@@ -292,6 +307,11 @@ impl<T: Leases> Leases for Failing<T> {
 }
 
 impl<T: Schedule> Schedule for Failing<T> {
+    async fn watched(&self) -> Result<Vec<Watched>, RegistryError> {
+        self.check_registry("Query")?;
+        self.inner.watched().await
+    }
+
     async fn due(
         &self,
         now: EpochMillis,
@@ -336,7 +356,7 @@ impl<T: Schedule> Schedule for Failing<T> {
         &self,
         name: &str,
         from: EpochMillis,
-        to: EpochMillis,
+        to: Option<EpochMillis>,
     ) -> Result<bool, RegistryError> {
         self.check_registry("UpdateItem")?;
         self.inner.move_due(name, from, to).await

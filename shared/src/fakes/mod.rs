@@ -19,7 +19,9 @@ mod sources;
 mod starter;
 
 pub use blobs::MemoryBlobs;
-pub use cloudformation::{Script, ScriptedCloudFormation, failed, failure_event, pending, ready};
+pub use cloudformation::{
+    Script, ScriptedCloudFormation, failed, failure_event, pending, ready, stack_id, summary,
+};
 pub use failing::Failing;
 pub use sources::MemorySources;
 pub use starter::RecordingStarter;

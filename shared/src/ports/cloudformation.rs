@@ -13,9 +13,26 @@ pub struct StackInfo {
     pub stack_id: String,
     pub status: StackStatus,
     pub reason: Option<String>,
+    /// When CloudFormation last changed the stack (epoch ms): its
+    /// `LastUpdatedTime`, or its `CreationTime` if it was never updated.
+    pub changed_at: i64,
+    /// `DriftInformation.StackDriftStatus`, where reported.
+    pub drift: Option<String>,
     /// The stack's parameters, as CloudFormation reports them.
     pub parameters: BTreeMap<String, String>,
     pub tags: BTreeMap<String, String>,
+}
+
+/// A stack as `ListStacks` sums it up: what the scheduler's health check
+/// compares, for every stack of an account and region at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackSummary {
+    pub name: String,
+    pub stack_id: String,
+    pub status: StackStatus,
+    /// As [`StackInfo::changed_at`].
+    pub changed_at: i64,
+    pub drift: Option<String>,
 }
 
 /// A change set as described.
@@ -76,13 +93,20 @@ pub enum Created {
     NothingToChange,
 }
 
-/// The CloudFormation operations the steps use.
+/// The CloudFormation operations the steps and the scheduler use.
 pub trait CloudFormation: Send + Sync {
     /// The stack, or `None` when it does not exist.
     fn describe_stack(
         &self,
         stack: &str,
     ) -> impl Future<Output = PortResult<Option<StackInfo>>> + Send;
+    /// Every stack of the account and region that is not deleted, every
+    /// page read (a listing cut short is an error, never a shorter list).
+    fn list_stacks(&self) -> impl Future<Output = PortResult<Vec<StackSummary>>> + Send;
+    /// The stack's template as it was submitted (`GetTemplate`, stage
+    /// `Original`), or `None` when the stack does not exist.
+    fn template_body(&self, stack: &str)
+    -> impl Future<Output = PortResult<Option<String>>> + Send;
     /// Creates a change set; one that already exists under that name is fine
     /// (a retried step), so the call is idempotent.
     fn create_change_set(
@@ -163,4 +187,9 @@ pub trait CloudFormationFactory: Send + Sync {
         region: Option<&str>,
         assume_role: Option<&str>,
     ) -> impl Future<Output = PortResult<Self::Port>> + Send;
+    /// The region used when a stack names none, if known: stacks that name
+    /// it and stacks that name none are then listed together.
+    fn home_region(&self) -> Option<String> {
+        None
+    }
 }

@@ -44,6 +44,21 @@ pub struct Trigger {
     /// always deploys the ref's head; this only says what was announced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+    /// Make a change set even when the stack looks in sync
+    /// (`stacksync reconcile --force`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
+}
+
+impl Trigger {
+    /// A trigger of this kind, announcing no revision.
+    pub fn of(kind: TriggerKind) -> Self {
+        Self {
+            kind,
+            revision: None,
+            force: false,
+        }
+    }
 }
 
 /// What a start did.

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::ports::PortError;
 pub use crate::ports::{Trigger, TriggerKind};
 use crate::registry::RegistryError;
+use crate::seen::OutOfBand;
 use crate::stack_status::ChangeSetKind;
 pub use crate::status::StallReason;
 
@@ -98,6 +99,13 @@ pub struct RunState {
     /// When the run started (epoch ms): stack events since then are ours.
     #[serde(default)]
     pub started_at: i64,
+    /// The stack is not as the last run left it (or nothing was recorded,
+    /// or the run is forced): a change set is made even at the applied hash.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub must_apply: bool,
+    /// What the run found changed outside stacksync, to put back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_of_band: Option<OutOfBand>,
     /// How the run ended, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,

@@ -37,23 +37,23 @@ where
             return Ok(state);
         }
         if entry.is_suspended() {
+            // Out of the queue: resuming makes it due again.
             let status = Status {
                 phase: Phase::Suspended,
                 message: Some("suspended: stacksync leaves the stack alone".into()),
-                next_reconcile_at: Some(Timestamp(due(
-                    state.started_at,
-                    entry.spec.interval.as_secs(),
-                ))),
+                next_reconcile_at: None,
                 ..entry.status.clone()
             };
             return self.finish(state, &entry, status, "suspended").await;
         }
         let (revision, key) = self.store_artifact(&state, &entry).await?;
+        // Due when the lease runs out: a run that dies (nothing ends it)
+        // is started again by the scheduler; one that ends leaves the queue.
         let status = Status {
             phase: Phase::Reconciling,
             last_attempted_revision: Some(revision.clone()),
             message: Some(format!("reconciling {}", short(&revision))),
-            next_reconcile_at: None,
+            next_reconcile_at: Some(Timestamp(due(state.started_at, LEASE_TTL.as_secs()))),
             ..entry.status.clone()
         };
         self.record(&state, &entry, status).await?;

@@ -32,8 +32,11 @@ where
         }
         let stack_name = entry.spec.effective_stack_name();
         let stack = cfn.describe_stack(stack_name).await?;
-        let hash_matches =
-            entry.status.applied_hash.is_some() && entry.status.applied_hash == state.desired_hash;
+        // At the applied hash, unless the stack was changed outside
+        // stacksync (or the run is forced): then Git wins.
+        let hash_matches = entry.status.applied_hash.is_some()
+            && entry.status.applied_hash == state.desired_hash
+            && !state.must_apply;
         let decision = decide_stack(StackObservation {
             status: stack.as_ref().map(|s| &s.status),
             hash_matches,
@@ -47,7 +50,10 @@ where
             } => self.create(state, &entry, &cfn, kind, cleanup_review).await,
             StackDecision::Wait => Ok(wait(state, WaitOn::Stack, &entry.spec)),
             StackDecision::InSync => {
-                self.in_sync(state, &entry, stack.as_ref(), "in sync: nothing to change")
+                let seen = self
+                    .observe_if_there(&cfn, &entry.spec, stack.as_ref())
+                    .await?;
+                self.in_sync(state, &entry, seen, "in sync: nothing to change")
                     .await
             }
             StackDecision::RollbackStuck => {
@@ -118,7 +124,7 @@ where
             .desired_hash
             .clone()
             .ok_or_else(|| StepError::missing("change-set", "desiredHash"))?;
-        let name = change_set_name(stack_name, state.spec_version, &desired);
+        let name = change_set_name(stack_name, state.spec_version, &desired, &state.execution);
         if cleanup_review {
             // Old change sets of a never-created stack; ours (a retried step
             // made it already) stays.
@@ -138,13 +144,11 @@ where
             }
             Created::NothingToChange => {
                 let stack = cfn.describe_stack(stack_name).await?;
-                self.in_sync(
-                    state,
-                    entry,
-                    stack.as_ref(),
-                    "in sync: the change set was empty",
-                )
-                .await
+                let seen = self
+                    .observe_if_there(cfn, &entry.spec, stack.as_ref())
+                    .await?;
+                self.in_sync(state, entry, seen, "in sync: the change set was empty")
+                    .await
             }
         }
     }

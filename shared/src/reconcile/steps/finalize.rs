@@ -52,6 +52,12 @@ where
                 .or(entry.status.change_set_name.clone()),
             last_reconcile_at: Some(Timestamp(now)),
             next_reconcile_at: Some(Timestamp(due(now, entry.spec.retry_interval.as_secs()))),
+            // A change found outside stacksync that the run could not put
+            // back is still news (`undone: false`).
+            out_of_band: state
+                .out_of_band
+                .clone()
+                .or_else(|| entry.status.out_of_band.clone()),
             ..entry.status.clone()
         };
         self.finish(state, &entry, status, &message).await

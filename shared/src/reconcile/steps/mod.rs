@@ -36,6 +36,7 @@ use super::run::{FinalizeInput, Next, RunState, StepError, WaitOn};
 use crate::clock::{EpochMillis, now_millis};
 use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher, StackInfo, first_failure};
 use crate::registry::{LEASE_TTL, StackEntry, StepRegistry};
+use crate::seen::{Seen, deployed_hash};
 use crate::spec::StackSpec;
 use crate::status::{Phase, StallReason, Status, Timestamp};
 
@@ -250,11 +251,50 @@ where
         &self,
         state: RunState,
         entry: &StackEntry,
-        stack: Option<&StackInfo>,
+        seen: Option<Seen>,
         message: &str,
     ) -> StepResult {
-        let status = ready_status(&state, entry, stack.map(|s| s.status.to_string()), message);
+        let status = ready_status(&state, entry, seen, message);
         self.finish(state, entry, status, "in sync").await
+    }
+
+    /// The stack as it is now, in the terms a later run and the health
+    /// check compare with: its description, and the hash of the template
+    /// and parameters CloudFormation holds (one `GetTemplate`).
+    async fn observe(
+        &self,
+        cfn: &F::Port,
+        spec: &StackSpec,
+        stack: &StackInfo,
+    ) -> Result<Seen, StepError> {
+        use crate::ports::CloudFormation as _;
+        let body = cfn
+            .template_body(spec.effective_stack_name())
+            .await?
+            .unwrap_or_default();
+        Ok(Seen {
+            region: spec.region.clone(),
+            assume_role_arn: spec.assume_role_arn.clone(),
+            stack_id: stack.stack_id.clone(),
+            changed_at: Timestamp(stack.changed_at),
+            stack_status: stack.status.to_string(),
+            drift: stack.drift.clone(),
+            deployed_hash: deployed_hash(&body, &stack.parameters, &stack.tags),
+            interval_seconds: spec.interval.as_secs(),
+        })
+    }
+
+    /// [`Steps::observe`], for a stack that may be gone.
+    async fn observe_if_there(
+        &self,
+        cfn: &F::Port,
+        spec: &StackSpec,
+        stack: Option<&StackInfo>,
+    ) -> Result<Option<Seen>, StepError> {
+        match stack {
+            Some(stack) => Ok(Some(self.observe(cfn, spec, stack).await?)),
+            None => Ok(None),
+        }
     }
 
     /// The merged parameters template-upload stored for this run.
@@ -300,13 +340,9 @@ fn with_transition(entry: &StackEntry, mut status: Status) -> Status {
     status
 }
 
-/// `Ready` at the run's revision and desired hash, due again after `interval`.
-fn ready_status(
-    state: &RunState,
-    entry: &StackEntry,
-    stack_status: Option<String>,
-    message: &str,
-) -> Status {
+/// `Ready` at the run's revision and desired hash, with the stack as seen
+/// now; out of the scheduler's queue (its health check watches the stack).
+fn ready_status(state: &RunState, entry: &StackEntry, seen: Option<Seen>, message: &str) -> Status {
     let now = now_millis();
     Status {
         phase: Phase::Ready,
@@ -314,7 +350,7 @@ fn ready_status(
         last_attempted_revision: state.revision.clone(),
         last_applied_revision: state.revision.clone(),
         applied_hash: state.desired_hash.clone(),
-        stack_status,
+        stack_status: seen.as_ref().map(|s| s.stack_status.clone()),
         stack_status_reason: None,
         change_set_name: state
             .change_set_name
@@ -324,7 +360,12 @@ fn ready_status(
         stall_reason: None,
         last_transition_at: None,
         last_reconcile_at: Some(Timestamp(now)),
-        next_reconcile_at: Some(Timestamp(due(now, entry.spec.interval.as_secs()))),
+        next_reconcile_at: None,
+        seen,
+        out_of_band: state
+            .out_of_band
+            .clone()
+            .or_else(|| entry.status.out_of_band.clone()),
     }
 }
 

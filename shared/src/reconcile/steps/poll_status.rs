@@ -95,13 +95,17 @@ where
             ChangeSetDecision::Empty => {
                 cfn.delete_change_set(stack_name, &name).await?;
                 let stack = cfn.describe_stack(stack_name).await?;
-                self.in_sync(
-                    state,
-                    entry,
-                    stack.as_ref(),
-                    "in sync: the change set was empty",
-                )
-                .await
+                let seen = self
+                    .observe_if_there(cfn, &entry.spec, stack.as_ref())
+                    .await?;
+                let message = match &state.out_of_band {
+                    Some(found) => format!(
+                        "in sync: {}, but to what Git has (the change set was empty)",
+                        found.detail
+                    ),
+                    None => "in sync: the change set was empty".to_owned(),
+                };
+                self.in_sync(state, entry, seen, &message).await
             }
             ChangeSetDecision::Failed { reason } => {
                 cfn.delete_change_set(stack_name, &name).await?;
@@ -140,7 +144,7 @@ where
     /// resource's reason.
     async fn after_execution(
         &self,
-        state: RunState,
+        mut state: RunState,
         entry: &StackEntry,
         cfn: &F::Port,
     ) -> StepResult {
@@ -157,13 +161,22 @@ where
                     cfn.set_stack_policy(stack_name, &policy.to_string())
                         .await?;
                 }
-                let message = format!(
+                let mut message = format!(
                     "applied {}",
                     short(state.revision.as_deref().unwrap_or("?"))
                 );
-                let status_text = stack.map(|s| s.status.to_string());
-                let status = ready_status(&state, entry, status_text, &message);
-                self.finish(state, entry, status, "applied").await
+                if let Some(found) = &mut state.out_of_band {
+                    found.undone = true;
+                    message = format!("{message}, putting back a change: {}", found.detail);
+                }
+                let seen = self.observe_if_there(cfn, spec, stack.as_ref()).await?;
+                let status = ready_status(&state, entry, seen, &message);
+                let outcome = if state.out_of_band.is_some() {
+                    "put back"
+                } else {
+                    "applied"
+                };
+                self.finish(state, entry, status, outcome).await
             }
             ExecutionOutcome::Failed => {
                 let status = stack
@@ -191,7 +204,7 @@ mod tests {
     use super::super::testing::*;
     use super::*;
     use crate::fakes::{ScriptedCloudFormation, failed, failure_event, pending, ready};
-    use crate::stack_status::StackStatus as S;
+    use crate::stack_status::{ChangeSetKind, StackStatus as S};
     use crate::status::Phase;
 
     /// A run whose change set was just created.
@@ -246,6 +259,50 @@ mod tests {
         assert!(
             calls.iter().any(|c| c.starts_with("SetStackPolicy")),
             "{calls:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_change_made_outside_stacksync_is_put_back_and_the_status_says_so() {
+        let t = Test::with(ScriptedCloudFormation::with_stack(&[None]), |_| {}).await;
+        let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+        let desired = t.steps.template_upload(state).await.unwrap().desired_hash;
+        t.release("run-1").await;
+        t.applied(desired.as_deref().unwrap(), S::UpdateComplete);
+        t.stack_answers(&[Some(S::UpdateComplete)]);
+        t.cfn.script().changed_at += 60_000;
+
+        let state = t.steps.artifact_fetch(t.input("run-2")).await.unwrap();
+        let state = t.steps.template_upload(state).await.unwrap();
+        let state = t.steps.change_set(state).await.unwrap();
+        assert_eq!(
+            state.wait_on,
+            Some(WaitOn::ChangeSet),
+            "a change set, at the applied hash"
+        );
+        let kinds: Vec<_> = t.cfn.script().requests.iter().map(|r| r.kind).collect();
+        assert_eq!(kinds, [ChangeSetKind::Update]);
+        t.cfn.script().change_set = [ready(1)].into_iter().collect();
+        let state = t.steps.poll_status(state).await.unwrap();
+        let state = t.steps.change_set(state).await.unwrap();
+        let state = t.steps.poll_status(state).await.unwrap();
+        let state = t.steps.poll_status(state).await.unwrap();
+        assert_eq!(
+            (state.next, state.outcome.as_deref()),
+            (Next::Done, Some("put back"))
+        );
+        let status = t.entry().status;
+        let message = status.message.unwrap();
+        assert!(
+            message.contains("putting back a change: the stack was updated outside stacksync"),
+            "{message}"
+        );
+        let found = status.out_of_band.unwrap();
+        assert!(found.undone && found.change == crate::seen::Change::Updated);
+        assert_eq!(
+            status.seen,
+            Some(t.seen(S::UpdateComplete)),
+            "the stack as this run left it"
         );
     }
 

@@ -9,12 +9,57 @@ use super::{StepResult, Steps, short};
 use crate::artifact;
 use crate::hash::sha256_hex;
 use crate::naming::{parameters_key, template_key};
-use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
+use tracing::info;
+
+use crate::clock::now_millis;
+use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher, StackInfo};
 use crate::reconcile::decide::up_to_date;
 use crate::reconcile::run::{Next, RunState, StepError};
 use crate::registry::{StackEntry, StepRegistry};
+use crate::seen::{Change, Observed, OutOfBand, Seen};
 use crate::status::StallReason;
+use crate::status::Timestamp;
 use crate::template;
+
+/// The stack, against what the last run left.
+enum AsLeft {
+    /// The same stack, as seen now (its drift status may be news).
+    Same(Seen),
+    /// Changed outside stacksync.
+    Changed(OutOfBand),
+    /// Nothing recorded to compare with (an entry from before this version).
+    Unknown,
+}
+
+/// The stack as the steps compare it with what the last run saw.
+pub(super) fn observed(stack: &StackInfo) -> Observed<'_> {
+    Observed {
+        stack_id: &stack.stack_id,
+        changed_at: stack.changed_at,
+        status: stack.status.as_str(),
+        drift: stack.drift.as_deref(),
+    }
+}
+
+/// "in sync", and the drift CloudFormation reports if that is news.
+fn in_sync_message(entry: &StackEntry, now: &Seen) -> String {
+    match &entry.status.seen {
+        Some(before) if before.drift != now.drift && now.drift.is_some() => format!(
+            "in sync: nothing to change; {} (drift is not undone by a change set)",
+            before.describe(Change::DriftChanged, Some(observed_seen(now)))
+        ),
+        _ => "in sync: nothing to change".to_owned(),
+    }
+}
+
+fn observed_seen(seen: &Seen) -> Observed<'_> {
+    Observed {
+        stack_id: &seen.stack_id,
+        changed_at: seen.changed_at.0,
+        status: &seen.stack_status,
+        drift: seen.drift.as_deref(),
+    }
+}
 
 /// What the run deploys: the stored template and parameters, and their hash.
 struct Desired {
@@ -41,20 +86,63 @@ where
         state.template_key = Some(desired.template_key);
         let hash_matches = entry.status.applied_hash.as_deref() == Some(desired.hash.as_str());
         state.desired_hash = Some(desired.hash);
-        if hash_matches {
-            // Our own check first: nothing to deploy if the stack is healthy.
-            let cfn = self.port(&entry.spec).await?;
-            let stack = cfn
-                .describe_stack(entry.spec.effective_stack_name())
-                .await?;
-            if up_to_date(hash_matches, stack.as_ref().map(|s| &s.status)) {
-                return self
-                    .in_sync(state, &entry, stack.as_ref(), "in sync: nothing to change")
-                    .await;
-            }
-        }
         state.next = Next::ChangeSet;
+        if !hash_matches {
+            return Ok(state);
+        }
+        // At the applied hash: nothing to deploy, if the stack is still what
+        // the last run left and healthy. Otherwise Git wins: a change set
+        // puts the desired state back.
+        let cfn = self.port(&entry.spec).await?;
+        let stack = cfn
+            .describe_stack(entry.spec.effective_stack_name())
+            .await?;
+        match self.as_left(&cfn, &entry, stack.as_ref()).await? {
+            AsLeft::Same(seen) => {
+                let healthy = up_to_date(true, stack.as_ref().map(|s| &s.status));
+                if healthy && !state.trigger.force {
+                    let message = in_sync_message(&entry, &seen);
+                    return self.in_sync(state, &entry, Some(seen), &message).await;
+                }
+                state.must_apply = state.trigger.force;
+            }
+            AsLeft::Changed(found) => {
+                info!(stack = %state.stack_id, change = %found.change, detail = %found.detail, "changed outside stacksync: putting it back");
+                state.out_of_band = Some(found);
+                state.must_apply = true;
+            }
+            AsLeft::Unknown => state.must_apply = true,
+        }
         Ok(state)
+    }
+
+    /// Whether the stack is still the one the last run left: same StackId,
+    /// `LastUpdatedTime`, status, template and parameters.
+    async fn as_left(
+        &self,
+        cfn: &F::Port,
+        entry: &StackEntry,
+        stack: Option<&StackInfo>,
+    ) -> Result<AsLeft, StepError> {
+        let Some(seen) = &entry.status.seen else {
+            return Ok(AsLeft::Unknown);
+        };
+        let observed = stack.map(observed);
+        let found = |change| OutOfBand {
+            change,
+            detail: seen.describe(change, observed),
+            found_at: Timestamp(now_millis()),
+            undone: false,
+        };
+        let change = seen.change(observed);
+        let Some(stack) = stack.filter(|_| change.is_none_or(|c| !c.is_put_back())) else {
+            return Ok(AsLeft::Changed(found(change.unwrap_or(Change::Deleted))));
+        };
+        let now = self.observe(cfn, &entry.spec, stack).await?;
+        if now.deployed_hash != seen.deployed_hash {
+            return Ok(AsLeft::Changed(found(Change::Updated)));
+        }
+        Ok(AsLeft::Same(now))
     }
 
     /// Reads and checks the template and the parameters at the run's
@@ -158,16 +246,24 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn the_applied_hash_on_a_healthy_stack_ends_the_run_in_sync() {
+    /// A run at the applied hash, on a stack that the last run left at
+    /// `UPDATE_COMPLETE` and that `change` then changes (or not).
+    async fn at_applied_hash(change: impl FnOnce(&Test)) -> (Test, StepResult) {
         let t = Test::new().await;
         let desired = uploaded(&t).await.unwrap().desired_hash.unwrap();
         t.release("run-1").await;
-        let mut entry = t.entry();
-        entry.status.applied_hash = Some(desired);
-        t.steps.registry.inner.insert(entry);
+        t.applied(&desired, S::UpdateComplete);
         t.stack_answers(&[Some(S::UpdateComplete)]);
-        let state = uploaded(&t).await.unwrap();
+        change(&t);
+        t.cfn.script().calls.clear();
+        let result = uploaded(&t).await;
+        (t, result)
+    }
+
+    #[tokio::test]
+    async fn a_stack_as_the_last_run_left_it_ends_the_run_in_sync() {
+        let (t, result) = at_applied_hash(|_| {}).await;
+        let state = result.unwrap();
         assert_eq!(state.next, Next::Done);
         let entry = t.entry();
         assert_eq!(entry.status.phase, Phase::Ready);
@@ -176,19 +272,85 @@ mod tests {
             Some("in sync: nothing to change")
         );
         assert!(entry.lease.is_none());
-        assert_eq!(t.cfn.operations(), ["DescribeStacks"]);
+        assert_eq!(entry.status.next_reconcile_at, None, "out of the queue");
+        assert_eq!(entry.status.seen, Some(t.seen(S::UpdateComplete)));
+        assert_eq!(t.cfn.operations(), ["DescribeStacks", "GetTemplate"]);
     }
 
     #[tokio::test]
-    async fn the_applied_hash_on_a_rolled_back_stack_goes_on_to_the_change_set() {
+    async fn a_stack_changed_outside_stacksync_goes_on_to_a_change_set_saying_what_changed() {
+        type Case = (Change, &'static str, fn(&Test));
+        let cases: [Case; 5] = [
+            (Change::Updated, "updated outside stacksync at", |t| {
+                t.cfn.script().changed_at += 60_000;
+            }),
+            (Change::Updated, "template or parameters differ", |t| {
+                t.cfn.script().template = "Resources: {Opened: {}}".into();
+            }),
+            (Change::Replaced, "replaced outside stacksync", |t| {
+                t.cfn.script().generation = 2;
+            }),
+            (Change::Deleted, "deleted outside stacksync", |t| {
+                t.stack_answers(&[None]);
+            }),
+            (Change::StatusChanged, "UPDATE_ROLLBACK_COMPLETE", |t| {
+                t.stack_answers(&[Some(S::UpdateRollbackComplete)]);
+            }),
+        ];
+        for (change, words, make) in cases {
+            let (t, result) = at_applied_hash(make).await;
+            let state = result.unwrap();
+            assert_eq!(state.next, Next::ChangeSet, "{change}");
+            assert!(state.must_apply, "{change}");
+            let found = state.out_of_band.unwrap();
+            assert_eq!(found.change, change);
+            assert!(found.detail.contains(words), "{}", found.detail);
+            assert!(!found.undone);
+            assert_eq!(t.entry().status.phase, Phase::Reconciling);
+        }
+    }
+
+    #[tokio::test]
+    async fn forced_or_with_nothing_recorded_the_run_goes_on_to_a_change_set() {
         let t = Test::new().await;
         let desired = uploaded(&t).await.unwrap().desired_hash.unwrap();
         t.release("run-1").await;
         let mut entry = t.entry();
-        entry.status.applied_hash = Some(desired);
+        entry.status.applied_hash = Some(desired.clone());
         t.steps.registry.inner.insert(entry);
-        t.stack_answers(&[Some(S::UpdateRollbackComplete)]);
-        assert_eq!(uploaded(&t).await.unwrap().next, Next::ChangeSet);
+        t.stack_answers(&[Some(S::UpdateComplete)]);
+        let state = uploaded(&t).await.unwrap();
+        assert_eq!(
+            state.next,
+            Next::ChangeSet,
+            "nothing recorded to compare with"
+        );
+        assert!(state.must_apply && state.out_of_band.is_none());
+
+        t.release("run-1").await;
+        t.applied(&desired, S::UpdateComplete);
+        let mut input = t.input("run-2");
+        input.trigger.force = true;
+        let state = t.steps.artifact_fetch(input).await.unwrap();
+        let state = t.steps.template_upload(state).await.unwrap();
+        assert_eq!(state.next, Next::ChangeSet, "forced");
+        assert!(state.must_apply && state.out_of_band.is_none());
+    }
+
+    #[tokio::test]
+    async fn drift_reported_since_is_recorded_and_said_not_put_back() {
+        let (t, result) = at_applied_hash(|t| {
+            t.cfn.script().drift = Some("DRIFTED".into());
+        })
+        .await;
+        assert_eq!(result.unwrap().next, Next::Done);
+        let status = t.entry().status;
+        assert_eq!(status.seen.unwrap().drift.as_deref(), Some("DRIFTED"));
+        let message = status.message.unwrap();
+        assert!(
+            message.contains("drift detection reports DRIFTED") && message.contains("not undone"),
+            "{message}"
+        );
     }
 
     #[tokio::test]

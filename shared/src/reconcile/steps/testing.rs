@@ -1,12 +1,15 @@
 //! The steps against the in-memory fakes: one registered stack, `orders`,
 //! whose template is committed at [`HEAD`] of its source.
 
-use crate::fakes::{Failing, MemoryBlobs, MemorySources, ScriptedCloudFormation};
+use std::collections::BTreeMap;
+
+use crate::fakes::{Failing, MemoryBlobs, MemorySources, ScriptedCloudFormation, stack_id};
 use crate::reconcile::run::{RunState, Trigger};
 use crate::registry::memory::MemoryRegistry;
 use crate::registry::{Leases, StackEntry, sample_entry};
+use crate::seen::{Seen, deployed_hash};
 use crate::stack_status::StackStatus;
-use crate::status::{Phase, Status};
+use crate::status::{Phase, Status, Timestamp};
 
 use super::{StepConfig, Steps};
 
@@ -92,6 +95,30 @@ impl Test {
             .release_lease(NAME, owner)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// What a run that left the scripted stack as it is now, at `status`,
+    /// recorded of it.
+    pub fn seen(&self, status: StackStatus) -> Seen {
+        let s = self.cfn.script();
+        Seen {
+            region: None,
+            assume_role_arn: None,
+            stack_id: stack_id(NAME, s.generation),
+            changed_at: Timestamp(s.changed_at),
+            stack_status: status.to_string(),
+            drift: s.drift.clone(),
+            deployed_hash: deployed_hash(&s.template, &BTreeMap::new(), &BTreeMap::new()),
+            interval_seconds: 600,
+        }
+    }
+
+    /// `orders` as a run left it: applied at `desired`, the stack seen at `status`.
+    pub fn applied(&self, desired: &str, status: StackStatus) {
+        let mut entry = self.entry();
+        entry.status.applied_hash = Some(desired.to_owned());
+        entry.status.seen = Some(self.seen(status));
+        self.steps.registry.inner.insert(entry);
     }
 
     /// The scripted stack's statuses from now on.

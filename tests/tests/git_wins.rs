@@ -1,0 +1,357 @@
+//! Git wins: a stack changed outside stacksync (updated, deleted, in this
+//! account and region or another) is found — by the scheduler's health
+//! check, or by the run an event starts — and put back by a change set, with
+//! the status saying what was found and undone. Against the emulator's
+//! CloudFormation, DynamoDB and S3, templates in real Git repositories, the
+//! runs through the reconcile state machine (the local runner), the
+//! scheduler's starts recorded and then run.
+#![allow(clippy::unwrap_used)]
+// tests: a failed unwrap is a failed test
+// The run's future nests the interpreter, the steps and their ports deeply.
+#![recursion_limit = "256"]
+
+use serde_json::json;
+use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
+use stacksync::adapters::git::GitFetcher;
+use stacksync::asl::Outcome;
+use stacksync::clock::now_millis;
+use stacksync::fakes::RecordingStarter;
+use stacksync::ports::Trigger;
+use stacksync::registry::Registry;
+use stacksync::seen::Change;
+use stacksync::status::Phase;
+use stacksync::triggers::scheduler::judge::Reason;
+use stacksync::triggers::scheduler::{Config, Report, Scheduler};
+use stacksync_testkit::git::GitRepo;
+use stacksync_testkit::harness::Harness;
+use stacksync_testkit::iam::as_function;
+use stacksync_testkit::{Emulator, unique_name};
+
+const QUEUE: &[u8] = b"Resources:
+  Queue:
+    Type: AWS::SQS::Queue
+    Properties:
+      VisibilityTimeout: 30
+";
+
+/// What someone deploys by hand: the queue, and a topic nobody asked for.
+const EDITED: &str = r#"{"Resources": {
+  "Queue": {"Type": "AWS::SQS::Queue", "Properties": {"VisibilityTimeout": 30}},
+  "Opened": {"Type": "AWS::SNS::Topic"}}}"#;
+
+const OTHER_ACCOUNT_ROLE: &str = "arn:aws:iam::210987654321:role/stacksync-target";
+
+type TestScheduler = Scheduler<Registry, RecordingStarter, GitFetcher, SdkCloudFormationFactory>;
+
+/// A stack name no other test uses (letters, digits and hyphens only).
+fn stack_name(prefix: &str) -> String {
+    unique_name(prefix).replace('-', "x")
+}
+
+/// A harness with one stack registered (`extra` lines added to its entry)
+/// and reconciled: `Ready`, its stack seen as the run left it.
+async fn reconciled_stack(label: &str) -> (Harness<SdkCloudFormationFactory>, String, GitRepo) {
+    let h = Harness::new(label).await;
+    let repo = GitRepo::new(label);
+    repo.commit(&[("stack.yaml", QUEUE)], "queue");
+    let name = stack_name(label);
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: stack.yaml}}\n",
+        repo.file_url()
+    ))
+    .await;
+    run(&h, &name, json!({"kind": "manual"})).await;
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.status.phase, Phase::Ready, "{:?}", entry.status);
+    assert!(entry.status.seen.is_some(), "the run records what it left");
+    (h, name, repo)
+}
+
+/// Runs one execution of `name` with `trigger`; it must succeed.
+async fn run(h: &Harness<SdkCloudFormationFactory>, name: &str, trigger: serde_json::Value) {
+    let outcome = h
+        .reconcile_with(name, json!({"stackId": name, "trigger": trigger}))
+        .await;
+    assert!(
+        matches!(outcome, Outcome::Succeeded(_)),
+        "{outcome:?}; status {:?}",
+        h.entry(name).await.status
+    );
+}
+
+/// The installation's scheduler over the harness's registry, its starts
+/// recorded (then run by [`run_started`]).
+fn scheduler(h: &Harness<SdkCloudFormationFactory>) -> TestScheduler {
+    Scheduler {
+        registry: h.steps.registry.clone(),
+        starter: RecordingStarter::new(),
+        sources: GitFetcher::new(std::env::temp_dir()),
+        cloudformation: SdkCloudFormationFactory::new(Emulator::shared().sdk_config()),
+        config: Config::default(),
+    }
+}
+
+async fn scheduler_run(s: &TestScheduler) -> Report {
+    let report = as_function("scheduler", s.run(now_millis())).await.unwrap();
+    assert_eq!(report.errors, Vec::<String>::new());
+    report
+}
+
+/// Runs every execution the scheduler started (as Step Functions would).
+async fn run_started(h: &Harness<SdkCloudFormationFactory>, s: &TestScheduler, already: usize) {
+    for (_, stack, trigger) in s.starter.started().into_iter().skip(already) {
+        run(h, &stack, serde_json::to_value(&trigger).unwrap()).await;
+    }
+}
+
+async fn template_of(cfn: &aws_sdk_cloudformation::Client, name: &str) -> String {
+    cfn.get_template()
+        .stack_name(name)
+        .send()
+        .await
+        .unwrap()
+        .template_body()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn stack_id(cfn: &aws_sdk_cloudformation::Client, name: &str) -> Option<String> {
+    let out = cfn.describe_stacks().stack_name(name).send().await.ok()?;
+    out.stacks()
+        .first()
+        .and_then(|s| s.stack_id())
+        .map(str::to_owned)
+}
+
+/// CloudFormation in `region`, in the installation's account.
+fn cloudformation_in(region: &str) -> aws_sdk_cloudformation::Client {
+    let config = Emulator::shared().sdk_config();
+    aws_sdk_cloudformation::Client::from_conf(
+        aws_sdk_cloudformation::config::Builder::from(&config)
+            .region(aws_config::Region::new(region.to_owned()))
+            .build(),
+    )
+}
+
+/// CloudFormation in the account of [`OTHER_ACCOUNT_ROLE`].
+async fn cloudformation_there() -> aws_sdk_cloudformation::Client {
+    let config = Emulator::shared().sdk_config();
+    aws_sdk_cloudformation::Client::from_conf(
+        aws_sdk_cloudformation::config::Builder::from(&config)
+            .credentials_provider(
+                aws_config::sts::AssumeRoleProvider::builder(OTHER_ACCOUNT_ROLE)
+                    .session_name("someone-else")
+                    .configure(&config)
+                    .build()
+                    .await,
+            )
+            .build(),
+    )
+}
+
+async fn update_out_of_band(cfn: &aws_sdk_cloudformation::Client, name: &str) {
+    cfn.update_stack()
+        .stack_name(name)
+        .template_body(EDITED)
+        .send()
+        .await
+        .unwrap();
+    assert!(template_of(cfn, name).await.contains("Opened"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_out_of_band_update_is_found_by_the_scheduler_and_put_back_by_the_run_it_starts() {
+    let (h, name, _repo) = reconciled_stack("gwupdate").await;
+    let cfn = Emulator::shared().cloudformation();
+    let s = scheduler(&h);
+
+    // Fine: nothing started, nothing written.
+    let before = h.entry(&name).await;
+    let idle = scheduler_run(&s).await;
+    assert_eq!((idle.stacks_watched, idle.stacks_fine), (1, 1));
+    assert!(idle.started.is_empty(), "{idle:?}");
+    assert_eq!(h.entry(&name).await, before, "a fine stack costs no write");
+
+    update_out_of_band(&cfn, &name).await;
+    let report = scheduler_run(&s).await;
+    let started: Vec<_> = report
+        .started
+        .iter()
+        .map(|r| (r.stack.as_str(), r.reason, r.change))
+        .collect();
+    assert_eq!(
+        started,
+        [(name.as_str(), Reason::Changed, Some(Change::Updated))]
+    );
+    run_started(&h, &s, 0).await;
+
+    let status = h.entry(&name).await.status;
+    assert_eq!(status.phase, Phase::Ready);
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("putting back a change: the stack was updated outside stacksync"),
+        "{message}"
+    );
+    let found = status.out_of_band.expect("what was found is kept");
+    assert_eq!((found.change, found.undone), (Change::Updated, true));
+    let template = template_of(&cfn, &name).await;
+    assert!(
+        !template.contains("Opened") && template.contains("VisibilityTimeout"),
+        "Git's template is back: {template}"
+    );
+
+    // Put back and seen again: the next check finds it fine.
+    let again = scheduler_run(&s).await;
+    assert!(again.started.is_empty(), "{again:?}");
+    assert_eq!(again.stacks_fine, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_out_of_band_update_is_put_back_by_the_next_run_whatever_started_it() {
+    // The run a CloudFormation event starts (or any other) compares the
+    // stack with what the last run left, before taking the in-sync shortcut.
+    let (h, name, _repo) = reconciled_stack("gwevent").await;
+    let cfn = Emulator::shared().cloudformation();
+    update_out_of_band(&cfn, &name).await;
+    h.take_states();
+    run(&h, &name, json!({"kind": "event"})).await;
+    assert!(h.take_states().contains(&"ChangeSet".to_owned()));
+    let status = h.entry(&name).await.status;
+    assert!(
+        status
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("putting back a change"),
+        "{status:?}"
+    );
+    assert!(!template_of(&cfn, &name).await.contains("Opened"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_out_of_band_delete_is_found_and_the_stack_recreated() {
+    let (h, name, _repo) = reconciled_stack("gwdelete").await;
+    let cfn = Emulator::shared().cloudformation();
+    let first_id = stack_id(&cfn, &name).await.unwrap();
+    cfn.delete_stack().stack_name(&name).send().await.unwrap();
+    assert_eq!(stack_id(&cfn, &name).await, None);
+
+    let s = scheduler(&h);
+    let report = scheduler_run(&s).await;
+    assert_eq!(
+        report.started.iter().map(|r| r.change).collect::<Vec<_>>(),
+        [Some(Change::Deleted)]
+    );
+    run_started(&h, &s, 0).await;
+    let new_id = stack_id(&cfn, &name).await.expect("recreated");
+    assert_ne!(new_id, first_id);
+    let status = h.entry(&name).await.status;
+    assert_eq!(status.phase, Phase::Ready);
+    assert!(
+        status
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("the stack was deleted outside stacksync"),
+        "{status:?}"
+    );
+    assert_eq!(
+        status.seen.map(|seen| seen.stack_id),
+        Some(new_id),
+        "the new stack is the one watched"
+    );
+    assert!(scheduler_run(&s).await.started.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn force_makes_a_change_set_for_a_stack_in_sync() {
+    let (h, name, _repo) = reconciled_stack("gwforce").await;
+    // Without force: the shortcut, no change set.
+    h.take_states();
+    run(&h, &name, json!({"kind": "manual"})).await;
+    assert!(!h.take_states().contains(&"ChangeSet".to_owned()));
+    assert_eq!(
+        h.entry(&name).await.status.message.as_deref(),
+        Some("in sync: nothing to change")
+    );
+    // With force: a change set, found empty, and said so.
+    let forced = serde_json::to_value(Trigger {
+        force: true,
+        ..Trigger::default()
+    })
+    .unwrap();
+    run(&h, &name, forced).await;
+    assert!(h.take_states().contains(&"ChangeSet".to_owned()));
+    let message = h.entry(&name).await.status.message.unwrap_or_default();
+    assert!(message.contains("the change set was empty"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stacks_in_another_region_and_another_account_are_listed_once_each_and_their_changes_found()
+{
+    // One stack in eu-west-3 and one in another account (us-east-1 there),
+    // besides one at home: three listings, one per account and region.
+    let h = Harness::new("gwregions").await;
+    let (home, abroad, elsewhere) = (
+        stack_name("gwhome"),
+        stack_name("gwabroad"),
+        stack_name("gwacct"),
+    );
+    let repo = GitRepo::new("gwregions");
+    repo.commit(&[("stack.yaml", QUEUE)], "queue");
+    let source = format!("source: {{git: '{}', path: stack.yaml}}", repo.file_url());
+    h.apply(&format!(
+        "stacks:\n  - name: {home}\n    {source}\n  \
+         - name: {abroad}\n    {source}\n    region: eu-west-3\n  \
+         - name: {elsewhere}\n    {source}\n    assumeRoleArn: {OTHER_ACCOUNT_ROLE}\n"
+    ))
+    .await;
+    for name in [&home, &abroad, &elsewhere] {
+        run(&h, name, json!({"kind": "manual"})).await;
+    }
+    let paris = cloudformation_in("eu-west-3");
+    let there = cloudformation_there().await;
+    assert!(stack_id(&paris, &abroad).await.is_some());
+    assert!(stack_id(&there, &elsewhere).await.is_some());
+
+    let s = scheduler(&h);
+    let idle = scheduler_run(&s).await;
+    assert_eq!(
+        (idle.stacks_watched, idle.stacks_fine, idle.listings),
+        (3, 3, 3),
+        "{idle:?}"
+    );
+    assert!(idle.started.is_empty(), "{idle:?}");
+
+    update_out_of_band(&paris, &abroad).await;
+    there
+        .delete_stack()
+        .stack_name(&elsewhere)
+        .send()
+        .await
+        .unwrap();
+    let report = scheduler_run(&s).await;
+    let mut started: Vec<_> = report
+        .started
+        .iter()
+        .map(|r| (r.stack.clone(), r.change))
+        .collect();
+    started.sort();
+    let mut expected = vec![
+        (abroad.clone(), Some(Change::Updated)),
+        (elsewhere.clone(), Some(Change::Deleted)),
+    ];
+    expected.sort();
+    assert_eq!(started, expected);
+    assert_eq!(report.stacks_fine, 1, "the home stack");
+
+    run_started(&h, &s, 0).await;
+    assert!(!template_of(&paris, &abroad).await.contains("Opened"));
+    assert!(
+        stack_id(&there, &elsewhere).await.is_some(),
+        "recreated there"
+    );
+    let again = scheduler_run(&s).await;
+    assert!(again.started.is_empty(), "{again:?}");
+    assert_eq!(again.stacks_fine, 3);
+}
