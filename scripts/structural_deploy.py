@@ -3,7 +3,7 @@
 Translates the SAM template into plain CloudFormation with aws-sam-translator
 (as `sam deploy` would), deploys it into the local AWS emulator (moto), and
 checks that the resources exist: the six step functions and the three
-triggers (webhook, scheduler, events), the table with its three indexes, the
+triggers (webhook, scheduler, events), the table with its four indexes, the
 bucket, the state machine calling exactly the step functions; the scheduler's
 EventBridge schedule and the events function's three EventBridge rules, each
 targeting its function, which lets EventBridge invoke it from that rule only;
@@ -132,9 +132,13 @@ def main(path):
 
     table = outputs.get("RegistryTableName")
     ddb = session.client("dynamodb", endpoint_url=endpoint)
-    indexes = {i["IndexName"] for i in ddb.describe_table(TableName=table)["Table"].get("GlobalSecondaryIndexes", [])}
-    if indexes != {"by-next-reconcile", "by-source", "by-stack-name"}:
+    described = ddb.describe_table(TableName=table)["Table"].get("GlobalSecondaryIndexes", [])
+    indexes = {i["IndexName"] for i in described}
+    if indexes != {"by-next-reconcile", "by-source", "by-stack-name", "by-shard"}:
         problems.append(f"table {table} has indexes {sorted(indexes)}")
+    for i in described:
+        if i["IndexName"] == "by-shard" and i.get("Projection", {}).get("ProjectionType") != "INCLUDE":
+            problems.append(f"index by-shard projects {i.get('Projection')}, not only what the health check reads")
     bucket = outputs.get("ArtifactBucketName")
     if bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
         problems.append(f"no bucket {bucket}")
@@ -268,7 +272,7 @@ def main(path):
         sys.exit("structural deploy: " + "; ".join(problems))
     print(f"structural deploy: {len(resources)} resources created in the emulator; "
           "6 step functions, the webhook (URL in the outputs), the scheduler (schedule rule) and the events function "
-          "(3 EventBridge rules), table with 3 indexes, bucket, state machine calling the 6 functions, "
+          "(3 EventBridge rules), table with 4 indexes, bucket, state machine calling the 6 functions, "
           "an execution started by the StateMachineArn output")
 
 

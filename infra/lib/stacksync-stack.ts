@@ -13,6 +13,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Aws, CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as cloudwatchActions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
@@ -20,6 +21,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
+import * as sns from 'aws-cdk-lib/aws-sns';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { RustFunction } from 'cargo-lambda-cdk';
 import { NagSuppressions, type NagPackSuppression } from 'cdk-nag';
@@ -61,6 +63,13 @@ export interface StackSyncProps extends StackProps {
    * @default none (the webhook refuses every delivery)
    */
   readonly webhookSecretArn?: string;
+  /**
+   * The SNS topic the alarms notify (failed reconciles, function errors,
+   * throttles, the webhook's refused requests).
+   * @default none: no alarms (they would notify no one, and cost $0.10 per
+   * alarm metric a month: 12 metrics, $1.20)
+   */
+  readonly alarmTopicArn?: string;
   /**
    * How long function, state machine and S3 access logs are kept.
    * @default 30
@@ -126,6 +135,8 @@ export interface Permissions {
   listBucket(sid: string): iam.PolicyStatement;
   /** `Stacks`: these CloudFormation actions on `stack/<stackNamePrefix>*\/*` (any region, this account). */
   stacks(...actions: string[]): iam.PolicyStatement;
+  /** `ListStacks`: cloudformation:ListStacks, which has no resource-level permission (resource `*`). */
+  listStacks(): iam.PolicyStatement;
   /** `Transforms`: cloudformation:CreateChangeSet on every AWS-owned transform (`arn:PARTITION:cloudformation:*:aws:transform/*`). */
   transforms(): iam.PolicyStatement;
   /** `PassServiceRoles`: iam:PassRole on the configured service roles, to CloudFormation only; none when none are configured. */
@@ -241,7 +252,8 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.objects('ReadArtifacts', ['s3:GetObject'], ['artifacts']),
       p.objects('StoreTemplates', ['s3:GetObject', 's3:PutObject'], ['templates', 'parameters']),
       p.listBucket('ObjectExists'),
-      p.stacks('cloudformation:DescribeStacks'),
+      // GetTemplate: is the stack still what the last run left (template and parameters)?
+      p.stacks('cloudformation:DescribeStacks', 'cloudformation:GetTemplate'),
       ...p.assumeTargetRoles(),
     ],
   },
@@ -269,6 +281,8 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
         'cloudformation:ContinueUpdateRollback',
         // The failed resource's reason, when a rollback stays failed.
         'cloudformation:DescribeStackEvents',
+        // The stack as the run leaves it (in sync), for later runs to compare.
+        'cloudformation:GetTemplate',
       ),
       // A template with a transform (AWS::Serverless, AWS::Include, ...) needs CreateChangeSet on the transform too.
       p.transforms(),
@@ -292,6 +306,8 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
         'cloudformation:DescribeStackEvents',
         'cloudformation:UpdateTerminationProtection',
         'cloudformation:SetStackPolicy',
+        // The stack as the run leaves it, for later runs to compare.
+        'cloudformation:GetTemplate',
       ),
       ...p.assumeTargetRoles(),
     ],
@@ -351,16 +367,18 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
   },
   {
     // A trigger: every scheduleExpression, starts the due stacks (at most maxStartsPerRun; the rest wait for the
-    // next run) and those whose source moved.
+    // next run), those whose source moved, and those changed outside stacksync (every stack checked, one
+    // ListStacks per account and region).
     id: 'Scheduler',
     binary: 'scheduler',
-    description: 'stacksync scheduler: starts the due stacks and those whose source moved',
+    description: 'stacksync scheduler: starts the due stacks, those whose source moved, those changed outside stacksync',
     errorsMetricId: 'sched',
     reconcileStep: false,
     timeoutSeconds: 120,
     environment: (v) => ({
       STACKSYNC_STATE_MACHINE_ARN: v.stateMachineArn,
       STACKSYNC_MAX_STARTS: v.maxStartsPerRun,
+      STACKSYNC_SCHEDULE: v.scheduleExpression,
     }),
     rules: (v) => ({
       Schedule: { description: 'Runs the stacksync scheduler', schedule: events.Schedule.expression(v.scheduleExpression) },
@@ -368,11 +386,15 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     permissions: (p) => [
       p.index('DueIndex', 'by-next-reconcile', 'dynamodb:Query'),
       p.index('SourceIndex', 'by-source', 'dynamodb:Query'),
+      p.index('WatchIndex', 'by-shard', 'dynamodb:Query'),
+      // The health check: one listing per account and region.
+      p.listStacks(),
       // A stack's nextReconcileAt and a source#'s head only: never a spec, lease or status.
       p.keys('MoveDue', ['dynamodb:UpdateItem'], ['stack#', 'source#']),
       // A source no stack follows any more; never a stack's entry.
       p.keys('ForgetSource', ['dynamodb:DeleteItem'], ['source#']),
       p.startReconcile(),
+      ...p.assumeTargetRoles(),
     ],
   },
   {
@@ -425,7 +447,9 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
 const BUCKET_NAME = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 const ROLE_ARN = /^arn:aws(-[a-z]+)*:iam::\d{12}:role\/[\w+=,.@/-]{1,512}$/;
 /** The registry's GSIs (RegistryTable below, template.yaml, shared/src/registry/schema.rs). */
-const REGISTRY_INDEXES = ['by-next-reconcile', 'by-source', 'by-stack-name'];
+const REGISTRY_INDEXES = ['by-next-reconcile', 'by-source', 'by-stack-name', 'by-shard'];
+/** template.yaml's `AlarmTopicArn` AllowedPattern (without the empty alternative). */
+const TOPIC_ARN = /^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$/;
 /** template.yaml's `WebhookSecretArn` AllowedPattern (without the empty alternative). */
 const SECRET_ARN = /^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$/;
 
@@ -485,6 +509,7 @@ export class StackSyncStack extends Stack {
   private readonly cloudFormationRoleArns: string[];
   private readonly targetAccountRoleArns: string[];
   private readonly webhookSecretArn: string | undefined;
+  private readonly alarmTopicArn: string | undefined;
   private readonly scheduleExpression: string;
   private readonly maxStartsPerRun: number;
   private readonly sourceBucketNames: string[];
@@ -517,6 +542,10 @@ export class StackSyncStack extends Stack {
         `webhookSecretArn "${this.webhookSecretArn}": not a Secrets Manager secret ARN ` +
           '(arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME, no wildcards)',
       );
+    }
+    this.alarmTopicArn = props.alarmTopicArn === '' ? undefined : props.alarmTopicArn;
+    if (this.alarmTopicArn !== undefined && !TOPIC_ARN.test(this.alarmTopicArn)) {
+      throw new Error(`alarmTopicArn "${this.alarmTopicArn}": not an SNS topic ARN (arn:PARTITION:sns:REGION:ACCOUNT:NAME)`);
     }
     this.scheduleExpression = props.scheduleExpression ?? 'rate(5 minutes)';
     if (!SCHEDULE_EXPRESSION.test(this.scheduleExpression)) {
@@ -581,6 +610,14 @@ export class StackSyncStack extends Stack {
       partitionKey: { name: 'stackName', type: dynamodb.AttributeType.STRING },
       sortKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
       projectionType: dynamodb.ProjectionType.ALL,
+    });
+    // The scheduler's health check reads every stack on every run: only what it compares.
+    this.table.addGlobalSecondaryIndex({
+      indexName: 'by-shard',
+      partitionKey: { name: 'schedShard', type: dynamodb.AttributeType.STRING },
+      sortKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
+      projectionType: dynamodb.ProjectionType.INCLUDE,
+      nonKeyAttributes: ['name', 'stackName', 'watch', 'suspended', 'deletionRequestedAt', 'leaseExpiresAt', 'nextReconcileAt'],
     });
 
     // ---- artifacts and templates -----------------------------------------------
@@ -683,51 +720,8 @@ export class StackSyncStack extends Stack {
       this.functions[spec.id] = this.addFunction(spec);
     }
 
-    // ---- alarms ---------------------------------------------------------------------
-    const period = Duration.minutes(5);
-    const alarmDefaults = {
-      evaluationPeriods: 1,
-      threshold: 1,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    };
-    new cloudwatch.Alarm(this, 'FailedReconcilesAlarm', {
-      alarmDescription: 'stacksync reconciles are failing (see `stacksync status`)',
-      metric: this.stateMachine.metricFailed({ period, statistic: cloudwatch.Stats.SUM }),
-      ...alarmDefaults,
-    });
-    new cloudwatch.Alarm(this, 'FunctionErrorsAlarm', {
-      alarmDescription: 'a stacksync function reports errors',
-      metric: new cloudwatch.MathExpression({
-        expression: `SUM([${FUNCTIONS.map((f) => f.errorsMetricId).join(', ')}])`,
-        usingMetrics: Object.fromEntries(
-          FUNCTIONS.map((f) => [f.errorsMetricId, this.functions[f.id].metricErrors({ period, statistic: cloudwatch.Stats.SUM })]),
-        ),
-        period,
-      }),
-      ...alarmDefaults,
-    });
-    // A public URL's refused requests (bad signatures, bodies too large, malformed) beyond a misconfigured
-    // sender's few mean someone is probing or flooding it (template.yaml: WebhookRejectionsAlarm).
-    for (const spec of FUNCTIONS.filter((f) => f.publicUrl)) {
-      new cloudwatch.Alarm(this, `${spec.id}RejectionsAlarm`, {
-        alarmDescription: `the stacksync ${spec.binary} refused 10 or more requests (4xx) in 5 minutes`,
-        metric: new cloudwatch.Metric({
-          namespace: 'AWS/Lambda',
-          metricName: 'Url4xxCount',
-          dimensionsMap: { FunctionName: this.functions[spec.id].functionName },
-          statistic: cloudwatch.Stats.SUM,
-          period,
-        }),
-        ...alarmDefaults,
-        threshold: 10,
-      });
-    }
-    new cloudwatch.Alarm(this, 'ThrottlesAlarm', {
-      alarmDescription: 'stacksync functions are throttled (account concurrency)',
-      metric: new cloudwatch.Metric({ namespace: 'AWS/Lambda', metricName: 'Throttles', statistic: cloudwatch.Stats.SUM, period }),
-      ...alarmDefaults,
-    });
+    // ---- alarms (with an alarmTopicArn only) ---------------------------------------------
+    if (this.alarmTopicArn !== undefined) this.addAlarms(this.alarmTopicArn);
 
     // ---- outputs ----------------------------------------------------------------------
     new CfnOutput(this, 'RegistryTableName', {
@@ -752,6 +746,59 @@ export class StackSyncStack extends Stack {
   }
 
   /** One function of FUNCTIONS: its log group, its role (exactly its row's statements), the function. */
+  /** The four alarms of template.yaml, each notifying `topicArn`. */
+  private addAlarms(topicArn: string): void {
+    const notify = new cloudwatchActions.SnsAction(sns.Topic.fromTopicArn(this, 'AlarmTopic', topicArn));
+    const period = Duration.minutes(5);
+    const alarmDefaults = {
+      evaluationPeriods: 1,
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    };
+    const alarms = [
+      new cloudwatch.Alarm(this, 'FailedReconcilesAlarm', {
+        alarmDescription: 'stacksync reconciles are failing (see `stacksync status`)',
+        metric: this.stateMachine.metricFailed({ period, statistic: cloudwatch.Stats.SUM }),
+        ...alarmDefaults,
+      }),
+      new cloudwatch.Alarm(this, 'FunctionErrorsAlarm', {
+        alarmDescription: 'a stacksync function reports errors',
+        metric: new cloudwatch.MathExpression({
+          expression: `SUM([${FUNCTIONS.map((f) => f.errorsMetricId).join(', ')}])`,
+          usingMetrics: Object.fromEntries(
+            FUNCTIONS.map((f) => [f.errorsMetricId, this.functions[f.id].metricErrors({ period, statistic: cloudwatch.Stats.SUM })]),
+          ),
+          period,
+        }),
+        ...alarmDefaults,
+      }),
+      // A public URL's refused requests (bad signatures, bodies too large, malformed) beyond a misconfigured
+      // sender's few mean someone is probing or flooding it (template.yaml: WebhookRejectionsAlarm).
+      ...FUNCTIONS.filter((f) => f.publicUrl).map(
+        (spec) =>
+          new cloudwatch.Alarm(this, `${spec.id}RejectionsAlarm`, {
+            alarmDescription: `the stacksync ${spec.binary} refused 10 or more requests (4xx) in 5 minutes`,
+            metric: new cloudwatch.Metric({
+              namespace: 'AWS/Lambda',
+              metricName: 'Url4xxCount',
+              dimensionsMap: { FunctionName: this.functions[spec.id].functionName },
+              statistic: cloudwatch.Stats.SUM,
+              period,
+            }),
+            ...alarmDefaults,
+            threshold: 10,
+          }),
+      ),
+      new cloudwatch.Alarm(this, 'ThrottlesAlarm', {
+        alarmDescription: 'stacksync functions are throttled (account concurrency)',
+        metric: new cloudwatch.Metric({ namespace: 'AWS/Lambda', metricName: 'Throttles', statistic: cloudwatch.Stats.SUM, period }),
+        ...alarmDefaults,
+      }),
+    ];
+    for (const alarm of alarms) alarm.addAlarmAction(notify);
+  }
+
   private addFunction(spec: FunctionSpec): lambda.Function {
     const logGroup = new logs.LogGroup(this, `${spec.id}Logs`, {
       retention: this.logRetention,
@@ -864,6 +911,7 @@ export class StackSyncStack extends Stack {
       listBucket: (sid) =>
         new iam.PolicyStatement({ sid, actions: ['s3:ListBucket'], resources: [this.bucket.bucketArn] }),
       stacks: (...actions) => new iam.PolicyStatement({ sid: 'Stacks', actions, resources: [stacksArn] }),
+      listStacks: () => new iam.PolicyStatement({ sid: 'ListStacks', actions: ['cloudformation:ListStacks'], resources: ['*'] }),
       transforms: () =>
         new iam.PolicyStatement({ sid: 'Transforms', actions: ['cloudformation:CreateChangeSet'], resources: [this.transformsArn()] }),
       passServiceRoles: () =>
@@ -935,7 +983,14 @@ export class StackSyncStack extends Stack {
         const flat = nagFinding(this.resolve(resource));
         if (!flat.includes('*')) continue;
         const prefix = flat.startsWith(`${bucketArn}/`) ? flat.slice(bucketArn.length + 1) : undefined;
-        if (flat === nagFinding(this.resolve(this.transformsArn()))) {
+        if (flat === '*' && statement.actions.every((a) => a === 'cloudformation:ListStacks')) {
+          found.set(
+            flat,
+            'cloudformation:ListStacks supports no resource-level permission (the Service Authorization Reference ' +
+              'lists none): the health check lists every stack of an account and region once per run and compares ' +
+              'those it manages. As in template.yaml.',
+          );
+        } else if (flat === nagFinding(this.resolve(this.transformsArn()))) {
           found.set(
             flat,
             'CloudFormation authorizes a template with a transform (AWS::Serverless, AWS::Include, ' +

@@ -86,6 +86,7 @@ const CFN_ROLES = ['arn:aws:iam::111122223333:role/cfn-exec', 'arn:aws:iam::1111
 const TARGET_ROLES = ['arn:aws:iam::444455556666:role/stacksync'];
 const WEBHOOK_SECRET = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/webhook-AbCdEf';
 const SOURCE_BUCKETS = ['acme-stacksync-sources', 'acme-other-sources'];
+const ALARM_TOPIC = 'arn:aws:sns:eu-west-1:111122223333:ops-alerts';
 const FULL: StackSyncProps = {
   sourceBucketNames: SOURCE_BUCKETS,
   webhookReservedConcurrency: 20,
@@ -94,6 +95,7 @@ const FULL: StackSyncProps = {
   cloudFormationRoleArns: CFN_ROLES,
   targetAccountRoleArns: TARGET_ROLES,
   webhookSecretArn: WEBHOOK_SECRET,
+  alarmTopicArn: ALARM_TOPIC,
   scheduleExpression: 'rate(2 minutes)',
   maxStartsPerRun: 200,
 };
@@ -296,10 +298,13 @@ describe('functions', () => {
     }
   });
 
-  test('the environment: table, bucket, template URL base, log level; the triggers also the state machine ARN, the webhook its secret ARN, the scheduler its cap', () => {
+  test('the environment: table, bucket, template URL base, log level; the triggers also the state machine ARN, the webhook its secret ARN, the scheduler its cap and schedule', () => {
     const defaults = lazyDefaults();
     const full = lazyFull();
-    for (const [s, secret, maxStarts] of [[defaults, '', '50'], [full, WEBHOOK_SECRET, '200']] as const) {
+    for (const [s, secret, maxStarts, schedule] of [
+      [defaults, '', '50', 'rate(5 minutes)'],
+      [full, WEBHOOK_SECRET, '200', 'rate(2 minutes)'],
+    ] as const) {
       const common = {
         STACKSYNC_TABLE: { Ref: logicalId(s, s.stack.table) },
         STACKSYNC_BUCKET: { Ref: logicalId(s, s.stack.bucket) },
@@ -309,7 +314,7 @@ describe('functions', () => {
       const machine = { STACKSYNC_STATE_MACHINE_ARN: { Ref: logicalId(s, s.stack.stateMachine) } };
       const expected: Record<string, [Record<string, unknown>, number]> = {
         webhook: [{ ...common, ...machine, STACKSYNC_WEBHOOK_SECRET_ARN: secret }, 30],
-        scheduler: [{ ...common, ...machine, STACKSYNC_MAX_STARTS: maxStarts }, 120],
+        scheduler: [{ ...common, ...machine, STACKSYNC_MAX_STARTS: maxStarts, STACKSYNC_SCHEDULE: schedule }, 120],
         events: [{ ...common, ...machine }, 30],
       };
       for (const spec of FUNCTIONS) {
@@ -321,6 +326,7 @@ describe('functions', () => {
     }
     // template.yaml: the cap is the MaxStartsPerRun parameter (Number, 1 to 1000, default 50).
     assert.match(templateResource('SchedulerFunction'), /\n +STACKSYNC_MAX_STARTS: !Ref MaxStartsPerRun\n/);
+    assert.match(templateResource('SchedulerFunction'), /\n +STACKSYNC_SCHEDULE: !Ref ScheduleExpression\n/);
     assert.match(TEMPLATE_YAML, /\n {2}MaxStartsPerRun:\n {4}Type: Number\n {4}Default: 50\n {4}MinValue: 1\n {4}MaxValue: 1000\n/);
   });
 
@@ -390,6 +396,7 @@ describe('functions', () => {
         cloudFormationRoleArns: `${CFN_ROLES[0]}, ${CFN_ROLES[1]}`,
         targetAccountRoleArns: TARGET_ROLES,
         webhookSecretArn: WEBHOOK_SECRET,
+        alarmTopicArn: ` ${ALARM_TOPIC} `,
         logRetentionDays: '90',
         architecture: 'x86_64',
         scheduleExpression: 'rate(10 minutes)',
@@ -404,6 +411,7 @@ describe('functions', () => {
       cloudFormationRoleArns: CFN_ROLES,
       targetAccountRoleArns: TARGET_ROLES,
       webhookSecretArn: WEBHOOK_SECRET,
+      alarmTopicArn: ALARM_TOPIC,
       logRetentionDays: 90,
       architecture: 'x86_64',
       scheduleExpression: 'rate(10 minutes)',
@@ -456,6 +464,17 @@ describe('registry and bucket', () => {
             { AttributeName: 'pk', KeyType: 'RANGE' },
           ],
           Projection: { ProjectionType: 'ALL' },
+        },
+        {
+          IndexName: 'by-shard',
+          KeySchema: [
+            { AttributeName: 'schedShard', KeyType: 'HASH' },
+            { AttributeName: 'pk', KeyType: 'RANGE' },
+          ],
+          Projection: {
+            ProjectionType: 'INCLUDE',
+            NonKeyAttributes: ['name', 'stackName', 'watch', 'suspended', 'deletionRequestedAt', 'leaseExpiresAt', 'nextReconcileAt'],
+          },
         },
       ],
       TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true },
@@ -559,10 +578,17 @@ describe('state machine, alarms, outputs', () => {
     }
   });
 
-  test("four alarms: failed executions, function errors (all nine), throttles, the webhook's refused requests", () => {
-    const defaults = lazyDefaults();
+  test('no alarms without a topic to notify (as template.yaml: AlarmTopicArn empty)', () => {
+    assert.equal(ofType(lazyDefaults().json, 'AWS::CloudWatch::Alarm').length, 0);
+    assert.match(templateResource('ThrottlesAlarm'), /Condition: HasAlarmTopic\n/);
+    assert.throws(() => new StackSyncStack(new App(), 'BadTopic', { alarmTopicArn: 'ops-alerts' }), /alarmTopicArn/);
+  });
+
+  test("with a topic, four alarms notify it: failed executions, function errors (all nine), throttles, the webhook's refused requests", () => {
+    const defaults = lazyFull();
     const alarms = ofType(defaults.json, 'AWS::CloudWatch::Alarm').map(([, a]) => a.Properties!);
     assert.equal(alarms.length, 4);
+    for (const a of alarms) assert.deepEqual(a.AlarmActions, [ALARM_TOPIC]);
     const refused = alarms.find((a) => a.MetricName === 'Url4xxCount')!;
     assert.equal(refused.Namespace, 'AWS/Lambda');
     assert.deepEqual(refused.Dimensions, [{ Name: 'FunctionName', Value: { Ref: logicalId(defaults, defaults.stack.functions.Webhook) } }]);
@@ -708,7 +734,7 @@ describe('state machine, alarms, outputs', () => {
 
 describe('IAM', () => {
   for (const [name, get] of [['defaults', lazyDefaults], ['all props', lazyFull]] as const) {
-    test(`no wildcard actions; "*" resources only for log delivery and X-Ray (${name})`, () => {
+    test(`no wildcard actions; "*" resources only for log delivery, X-Ray and ListStacks (${name})`, () => {
       const s = get();
       const statements = identityStatements(s.json);
       assert.ok(statements.length > 0);
@@ -719,7 +745,8 @@ describe('IAM', () => {
         }
         if (arr(statement.Resource).includes('*')) {
           for (const action of arr(statement.Action)) {
-            assert.match(action, /^(xray:|logs:(Create|Get|Update|Delete|List)LogDeliver|logs:(PutResourcePolicy|DescribeResourcePolicies|DescribeLogGroups)$)/);
+            // cloudformation:ListStacks has no resource-level permission (the scheduler's health check).
+            assert.match(action, /^(xray:|logs:(Create|Get|Update|Delete|List)LogDeliver|logs:(PutResourcePolicy|DescribeResourcePolicies|DescribeLogGroups)$|cloudformation:ListStacks$)/);
           }
         }
       }
@@ -759,13 +786,13 @@ describe('IAM', () => {
         st('ReadArtifacts', ['s3:GetObject'], ['BUCKET/artifacts/*']),
         st('StoreTemplates', ['s3:GetObject', 's3:PutObject'], ['BUCKET/templates/*', 'BUCKET/parameters/*']),
         st('ObjectExists', ['s3:ListBucket'], ['BUCKET']),
-        st('Stacks', ['cloudformation:DescribeStacks'], [S]),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:GetTemplate'], [S]),
         assume,
       ],
       'change-set': [
         registry,
         st('TemplatesAndParameters', ['s3:GetObject'], ['BUCKET/templates/*', 'BUCKET/parameters/*']),
-        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:CreateChangeSet', 'cloudformation:DescribeChangeSet', 'cloudformation:ExecuteChangeSet', 'cloudformation:TagResource', 'cloudformation:UntagResource', 'cloudformation:DeleteChangeSet', 'cloudformation:ListChangeSets', 'cloudformation:ContinueUpdateRollback', 'cloudformation:DescribeStackEvents'], [S]),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:CreateChangeSet', 'cloudformation:DescribeChangeSet', 'cloudformation:ExecuteChangeSet', 'cloudformation:TagResource', 'cloudformation:UntagResource', 'cloudformation:DeleteChangeSet', 'cloudformation:ListChangeSets', 'cloudformation:ContinueUpdateRollback', 'cloudformation:DescribeStackEvents', 'cloudformation:GetTemplate'], [S]),
         st('Transforms', ['cloudformation:CreateChangeSet'], ['arn:<AWS::Partition>:cloudformation:*:aws:transform/*']),
         pass,
         assume,
@@ -773,7 +800,7 @@ describe('IAM', () => {
       'poll-status': [
         registry,
         st('Parameters', ['s3:GetObject'], ['BUCKET/parameters/*']),
-        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:DeleteChangeSet', 'cloudformation:DescribeStackEvents', 'cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'], [S]),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:DeleteChangeSet', 'cloudformation:DescribeStackEvents', 'cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy', 'cloudformation:GetTemplate'], [S]),
         assume,
       ],
       delete: [
@@ -792,9 +819,12 @@ describe('IAM', () => {
       scheduler: [
         st('DueIndex', ['dynamodb:Query'], ['TABLE/index/by-next-reconcile']),
         st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
+        st('WatchIndex', ['dynamodb:Query'], ['TABLE/index/by-shard']),
+        st('ListStacks', ['cloudformation:ListStacks'], ['*']),
         { ...st('MoveDue', ['dynamodb:UpdateItem'], ['TABLE']), condition: keys('stack#*', 'source#*') },
         { ...st('ForgetSource', ['dynamodb:DeleteItem'], ['TABLE']), condition: keys('source#*') },
         st('StartReconcile', ['states:StartExecution'], ['STATE_MACHINE']),
+        assume,
       ],
       events: [
         st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
@@ -834,7 +864,7 @@ describe('IAM', () => {
         assert.deepEqual(statement.Condition, { StringEquals: { 'iam:PassedToService': 'cloudformation.amazonaws.com' } });
       }
       const assume = identityStatements(s.json).filter((x) => arr(x.statement.Action).includes('sts:AssumeRole'));
-      assert.equal(assume.length, s === full ? 4 : 0, 'template-upload, change-set, poll-status, delete');
+      assert.equal(assume.length, s === full ? 5 : 0, 'template-upload, change-set, poll-status, delete, scheduler');
       for (const { statement } of assume) assert.deepEqual(arr(statement.Resource), TARGET_ROLES);
     }
   });
@@ -858,14 +888,21 @@ describe('IAM', () => {
     }
   });
 
-  test('CloudFormation actions only on stack/<prefix>*/*, and CreateChangeSet on the AWS-owned transforms (change-set only)', () => {
+  test('CloudFormation actions only on stack/<prefix>*/*, CreateChangeSet on the AWS-owned transforms (change-set only), ListStacks (scheduler only)', () => {
     const defaults = lazyDefaults();
     const full = lazyFull();
     for (const [s, prefix] of [[full, PREFIX], [defaults, '']] as const) {
       const cfn = identityStatements(s.json).filter(
-        (x) => arr(x.statement.Action).some((a) => a.startsWith('cloudformation:')) && x.statement.Sid !== 'Transforms',
+        (x) =>
+          arr(x.statement.Action).some((a) => a.startsWith('cloudformation:')) &&
+          x.statement.Sid !== 'Transforms' &&
+          x.statement.Sid !== 'ListStacks',
       );
       assert.equal(cfn.length, 4, 'template-upload, change-set, poll-status, delete');
+      const listing = identityStatements(s.json).filter((x) => x.statement.Sid === 'ListStacks');
+      assert.equal(listing.length, 1, 'scheduler only');
+      assert.deepEqual(listing[0].roles, [logicalId(s, s.stack.functions.Scheduler.role as any)]);
+      assert.deepEqual(arr(listing[0].statement.Action), ['cloudformation:ListStacks']);
       for (const { statement } of cfn) {
         assert.ok(arr(statement.Action).every((a) => a.startsWith('cloudformation:')));
         assert.deepEqual(arr(statement.Resource).map(nagFinding), [

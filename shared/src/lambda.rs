@@ -146,24 +146,29 @@ async fn webhook() -> Result<(), lambda_runtime::Error> {
 /// Runs the scheduler function (on an EventBridge schedule).
 ///
 /// Environment: `STACKSYNC_TABLE`, `STACKSYNC_STATE_MACHINE_ARN`;
-/// `STACKSYNC_MAX_STARTS` (optional, default 50).
+/// `STACKSYNC_MAX_STARTS` (optional, default 50); `STACKSYNC_SCHEDULE`
+/// (optional: the schedule expression it runs on, for the interval warning).
 pub fn serve_scheduler() -> Result<(), lambda_runtime::Error> {
     block_on(scheduler())
 }
 
 async fn scheduler() -> Result<(), lambda_runtime::Error> {
-    use crate::triggers::scheduler::{Config, Scheduler};
-    let (_, registry, starter) = trigger_parts().await?;
+    use crate::triggers::scheduler::{Config, Scheduler, health::schedule_period};
+    let (aws, registry, starter) = trigger_parts().await?;
     let mut config = Config::default();
     if let Ok(text) = required("STACKSYNC_MAX_STARTS") {
         config.max_starts = text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
             format!("STACKSYNC_MAX_STARTS must be a whole number above 0, not {text:?}")
         })?;
     }
+    config.period = required("STACKSYNC_SCHEDULE")
+        .ok()
+        .and_then(|e| schedule_period(&e));
     let scheduler = Scheduler {
         registry,
         starter,
         sources: crate::adapters::git::GitFetcher::new(std::env::temp_dir()),
+        cloudformation: crate::adapters::cloudformation::SdkCloudFormationFactory::new(aws),
         config,
     };
     let scheduler = &scheduler;

@@ -7,6 +7,7 @@
 //! that stops the server when the test process exits. Tests isolate
 //! themselves by unique table and bucket names, never by resetting the server.
 
+pub mod counted;
 pub mod fleet;
 pub mod git;
 pub mod harness;
@@ -288,9 +289,27 @@ impl Emulator {
         aws_sdk_dynamodb::Client::new(&self.sdk_config())
     }
 
+    /// A DynamoDB client whose calls `counter` counts.
+    pub fn dynamodb_counted(&self, counter: &counted::CallCounter) -> aws_sdk_dynamodb::Client {
+        aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::config::Builder::from(&self.sdk_config())
+                .interceptor(counter.clone())
+                .build(),
+        )
+    }
+
     /// A new registry table with a unique name, created and active.
     pub async fn new_registry(&self, prefix: &str) -> Registry {
-        let registry = Registry::new(self.dynamodb(), unique_name(prefix));
+        self.new_registry_with(self.dynamodb(), prefix).await
+    }
+
+    /// The same, reached through `client`.
+    pub async fn new_registry_with(
+        &self,
+        client: aws_sdk_dynamodb::Client,
+        prefix: &str,
+    ) -> Registry {
+        let registry = Registry::new(client, unique_name(prefix));
         registry
             .create_table()
             .await

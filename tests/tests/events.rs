@@ -210,7 +210,7 @@ async fn an_out_of_band_stack_change_is_reconciled_and_stacksyncs_own_are_not() 
         .collect();
     assert_eq!(
         started,
-        [(format!("{p}-net"), Reason::Recheck)],
+        [(format!("{p}-net"), Reason::Marked)],
         "{report:?}"
     );
     assert_eq!(s.fleet.execution_names().await.len(), 1);

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::plan::{Plan, plan_apply};
 use super::{Deliveries, Entries, Leases, RegistryError, Schedule, Specs};
 use crate::manifest::parse_manifest;
+use crate::seen::Seen;
 use crate::source::source_key;
 use crate::status::{Phase, Status, Timestamp};
 
@@ -182,7 +183,7 @@ async fn leases<R: Entries + Leases>(r: &R, label: &str) {
     assert!(alpha.lease.is_none(), "{label}");
 }
 
-async fn statuses<R: Entries + Leases>(r: &R, label: &str) {
+async fn statuses<R: Entries + Leases + Schedule>(r: &R, label: &str) {
     let running = Status {
         phase: Phase::Reconciling,
         message: Some("x".repeat(5000)),
@@ -247,6 +248,64 @@ async fn statuses<R: Entries + Leases>(r: &R, label: &str) {
             Err(RegistryError::LeaseNotHeld { .. })
         ),
         "{label}"
+    );
+    seen_and_out_of_the_queue(r, label).await;
+}
+
+/// A run that ends fine leaves the queue, and what it saw is read back,
+/// whole from the entry and narrow from the health check's index.
+async fn seen_and_out_of_the_queue<R: Entries + Leases + Schedule>(r: &R, label: &str) {
+    let seen = Seen {
+        region: Some("eu-west-1".into()),
+        assume_role_arn: Some("arn:aws:iam::210987654321:role/deployer".into()),
+        stack_id: "arn:aws:cloudformation:eu-west-1:210987654321:stack/beta/1".into(),
+        changed_at: Timestamp(NOW - 1_000),
+        stack_status: "UPDATE_COMPLETE".into(),
+        drift: Some("IN_SYNC".into()),
+        deployed_hash: "d".repeat(64),
+        interval_seconds: 600,
+    };
+    r.acquire_lease("beta", "run-2", TTL, NOW)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let fine = Status {
+        phase: Phase::Ready,
+        seen: Some(seen.clone()),
+        next_reconcile_at: None,
+        ..Status::default()
+    };
+    r.write_status_and_release("beta", "run-2", &fine)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let beta = r
+        .get("beta")
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("{label}"));
+    assert_eq!(
+        beta.status.next_reconcile_at, None,
+        "{label}: out of the queue"
+    );
+    assert_eq!(beta.status.seen.as_ref(), Some(&seen), "{label}");
+    let watched = r.watched().await.unwrap_or_else(|e| panic!("{label}: {e}"));
+    let beta = watched
+        .iter()
+        .find(|w| w.name == "beta")
+        .unwrap_or_else(|| panic!("{label}: beta is watched: {watched:?}"));
+    assert_eq!(
+        (beta.phase, beta.seen.as_ref(), beta.stack_name.as_str()),
+        (Some(Phase::Ready), Some(&seen), "beta"),
+        "{label}"
+    );
+    assert!(
+        !beta.suspended && !beta.deleting && beta.lease_expires_at.is_none(),
+        "{label}"
+    );
+    assert_eq!(beta.next_reconcile_at, None, "{label}");
+    assert!(
+        watched.iter().all(|w| !w.name.starts_with("source")),
+        "{label}: stacks only"
     );
 }
 
@@ -342,14 +401,30 @@ async fn schedule<R: Entries + Schedule>(r: &R, label: &str) {
         "{label}: not due yet"
     );
     assert!(
-        !r.move_due("alpha", NOW, NOW + 100).await.unwrap_or(true),
+        !r.move_due("alpha", NOW, Some(NOW + 100))
+            .await
+            .unwrap_or(true),
         "{label}: moved from where it is not"
     );
     assert!(
-        r.move_due("alpha", NOW + 1, NOW + 100)
+        r.move_due("alpha", NOW + 1, Some(NOW + 100))
             .await
             .unwrap_or_default(),
         "{label}"
+    );
+    assert!(
+        r.move_due("alpha", NOW + 100, None)
+            .await
+            .unwrap_or_default(),
+        "{label}: out of the queue"
+    );
+    assert!(
+        r.due(NOW + 10_000_000, 10)
+            .await
+            .unwrap_or_default()
+            .iter()
+            .all(|e| e.name != "alpha"),
+        "{label}: alpha is in no queue"
     );
     assert!(
         r.mark_due("alpha", NOW + 50).await.unwrap_or_default(),

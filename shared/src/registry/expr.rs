@@ -12,15 +12,16 @@ use super::item::s;
 use super::schema::PK;
 use super::{Registry, Result};
 
-/// A status written while the run goes on.
-pub const STATUS: &str = "SET #status = :status";
+/// A status written while the run goes on (with its `watch` copy).
+pub const STATUS: &str = "SET #status = :status, #watch = :watch";
 /// The same, moving the entry in the scheduler's index.
-pub const STATUS_DUE: &str = "SET #status = :status, #nextReconcileAt = :due";
-/// A run's last status, and the lease given back.
-pub const FINAL_STATUS: &str = "SET #status = :status REMOVE #leaseOwner, #leaseExpiresAt";
-/// The same, moving the entry in the scheduler's index.
-pub const FINAL_STATUS_DUE: &str =
-    "SET #status = :status, #nextReconcileAt = :due REMOVE #leaseOwner, #leaseExpiresAt";
+pub const STATUS_DUE: &str = "SET #status = :status, #watch = :watch, #nextReconcileAt = :due";
+/// A run's last status, the lease given back, and the entry out of the
+/// scheduler's queue (the health check watches it).
+pub const FINAL_STATUS: &str =
+    "SET #status = :status, #watch = :watch REMOVE #leaseOwner, #leaseExpiresAt, #nextReconcileAt";
+/// A run's last status and the lease given back, due again at `:due`.
+pub const FINAL_STATUS_DUE: &str = "SET #status = :status, #watch = :watch, #nextReconcileAt = :due REMOVE #leaseOwner, #leaseExpiresAt";
 /// A new item: only if no item has the key.
 pub const ABSENT: &str = "attribute_not_exists(#pk)";
 /// The entry is still as the plan saw it, and not being deleted.
@@ -55,11 +56,13 @@ pub const HOLDS_LEASE_AND_DELETING: &str =
     "#leaseOwner = :owner AND attribute_exists(#deletionRequestedAt)";
 /// Move an entry in the scheduler's index…
 pub const SET_DUE: &str = "SET #nextReconcileAt = :to";
+/// …or out of it…
+pub const REMOVE_DUE: &str = "REMOVE #nextReconcileAt";
 /// …only if it is still where it was read.
 pub const DUE_AT: &str = "#nextReconcileAt = :from";
-/// Make an entry due now…
+/// Make an entry due at `:now`…
 pub const SET_DUE_NOW: &str = "SET #nextReconcileAt = :now";
-/// …unless it is due already or gone.
+/// …unless it is due by then already, or gone.
 pub const NOT_DUE_YET: &str =
     "attribute_exists(#pk) AND (attribute_not_exists(#nextReconcileAt) OR #nextReconcileAt > :now)";
 /// A new source item, with no head yet.
@@ -238,6 +241,7 @@ mod tests {
             found.get("#leaseOwner").map(String::as_str),
             Some("leaseOwner")
         );
-        assert_eq!(found.len(), 4);
+        assert_eq!(found.get("#watch").map(String::as_str), Some("watch"));
+        assert_eq!(found.len(), 5);
     }
 }

@@ -7,7 +7,8 @@ use serde_json::{Map, Number, Value};
 
 use super::schema::{PK, attr};
 use super::{Lease, StackEntry};
-use crate::status::{Status, Timestamp};
+use crate::seen::Seen;
+use crate::status::{Phase, Status, Timestamp};
 
 /// A JSON value as a DynamoDB attribute (maps stay maps: readable in the console).
 pub fn to_attr(value: &Value) -> AttributeValue {
@@ -60,6 +61,31 @@ fn parse_number(text: &str) -> Result<Number, String> {
 /// A serializable value as an attribute.
 pub fn to_attr_of<T: serde::Serialize>(value: &T) -> AttributeValue {
     to_attr(&serde_json::to_value(value).unwrap_or(Value::Null))
+}
+
+/// The `watch` attribute of a stack item: its phase, and the stack as the
+/// last successful run left it. Kept apart from the status record so that
+/// the health check's index holds only this.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Watch {
+    pub phase: Phase,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<Seen>,
+}
+
+/// A status as it is stored: the record (`status`, without what `watch`
+/// holds) and the `watch` attribute.
+pub fn status_attributes(status: &Status) -> (AttributeValue, AttributeValue) {
+    let watch = Watch {
+        phase: status.phase,
+        seen: status.seen.clone(),
+    };
+    let record = Status {
+        seen: None,
+        ..status.clone()
+    };
+    (to_attr_of(&record), to_attr_of(&watch))
 }
 
 pub fn s(text: impl Into<String>) -> AttributeValue {
@@ -119,6 +145,7 @@ pub fn entry_from_item(item: &Item) -> Result<StackEntry, String> {
         .ok_or("the item has no valid specVersion")?;
     let mut status: Status = decode(item, attr::STATUS)?.unwrap_or_default();
     status.next_reconcile_at = get_n(item, attr::NEXT_RECONCILE_AT)?.map(Timestamp);
+    status.seen = decode::<Watch>(item, attr::WATCH)?.and_then(|w| w.seen);
     let lease = match (
         get_s(item, attr::LEASE_OWNER),
         get_n(item, attr::LEASE_EXPIRES_AT)?,

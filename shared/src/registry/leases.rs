@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::expr::{self, Write};
-use super::item::{n, s, to_attr_of};
+use super::item::{n, s, status_attributes};
 use super::schema::stack_key;
 use super::{Registry, RegistryError, Result};
 use crate::clock::EpochMillis;
@@ -109,7 +109,8 @@ impl Registry {
             (true, false) => expr::STATUS_DUE,
             (false, false) => expr::STATUS,
         };
-        let mut values = vec![(":owner", s(owner)), (":status", to_attr_of(&status))];
+        let (record, watch) = status_attributes(&status);
+        let mut values = vec![(":owner", s(owner)), (":status", record), (":watch", watch)];
         if let Some(at) = status.next_reconcile_at {
             values.push((":due", n(at.0)));
         }

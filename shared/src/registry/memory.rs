@@ -13,7 +13,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use super::plan::{Action, Change, Plan};
-use super::schedule::SourceRecord;
+use super::schedule::{SourceRecord, Watched};
 use super::schema::{SCHED_SHARDS, sched_shard};
 use super::specs::MAX_TRANSACTION_ITEMS;
 use super::{
@@ -233,8 +233,11 @@ impl MemoryRegistry {
         };
         let due = entry.status.next_reconcile_at;
         entry.status = status.clone().bounded();
-        // No due time in the status: the entry stays where it is in the queue.
-        entry.status.next_reconcile_at = status.next_reconcile_at.or(due);
+        // No due time in the status: while the run goes on, the entry stays
+        // where it is in the queue; at its end, it leaves the queue.
+        if !release {
+            entry.status.next_reconcile_at = status.next_reconcile_at.or(due);
+        }
         if release {
             entry.lease = None;
         }
@@ -333,6 +336,24 @@ fn head_is(source: Option<&SourceRecord>, seen: Option<&str>) -> bool {
 }
 
 impl Schedule for MemoryRegistry {
+    async fn watched(&self) -> Result<Vec<Watched>> {
+        Ok(self
+            .state()
+            .entries
+            .values()
+            .map(|e| Watched {
+                name: e.name.clone(),
+                stack_name: e.spec.effective_stack_name().to_owned(),
+                phase: Some(e.status.phase),
+                seen: e.status.seen.clone(),
+                suspended: e.suspended,
+                deleting: e.deletion_requested_at.is_some(),
+                lease_expires_at: e.lease.as_ref().map(|l| l.expires_at.0),
+                next_reconcile_at: e.status.next_reconcile_at.map(|t| t.0),
+            })
+            .collect())
+    }
+
     async fn due(&self, now: EpochMillis, per_shard: usize) -> Result<Vec<StackEntry>> {
         let state = self.state();
         let mut due = Vec::new();
@@ -399,22 +420,27 @@ impl Schedule for MemoryRegistry {
         Ok(true)
     }
 
-    async fn move_due(&self, name: &str, from: EpochMillis, to: EpochMillis) -> Result<bool> {
+    async fn move_due(
+        &self,
+        name: &str,
+        from: EpochMillis,
+        to: Option<EpochMillis>,
+    ) -> Result<bool> {
         let mut state = self.state();
         match state.entries.get_mut(name) {
             Some(e) if e.status.next_reconcile_at == Some(Timestamp(from)) => {
-                e.status.next_reconcile_at = Some(Timestamp(to));
+                e.status.next_reconcile_at = to.map(Timestamp);
                 Ok(true)
             }
             _ => Ok(false),
         }
     }
 
-    async fn mark_due(&self, name: &str, now: EpochMillis) -> Result<bool> {
+    async fn mark_due(&self, name: &str, at: EpochMillis) -> Result<bool> {
         let mut state = self.state();
         match state.entries.get_mut(name) {
-            Some(e) if e.status.next_reconcile_at.is_none_or(|t| t.0 > now) => {
-                e.status.next_reconcile_at = Some(Timestamp(now));
+            Some(e) if e.status.next_reconcile_at.is_none_or(|t| t.0 > at) => {
+                e.status.next_reconcile_at = Some(Timestamp(at));
                 Ok(true)
             }
             _ => Ok(false),

@@ -43,13 +43,13 @@ use serde::Serialize;
 
 pub use deliveries::Deliveries;
 pub use leases::{LEASE_TTL, Lease, Leases};
-pub use schedule::{Schedule, SourceRecord};
+pub use schedule::{Schedule, SourceRecord, Watched};
 pub use specs::{Entries, Specs};
 
 use crate::source::source_key;
 use crate::spec::StackSpec;
 use crate::status::{Phase, Status, Timestamp};
-use item::{entry_from_item, item_key, n, s, to_attr_of};
+use item::{entry_from_item, item_key, n, s, status_attributes, to_attr_of};
 use schema::{PK, attr, sched_shard, stack_key};
 
 /// One registry entry: the spec, its version, and the status.
@@ -313,7 +313,9 @@ pub fn entry_item(entry: &StackEntry) -> HashMap<String, AttributeValue> {
     item.insert(attr::NAME.into(), s(&entry.name));
     item.insert(attr::SPEC_VERSION.into(), n(entry.spec_version));
     item.insert(attr::SPEC_HASH.into(), s(&entry.spec_hash));
-    item.insert(attr::STATUS.into(), to_attr_of(&entry.status));
+    let (record, watch) = status_attributes(&entry.status);
+    item.insert(attr::STATUS.into(), record);
+    item.insert(attr::WATCH.into(), watch);
     item.insert(
         attr::SUSPENDED.into(),
         AttributeValue::Bool(entry.suspended),

@@ -12,10 +12,14 @@ use std::future::Future;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::expr::{self, Write};
-use super::item::{n, s};
-use super::schema::{self, INDEX_BY_NEXT_RECONCILE, SCHED_SHARDS, SOURCE_PREFIX, attr};
+use super::item::{Watch, from_attr, n, s};
+use super::schema::{
+    self, INDEX_BY_NEXT_RECONCILE, INDEX_BY_SHARD, SCHED_SHARDS, SOURCE_PREFIX, attr,
+};
 use super::{Registry, RegistryError, Result, StackEntry, decode_entry};
 use crate::clock::EpochMillis;
+use crate::seen::Seen;
+use crate::status::Phase;
 
 /// A source the scheduler watches: one item per normal URL and ref, holding
 /// the last head every follower was brought to (or started for).
@@ -33,8 +37,28 @@ pub struct SourceRecord {
     pub followers_checked_at: Option<EpochMillis>,
 }
 
+/// A stack as the scheduler's health check reads it (the `by-shard`
+/// index): what it judges by, and nothing more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watched {
+    pub name: String,
+    /// The CloudFormation stack's name.
+    pub stack_name: String,
+    /// `None`: the entry has no `watch` yet (written before this version).
+    pub phase: Option<Phase>,
+    /// The stack as the last successful run left it.
+    pub seen: Option<Seen>,
+    pub suspended: bool,
+    pub deleting: bool,
+    pub lease_expires_at: Option<EpochMillis>,
+    pub next_reconcile_at: Option<EpochMillis>,
+}
+
 /// The scheduler's reads and marks.
 pub trait Schedule: Send + Sync {
+    /// Every stack, as the health check needs it: a read of a narrow index,
+    /// proportional to the number of stacks but a few hundred bytes each.
+    fn watched(&self) -> impl Future<Output = Result<Vec<Watched>>> + Send;
     /// The entries due at `now` (`nextReconcileAt` ≤ now), oldest first, at
     /// most `per_shard` from each shard of the queue: reads proportional to
     /// the due entries, never to the registry.
@@ -69,17 +93,19 @@ pub trait Schedule: Send + Sync {
         key: &str,
         seen: Option<&str>,
     ) -> impl Future<Output = Result<bool>> + Send;
-    /// Moves a stack's `nextReconcileAt` from `from` to `to`, only if it is
-    /// still `from` (a run that wrote since wins). Returns whether it moved.
+    /// Moves a stack's `nextReconcileAt` from `from` to `to` (`None`: out
+    /// of the queue), only if it is still `from` (a run that wrote since
+    /// wins). Returns whether it moved.
     fn move_due(
         &self,
         name: &str,
         from: EpochMillis,
-        to: EpochMillis,
+        to: Option<EpochMillis>,
     ) -> impl Future<Output = Result<bool>> + Send;
-    /// Makes a stack due at `now` (the scheduler starts it on its next run),
-    /// unless it is due already or gone. Returns whether it changed.
-    fn mark_due(&self, name: &str, now: EpochMillis) -> impl Future<Output = Result<bool>> + Send;
+    /// Makes a stack due at `at` (the scheduler starts it on its first run
+    /// from then), unless it is due by then already, or gone. Returns
+    /// whether it changed.
+    fn mark_due(&self, name: &str, at: EpochMillis) -> impl Future<Output = Result<bool>> + Send;
 }
 
 type Item = HashMap<String, AttributeValue>;
@@ -113,6 +139,32 @@ fn source_from_item(item: &Item) -> Result<SourceRecord> {
     })
 }
 
+fn watched_from_item(item: &Item) -> Result<Watched> {
+    let pk = text(item, schema::PK).unwrap_or_default();
+    let corrupt = |detail: String| RegistryError::Corrupt {
+        key: pk.clone(),
+        detail,
+    };
+    let watch: Option<Watch> = item
+        .get(attr::WATCH)
+        .map(|v| {
+            from_attr(v)
+                .and_then(|json| serde_json::from_value(json).map_err(|e| e.to_string()))
+                .map_err(|e| corrupt(format!("{}: {e}", attr::WATCH)))
+        })
+        .transpose()?;
+    Ok(Watched {
+        name: text(item, attr::NAME).ok_or_else(|| corrupt("the item has no name".into()))?,
+        stack_name: text(item, attr::STACK_NAME).unwrap_or_default(),
+        phase: watch.as_ref().map(|w| w.phase),
+        seen: watch.and_then(|w| w.seen),
+        suspended: matches!(item.get(attr::SUSPENDED), Some(AttributeValue::Bool(true))),
+        deleting: item.contains_key(attr::DELETION_REQUESTED_AT),
+        lease_expires_at: number(item, attr::LEASE_EXPIRES_AT),
+        next_reconcile_at: number(item, attr::NEXT_RECONCILE_AT),
+    })
+}
+
 /// The condition on a source's head, and its value: the head read, or none yet.
 fn head_condition(seen: Option<&str>) -> (&'static str, Vec<(&'static str, AttributeValue)>) {
     match seen {
@@ -122,6 +174,24 @@ fn head_condition(seen: Option<&str>) -> (&'static str, Vec<(&'static str, Attri
 }
 
 impl Schedule for Registry {
+    async fn watched(&self) -> Result<Vec<Watched>> {
+        let mut watched = Vec::new();
+        for shard in 0..SCHED_SHARDS {
+            let items = self
+                .query_all(
+                    INDEX_BY_SHARD,
+                    expr::IN_SHARD,
+                    vec![(":shard", s(shard.to_string()))],
+                    None,
+                )
+                .await?;
+            for item in &items {
+                watched.push(watched_from_item(item)?);
+            }
+        }
+        Ok(watched)
+    }
+
     async fn due(&self, now: EpochMillis, per_shard: usize) -> Result<Vec<StackEntry>> {
         let mut due = Vec::new();
         for shard in 0..SCHED_SHARDS {
@@ -197,22 +267,32 @@ impl Schedule for Registry {
         .await
     }
 
-    async fn move_due(&self, name: &str, from: EpochMillis, to: EpochMillis) -> Result<bool> {
+    async fn move_due(
+        &self,
+        name: &str,
+        from: EpochMillis,
+        to: Option<EpochMillis>,
+    ) -> Result<bool> {
+        let (update, mut values) = match to {
+            Some(to) => (expr::SET_DUE, vec![(":to", n(to))]),
+            None => (expr::REMOVE_DUE, Vec::new()),
+        };
+        values.push((":from", n(from)));
         self.write_if(
             schema::stack_key(name),
-            Write::Update(expr::SET_DUE),
+            Write::Update(update),
             expr::DUE_AT,
-            vec![(":from", n(from)), (":to", n(to))],
+            values,
         )
         .await
     }
 
-    async fn mark_due(&self, name: &str, now: EpochMillis) -> Result<bool> {
+    async fn mark_due(&self, name: &str, at: EpochMillis) -> Result<bool> {
         self.write_if(
             schema::stack_key(name),
             Write::Update(expr::SET_DUE_NOW),
             expr::NOT_DUE_YET,
-            vec![(":now", n(now))],
+            vec![(":now", n(at))],
         )
         .await
     }

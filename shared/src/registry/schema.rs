@@ -9,7 +9,10 @@
 //! | a source the scheduler watches | `source#<sourceKey>` | `url`, `ref`, `head`, `followersCheckedAt`, `schedShard` = `sources`, `nextReconcileAt` = 0 |
 //!
 //! Stack items also carry `stackName` (the CloudFormation stack's name, for
-//! the `by-stack-name` index that CloudFormation events are matched through).
+//! the `by-stack-name` index that CloudFormation events are matched through)
+//! and `watch` (the phase, and the stack as the last successful run left it:
+//! what the scheduler's health check reads, through the narrow `by-shard`
+//! index, for every stack on every run).
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
@@ -31,6 +34,19 @@ pub const INDEX_BY_NEXT_RECONCILE: &str = "by-next-reconcile";
 pub const INDEX_BY_SOURCE: &str = "by-source";
 /// The CloudFormation events' index: stacks by CloudFormation stack name.
 pub const INDEX_BY_STACK_NAME: &str = "by-stack-name";
+/// The health check's index: every stack, by shard, with only what the
+/// check compares ([`WATCH_PROJECTION`]), so reading all of them is cheap.
+pub const INDEX_BY_SHARD: &str = "by-shard";
+/// The attributes the `by-shard` index holds besides the keys.
+pub const WATCH_PROJECTION: [&str; 7] = [
+    attr::NAME,
+    attr::STACK_NAME,
+    attr::WATCH,
+    attr::SUSPENDED,
+    attr::DELETION_REQUESTED_AT,
+    attr::LEASE_EXPIRES_AT,
+    attr::NEXT_RECONCILE_AT,
+];
 /// Prefix of the partition key of the scheduler's source items.
 pub const SOURCE_PREFIX: &str = "source#";
 /// The `schedShard` of source items: they sit in the scheduler's index apart
@@ -58,6 +74,8 @@ pub mod attr {
     pub const CREATED_AT: &str = "createdAt";
     pub const UPDATED_AT: &str = "updatedAt";
     pub const STACK_NAME: &str = "stackName";
+    /// The phase and the stack as last seen (`registry::schedule::Watch`).
+    pub const WATCH: &str = "watch";
     /// Source items: the URL to list refs from, the ref, the last head seen.
     pub const URL: &str = "url";
     pub const REF: &str = "ref";
@@ -72,12 +90,14 @@ pub struct KeyAttribute {
     pub kind: &'static str,
 }
 
-/// A global secondary index: name, partition key, sort key (projection: all).
+/// A global secondary index: name, partition key, sort key, and the
+/// attributes it holds besides the keys (`None`: all of them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexSchema {
     pub name: &'static str,
     pub partition: KeyAttribute,
     pub sort: KeyAttribute,
+    pub include: Option<&'static [&'static str]>,
 }
 
 /// The table's partition key.
@@ -86,8 +106,8 @@ pub const TABLE_KEY: KeyAttribute = KeyAttribute {
     kind: "S",
 };
 
-/// The table's three indexes.
-pub const INDEXES: [IndexSchema; 3] = [
+/// The table's four indexes.
+pub const INDEXES: [IndexSchema; 4] = [
     IndexSchema {
         name: INDEX_BY_NEXT_RECONCILE,
         partition: KeyAttribute {
@@ -98,6 +118,7 @@ pub const INDEXES: [IndexSchema; 3] = [
             name: attr::NEXT_RECONCILE_AT,
             kind: "N",
         },
+        include: None,
     },
     IndexSchema {
         name: INDEX_BY_SOURCE,
@@ -109,6 +130,7 @@ pub const INDEXES: [IndexSchema; 3] = [
             name: PK,
             kind: "S",
         },
+        include: None,
     },
     IndexSchema {
         name: INDEX_BY_STACK_NAME,
@@ -120,6 +142,19 @@ pub const INDEXES: [IndexSchema; 3] = [
             name: PK,
             kind: "S",
         },
+        include: None,
+    },
+    IndexSchema {
+        name: INDEX_BY_SHARD,
+        partition: KeyAttribute {
+            name: attr::SCHED_SHARD,
+            kind: "S",
+        },
+        sort: KeyAttribute {
+            name: PK,
+            kind: "S",
+        },
+        include: Some(&WATCH_PROJECTION),
     },
 ];
 
@@ -189,11 +224,17 @@ pub fn create_table_request(
                 .index_name(index.name)
                 .key_schema(key(index.partition, KeyType::Hash)?)
                 .key_schema(key(index.sort, KeyType::Range)?)
-                .projection(
-                    Projection::builder()
+                .projection(match index.include {
+                    None => Projection::builder()
                         .projection_type(ProjectionType::All)
                         .build(),
-                )
+                    Some(attributes) => Projection::builder()
+                        .projection_type(ProjectionType::Include)
+                        .set_non_key_attributes(Some(
+                            attributes.iter().map(|a| (*a).to_owned()).collect(),
+                        ))
+                        .build(),
+                })
                 .build()?,
         );
     }

@@ -132,8 +132,8 @@ pub async fn start_followers<R: Entries, X: Starter>(
                 continue;
             }
             let trigger = Trigger {
-                kind,
                 revision: Some(revision.to_owned()),
+                ..Trigger::of(kind)
             };
             let s = starter.start(&entry.name, &trigger, revision).await?;
             if s.new {

@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use crate::clock::EpochMillis;
-use crate::registry::StackEntry;
+use crate::registry::{StackEntry, Watched};
+use crate::seen::{Change, Observed, Seen};
 use crate::status::Phase;
 
 /// Why a reconcile is started.
@@ -24,9 +25,12 @@ pub enum Reason {
     Pushed,
     /// The last reconcile failed and its retry interval has passed.
     Retry,
-    /// The full-reconcile `interval` has passed (health and drift), or a
-    /// CloudFormation event marked the stack changed out of band.
-    Recheck,
+    /// The health check found the stack changed outside stacksync (or
+    /// nothing recorded of it yet).
+    Changed,
+    /// Due for none of the above: a CloudFormation event marked the stack,
+    /// or a run stopped before its end (its lease ran out).
+    Marked,
 }
 
 impl Reason {
@@ -37,7 +41,8 @@ impl Reason {
             Self::SpecChanged => "spec-changed",
             Self::Pushed => "pushed",
             Self::Retry => "retry",
-            Self::Recheck => "recheck",
+            Self::Changed => "changed",
+            Self::Marked => "marked",
         }
     }
 }
@@ -55,17 +60,21 @@ pub struct Candidate {
     /// The `nextReconcileAt` read, for a due entry: moved past the start
     /// guard once started, conditionally on still being this.
     pub due_at: Option<EpochMillis>,
+    /// What the health check found, for [`Reason::Changed`] (`None`: nothing
+    /// recorded of the stack yet).
+    pub change: Option<Change>,
 }
 
 /// What to do with one due entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DueAction {
     Start(Candidate),
-    /// Start nothing; move `nextReconcileAt` from `from` to `to`.
+    /// Start nothing; move `nextReconcileAt` from `from` to `to` (`None`:
+    /// out of the queue).
     Postpone {
         stack: String,
         from: EpochMillis,
-        to: EpochMillis,
+        to: Option<EpochMillis>,
         why: &'static str,
     },
 }
@@ -80,6 +89,7 @@ pub fn judge_due(entry: &StackEntry, now: EpochMillis) -> DueAction {
             key: format!("due-{from}"),
             revision: None,
             due_at: Some(from),
+            change: None,
         })
     };
     if let Some(lease) = entry.lease.as_ref().filter(|l| l.expires_at.0 > now) {
@@ -89,7 +99,7 @@ pub fn judge_due(entry: &StackEntry, now: EpochMillis) -> DueAction {
         return DueAction::Postpone {
             stack: entry.name.clone(),
             from,
-            to: lease.expires_at.0,
+            to: Some(lease.expires_at.0),
             why: "a run holds the stack",
         };
     }
@@ -97,10 +107,11 @@ pub fn judge_due(entry: &StackEntry, now: EpochMillis) -> DueAction {
         return start(Reason::Deleting);
     }
     if entry.is_suspended() {
+        // Resuming makes it due again.
         return DueAction::Postpone {
             stack: entry.name.clone(),
             from,
-            to: after(now, entry.spec.interval.as_secs()),
+            to: None,
             why: "suspended",
         };
     }
@@ -112,7 +123,7 @@ pub fn judge_due(entry: &StackEntry, now: EpochMillis) -> DueAction {
     } else if status.phase == Phase::Failed {
         start(Reason::Retry)
     } else {
-        start(Reason::Recheck)
+        start(Reason::Marked)
     }
 }
 
@@ -154,11 +165,88 @@ pub fn judge_follower(
         key: head.to_owned(),
         revision: Some(head.to_owned()),
         due_at: None,
+        change: None,
     })
 }
 
+/// What the health check makes of one stack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    /// Not the health check's to judge: due (the queue starts it), held by
+    /// a run, suspended, being deleted, or not `Ready` (a failure is retried
+    /// by the queue).
+    Skipped,
+    /// As the last run left it: nothing to start, nothing to write.
+    Fine,
+    /// Changed outside stacksync, or nothing recorded yet: start its reconcile.
+    Start(Candidate),
+}
+
+/// Whether the health check leaves the stack alone whatever it lists: in
+/// the queue (due now or later: a retry, a mark, a run started and not yet
+/// ended), held by a run, suspended, or being deleted.
+fn skipped(w: &Watched, now: EpochMillis) -> bool {
+    let held = w.lease_expires_at.is_some_and(|t| t > now);
+    w.deleting || w.suspended || held || w.next_reconcile_at.is_some()
+}
+
+/// The account and region the stack must be listed in to be judged (its
+/// region, `None` for the installation's; the role that reaches its
+/// account), or `None` when [`judge_watched`] needs no listing for it.
+pub fn listed_in(w: &Watched, now: EpochMillis) -> Option<(Option<&str>, Option<&str>)> {
+    match (&w.seen, w.phase) {
+        (Some(seen), Some(Phase::Ready)) if !skipped(w, now) => {
+            Some((seen.region.as_deref(), seen.assume_role_arn.as_deref()))
+        }
+        _ => None,
+    }
+}
+
+/// Judges one stack against the listing of its account and region
+/// (`listed`: its summary there, `None` when it is not listed).
+pub fn judge_watched(w: &Watched, listed: Option<Observed<'_>>, now: EpochMillis) -> Health {
+    if skipped(w, now) {
+        return Health::Skipped;
+    }
+    let start = |change: Option<Change>, key: String| {
+        Health::Start(Candidate {
+            stack: w.name.clone(),
+            reason: Reason::Changed,
+            key,
+            revision: None,
+            due_at: None,
+            change,
+        })
+    };
+    match (w.phase, &w.seen) {
+        // Written before stacks were watched: one run records what it sees.
+        (None, _) | (Some(Phase::Ready), None) => start(None, "unrecorded".into()),
+        (Some(Phase::Ready), Some(seen)) => match seen.change(listed) {
+            None => Health::Fine,
+            Some(change) => start(Some(change), change_key(change, seen, listed)),
+        },
+        _ => Health::Skipped,
+    }
+}
+
+/// The start key of a change: the same change seen twice (two schedulers,
+/// or the next run before the reconcile took the stack) starts one run.
+fn change_key(change: Change, seen: &Seen, listed: Option<Observed<'_>>) -> String {
+    match listed {
+        None => format!("{change}-{}", seen.changed_at.0),
+        Some(now) => format!(
+            "{change}-{}-{}-{}-{}",
+            now.stack_id,
+            now.changed_at,
+            now.status,
+            now.drift.unwrap_or("")
+        ),
+    }
+}
+
 /// The candidates to start now (at most `cap`, most urgent first: deletions,
-/// new entries and spec changes, then pushes, retries, and re-checks last;
+/// new entries and spec changes, then pushes, retries, changes found by the
+/// health check, and marks last;
 /// the longest waiting first within each) and the ones deferred to the next run.
 pub fn choose(mut candidates: Vec<Candidate>, cap: usize) -> (Vec<Candidate>, Vec<Candidate>) {
     candidates.sort_by(|a, b| {
@@ -209,7 +297,7 @@ mod tests {
     #[test]
     fn a_due_entry_starts_for_the_reason_it_is_due() {
         let e = entry("a");
-        assert_eq!(reason(judge_due(&e, NOW)), Reason::Recheck);
+        assert_eq!(reason(judge_due(&e, NOW)), Reason::Marked);
 
         let mut failed = entry("a");
         failed.status.phase = Phase::Failed;
@@ -253,20 +341,20 @@ mod tests {
             DueAction::Postpone {
                 stack: "a".into(),
                 from: NOW - 5,
-                to: NOW + 60_000,
+                to: Some(NOW + 60_000),
                 why: "a run holds the stack"
             }
         );
         // An expired lease is a crashed run: start.
         held.lease.as_mut().unwrap().expires_at = Timestamp(NOW - 1);
-        assert_eq!(reason(judge_due(&held, NOW)), Reason::Recheck);
+        assert_eq!(reason(judge_due(&held, NOW)), Reason::Marked);
 
         let mut suspended = entry("a");
         suspended.spec.suspend = true;
         let DueAction::Postpone { to, why, .. } = judge_due(&suspended, NOW) else {
             panic!()
         };
-        assert_eq!((to, why), (NOW + 600_000, "suspended"));
+        assert_eq!((to, why), (None, "suspended"), "out of the queue");
     }
 
     #[test]
@@ -328,10 +416,12 @@ mod tests {
             key: String::new(),
             revision: None,
             due_at,
+            change: None,
         };
         let (now, later) = choose(
             vec![
-                c("i", Reason::Recheck, Some(1)),
+                c("i", Reason::Marked, Some(1)),
+                c("h", Reason::Changed, None),
                 c("p", Reason::Pushed, None),
                 c("r2", Reason::Retry, Some(9)),
                 c("r1", Reason::Retry, Some(2)),
@@ -341,8 +431,119 @@ mod tests {
         );
         let names = |v: &[Candidate]| v.iter().map(|c| c.stack.clone()).collect::<Vec<_>>();
         assert_eq!(names(&now), ["n", "p", "r1"]);
-        assert_eq!(names(&later), ["r2", "i"]);
-        let (all, none) = choose(vec![c("x", Reason::Recheck, None)], 10);
+        assert_eq!(names(&later), ["r2", "h", "i"]);
+        let (all, none) = choose(vec![c("x", Reason::Marked, None)], 10);
         assert_eq!((all.len(), none.len()), (1, 0));
+    }
+
+    fn watched(name: &str) -> Watched {
+        Watched {
+            name: name.into(),
+            stack_name: name.into(),
+            phase: Some(Phase::Ready),
+            seen: Some(Seen {
+                region: None,
+                assume_role_arn: None,
+                stack_id: "id-1".into(),
+                changed_at: Timestamp(1_000),
+                stack_status: "CREATE_COMPLETE".into(),
+                drift: None,
+                deployed_hash: "h".into(),
+                interval_seconds: 600,
+            }),
+            suspended: false,
+            deleting: false,
+            lease_expires_at: None,
+            next_reconcile_at: None,
+        }
+    }
+
+    fn listed(id: &str, at: i64) -> Observed<'_> {
+        Observed {
+            stack_id: id,
+            changed_at: at,
+            status: "CREATE_COMPLETE",
+            drift: None,
+        }
+    }
+
+    #[test]
+    fn the_health_check_starts_a_changed_stack_and_leaves_a_fine_one() {
+        let w = watched("a");
+        assert_eq!(
+            judge_watched(&w, Some(listed("id-1", 1_000)), NOW),
+            Health::Fine
+        );
+        for (now, change) in [
+            (None, Change::Deleted),
+            (Some(listed("id-2", 1_000)), Change::Replaced),
+            (Some(listed("id-1", 2_000)), Change::Updated),
+        ] {
+            let Health::Start(c) = judge_watched(&w, now, NOW) else {
+                panic!("{change}")
+            };
+            assert_eq!(
+                (c.reason, c.change, c.due_at),
+                (Reason::Changed, Some(change), None)
+            );
+            let Health::Start(again) = judge_watched(&w, now, NOW + 300_000) else {
+                panic!()
+            };
+            assert_eq!(c.key, again.key, "the same change starts one run");
+        }
+        let Health::Start(a) = judge_watched(&w, Some(listed("id-1", 2_000)), NOW) else {
+            panic!()
+        };
+        let Health::Start(b) = judge_watched(&w, Some(listed("id-1", 3_000)), NOW) else {
+            panic!()
+        };
+        assert_ne!(a.key, b.key, "a later change starts another");
+    }
+
+    #[test]
+    fn the_health_check_leaves_what_the_queue_or_a_run_deals_with() {
+        let gone = None;
+        let mut cases = Vec::new();
+        for change in 0..6 {
+            let mut w = watched("a");
+            match change {
+                0 => w.deleting = true,
+                1 => w.suspended = true,
+                2 => w.lease_expires_at = Some(NOW + 1),
+                3 => w.next_reconcile_at = Some(NOW),
+                4 => w.phase = Some(Phase::Failed),
+                _ => w.phase = Some(Phase::Reconciling),
+            }
+            cases.push(judge_watched(&w, gone, NOW));
+        }
+        assert!(cases.iter().all(|h| *h == Health::Skipped), "{cases:?}");
+        let mut w = watched("a");
+        w.next_reconcile_at = Some(NOW + 1);
+        assert_eq!(
+            judge_watched(&w, gone, NOW),
+            Health::Skipped,
+            "in the queue for later: started there"
+        );
+        w.next_reconcile_at = None;
+        w.lease_expires_at = Some(NOW - 1);
+        assert!(
+            matches!(judge_watched(&w, gone, NOW), Health::Start(_)),
+            "an expired lease, in no queue: judged"
+        );
+        for unrecorded in [
+            Watched {
+                phase: None,
+                ..watched("a")
+            },
+            Watched {
+                seen: None,
+                ..watched("a")
+            },
+        ] {
+            let Health::Start(c) = judge_watched(&unrecorded, gone, NOW) else {
+                panic!()
+            };
+            assert_eq!((c.key.as_str(), c.change), ("unrecorded", None));
+        }
     }
 }

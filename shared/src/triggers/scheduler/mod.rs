@@ -4,38 +4,46 @@
 //! 1. **Due entries**: the scheduler index (`nextReconcileAt` ≤ now, a query
 //!    per shard, oldest first). An entry is due because it is new, its spec
 //!    changed, it was removed or resumed, its retry interval after a failure
-//!    passed, its full-reconcile `interval` passed, or a CloudFormation event
-//!    marked it. Each is started ([`judge::judge_due`]), unless a run holds it
-//!    or it is suspended (then only its due time moves).
+//!    passed, a CloudFormation event marked it, or a run stopped before its
+//!    end. Each is started ([`judge::judge_due`]), unless a run holds it or
+//!    it is suspended (then only its due time moves). A stack that is fine
+//!    is in no queue at all.
 //! 2. **Sources**: one `source#` item per normal URL and ref, with the head
 //!    recorded last. Each distinct source is listed once (`ls-remote`, in
 //!    parallel). Where the head moved, the source's followers are read through
 //!    the source index and those not yet tried at the new head are started
 //!    ([`judge::judge_follower`]); the head is recorded once every follower is
 //!    started or settled. A source with no follower left is forgotten.
+//! 3. **Health** ([`health`]): every stack, every run, compared with one
+//!    listing per account and region; only a stack changed outside
+//!    stacksync is started ([`judge::judge_watched`]).
 //!
 //! At most `max_starts` executions are started per run, most urgent first;
 //! the rest stay due (their `nextReconcileAt` is not moved, the source head
-//! is not recorded), so the next run starts them: nothing is dropped, and
-//! CloudFormation never gets a flood. Execution names are deterministic
-//! (stack and due time, or stack and head), so a run retried after a crash
-//! cannot start anything twice.
+//! is not recorded, a changed stack is found again), so the next run starts
+//! them: nothing is dropped, and CloudFormation never gets a flood. A stack
+//! found fine is never a candidate, so it never takes a start from real work.
+//! Execution names are deterministic (stack and due time, head, or change
+//! seen), so a run retried after a crash cannot start anything twice.
 //!
-//! An idle run — nothing due, no source moved — makes five DynamoDB queries
-//! and one ref listing per source, and no write, no start, no CloudFormation
-//! call.
+//! An idle run — nothing due, no source moved, every stack fine — makes six
+//! DynamoDB queries (more only past 1 MB of index), one ref listing per
+//! source and one `ListStacks` per account and region, and no write, no
+//! start, no per-stack call.
 
+pub mod health;
 pub mod judge;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tracing::{info, warn};
 
 use crate::clock::EpochMillis;
-use crate::ports::{SourceFetcher, Starter, Trigger, TriggerKind};
+use crate::ports::{CloudFormationFactory, SourceFetcher, Starter, Trigger, TriggerKind};
 use crate::registry::{Entries, LEASE_TTL, RegistryError, Schedule, SourceRecord, StackEntry};
+use crate::seen::Change;
 use crate::source::source_key;
 use crate::spec::SourceKind;
 use crate::triggers::TriggerError;
@@ -59,6 +67,9 @@ pub struct Config {
     /// How often the followers of a source that did not move are listed (to
     /// forget sources nobody follows any more).
     pub followers_check_every: Duration,
+    /// How often the scheduler runs, when known (`STACKSYNC_SCHEDULE`): a
+    /// stack whose `interval` is shorter is warned about.
+    pub period: Option<Duration>,
 }
 
 impl Default for Config {
@@ -69,6 +80,7 @@ impl Default for Config {
             start_guard: LEASE_TTL,
             probe_concurrency: 8,
             followers_check_every: Duration::from_secs(24 * 3600),
+            period: None,
         }
     }
 }
@@ -98,8 +110,52 @@ pub struct Report {
     pub heads_recorded: usize,
     /// Source items forgotten (no follower left).
     pub sources_forgotten: usize,
+    /// Stacks read for the health check.
+    pub stacks_watched: usize,
+    /// Stacks the health check found as their last run left them.
+    pub stacks_fine: usize,
+    /// Account-and-region listings made (`ListStacks`, every page).
+    pub listings: usize,
+    /// Stacks not checked because their account and region could not be
+    /// listed (they are checked on the next run).
+    pub stacks_unchecked: usize,
+    /// Fine stacks whose `interval` is shorter than the scheduler's period.
+    pub interval_shorter_than_period: usize,
     /// What went wrong, per source or stack; the run itself went on.
     pub errors: Vec<String>,
+    /// Where the run's time went.
+    #[serde(skip)]
+    pub timing: Timing,
+}
+
+/// Where one run's time went (wall clock). Every phase but `own_work` is
+/// waiting on a call (DynamoDB, Git, CloudFormation, Step Functions) with
+/// the little work around it; `own_work` is the rest: judging every stack
+/// against its listing, choosing what to start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Timing {
+    /// Reading the due entries and the source records (DynamoDB).
+    pub queue: Duration,
+    /// Listing the sources' heads (Git) and reading moved ones' followers.
+    pub sources: Duration,
+    /// Reading the watch index (DynamoDB).
+    pub watch_read: Duration,
+    /// Listing the stacks of each account and region (CloudFormation).
+    pub listing: Duration,
+    /// Starting executions and the writes around them, postponing, and
+    /// recording source heads.
+    pub starting: Duration,
+    /// The run, from first call to report.
+    pub total: Duration,
+}
+
+impl Timing {
+    /// The time not spent waiting on a call.
+    pub fn own_work(&self) -> Duration {
+        self.total.saturating_sub(
+            self.queue + self.sources + self.watch_read + self.listing + self.starting,
+        )
+    }
 }
 
 /// One execution started.
@@ -108,6 +164,9 @@ pub struct Report {
 pub struct StartedRun {
     pub stack: String,
     pub reason: Reason,
+    /// What the health check found, for [`Reason::Changed`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change: Option<Change>,
     pub execution: String,
 }
 
@@ -124,19 +183,22 @@ struct Examined {
 
 /// The scheduler of one installation.
 #[derive(Debug, Clone)]
-pub struct Scheduler<R, X, S> {
+pub struct Scheduler<R, X, S, F> {
     pub registry: R,
     pub starter: X,
     pub sources: S,
+    /// CloudFormation, per account and region, for the health check.
+    pub cloudformation: F,
     pub config: Config,
 }
 
+/// A due entry whose due time only moves: (stack, from, to; `None`: out of
+/// the queue).
+type Postponed = (String, EpochMillis, Option<EpochMillis>);
+
 /// The due entries to start, and the ones whose due time only moves
-/// (suspended, or held by a run): (stack, from, to).
-fn judge_due_entries(
-    due: &[StackEntry],
-    now: EpochMillis,
-) -> (Vec<Candidate>, Vec<(String, EpochMillis, EpochMillis)>) {
+/// (suspended, or held by a run).
+fn judge_due_entries(due: &[StackEntry], now: EpochMillis) -> (Vec<Candidate>, Vec<Postponed>) {
     let mut candidates = Vec::new();
     let mut postpone = Vec::new();
     for entry in due {
@@ -150,23 +212,27 @@ fn judge_due_entries(
     (candidates, postpone)
 }
 
-impl<R, X, S> Scheduler<R, X, S>
+impl<R, X, S, F> Scheduler<R, X, S, F>
 where
     R: Entries + Schedule,
     X: Starter,
     S: SourceFetcher + Clone + 'static,
+    F: CloudFormationFactory,
 {
     /// One run at `now`. Fails only when the registry cannot be read; every
     /// other problem (a source that does not answer, a start refused) is in
     /// [`Report::errors`] and leaves the affected work due for the next run.
     pub async fn run(&self, now: EpochMillis) -> Result<Report, RegistryError> {
         let mut report = Report::default();
+        let started_at = Instant::now();
         let due = self
             .registry
             .due(now, self.config.due_reads_per_shard)
             .await?;
         report.due = due.len();
         let mut records = self.registry.sources().await?;
+        report.timing.queue = started_at.elapsed();
+        let at = Instant::now();
         self.add_new_sources(&due, &mut records, &mut report).await;
         // Due entries first: they are started whatever their source says.
         let (mut candidates, postpone) = judge_due_entries(&due, now);
@@ -175,6 +241,12 @@ where
         let examined = self
             .examine_sources(records, now, &due_names, &mut candidates, &mut report)
             .await;
+        report.timing.sources = at.elapsed();
+        // Then every stack's health, against one listing per account and region.
+        let taken: BTreeSet<String> = candidates.iter().map(|c| c.stack.clone()).collect();
+        self.check_health(now, &taken, &mut candidates, &mut report)
+            .await?;
+        let at = Instant::now();
         let unfinished = self.start_chosen(candidates, now, &mut report).await;
         for (stack, from, to) in postpone {
             match self.registry.move_due(&stack, from, to).await {
@@ -187,6 +259,8 @@ where
             self.settle_source(source, &unfinished, now, &mut report)
                 .await;
         }
+        report.timing.starting = at.elapsed();
+        report.timing.total = started_at.elapsed();
         self.log(&report);
         Ok(report)
     }
@@ -290,6 +364,10 @@ where
             due = report.due,
             sources = report.sources_checked,
             examined = report.sources_examined,
+            stacks = report.stacks_watched,
+            fine = report.stacks_fine,
+            listings = report.listings,
+            unchecked = report.stacks_unchecked,
             started = report.started.len(),
             deferred = report.deferred,
             errors = report.errors.len(),
@@ -383,9 +461,15 @@ where
         report: &mut Report,
     ) -> Result<(), TriggerError> {
         let trigger = Trigger {
-            kind: TriggerKind::Schedule,
             revision: candidate.revision.clone(),
+            ..Trigger::of(TriggerKind::Schedule)
         };
+        let guard = judge::after(now, self.config.start_guard.as_secs());
+        if candidate.due_at.is_none() && candidate.reason == Reason::Changed {
+            // In the queue first: should the run never start or never end,
+            // the scheduler starts it again once the guard has passed.
+            self.registry.mark_due(&candidate.stack, guard).await?;
+        }
         let started = self
             .starter
             .start(&candidate.stack, &trigger, &candidate.key)
@@ -395,15 +479,19 @@ where
             report.started.push(StartedRun {
                 stack: candidate.stack.clone(),
                 reason: candidate.reason,
+                change: candidate.change,
                 execution: started.execution_name,
             });
         } else {
             report.already_started += 1;
         }
         if let Some(from) = candidate.due_at {
-            let guard = judge::after(now, self.config.start_guard.as_secs());
             // A run that already wrote its own due time wins (the condition).
-            if let Err(e) = self.registry.move_due(&candidate.stack, from, guard).await {
+            if let Err(e) = self
+                .registry
+                .move_due(&candidate.stack, from, Some(guard))
+                .await
+            {
                 report.errors.push(format!("{}: {e}", candidate.stack));
             }
         }
@@ -441,125 +529,4 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::fakes::{Failing, MemorySources, RecordingStarter};
-    use crate::ports::PortError;
-    use crate::registry::memory::MemoryRegistry;
-    use crate::registry::sample_entry;
-    use crate::status::{Phase, Status, Timestamp};
-
-    const NOW: EpochMillis = 1_800_000_000_000;
-    const URL: &str = "https://git.example/infra.git";
-
-    /// `names` follow URL's `main`, `Ready` at `head`, due in an hour; the
-    /// source is recorded at `head`.
-    async fn scheduler(
-        names: &[&str],
-        head: &str,
-    ) -> Scheduler<MemoryRegistry, Failing<RecordingStarter>, MemorySources> {
-        let registry = MemoryRegistry::new();
-        for name in names {
-            let mut e = sample_entry(name, Status::default());
-            e.status.observed_spec_version = 1;
-            e.status.last_attempted_revision = Some(head.to_owned());
-            e.status.next_reconcile_at = Some(Timestamp(NOW + 3_600_000));
-            registry.insert(e);
-        }
-        let key = source_key(URL, Some("main"));
-        registry.add_source(&key, URL, "main").await.unwrap();
-        registry
-            .record_source_head(&key, None, head, NOW - 1)
-            .await
-            .unwrap();
-        let sources = MemorySources::new();
-        sources.commit(URL, "main", head, &[]);
-        Scheduler {
-            registry,
-            starter: Failing::new(RecordingStarter::new()),
-            sources,
-            config: Config {
-                max_starts: 2,
-                ..Config::default()
-            },
-        }
-    }
-
-    #[tokio::test]
-    async fn an_idle_run_starts_nothing_and_writes_nothing() {
-        let s = scheduler(&["a", "b"], "h1").await;
-        let before = s.registry.entry("a");
-        let report = s.run(NOW).await.unwrap();
-        assert_eq!(
-            (report.due, report.sources_checked, report.sources_examined),
-            (0, 1, 0)
-        );
-        assert!(
-            report.started.is_empty() && report.errors.is_empty(),
-            "{report:?}"
-        );
-        assert_eq!(s.registry.entry("a"), before);
-    }
-
-    #[tokio::test]
-    async fn a_moved_source_starts_its_followers_and_records_its_head() {
-        let s = scheduler(&["a", "b"], "h1").await;
-        s.sources.commit(URL, "main", "h2", &[]);
-        let report = s.run(NOW).await.unwrap();
-        let started: Vec<(&str, Reason)> = report
-            .started
-            .iter()
-            .map(|r| (r.stack.as_str(), r.reason))
-            .collect();
-        assert_eq!(started, [("a", Reason::Pushed), ("b", Reason::Pushed)]);
-        assert_eq!(report.heads_recorded, 1);
-        let source = s.registry.source(&source_key(URL, Some("main"))).unwrap();
-        assert_eq!(source.head.as_deref(), Some("h2"));
-        assert!(
-            s.run(NOW + 1).await.unwrap().started.is_empty(),
-            "the next run is idle"
-        );
-    }
-
-    #[tokio::test]
-    async fn the_cap_and_a_refused_start_leave_the_rest_due_and_nothing_is_lost() {
-        let s = scheduler(&["a", "b", "c"], "h1").await;
-        for name in ["a", "b", "c"] {
-            let mut e = s.registry.entry(name).unwrap();
-            e.status.phase = Phase::Failed;
-            e.status.next_reconcile_at = Some(Timestamp(NOW - 10));
-            s.registry.insert(e);
-        }
-        s.starter.fail(
-            "StartExecution",
-            2,
-            PortError::Transient("throttled".into()),
-        );
-        let first = s.run(NOW).await.unwrap();
-        assert_eq!(first.started.len(), 1, "{first:?}");
-        assert_eq!(first.deferred, 2, "one over the cap, one refused");
-        assert_eq!(first.errors.len(), 1);
-        let mut all = s.starter.inner.stacks();
-        for later in 1..5 {
-            s.run(NOW + later).await.unwrap();
-            all = s.starter.inner.stacks();
-        }
-        all.sort();
-        assert_eq!(all, ["a", "b", "c"], "each started once in the end");
-    }
-
-    #[tokio::test]
-    async fn a_registry_that_cannot_be_read_fails_the_run() {
-        let s = scheduler(&["a"], "h1").await;
-        let failing = Scheduler {
-            registry: Failing::new(s.registry),
-            starter: s.starter,
-            sources: s.sources,
-            config: s.config,
-        };
-        failing
-            .registry
-            .fail("Query", 1, PortError::Transient("throttled".into()));
-        assert!(failing.run(NOW).await.is_err());
-    }
-}
+mod tests;
