@@ -11,7 +11,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::duration::Duration;
 
-/// Default full-reconcile interval (health and drift), when `interval` is not given.
+/// Default `interval` (the longest an out-of-band change may go unnoticed; the
+/// scheduler checks every stack every period and warns when that is longer).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_mins(10);
 /// Default first poll while CloudFormation works; it grows with backoff.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
@@ -53,7 +54,8 @@ pub struct StackSpec {
     /// Capabilities acknowledged for the template.
     #[serde(default)]
     pub capabilities: Vec<Capability>,
-    /// Full reconcile (health and drift) at least this often.
+    /// The longest an out-of-band change may go unnoticed (a promise the
+    /// scheduler checks against its period: it checks every stack every run).
     #[serde(default = "default_interval")]
     pub interval: Duration,
     /// First poll while CloudFormation works; grows with backoff.

@@ -576,7 +576,7 @@ fn print(rows: &[Row], update: &Bill, put_back: &Bill) {
     println!("### One scheduler run, counted");
     println!();
     println!(
-        "| stacks | run | runs | DynamoDB queries | DynamoDB writes | read units | ListStacks | executions started | time (median idle) | DynamoDB reads | Git (50 ls-remote) | ListStacks time | starts | own work |"
+        "| stacks | run | runs | DynamoDB queries | DynamoDB writes | read units | ListStacks | executions started | time (first run; idle: median of 3) | DynamoDB reads | Git (50 ls-remote) | ListStacks time | starts | own work |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
