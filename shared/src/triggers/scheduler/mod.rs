@@ -56,7 +56,7 @@ pub struct Config {
     pub max_starts: usize,
     /// Most due entries read per shard per run. All due entries are read
     /// (up to this bound) so that the most urgent are chosen among all of
-    /// them: a spec change is never starved behind a backlog of other work.
+    /// them: a spec change is never starved behind a backlog of re-checks.
     pub due_reads_per_shard: usize,
     /// How far a started entry's due time moves, so the next run does not
     /// start it again before the run has taken the lease; the run's own end
@@ -321,22 +321,21 @@ where
         examined
     }
 
-    /// Starts the most urgent candidates, up to the cap of new starts (an
-    /// execution found already there, started by an earlier run and not yet
-    /// under way, takes no room); stops at the first failed start
-    /// (throttled or refused: the rest wait for the next run). Returns the
-    /// stacks left for later.
+    /// Starts the most urgent candidates, up to the cap; stops at the first
+    /// failed start (throttled or refused: the rest wait for the next run).
+    /// Returns the stacks left for later.
     async fn start_chosen(
         &self,
         candidates: Vec<Candidate>,
         now: EpochMillis,
         report: &mut Report,
     ) -> BTreeSet<String> {
-        let (ordered, _) = choose(candidates, usize::MAX);
-        let mut unfinished = BTreeSet::new();
+        let (now_starts, deferred) = choose(candidates, self.config.max_starts);
+        let mut unfinished: BTreeSet<String> = deferred.iter().map(|c| c.stack.clone()).collect();
+        report.deferred = deferred.len();
         let mut stopped = false;
-        for candidate in ordered {
-            if !stopped && report.started.len() < self.config.max_starts {
+        for candidate in now_starts {
+            if !stopped {
                 match self.start(&candidate, now, report).await {
                     Ok(()) => continue,
                     Err(e) => {

@@ -284,25 +284,6 @@ async fn the_cap_and_a_refused_start_leave_the_rest_due_and_nothing_is_lost() {
 }
 
 #[tokio::test]
-async fn starts_already_made_take_no_room_under_the_cap() {
-    // A push to 4 followers under a cap of 2: the next run, before the
-    // first two have taken their lease, finds their executions already
-    // there; the cap is for new starts, so the other two start now.
-    let s = scheduler(&["a", "b", "c", "d"], "h1").await;
-    s.sources.commit(URL, "main", "h2", &[]);
-    let first = s.run(NOW).await.unwrap();
-    assert_eq!(first.started.len(), 2, "{first:?}");
-    assert_eq!(first.deferred, 2);
-    let second = s.run(NOW + 1).await.unwrap();
-    assert_eq!(
-        started(&second),
-        [("c", Reason::Pushed, None), ("d", Reason::Pushed, None)]
-    );
-    assert_eq!((second.already_started, second.deferred), (2, 0));
-    assert_eq!(second.heads_recorded, 1);
-}
-
-#[tokio::test]
 async fn a_registry_that_cannot_be_read_fails_the_run() {
     let s = scheduler(&["a"], "h1").await;
     let failing = Scheduler {
