@@ -44,6 +44,13 @@ async fn harness_with(
     (h, name)
 }
 
+/// A change set CloudFormation found nothing in (it fails, saying so).
+fn empty_change_set() -> stacksync::ports::ChangeSetInfo {
+    failed(
+        "The submitted information didn't contain changes. Submit different information to create a change set.",
+    )
+}
+
 fn ok(outcome: &Outcome) -> bool {
     matches!(outcome, Outcome::Succeeded(_))
 }
@@ -199,11 +206,7 @@ async fn a_change_set_failing_for_another_reason_fails_the_run_and_is_cleaned_up
 #[tokio::test(flavor = "multi_thread")]
 async fn an_empty_change_set_is_success_and_is_deleted() {
     let fake = ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]);
-    fake.script().change_set = [failed(
-        "The submitted information didn't contain changes. Submit different information to create a change set.",
-    )]
-    .into_iter()
-    .collect();
+    fake.script().change_set = [empty_change_set()].into_iter().collect();
     let (h, name) = harness(&fake, "").await;
     assert!(ok(&h.reconcile(&name).await));
     assert!(fake.operations().contains(&"DeleteChangeSet".to_owned()));
@@ -217,11 +220,7 @@ async fn an_empty_change_set_is_success_and_is_deleted() {
 async fn a_stack_left_rolled_back_at_the_applied_state_is_in_sync_without_a_change_set() {
     // Someone's update rolled back; Git's template is what the stack holds.
     let fake = ScriptedCloudFormation::with_stack(&[Some(S::UpdateRollbackComplete)]);
-    fake.script().change_set = [failed(
-        "The submitted information didn't contain changes. Submit different information to create a change set.",
-    )]
-    .into_iter()
-    .collect();
+    fake.script().change_set = [empty_change_set()].into_iter().collect();
     let (h, name) = harness(&fake, "").await;
     // The first run knows nothing of the stack: a change set, found empty.
     assert!(ok(&h.reconcile(&name).await));
