@@ -167,7 +167,11 @@ async fn scheduler() -> Result<(), lambda_runtime::Error> {
     let scheduler = Scheduler {
         registry,
         starter,
-        sources: crate::adapters::git::GitFetcher::new(std::env::temp_dir()),
+        sources: crate::wiring::sdk_sources(
+            &aws,
+            std::env::var("AWS_ENDPOINT_URL").is_ok_and(|e| !e.is_empty()),
+            &std::env::temp_dir().join("stacksync"),
+        ),
         cloudformation: crate::adapters::cloudformation::SdkCloudFormationFactory::new(aws),
         config,
     };

@@ -24,12 +24,14 @@ pub mod artifact;
 pub mod asl;
 pub mod aws;
 pub mod clock;
+pub mod content;
 pub mod duration;
 #[cfg(any(test, feature = "fakes"))]
 pub mod fakes;
 pub mod hash;
 #[cfg(feature = "lambda")]
 pub mod lambda;
+pub mod listing;
 pub mod manifest;
 pub mod naming;
 pub mod partition;

@@ -75,13 +75,16 @@ pub fn request_token(operation: &str) -> String {
     token
 }
 
-/// Where a source's tree at one revision is stored: once per source (its
-/// normal URL) and revision, shared by every stack that follows it.
-pub fn artifact_key(url: &str, revision: &str) -> String {
+/// Where the files a run takes from a source at one revision are stored:
+/// once per source (its normal URL), revision and set of wanted paths
+/// ([`crate::content::Wanted::key`]), shared by every stack that takes
+/// the same files there.
+pub fn artifact_key(url: &str, revision: &str, wanted: &str) -> String {
     format!(
-        "artifacts/{}/{}.tar.gz",
+        "artifacts/{}/{}/{}.tar.gz",
         &sha256_hex(normalize_url(url).as_bytes())[..16],
-        safe_key_part(revision)
+        safe_key_part(revision),
+        safe_key_part(wanted)
     )
 }
 
@@ -147,15 +150,20 @@ mod tests {
             );
         }
         for key in [
-            artifact_key("https://git.example/infra.git", &"a".repeat(40)),
-            artifact_key("s3://bucket/key.zip", &"v/../../x".repeat(100)),
-            artifact_key("s3://bucket/key.zip", "3/L4kqtJlcpX.roDTD+mJ"),
+            artifact_key(
+                "https://git.example/infra.git",
+                &"a".repeat(40),
+                "0123456789abcdef",
+            ),
+            artifact_key("s3://bucket/key.zip", &"v/../../x".repeat(100), "../x"),
+            artifact_key("s3://bucket/key.zip", "3/L4kqtJlcpX.roDTD+mJ", "k"),
             template_key(&"b".repeat(64)),
             parameters_key(b"{}"),
         ] {
             assert!(key.len() <= 1024 && !key.contains(".."), "{key}");
             let file = key.rsplit('/').next().unwrap_or_default();
-            assert!(!file.is_empty() && key.matches('/').count() <= 2, "{key}");
+            // A kind, a source, a revision, a file: never more folders.
+            assert!(!file.is_empty() && key.matches('/').count() <= 3, "{key}");
         }
     }
 
@@ -198,8 +206,8 @@ mod tests {
         ));
         // One source, two spellings: one artifact.
         assert_eq!(
-            artifact_key("https://github.com/Acme/infra.git", "abc"),
-            artifact_key("git@github.com:acme/infra", "abc")
+            artifact_key("https://github.com/Acme/infra.git", "abc", "w"),
+            artifact_key("git@github.com:acme/infra", "abc", "w")
         );
         assert_eq!(
             request_token("orders_queue.change:1"),

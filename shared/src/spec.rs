@@ -102,6 +102,10 @@ pub struct Source {
     /// Secrets Manager secret or SSM parameter (ARN) with a token or SSH key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_secret: Option<String>,
+    /// More files or folders a run takes from the source, besides the
+    /// template and the parameter file (nested templates and the like).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
 }
 
 /// The kind of a source, once validated.
@@ -305,6 +309,7 @@ pub(crate) mod fixtures {
                 reference: None,
                 path: "stacks/queue.yaml".to_owned(),
                 credentials_secret: None,
+                include: Vec::new(),
             },
             parameters: BTreeMap::new(),
             parameter_file: None,

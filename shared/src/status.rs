@@ -80,6 +80,12 @@ pub enum StallReason {
     Unsupported,
     /// The source cannot be read: not found, no access, no such ref.
     SourceUnavailable,
+    /// The source refused the credentials: wrong, expired, or without
+    /// access (a person must mend the secret; not retried).
+    AuthenticationFailed,
+    /// The source was read, and what it holds is refused: a link leaving
+    /// it, a file in Git LFS or a submodule, a hostile or oversized archive.
+    InvalidSource,
     /// The template or parameter file is missing, too large or not valid.
     InvalidTemplate,
     /// An object the run stored (artifact, template, parameters) is missing
@@ -109,10 +115,12 @@ pub enum StallReason {
 }
 
 impl StallReason {
-    pub const ALL: [StallReason; 15] = [
+    pub const ALL: [StallReason; 17] = [
         Self::NotRegistered,
         Self::Unsupported,
         Self::SourceUnavailable,
+        Self::AuthenticationFailed,
+        Self::InvalidSource,
         Self::InvalidTemplate,
         Self::ArtifactUnavailable,
         Self::Refused,
@@ -133,6 +141,8 @@ impl StallReason {
             Self::NotRegistered => "NotRegistered",
             Self::Unsupported => "Unsupported",
             Self::SourceUnavailable => "SourceUnavailable",
+            Self::AuthenticationFailed => "AuthenticationFailed",
+            Self::InvalidSource => "InvalidSource",
             Self::InvalidTemplate => "InvalidTemplate",
             Self::ArtifactUnavailable => "ArtifactUnavailable",
             Self::Refused => "Refused",

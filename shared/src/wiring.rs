@@ -2,15 +2,36 @@
 //! Lambda functions (`crate::lambda`) and the local runner (the CLI).
 
 use crate::adapters::cloudformation::SdkCloudFormationFactory;
+use crate::adapters::credentials::Credentials;
 use crate::adapters::git::GitFetcher;
 use crate::adapters::s3::S3Store;
+use crate::adapters::s3_source::S3Archives;
+use crate::adapters::sources::Sources;
 use crate::adapters::{s3_client, template_url_base};
 use crate::reconcile::run::StepError;
 use crate::reconcile::steps::{StepConfig, Steps};
 use crate::registry::Registry;
 
 /// The steps on DynamoDB, S3, CloudFormation and Git.
-pub type SdkSteps = Steps<Registry, S3Store, SdkCloudFormationFactory, GitFetcher>;
+pub type SdkSteps = Steps<Registry, S3Store, SdkCloudFormationFactory, Sources>;
+
+/// Every kind of source, on AWS: Git (secrets from Secrets Manager and SSM,
+/// CodeCommit signed with `config`'s credentials) and S3 archives, with
+/// scratch space in `workdir`.
+pub fn sdk_sources(
+    config: &aws_config::SdkConfig,
+    emulator: bool,
+    workdir: &std::path::Path,
+) -> Sources {
+    Sources {
+        git: GitFetcher::new(workdir.join("git"))
+            .with_credentials(std::sync::Arc::new(Credentials::aws(config))),
+        s3: Some(S3Archives::new(
+            s3_client(config, emulator),
+            workdir.join("s3"),
+        )),
+    }
+}
 
 /// The steps on the AWS SDK and gix, as the functions and the local runner
 /// use them. `endpoint`: a local emulator's URL (path-style S3, localhost
@@ -30,7 +51,11 @@ pub async fn sdk_steps(
         registry,
         blobs,
         cloudformation: SdkCloudFormationFactory::new(config.clone()),
-        sources: GitFetcher::new(std::env::temp_dir().join("stacksync-git")),
+        sources: sdk_sources(
+            config,
+            endpoint.is_some(),
+            &std::env::temp_dir().join("stacksync"),
+        ),
         config: StepConfig {
             template_url_base: template_url_base(
                 bucket,

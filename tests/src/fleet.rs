@@ -136,7 +136,7 @@ impl Fleet {
             let key = source_key(url, Some("main"));
             fleet
                 .registry
-                .add_source(&key, url, "main")
+                .add_source(&key, url, "main", None)
                 .await
                 .expect("source added");
             fleet

@@ -7,12 +7,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
-use stacksync::adapters::git::GitFetcher;
 use stacksync::adapters::s3::S3Store;
+use stacksync::adapters::sources::Sources;
 use stacksync::asl::{AslError, Outcome, Progress, RunOptions, StateMachine, TaskRunner};
 use stacksync::clock::now_millis;
+use stacksync::content::Wanted;
 use stacksync::manifest::parse_manifest;
-use stacksync::ports::{CloudFormationFactory, PortResult, SourceFetcher};
+use stacksync::ports::{CloudFormationFactory, FetchError, Files, SourceFetcher, SourceLocation};
 use stacksync::reconcile::asl_runner::reconcile_machine;
 use stacksync::reconcile::steps::StepName;
 use stacksync::reconcile::steps::Steps;
@@ -59,21 +60,30 @@ impl<S> Counting<S> {
 }
 
 impl<S: SourceFetcher> SourceFetcher for Counting<S> {
-    async fn resolve(&self, url: &str, reference: &str) -> PortResult<String> {
+    async fn resolve(
+        &self,
+        source: &SourceLocation,
+        reference: &str,
+    ) -> Result<String, FetchError> {
         self.resolves.fetch_add(1, Ordering::SeqCst);
-        self.inner.resolve(url, reference).await
+        self.inner.resolve(source, reference).await
     }
 
-    async fn fetch(&self, url: &str, revision: &str) -> PortResult<Vec<(String, Vec<u8>)>> {
+    async fn fetch(
+        &self,
+        source: &SourceLocation,
+        revision: &str,
+        wanted: &Wanted,
+    ) -> Result<Files, FetchError> {
         self.fetches.fetch_add(1, Ordering::SeqCst);
-        self.inner.fetch(url, revision).await
+        self.inner.fetch(source, revision, wanted).await
     }
 }
 
 /// The steps and the machine, against the emulator's DynamoDB and S3.
 #[derive(Debug)]
 pub struct Harness<F> {
-    pub steps: Steps<Registry, S3Store, F, Counting<GitFetcher>>,
+    pub steps: Steps<Registry, S3Store, F, Counting<Sources>>,
     pub machine: StateMachine,
     /// States entered and waits, of every run so far.
     pub events: Mutex<Vec<Progress>>,
@@ -114,7 +124,7 @@ impl<F: CloudFormationFactory> Harness<Recorded<F>> {
 impl<F: CloudFormationFactory> Harness<F> {
     /// With another CloudFormation port, everything else real.
     pub fn with_cloudformation<G>(
-        steps: Steps<Registry, S3Store, G, GitFetcher>,
+        steps: Steps<Registry, S3Store, G, Sources>,
         replace: impl FnOnce(G) -> F,
     ) -> Self {
         Harness {

@@ -339,7 +339,7 @@ async fn bad_templates_fail_with_the_file_named_and_keep_the_last_applied_revisi
         (
             "missing",
             Box::new(|| repo.remove("stacks/queue.yaml", "gone")),
-            "template stacks/queue.yaml not found",
+            "template stacks/queue.yaml is not in the source",
         ),
     ];
     for (what, break_it, expected) in cases {

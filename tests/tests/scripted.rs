@@ -9,7 +9,7 @@ use stacksync::asl::{Outcome, Progress};
 use stacksync::ports::{Blobs, PortError};
 use stacksync::registry::{Entries, Leases, Specs};
 use stacksync::stack_status::StackStatus as S;
-use stacksync::status::Phase;
+use stacksync::status::{Phase, StallReason};
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::scripted::{
@@ -363,7 +363,7 @@ async fn a_run_that_finds_the_lease_held_ends_without_touching_anything() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn sources_not_supported_yet_fail_clearly_without_touching_the_stack() {
+async fn sources_that_cannot_be_read_fail_clearly_without_touching_the_stack() {
     let fake = ScriptedCloudFormation::with_stack(&[None]);
     let h = Harness::with_port("unsupported", fake.clone()).await;
     let private = unique_name("p").replace('-', "x");
@@ -379,13 +379,17 @@ async fn sources_not_supported_yet_fail_clearly_without_touching_the_stack() {
     .join("\n");
     h.apply(&file).await;
     for (name, expected) in [
-        (&private, "credentialsSecret is not supported"),
-        (&archive, "S3 sources"),
+        (&private, "can't find the specified secret"),
+        (&archive, "s3://some-bucket/app.zip"),
     ] {
         let outcome = h.reconcile(name).await;
         assert!(matches!(&outcome, Outcome::Failed(_)), "{outcome:?}");
         let entry = h.entry(name).await;
         assert_eq!(entry.status.phase, Phase::Failed);
+        assert_eq!(
+            entry.status.stall_reason,
+            Some(StallReason::SourceUnavailable)
+        );
         assert!(
             entry.status.message.clone().unwrap().contains(expected),
             "{:?}",

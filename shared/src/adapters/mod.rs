@@ -1,10 +1,14 @@
 //! Adapters: the AWS SDK (and Git) behind the ports of [`crate::ports`].
 //! AWS quirks (and the emulator's) are turned into domain values here, once.
 
+pub mod archive;
 pub mod cloudformation;
+pub mod credentials;
 pub mod git;
 pub mod s3;
+pub mod s3_source;
 pub mod secrets;
+pub mod sources;
 pub mod stepfunctions;
 
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;

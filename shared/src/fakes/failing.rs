@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::clock::EpochMillis;
+use crate::content::Wanted;
+use crate::ports::source::{FetchError, Files, SourceLocation};
 use crate::ports::{
     Blobs, ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created,
     PortError, PortResult, SourceFetcher, StackEvent, StackInfo, StackSummary, Started, Starter,
@@ -115,14 +117,23 @@ impl<T: Blobs> Blobs for Failing<T> {
 }
 
 impl<T: SourceFetcher> SourceFetcher for Failing<T> {
-    async fn resolve(&self, url: &str, reference: &str) -> PortResult<String> {
+    async fn resolve(
+        &self,
+        source: &SourceLocation,
+        reference: &str,
+    ) -> Result<String, FetchError> {
         self.check("Resolve")?;
-        self.inner.resolve(url, reference).await
+        self.inner.resolve(source, reference).await
     }
 
-    async fn fetch(&self, url: &str, revision: &str) -> PortResult<Vec<(String, Vec<u8>)>> {
+    async fn fetch(
+        &self,
+        source: &SourceLocation,
+        revision: &str,
+        wanted: &Wanted,
+    ) -> Result<Files, FetchError> {
         self.check("Fetch")?;
-        self.inner.fetch(url, revision).await
+        self.inner.fetch(source, revision, wanted).await
     }
 }
 
@@ -331,9 +342,21 @@ impl<T: Schedule> Schedule for Failing<T> {
         key: &str,
         url: &str,
         reference: &str,
+        credentials: Option<&str>,
     ) -> Result<bool, RegistryError> {
         self.check_registry("UpdateItem")?;
-        self.inner.add_source(key, url, reference).await
+        self.inner
+            .add_source(key, url, reference, credentials)
+            .await
+    }
+
+    async fn set_source_credentials(
+        &self,
+        key: &str,
+        credentials: Option<&str>,
+    ) -> Result<bool, RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.set_source_credentials(key, credentials).await
     }
 
     async fn record_source_head(

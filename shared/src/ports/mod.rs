@@ -17,13 +17,13 @@ mod blobs;
 mod cloudformation;
 mod executions;
 mod secrets;
-mod source;
+pub mod source;
 
 pub use blobs::Blobs;
 pub use cloudformation::*;
 pub use executions::{Started, Starter, Trigger, TriggerKind};
 pub use secrets::SecretStore;
-pub use source::SourceFetcher;
+pub use source::{FetchError, Files, SourceFetcher, SourceLocation};
 
 /// What went wrong talking to a service, in the terms the steps act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -2,20 +2,95 @@
 
 use std::future::Future;
 
-use super::PortResult;
+use super::{PortError, PortResult};
+use crate::content::{ContentError, Wanted};
+use crate::spec::Source;
+
+/// Files taken from a source: (normal path, bytes), sorted by path.
+pub type Files = Vec<(String, Vec<u8>)>;
+
+/// A source as the adapters reach it: where it is, and where the secret
+/// that opens it is kept (an ARN: never the secret itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceLocation {
+    /// A Git URL or `s3://bucket/key`.
+    pub url: String,
+    /// A Secrets Manager secret or SSM parameter ARN.
+    pub credentials: Option<String>,
+}
+
+impl SourceLocation {
+    /// The location of a spec's source.
+    pub fn of(source: &Source) -> Self {
+        Self {
+            url: source.url().to_owned(),
+            credentials: source.credentials_secret.clone(),
+        }
+    }
+
+    /// A source reached without credentials.
+    pub fn public(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            credentials: None,
+        }
+    }
+}
+
+/// Why files could not be taken from a source.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    /// The source could not be read (transient, or refused: no access,
+    /// no such repository or object).
+    #[error(transparent)]
+    Port(#[from] PortError),
+    /// The source was read, and what it holds is refused.
+    #[error(transparent)]
+    Content(#[from] ContentError),
+    /// The credentials were refused: wrong, expired or without access.
+    #[error("authentication failed for {url}: {detail}")]
+    Authentication { url: String, detail: String },
+}
 
 /// Where templates come from: a Git repository or an S3 archive.
 pub trait SourceFetcher: Send + Sync {
-    /// Resolves a ref (branch, tag, commit) to an exact revision.
+    /// Resolves a ref (branch, tag, commit; for S3 a version id, or `""`
+    /// for the latest) to an exact revision.
     fn resolve(
         &self,
-        url: &str,
+        source: &SourceLocation,
         reference: &str,
-    ) -> impl Future<Output = PortResult<String>> + Send;
-    /// Every file of the source at `revision`, as (path, bytes).
+    ) -> impl Future<Output = Result<String, FetchError>> + Send;
+    /// The wanted files of the source at `revision`, and nothing else.
     fn fetch(
         &self,
-        url: &str,
+        source: &SourceLocation,
         revision: &str,
-    ) -> impl Future<Output = PortResult<Vec<(String, Vec<u8>)>>> + Send;
+        wanted: &Wanted,
+    ) -> impl Future<Output = Result<Files, FetchError>> + Send;
+}
+
+impl FetchError {
+    /// Whether another try could succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, FetchError::Port(PortError::Transient(_)))
+    }
+}
+
+/// A port error from a plain message: for adapters that reach a source.
+pub fn rejected(message: impl Into<String>) -> FetchError {
+    FetchError::Port(PortError::Rejected(message.into()))
+}
+
+/// A transient port error from a plain message.
+pub fn transient(message: impl Into<String>) -> FetchError {
+    FetchError::Port(PortError::Transient(message.into()))
+}
+
+/// `PortResult` of a fetch, for callers that only tell transient apart.
+pub fn into_port<T>(result: Result<T, FetchError>) -> PortResult<T> {
+    result.map_err(|e| match e {
+        FetchError::Port(p) => p,
+        other => PortError::Rejected(other.to_string()),
+    })
 }

@@ -15,6 +15,7 @@ use crate::status::{Phase, Status, Timestamp};
 const NOW: i64 = 1_800_000_000_000;
 const TTL: Duration = Duration::from_secs(60);
 const URL: &str = "https://git.example/contract.git";
+const SECRET: &str = "arn:aws:secretsmanager:us-east-1:111122223333:secret:git-AbCdEf";
 
 fn plan(current: &[super::StackEntry], names: &[&str], prune: bool) -> Plan {
     let entries: String = names
@@ -454,12 +455,44 @@ async fn schedule<R: Entries + Schedule>(r: &R, label: &str) {
 async fn sources<R: Schedule>(r: &R, label: &str) {
     let key = "git.example/contract#main";
     assert!(
-        r.add_source(key, URL, "main").await.unwrap_or_default(),
+        r.add_source(key, URL, "main", None)
+            .await
+            .unwrap_or_default(),
         "{label}"
     );
     assert!(
-        !r.add_source(key, URL, "main").await.unwrap_or(true),
+        !r.add_source(key, URL, "main", Some(SECRET))
+            .await
+            .unwrap_or(true),
         "{label}: added twice"
+    );
+    let listed = |records: Vec<super::SourceRecord>| {
+        records
+            .into_iter()
+            .find(|s| s.key == key)
+            .and_then(|s| s.credentials)
+    };
+    assert_eq!(
+        listed(r.sources().await.unwrap_or_default()),
+        None,
+        "{label}"
+    );
+    assert!(
+        r.set_source_credentials(key, Some(SECRET))
+            .await
+            .unwrap_or_default(),
+        "{label}"
+    );
+    assert_eq!(
+        listed(r.sources().await.unwrap_or_default()).as_deref(),
+        Some(SECRET),
+        "{label}: the secret a source is listed with"
+    );
+    assert!(
+        !r.set_source_credentials("nobody#main", None)
+            .await
+            .unwrap_or(true),
+        "{label}: no item, nothing set"
     );
     assert!(
         r.record_source_head(key, None, "h1", NOW)

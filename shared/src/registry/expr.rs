@@ -68,6 +68,14 @@ pub const NOT_DUE_YET: &str =
 /// A new source item, with no head yet.
 pub const NEW_SOURCE: &str =
     "SET #url = :url, #ref = :ref, #schedShard = :shard, #nextReconcileAt = :zero";
+/// The same, listed with a secret.
+pub const NEW_SOURCE_WITH_CREDENTIALS: &str = "SET #url = :url, #ref = :ref, #schedShard = :shard, #nextReconcileAt = :zero, #credentialsSecret = :cred";
+/// The secret a source is listed with…
+pub const SET_CREDENTIALS: &str = "SET #credentialsSecret = :cred";
+/// …or none.
+pub const REMOVE_CREDENTIALS: &str = "REMOVE #credentialsSecret";
+/// Only if the item is there.
+pub const EXISTS: &str = "attribute_exists(#pk)";
 /// A source's head, and when its followers were looked at.
 pub const SET_HEAD: &str = "SET #head = :head, #followersCheckedAt = :now";
 /// The source still holds the head that was read…

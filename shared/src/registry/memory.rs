@@ -375,7 +375,13 @@ impl Schedule for MemoryRegistry {
         Ok(self.state().sources.values().cloned().collect())
     }
 
-    async fn add_source(&self, key: &str, url: &str, reference: &str) -> Result<bool> {
+    async fn add_source(
+        &self,
+        key: &str,
+        url: &str,
+        reference: &str,
+        credentials: Option<&str>,
+    ) -> Result<bool> {
         let mut state = self.state();
         if state.sources.contains_key(key) {
             return Ok(false);
@@ -388,8 +394,18 @@ impl Schedule for MemoryRegistry {
                 reference: reference.to_owned(),
                 head: None,
                 followers_checked_at: None,
+                credentials: credentials.map(str::to_owned),
             },
         );
+        Ok(true)
+    }
+
+    async fn set_source_credentials(&self, key: &str, credentials: Option<&str>) -> Result<bool> {
+        let mut state = self.state();
+        let Some(source) = state.sources.get_mut(key) else {
+            return Ok(false);
+        };
+        source.credentials = credentials.map(str::to_owned);
         Ok(true)
     }
 

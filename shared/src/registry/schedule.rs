@@ -35,6 +35,9 @@ pub struct SourceRecord {
     pub head: Option<String>,
     /// When the source's followers were last listed.
     pub followers_checked_at: Option<EpochMillis>,
+    /// The secret its refs are listed with (a follower's
+    /// `source.credentialsSecret`: an ARN, never the secret).
+    pub credentials: Option<String>,
 }
 
 /// A stack as the scheduler's health check reads it (the `by-shard`
@@ -76,6 +79,14 @@ pub trait Schedule: Send + Sync {
         key: &str,
         url: &str,
         reference: &str,
+        credentials: Option<&str>,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// Sets the secret a source's refs are listed with (a follower's spec
+    /// changed it). Returns false when the source item is gone.
+    fn set_source_credentials(
+        &self,
+        key: &str,
+        credentials: Option<&str>,
     ) -> impl Future<Output = Result<bool>> + Send;
     /// Records `head` as the source's head, if the item still holds `seen`
     /// (`None`: no head yet). Returns false when someone recorded another
@@ -135,6 +146,7 @@ fn source_from_item(item: &Item) -> Result<SourceRecord> {
         reference: text(item, attr::REF).ok_or_else(|| corrupt("the item has no ref"))?,
         head: text(item, attr::HEAD),
         followers_checked_at: number(item, attr::FOLLOWERS_CHECKED_AT),
+        credentials: text(item, attr::CREDENTIALS),
         key,
     })
 }
@@ -223,17 +235,42 @@ impl Schedule for Registry {
         items.iter().map(source_from_item).collect()
     }
 
-    async fn add_source(&self, key: &str, url: &str, reference: &str) -> Result<bool> {
+    async fn add_source(
+        &self,
+        key: &str,
+        url: &str,
+        reference: &str,
+        credentials: Option<&str>,
+    ) -> Result<bool> {
+        let (update, mut values) = match credentials {
+            Some(arn) => (expr::NEW_SOURCE_WITH_CREDENTIALS, vec![(":cred", s(arn))]),
+            None => (expr::NEW_SOURCE, Vec::new()),
+        };
+        values.extend([
+            (":url", s(url)),
+            (":ref", s(reference)),
+            (":shard", s(schema::SOURCES_SHARD)),
+            (":zero", n(0)),
+        ]);
         self.write_if(
             format!("{SOURCE_PREFIX}{key}"),
-            Write::Update(expr::NEW_SOURCE),
+            Write::Update(update),
             expr::ABSENT,
-            vec![
-                (":url", s(url)),
-                (":ref", s(reference)),
-                (":shard", s(schema::SOURCES_SHARD)),
-                (":zero", n(0)),
-            ],
+            values,
+        )
+        .await
+    }
+
+    async fn set_source_credentials(&self, key: &str, credentials: Option<&str>) -> Result<bool> {
+        let (update, values) = match credentials {
+            Some(arn) => (expr::SET_CREDENTIALS, vec![(":cred", s(arn))]),
+            None => (expr::REMOVE_CREDENTIALS, Vec::new()),
+        };
+        self.write_if(
+            format!("{SOURCE_PREFIX}{key}"),
+            Write::Update(update),
+            expr::EXISTS,
+            values,
         )
         .await
     }

@@ -80,6 +80,8 @@ pub mod attr {
     pub const URL: &str = "url";
     pub const REF: &str = "ref";
     pub const HEAD: &str = "head";
+    /// The secret that opens the source (an ARN; never the secret).
+    pub const CREDENTIALS: &str = "credentialsSecret";
     pub const FOLLOWERS_CHECKED_AT: &str = "followersCheckedAt";
 }
 

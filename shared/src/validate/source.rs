@@ -14,6 +14,8 @@ use crate::spec::{Source, SourceKind};
 
 /// Longest template path we accept inside a source.
 pub const MAX_PATH_LEN: usize = 1024;
+/// Most paths `source.include` may list.
+pub const MAX_INCLUDES: usize = 20;
 
 /// `source`: one Git or S3 location, its ref, the template's path inside it
 /// and the secret that opens it.
@@ -37,6 +39,18 @@ pub(super) fn check_source(source: &Source, errors: &mut Errors) {
         }
     }
     errors.check("source.path", relative_path(&source.path));
+    if source.include.len() > MAX_INCLUDES {
+        errors.push(
+            "source.include",
+            format!(
+                "lists {} paths; at most {MAX_INCLUDES}",
+                source.include.len()
+            ),
+        );
+    }
+    for (i, path) in source.include.iter().enumerate() {
+        errors.check(format!("source.include[{i}]"), relative_path(path));
+    }
     if let Some(secret) = &source.credentials_secret {
         errors.check("source.credentialsSecret", secret_arn(secret));
     }

@@ -7,11 +7,13 @@ use tracing::info;
 use super::{StepResult, Steps, due, short};
 use crate::artifact;
 use crate::clock::now_millis;
+use crate::content::{ContentError, Wanted};
 use crate::naming::artifact_key;
-use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher};
+use crate::ports::{
+    Blobs, CloudFormationFactory, FetchError, PortError, SourceFetcher, SourceLocation,
+};
 use crate::reconcile::run::{Next, RunState, StepError};
 use crate::registry::{LEASE_TTL, RegistryError, StackEntry, StepRegistry};
-use crate::spec::SourceKind;
 use crate::status::{Phase, StallReason, Status, Timestamp};
 
 impl<R, B, F, S> Steps<R, B, F, S>
@@ -46,9 +48,11 @@ where
             };
             return self.finish(state, &entry, status, "suspended").await;
         }
-        let (revision, key) = self.store_artifact(&state, &entry).await?;
-        // Due when the lease runs out: a run that dies (nothing ends it)
-        // is started again by the scheduler; one that ends leaves the queue.
+        let revision = self.resolve(&state, &entry).await?;
+        // Recorded before the fetch, so a revision whose files are refused
+        // is the one the failure names. Due when the lease runs out: a run
+        // that dies (nothing ends it) is started again by the scheduler;
+        // one that ends leaves the queue.
         let status = Status {
             phase: Phase::Reconciling,
             last_attempted_revision: Some(revision.clone()),
@@ -57,6 +61,7 @@ where
             ..entry.status.clone()
         };
         self.record(&state, &entry, status).await?;
+        let key = self.store_artifact(&state, &entry, &revision).await?;
         state.revision = Some(revision);
         state.artifact_key = Some(key);
         state.next = Next::Upload;
@@ -94,62 +99,85 @@ where
         Ok(Some(ended))
     }
 
-    /// Resolves the source's ref to its head and stores the tree at that
-    /// revision, unless stored already: (revision, artifact key).
-    async fn store_artifact(
-        &self,
-        state: &RunState,
-        entry: &StackEntry,
-    ) -> Result<(String, String), StepError> {
-        let spec = &entry.spec;
-        let url = spec.source.url().to_owned();
-        if spec.source.kind() == Some(SourceKind::S3) {
-            return Err(StepError::stalled(
-                StallReason::Unsupported,
-                format!("S3 sources ({url}) are not supported by this version of stacksync yet"),
-            ));
-        }
-        if spec.source.credentials_secret.is_some() {
-            return Err(StepError::stalled(
-                StallReason::Unsupported,
-                format!(
-                    "source.credentialsSecret is not supported by this version of stacksync yet: \
-                     {url} can only be fetched without credentials"
-                ),
-            ));
-        }
-        let unavailable = StepError::port(StallReason::SourceUnavailable);
-        // Always the ref's head now: deliveries come in any order and may be
-        // replayed, so a trigger's commit is never deployed as-is (that could
-        // roll a stack back to an older push).
-        let reference = spec.effective_ref().unwrap_or("main");
+    /// Resolves the source's ref to its head: always the head now, since
+    /// deliveries come in any order and may be replayed, so a trigger's
+    /// commit is never deployed as-is (that could roll a stack back to an
+    /// older push).
+    async fn resolve(&self, state: &RunState, entry: &StackEntry) -> Result<String, StepError> {
+        let source = SourceLocation::of(&entry.spec.source);
+        let reference = entry.spec.effective_ref().unwrap_or_default();
         let revision = self
             .sources
-            .resolve(&url, reference)
+            .resolve(&source, reference)
             .await
-            .map_err(&unavailable)?;
+            .map_err(fetch_error)?;
         if let Some(pushed) = state.trigger.revision.as_deref()
             && !pushed.eq_ignore_ascii_case(&revision)
         {
             info!(stack = %state.stack_id, pushed, head = %revision, "the ref moved on since the trigger; deploying its head");
         }
-        let key = artifact_key(&url, &revision);
+        Ok(revision)
+    }
+
+    /// Stores the files the run takes from the source at `revision`,
+    /// unless stored already: the artifact's key.
+    async fn store_artifact(
+        &self,
+        state: &RunState,
+        entry: &StackEntry,
+        revision: &str,
+    ) -> Result<String, StepError> {
+        let spec = &entry.spec;
+        let source = SourceLocation::of(&spec.source);
+        let wanted = Wanted::of(spec);
+        let key = artifact_key(&source.url, revision, &wanted.key());
         if self.blobs.exists(&key).await? {
             info!(stack = %state.stack_id, %revision, "artifact re-used");
-            return Ok((revision, key));
+            return Ok(key);
         }
         let files = self
             .sources
-            .fetch(&url, &revision)
+            .fetch(&source, revision, &wanted)
             .await
-            .map_err(&unavailable)?;
+            .map_err(|e| match e {
+                FetchError::Content(e) => StepError::stalled(
+                    content_reason(&e),
+                    format!("{e} ({} at {})", source.url, short(revision)),
+                ),
+                other => fetch_error(other),
+            })?;
+        let bytes: usize = files.iter().map(|(_, b)| b.len()).sum();
         let packed = artifact::pack(&files)
-            .map_err(|e| StepError::stalled(StallReason::InvalidTemplate, e.to_string()))?;
+            .map_err(|e| StepError::stalled(StallReason::InvalidSource, e.to_string()))?;
         self.blobs
             .put_if_absent(&key, packed, "application/gzip")
             .await?;
-        info!(stack = %state.stack_id, %revision, files = files.len(), "artifact stored");
-        Ok((revision, key))
+        info!(stack = %state.stack_id, %revision, files = files.len(), bytes, "artifact stored");
+        Ok(key)
+    }
+}
+
+/// A source that could not be read: retried when transient; else stalled,
+/// with a refused credential told apart.
+fn fetch_error(e: FetchError) -> StepError {
+    match e {
+        FetchError::Port(PortError::Transient(m)) => StepError::transient(m),
+        FetchError::Port(PortError::Rejected(m)) => {
+            StepError::stalled(StallReason::SourceUnavailable, m)
+        }
+        e @ FetchError::Authentication { .. } => {
+            StepError::stalled(StallReason::AuthenticationFailed, e.to_string())
+        }
+        FetchError::Content(e) => StepError::stalled(content_reason(&e), e.to_string()),
+    }
+}
+
+/// A template or parameter file that is not there (or is a folder) is an
+/// invalid template, as before; the rest is the source's content refused.
+fn content_reason(e: &ContentError) -> StallReason {
+    match e {
+        ContentError::Missing { .. } | ContentError::Folder { .. } => StallReason::InvalidTemplate,
+        _ => StallReason::InvalidSource,
     }
 }
 
@@ -209,20 +237,33 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn unsupported_sources_and_missing_refs_stall_with_their_reason() {
-        let t = Test::with_entry(|e| {
-            e.spec.source.credentials_secret =
-                Some("arn:aws:secretsmanager:us-east-1:1:secret:x-AbCdEf".into())
-        })
-        .await;
+    async fn refused_credentials_hostile_content_and_missing_refs_stall_with_their_reason() {
+        let t = Test::new().await;
+        t.steps.sources.deny(URL);
         let err = t.steps.artifact_fetch(t.input("run-1")).await.unwrap_err();
         assert!(
             matches!(
-                err,
+                &err,
                 StepError::Stalled {
-                    reason: StallReason::Unsupported,
-                    ..
-                }
+                    reason: StallReason::AuthenticationFailed,
+                    message,
+                } if message.contains("authentication failed for")
+            ),
+            "{err:?}"
+        );
+        let t = Test::new().await;
+        let pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 9\n";
+        t.steps
+            .sources
+            .commit(URL, "main", "feedface", &[("t.yaml", pointer)]);
+        let err = t.steps.artifact_fetch(t.input("run-1")).await.unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                StepError::Stalled {
+                    reason: StallReason::InvalidSource,
+                    message,
+                } if message.contains("Git LFS") && message.contains("feedface")
             ),
             "{err:?}"
         );

@@ -358,7 +358,7 @@ mod tests {
         for (files, wants) in [
             (
                 vec![("other.yaml", &b"x: 1"[..])],
-                "template t.yaml not found",
+                "template t.yaml is not in the source",
             ),
             (vec![("t.yaml", &b"Resources: [unclosed"[..])], "t.yaml"),
         ] {

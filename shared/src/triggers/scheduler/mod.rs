@@ -41,11 +41,12 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use crate::clock::EpochMillis;
-use crate::ports::{CloudFormationFactory, SourceFetcher, Starter, Trigger, TriggerKind};
+use crate::ports::{
+    CloudFormationFactory, SourceFetcher, SourceLocation, Starter, Trigger, TriggerKind,
+};
 use crate::registry::{Entries, LEASE_TTL, RegistryError, Schedule, SourceRecord, StackEntry};
 use crate::seen::Change;
 use crate::source::source_key;
-use crate::spec::SourceKind;
 use crate::triggers::TriggerError;
 use judge::{Candidate, DueAction, FollowerAction, Reason, choose, judge_due, judge_follower};
 
@@ -375,35 +376,53 @@ where
         );
     }
 
-    /// Source items for the Git sources of due entries that have none yet
-    /// (new stacks, or stacks registered before this scheduler).
+    /// Source items for the sources of due entries that have none yet (new
+    /// stacks, or stacks registered before this scheduler), and the secret
+    /// a source is listed with when a follower's spec changed it.
     async fn add_new_sources(
         &self,
         due: &[StackEntry],
         records: &mut Vec<SourceRecord>,
         report: &mut Report,
     ) {
-        let known: BTreeSet<String> = records.iter().map(|r| r.key.clone()).collect();
-        let mut added = BTreeSet::new();
+        let mut seen = BTreeSet::new();
         for entry in due {
             let spec = &entry.spec;
-            if spec.source.kind() != Some(SourceKind::Git) || entry.deletion_requested_at.is_some()
-            {
+            if spec.source.kind().is_none() || entry.deletion_requested_at.is_some() {
                 continue;
             }
             let key = source_key(spec.source.url(), spec.effective_ref());
-            if known.contains(&key) || !added.insert(key.clone()) {
+            if !seen.insert(key.clone()) {
+                continue;
+            }
+            let credentials = spec.source.credentials_secret.clone();
+            if let Some(known) = records.iter_mut().find(|r| r.key == key) {
+                if known.credentials != credentials {
+                    match self
+                        .registry
+                        .set_source_credentials(&key, credentials.as_deref())
+                        .await
+                    {
+                        Ok(_) => known.credentials = credentials,
+                        Err(e) => report.errors.push(format!("source {key}: {e}")),
+                    }
+                }
                 continue;
             }
             let url = spec.source.url().to_owned();
-            let reference = spec.effective_ref().unwrap_or("main").to_owned();
-            match self.registry.add_source(&key, &url, &reference).await {
+            let reference = spec.effective_ref().unwrap_or_default().to_owned();
+            match self
+                .registry
+                .add_source(&key, &url, &reference, credentials.as_deref())
+                .await
+            {
                 Ok(_) => records.push(SourceRecord {
                     key,
                     url,
                     reference,
                     head: None,
                     followers_checked_at: None,
+                    credentials,
                 }),
                 Err(e) => report.errors.push(format!("source {key}: {e}")),
             }
@@ -425,13 +444,13 @@ where
                 && let Some(record) = pending.next()
             {
                 let sources = self.sources.clone();
-                let (key, url, reference) = (
-                    record.key.clone(),
-                    record.url.clone(),
-                    record.reference.clone(),
-                );
+                let (key, reference) = (record.key.clone(), record.reference.clone());
+                let location = SourceLocation {
+                    url: record.url.clone(),
+                    credentials: record.credentials.clone(),
+                };
                 tasks.spawn(async move {
-                    let head = sources.resolve(&url, &reference).await;
+                    let head = sources.resolve(&location, &reference).await;
                     (key, head)
                 });
             }

@@ -54,7 +54,7 @@ async fn scheduler(names: &[&str], head: &str) -> TestScheduler {
             .push(summary(name, StackStatus::CreateComplete, CHANGED));
     }
     let key = source_key(URL, Some("main"));
-    registry.add_source(&key, URL, "main").await.unwrap();
+    registry.add_source(&key, URL, "main", None).await.unwrap();
     registry
         .record_source_head(&key, None, head, NOW - 1)
         .await
