@@ -24,8 +24,10 @@ pub fn sdk_sources(
     workdir: &std::path::Path,
 ) -> Sources {
     Sources {
-        git: GitFetcher::new(workdir.join("git"))
-            .with_credentials(std::sync::Arc::new(Credentials::aws(config))),
+        git: GitFetcher::new(workdir.join("git")).with_credentials(std::sync::Arc::new(
+            Credentials::aws(config)
+                .with_codecommit_endpoint(std::env::var("STACKSYNC_CODECOMMIT_ENDPOINT").ok()),
+        )),
         s3: Some(S3Archives::new(
             s3_client(config, emulator),
             workdir.join("s3"),

@@ -67,6 +67,37 @@ impl GitRepo {
         self.git(&["rev-parse", "HEAD"])
     }
 
+    /// Commits a symbolic link `path` → `target`; returns the commit SHA.
+    pub fn link(&self, path: &str, target: &str, message: &str) -> String {
+        let full = self.dir.join(path);
+        if let Some(parent) = full.parent() {
+            std::fs::create_dir_all(parent).expect("folder");
+        }
+        let _ = std::fs::remove_file(&full);
+        std::os::unix::fs::symlink(target, &full).expect("link made");
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "-m", message]);
+        self.head()
+    }
+
+    /// Commits a submodule entry (a gitlink to `commit`) at `path`, as a
+    /// superproject records one; returns the commit SHA.
+    pub fn gitlink(&self, path: &str, commit: &str, message: &str) -> String {
+        self.git(&[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{commit},{path}"),
+        ]);
+        self.git(&["commit", "-q", "-m", message]);
+        self.head()
+    }
+
+    /// Sets a configuration value of the repository (what its server allows).
+    pub fn config(&self, key: &str, value: &str) {
+        self.git(&["config", key, value]);
+    }
+
     /// Removes a file and commits; returns the commit SHA.
     pub fn remove(&self, path: &str, message: &str) -> String {
         self.git(&["rm", "-q", path]);

@@ -7,12 +7,16 @@
 //! that stops the server when the test process exits. Tests isolate
 //! themselves by unique table and bucket names, never by resetting the server.
 
+pub mod archives;
 pub mod counted;
 pub mod fleet;
 pub mod git;
 pub mod harness;
+pub mod http;
 pub mod iam;
+pub mod logs;
 pub mod scripted;
+pub mod sshd;
 pub mod stepfunctions;
 
 use std::io::{Read, Write};
@@ -296,6 +300,77 @@ impl Emulator {
                 .interceptor(counter.clone())
                 .build(),
         )
+    }
+
+    /// A Secrets Manager secret holding `value`; its ARN.
+    pub async fn put_secret(&self, name: &str, value: &str) -> String {
+        aws_sdk_secretsmanager::Client::new(&self.sdk_config())
+            .create_secret()
+            .name(unique_name(name))
+            .secret_string(value)
+            .send()
+            .await
+            .expect("secret created")
+            .arn
+            .expect("secret ARN")
+    }
+
+    /// An SSM SecureString parameter holding `value`; its ARN.
+    pub async fn put_parameter(&self, name: &str, value: &str) -> String {
+        let name = format!("/stacksync-tests/{}", unique_name(name));
+        aws_sdk_ssm::Client::new(&self.sdk_config())
+            .put_parameter()
+            .name(&name)
+            .value(value)
+            .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
+            .send()
+            .await
+            .expect("parameter created");
+        format!("arn:aws:ssm:us-east-1:123456789012:parameter{name}")
+    }
+
+    /// An S3 client for the emulator (path-style).
+    pub fn s3(&self) -> aws_sdk_s3::Client {
+        stacksync::adapters::s3_client(&self.sdk_config(), true)
+    }
+
+    /// A new bucket for S3 sources (named `source-…`: the IAM conformance
+    /// test tells source buckets from the artifact bucket by it), with
+    /// versioning on when `versioned`.
+    pub async fn source_bucket(&self, versioned: bool) -> String {
+        let bucket = unique_name("source").to_lowercase();
+        let s3 = self.s3();
+        s3.create_bucket()
+            .bucket(&bucket)
+            .send()
+            .await
+            .expect("bucket");
+        if versioned {
+            s3.put_bucket_versioning()
+                .bucket(&bucket)
+                .versioning_configuration(
+                    aws_sdk_s3::types::VersioningConfiguration::builder()
+                        .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+                        .build(),
+                )
+                .send()
+                .await
+                .expect("versioning on");
+        }
+        bucket
+    }
+
+    /// Puts an object; its version id, if the bucket keeps versions.
+    pub async fn put_object(&self, bucket: &str, key: &str, body: Vec<u8>) -> Option<String> {
+        self.s3()
+            .put_object()
+            .bucket(bucket)
+            .key(key)
+            .body(body.into())
+            .send()
+            .await
+            .expect("object put")
+            .version_id
     }
 
     /// A new registry table with a unique name, created and active.

@@ -466,34 +466,7 @@ async fn sources<R: Schedule>(r: &R, label: &str) {
             .unwrap_or(true),
         "{label}: added twice"
     );
-    let listed = |records: Vec<super::SourceRecord>| {
-        records
-            .into_iter()
-            .find(|s| s.key == key)
-            .and_then(|s| s.credentials)
-    };
-    assert_eq!(
-        listed(r.sources().await.unwrap_or_default()),
-        None,
-        "{label}"
-    );
-    assert!(
-        r.set_source_credentials(key, Some(SECRET))
-            .await
-            .unwrap_or_default(),
-        "{label}"
-    );
-    assert_eq!(
-        listed(r.sources().await.unwrap_or_default()).as_deref(),
-        Some(SECRET),
-        "{label}: the secret a source is listed with"
-    );
-    assert!(
-        !r.set_source_credentials("nobody#main", None)
-            .await
-            .unwrap_or(true),
-        "{label}: no item, nothing set"
-    );
+    source_credentials(r, key, label).await;
     assert!(
         r.record_source_head(key, None, "h1", NOW)
             .await
@@ -533,6 +506,39 @@ async fn sources<R: Schedule>(r: &R, label: &str) {
         "{label}"
     );
     assert!(r.sources().await.unwrap_or_default().is_empty(), "{label}");
+}
+
+/// The secret a source is listed with: none at first, then as set; a
+/// source item that is not there gets none.
+async fn source_credentials<R: Schedule>(r: &R, key: &str, label: &str) {
+    let listed = |records: Vec<super::SourceRecord>| {
+        records
+            .into_iter()
+            .find(|s| s.key == key)
+            .and_then(|s| s.credentials)
+    };
+    assert_eq!(
+        listed(r.sources().await.unwrap_or_default()),
+        None,
+        "{label}"
+    );
+    assert!(
+        r.set_source_credentials(key, Some(SECRET))
+            .await
+            .unwrap_or_default(),
+        "{label}"
+    );
+    assert_eq!(
+        listed(r.sources().await.unwrap_or_default()).as_deref(),
+        Some(SECRET),
+        "{label}: the secret a source is listed with"
+    );
+    assert!(
+        !r.set_source_credentials("nobody#main", None)
+            .await
+            .unwrap_or(true),
+        "{label}: no item, nothing set"
+    );
 }
 
 async fn deliveries<R: Deliveries>(r: &R, label: &str) {

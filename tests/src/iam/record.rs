@@ -95,6 +95,28 @@ pub fn record(mut call: Call) {
         .expect("the IAM call record is writable");
 }
 
+/// Records a call the code made that no SDK request carries, as
+/// `function` (Git over HTTPS to CodeCommit is authorized as
+/// `codecommit:GitPull` on the repository, `target`).
+pub fn record_call(
+    function: &'static str,
+    service: &str,
+    operation: &str,
+    region: &str,
+    target: &str,
+) {
+    FUNCTION.sync_scope(function, || {
+        record(Call {
+            service: service.to_owned(),
+            operation: operation.to_owned(),
+            region: region.to_owned(),
+            status: 200,
+            target: Some(target.to_owned()),
+            ..Call::default()
+        })
+    });
+}
+
 /// Whether a call made now would be recorded.
 pub fn recording() -> bool {
     current_function().is_some() && sink().is_some()

@@ -15,16 +15,32 @@ type HmacSha256 = hmac::Hmac<Sha256>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repository {
     pub region: String,
-    /// `git-codecommit.REGION.amazonaws.com` (or the partition's suffix).
+    /// `git-codecommit.REGION.amazonaws.com` (or the partition's suffix),
+    /// or the endpoint configured instead (a VPC endpoint), as signed.
     pub host: String,
     /// `/v1/repos/NAME`.
     pub path: String,
+    /// `https`, or `http` for a configured loopback endpoint (tests).
+    pub scheme: &'static str,
 }
 
 impl Repository {
-    /// The HTTPS URL Git fetches from.
+    /// The URL Git fetches from.
     pub fn url(&self) -> String {
-        format!("https://{}{}", self.host, self.path)
+        format!("{}://{}{}", self.scheme, self.host, self.path)
+    }
+
+    /// The same repository reached at `endpoint` (`https://HOST[:PORT]`,
+    /// as git-remote-codecommit's `CODE_COMMIT_ENDPOINT`): signed for it.
+    pub fn at(mut self, endpoint: &str) -> Repository {
+        let (scheme, host) = match endpoint.split_once("://") {
+            Some(("http", host)) => ("http", host),
+            Some((_, host)) => ("https", host),
+            None => ("https", endpoint),
+        };
+        self.scheme = scheme;
+        self.host = host.trim_end_matches('/').to_owned();
+        self
     }
 }
 
@@ -50,6 +66,7 @@ pub fn repository(url: &str, default_region: &str) -> Option<Result<Repository, 
             region: region.to_owned(),
             host,
             path: format!("/v1/repos/{name}"),
+            scheme: "https",
         })
     };
     if let Some(rest) = url.strip_prefix("codecommit::") {
@@ -132,6 +149,7 @@ mod tests {
             region: "eu-west-1".into(),
             host: "git-codecommit.eu-west-1.amazonaws.com".into(),
             path: "/v1/repos/infra".into(),
+            scheme: "https",
         };
         for url in [
             "codecommit::eu-west-1://infra",
@@ -152,6 +170,13 @@ mod tests {
             "https://git-codecommit.cn-north-1.amazonaws.com.cn/v1/repos/infra"
         );
         assert!(repository("https://github.com/acme/infra.git", "eu-west-1").is_none());
+        let vpce = expected
+            .clone()
+            .at("https://vpce-1.git-codecommit.eu-west-1.vpce.amazonaws.com/");
+        assert_eq!(
+            vpce.url(),
+            "https://vpce-1.git-codecommit.eu-west-1.vpce.amazonaws.com/v1/repos/infra"
+        );
         let profile = repository("codecommit::eu-west-1://dev@infra", "x")
             .unwrap()
             .unwrap_err();

@@ -118,6 +118,9 @@ pub struct Credentials {
     store: Store,
     /// The region of `codecommit://NAME` URLs (the installation's).
     region: String,
+    /// Where CodeCommit is reached instead of its public endpoint (a VPC
+    /// endpoint: `STACKSYNC_CODECOMMIT_ENDPOINT`).
+    codecommit_endpoint: Option<String>,
     aws_keys: Option<SharedCredentialsProvider>,
     cache: Mutex<HashMap<String, (Instant, Stored)>>,
     tokens: Mutex<HashMap<String, InstallationToken>>,
@@ -128,6 +131,7 @@ impl Credentials {
     pub fn aws(config: &aws_config::SdkConfig) -> Self {
         Self {
             region: config.region().map(ToString::to_string).unwrap_or_default(),
+            codecommit_endpoint: None,
             aws_keys: config.credentials_provider(),
             store: Store::Aws {
                 config: Box::new(config.clone()),
@@ -142,11 +146,19 @@ impl Credentials {
     pub fn fixed(secrets: impl IntoIterator<Item = (String, String)>, region: &str) -> Self {
         Self {
             region: region.to_owned(),
+            codecommit_endpoint: None,
             aws_keys: None,
             store: Store::Fixed(secrets.into_iter().collect()),
             cache: Mutex::new(HashMap::new()),
             tokens: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Reaches CodeCommit at `endpoint` (`https://HOST`) instead of its
+    /// public endpoint, signing for it (a VPC endpoint).
+    pub fn with_codecommit_endpoint(mut self, endpoint: Option<String>) -> Self {
+        self.codecommit_endpoint = endpoint.filter(|e| !e.is_empty());
+        self
     }
 
     /// The URL to fetch from and what to present there.
@@ -156,7 +168,11 @@ impl Credentials {
     ) -> Result<(String, GitAuth), FetchError> {
         let codecommit = codecommit::repository(&source.url, &self.region)
             .transpose()
-            .map_err(rejected)?;
+            .map_err(rejected)?
+            .map(|repo| match &self.codecommit_endpoint {
+                Some(endpoint) => repo.at(endpoint),
+                None => repo,
+            });
         let url = codecommit
             .as_ref()
             .map(|r| r.url())

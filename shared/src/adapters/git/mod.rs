@@ -44,6 +44,8 @@ pub(crate) enum Error {
     #[error("{0}")]
     Refused(String),
     #[error("{0}")]
+    Authentication(String),
+    #[error("{0}")]
     Transient(String),
 }
 
@@ -56,6 +58,10 @@ impl Error {
             Error::RefNotFound(_) | Error::NotACommit { .. } | Error::Refused(_) => {
                 rejected(format!("{url}: {self}"))
             }
+            Error::Authentication(detail) => FetchError::Authentication {
+                url: url.to_owned(),
+                detail,
+            },
             Error::Transient(m) => transient(format!("{url}: {m}")),
             Error::Io(e) => classify_io(url, &e),
             Error::Git(e) => classify_git(url, &e),

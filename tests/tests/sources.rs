@@ -1,0 +1,602 @@
+//! Private sources, end to end through the local runner against the
+//! emulator: Git over smart HTTP on 127.0.0.1 that requires credentials
+//! (from Secrets Manager and SSM, as tokens, passwords, or a GitHub App's
+//! installation tokens), CodeCommit signed with the role's own keys, and
+//! what a refused credential leaves behind: a clear status, no retries,
+//! and the secret nowhere.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+#![recursion_limit = "256"]
+
+use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
+use stacksync::adapters::credentials::Credentials;
+use stacksync::adapters::git::GitFetcher;
+use stacksync::adapters::s3_source::S3Archives;
+use stacksync::asl::{Outcome, Progress};
+use stacksync::clock::now_millis;
+use stacksync::content::{Role, Wanted};
+use stacksync::fakes::RecordingStarter;
+use stacksync::ports::{FetchError, SourceFetcher, SourceLocation};
+use stacksync::status::{Phase, StallReason};
+use stacksync::triggers::scheduler::judge::Reason;
+use stacksync::triggers::scheduler::{Config as SchedulerConfig, Scheduler};
+use stacksync::wiring::sdk_sources;
+use stacksync_testkit::counted::CallCounter;
+use stacksync_testkit::git::GitRepo;
+use stacksync_testkit::harness::Harness;
+use stacksync_testkit::http::{App, Config, GitHttpServer};
+use stacksync_testkit::iam::as_function;
+use stacksync_testkit::iam::record::record_call;
+use stacksync_testkit::sshd::Sshd;
+use stacksync_testkit::{Emulator, archives, logs, unique_name};
+
+const QUEUE: &[u8] = b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n";
+const TWO_QUEUES: &[u8] =
+    b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n  Second: {Type: AWS::SQS::Queue}\n";
+
+fn stack_name(prefix: &str) -> String {
+    unique_name(prefix).replace('-', "x")
+}
+
+fn entry(name: &str, url: &str, secret: &str) -> String {
+    format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{url}', path: t.yaml, credentialsSecret: '{secret}'}}\n"
+    )
+}
+
+/// A repository with the queue template, and a server that requires `config`.
+fn private_repo(prefix: &str, config: Config) -> (GitRepo, GitHttpServer) {
+    let repo = GitRepo::new(prefix);
+    repo.commit(&[("t.yaml", QUEUE)], "queue");
+    let server = GitHttpServer::serve_repo(&repo, config);
+    (repo, server)
+}
+
+fn ready(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::Succeeded(_))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn private_repositories_are_synced_with_a_token_or_a_password_from_secrets_manager_or_ssm() {
+    let token = unique_name("tok");
+    let (repo, server) = private_repo(
+        "private",
+        Config {
+            accounts: vec![
+                ("ci-bot".into(), token.clone()),
+                ("deploy".into(), "pass-word".into()),
+            ],
+            ..Config::default()
+        },
+    );
+    let emulator = Emulator::shared();
+    let token_secret = emulator
+        .put_secret(
+            "git-token",
+            &format!(r#"{{"token": "{token}", "username": "ci-bot"}}"#),
+        )
+        .await;
+    let password_parameter = emulator
+        .put_parameter(
+            "git-password",
+            r#"{"username": "deploy", "password": "pass-word"}"#,
+        )
+        .await;
+    let h = Harness::new("private").await;
+    let (a, b) = (stack_name("tok"), stack_name("pw"));
+    let url = server.url(&repo);
+    h.apply(&format!(
+        "{}{}",
+        entry(&a, &url, &token_secret),
+        entry(&b, &url, &password_parameter).trim_start_matches("stacks:\n")
+    ))
+    .await;
+    for name in [&a, &b] {
+        let outcome = h.reconcile(name).await;
+        let status = h.entry(name).await.status;
+        assert!(ready(&outcome), "{name}: {outcome:?} {:?}", status.message);
+        assert_eq!(status.phase, Phase::Ready);
+        assert_eq!(status.last_applied_revision, Some(repo.head()));
+    }
+    assert_eq!(
+        server.seen().refused,
+        0,
+        "credentials sent up front, never refused"
+    );
+
+    // The same repository without credentials: refused, and said so.
+    let anonymous = stack_name("anon");
+    h.apply(&format!(
+        "stacks:\n  - name: {anonymous}\n    source: {{git: '{url}', path: t.yaml}}\n"
+    ))
+    .await;
+    assert!(matches!(h.reconcile(&anonymous).await, Outcome::Failed(_)));
+    let status = h.entry(&anonymous).await.status;
+    assert_eq!(
+        status.stall_reason,
+        Some(StallReason::AuthenticationFailed),
+        "{:?}",
+        status.message
+    );
+    assert_eq!(server.seen().refused, 1, "{:?}", server.seen());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_token_fails_once_saying_authentication_failed_and_the_secret_shows_nowhere() {
+    let logs = logs::capture();
+    let (repo, server) = private_repo(
+        "wrong",
+        Config {
+            accounts: vec![("ci-bot".into(), "the-right-one".into())],
+            ..Config::default()
+        },
+    );
+    let wrong = format!("wrong-{}", unique_name("tok"));
+    let secret = Emulator::shared()
+        .put_secret(
+            "git-token",
+            &format!(r#"{{"token": "{wrong}", "username": "ci-bot"}}"#),
+        )
+        .await;
+    let h = Harness::new("wrong").await;
+    let name = stack_name("w");
+    let url = server.url(&repo);
+    h.apply(&entry(&name, &url, &secret)).await;
+
+    let outcome = h.reconcile(&name).await;
+    assert!(matches!(&outcome, Outcome::Failed(_)), "{outcome:?}");
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.status.phase, Phase::Failed);
+    assert_eq!(
+        entry.status.stall_reason,
+        Some(StallReason::AuthenticationFailed)
+    );
+    let message = entry.status.message.clone().unwrap_or_default();
+    assert!(
+        message.contains(&format!("authentication failed for {url}")),
+        "{message}"
+    );
+
+    let retries = h
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Progress::TaskFailed {
+                    retry_in: Some(_),
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(retries, 0, "a refused credential is not retried");
+    assert!(server.seen().refused <= 2, "{:?}", server.seen());
+
+    // The secret in no log line, status, error, or state of the execution.
+    let everywhere = [
+        logs.text(),
+        format!("{outcome:?}"),
+        format!("{:?}", h.events.lock().unwrap()),
+        serde_json::to_string(&entry).unwrap(),
+        format!("{entry:?}"),
+    ];
+    for (i, text) in everywhere.iter().enumerate() {
+        assert!(!text.contains(&wrong), "place {i} shows the secret");
+    }
+    assert!(
+        logs.text().contains("authentication failed"),
+        "the failure is logged"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_github_app_gets_an_installation_token_once_and_reuses_it_until_it_expires() {
+    let token = unique_name("ghs");
+    let (app, key) = App::generate("4242", "77", &token);
+    let (repo, server) = private_repo(
+        "app",
+        Config {
+            app: Some(app),
+            ..Config::default()
+        },
+    );
+    let secret = |installation: &str| {
+        serde_json::json!({
+            "appId": 4242, "installationId": installation, "privateKey": key,
+            "apiUrl": server.api_url(),
+        })
+        .to_string()
+    };
+    let emulator = Emulator::shared();
+    let good = emulator.put_secret("git-app", &secret("77")).await;
+    let unknown = emulator.put_secret("git-app", &secret("999")).await;
+    let h = Harness::new("app").await;
+    let (a, b) = (stack_name("app"), stack_name("noinst"));
+    let url = server.url(&repo);
+    h.apply(&format!(
+        "{}{}",
+        entry(&a, &url, &good),
+        entry(&b, &url, &unknown).trim_start_matches("stacks:\n")
+    ))
+    .await;
+
+    let outcome = h.reconcile(&a).await;
+    assert!(
+        ready(&outcome),
+        "{outcome:?} {:?}",
+        h.entry(&a).await.status.message
+    );
+    repo.commit(&[("t.yaml", TWO_QUEUES)], "second queue");
+    let outcome = h.reconcile(&a).await;
+    assert!(ready(&outcome), "{outcome:?}");
+    assert_eq!(
+        h.entry(&a).await.status.last_applied_revision,
+        Some(repo.head())
+    );
+    assert_eq!(server.seen().tokens_issued, 1, "one token for both runs");
+
+    let outcome = h.reconcile(&b).await;
+    assert!(matches!(&outcome, Outcome::Failed(_)), "{outcome:?}");
+    let status = h.entry(&b).await.status;
+    assert_eq!(status.stall_reason, Some(StallReason::AuthenticationFailed));
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("installation 999") && message.contains("404"),
+        "{message}"
+    );
+}
+
+/// CodeCommit, reached at a loopback endpoint standing in for it: the Git
+/// password is the SigV4 signature the server recomputes from the role's
+/// keys; no secret is read.
+#[tokio::test(flavor = "multi_thread")]
+async fn codecommit_is_pulled_with_the_roles_own_signature_and_no_secret() {
+    let emulator = Emulator::shared();
+    let config = emulator.sdk_config();
+    let (repo, server) = private_repo(
+        "codecommit",
+        Config {
+            codecommit: Some(stacksync_testkit::http::CodeCommit::of(&config).await),
+            ..Config::default()
+        },
+    );
+    let endpoint = server.root();
+    let git = GitFetcher::new(std::env::temp_dir().join(unique_name("cc"))).with_credentials(
+        std::sync::Arc::new(Credentials::aws(&config).with_codecommit_endpoint(Some(endpoint))),
+    );
+    let name = repo.dir.file_name().unwrap().to_string_lossy().into_owned();
+    let source = SourceLocation::public(format!("codecommit::us-east-1://{name}"));
+    let head = git.resolve(&source, "main").await.unwrap();
+    assert_eq!(head, repo.head());
+    let wanted = Wanted::new(vec![("t.yaml".into(), Role::Template)]);
+    let files = git.fetch(&source, &head, &wanted).await.unwrap();
+    assert_eq!(files, [("t.yaml".to_owned(), QUEUE.to_vec())]);
+    assert!(server.seen().signed >= 2, "{:?}", server.seen());
+    assert_eq!(server.seen().refused, 0);
+    // What IAM sees: codecommit:GitPull by the functions that list and fetch.
+    for function in ["artifact-fetch", "scheduler"] {
+        record_call(function, "codecommit", "GitPull", "us-east-1", &name);
+    }
+
+    // Keys CodeCommit does not know: refused, as a wrong token is.
+    let other = config
+        .to_builder()
+        .credentials_provider(
+            aws_credential_types::provider::SharedCredentialsProvider::new(
+                aws_credential_types::Credentials::from_keys("AKIDOTHER", "not-the-key", None),
+            ),
+        )
+        .build();
+    let wrong = GitFetcher::new(std::env::temp_dir().join(unique_name("cc"))).with_credentials(
+        std::sync::Arc::new(Credentials::aws(&other).with_codecommit_endpoint(Some(server.root()))),
+    );
+    let err = wrong.resolve(&source, "main").await.unwrap_err();
+    assert!(matches!(err, FetchError::Authentication { .. }), "{err:?}");
+}
+
+/// SSH deploy keys, in-process: the right key and host key sync the stack;
+/// a key the server does not know and a host key the secret does not list
+/// each fail once, clearly.
+#[tokio::test(flavor = "multi_thread")]
+async fn ssh_deploy_keys_are_used_in_process_and_host_keys_are_verified() {
+    let sshd = Sshd::start();
+    let repo = GitRepo::new("ssh");
+    repo.commit(&[("t.yaml", QUEUE)], "queue");
+    let url = sshd.url(&repo);
+    let secret = |key: &str, known_hosts: &str| {
+        serde_json::json!({"sshPrivateKey": key, "knownHosts": known_hosts}).to_string()
+    };
+    let (stranger, stranger_public) = sshd.stranger();
+    let other_host = format!(
+        "[127.0.0.1]:1 {stranger_public}\n{}",
+        sshd.known_hosts.replace("127.0.0.1", "127.0.0.2")
+    );
+    let emulator = Emulator::shared();
+    let cases = [
+        ("good", secret(&sshd.deploy_key, &sshd.known_hosts), None),
+        (
+            "badkey",
+            secret(&stranger, &sshd.known_hosts),
+            Some((StallReason::AuthenticationFailed, "refused the deploy key")),
+        ),
+        (
+            "badhost",
+            secret(&sshd.deploy_key, &other_host),
+            Some((
+                StallReason::SourceUnavailable,
+                "is not in the secret's knownHosts",
+            )),
+        ),
+    ];
+    let h = Harness::new("ssh").await;
+    for (prefix, value, failure) in cases {
+        let arn = emulator.put_secret("git-ssh", &value).await;
+        let name = stack_name(prefix);
+        h.apply(&entry(&name, &url, &arn)).await;
+        let outcome = h.reconcile(&name).await;
+        let status = h.entry(&name).await.status;
+        match failure {
+            None => {
+                assert!(
+                    ready(&outcome),
+                    "{prefix}: {outcome:?} {:?}",
+                    status.message
+                );
+                assert_eq!(status.last_applied_revision, Some(repo.head()));
+            }
+            Some((reason, words)) => {
+                assert!(
+                    matches!(&outcome, Outcome::Failed(_)),
+                    "{prefix}: {outcome:?}"
+                );
+                let message = status.message.clone().unwrap_or_default();
+                assert_eq!(status.stall_reason, Some(reason), "{prefix}: {message}");
+                assert!(message.contains(words), "{prefix}: {message}");
+            }
+        }
+    }
+}
+
+/// A template in an archive, as a zip or a tar.gz.
+fn archive(format: &str, template: &[u8]) -> Vec<u8> {
+    match format {
+        "zip" => archives::zip(&[(b"stacks/t.yaml", template), (b"README.md", b"hello")]),
+        _ => archives::tar_gz(&[
+            archives::file("stacks/t.yaml", template),
+            archives::file("README.md", b"hello"),
+        ]),
+    }
+}
+
+async fn queue_count(stack: &str) -> usize {
+    Emulator::shared()
+        .cloudformation()
+        .describe_stack_resources()
+        .stack_name(stack)
+        .send()
+        .await
+        .map(|r| r.stack_resources().len())
+        .unwrap_or(0)
+}
+
+/// S3 sources in a versioned bucket: a new version is picked up (and the
+/// scheduler sees it with one HeadObject), an old one pinned by `ref` is
+/// honoured; zip and tar.gz alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn s3_zip_and_tar_gz_sources_follow_new_versions_and_honour_a_pinned_one() {
+    let emulator = Emulator::shared();
+    let bucket = emulator.source_bucket(true).await;
+    let h = Harness::new("s3src").await;
+    for format in ["zip", "tar.gz"] {
+        let key = format!("app/template.{format}");
+        let v1 = emulator
+            .put_object(&bucket, &key, archive(format, QUEUE))
+            .await
+            .unwrap();
+        let name = stack_name("s3");
+        let spec = |pin: &str| {
+            format!(
+                "stacks:\n  - name: {name}\n    source: {{s3: 's3://{bucket}/{key}', path: stacks/t.yaml{pin}}}\n"
+            )
+        };
+        h.apply(&spec("")).await;
+        let outcome = h.reconcile(&name).await;
+        let status = h.entry(&name).await.status;
+        assert!(
+            ready(&outcome),
+            "{format}: {outcome:?} {:?}",
+            status.message
+        );
+        assert_eq!(
+            status.last_applied_revision.as_deref(),
+            Some(v1.as_str()),
+            "{format}"
+        );
+        assert_eq!(queue_count(&name).await, 1);
+
+        let v2 = emulator
+            .put_object(&bucket, &key, archive(format, TWO_QUEUES))
+            .await
+            .unwrap();
+        assert_ne!(v1, v2);
+        assert!(ready(&h.reconcile(&name).await), "{format}");
+        assert_eq!(
+            h.entry(&name).await.status.last_applied_revision,
+            Some(v2.clone())
+        );
+        assert_eq!(
+            queue_count(&name).await,
+            2,
+            "{format}: the new version deployed"
+        );
+
+        h.apply(&spec(&format!(", ref: '{v1}'"))).await;
+        assert!(ready(&h.reconcile(&name).await), "{format}");
+        assert_eq!(
+            h.entry(&name).await.status.last_applied_revision,
+            Some(v1.clone())
+        );
+        assert_eq!(
+            queue_count(&name).await,
+            1,
+            "{format}: back to the pinned version"
+        );
+    }
+}
+
+/// The scheduler lists a private repository with its secret and checks an
+/// S3 source with one HeadObject; when either moves, it starts exactly its
+/// follower, whose run deploys the new revision.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_scheduler_sees_private_and_s3_sources_move_and_starts_their_followers() {
+    let emulator = Emulator::shared();
+    let token = unique_name("tok");
+    let (repo, server) = private_repo(
+        "sched",
+        Config {
+            accounts: vec![("ci-bot".into(), token.clone())],
+            ..Config::default()
+        },
+    );
+    let secret = emulator
+        .put_secret(
+            "git-token",
+            &format!(r#"{{"token": "{token}", "username": "ci-bot"}}"#),
+        )
+        .await;
+    let bucket = emulator.source_bucket(true).await;
+    let key = "app/template.zip";
+    emulator
+        .put_object(&bucket, key, archive("zip", QUEUE))
+        .await;
+    let h = Harness::new("sched").await;
+    let (git, s3) = (stack_name("git"), stack_name("s3"));
+    h.apply(&format!(
+        "{}  - name: {s3}\n    source: {{s3: 's3://{bucket}/{key}', path: stacks/t.yaml}}\n",
+        entry(&git, &server.url(&repo), &secret)
+    ))
+    .await;
+    let s3_calls = CallCounter::new("s3");
+    let workdir = std::env::temp_dir().join(unique_name("sched"));
+    let mut sources = sdk_sources(&emulator.sdk_config(), true, &workdir);
+    let counted = aws_sdk_s3::config::Builder::from(&emulator.sdk_config())
+        .force_path_style(true)
+        .interceptor(s3_calls.clone())
+        .build();
+    sources.s3 = Some(S3Archives::new(
+        aws_sdk_s3::Client::from_conf(counted),
+        workdir,
+    ));
+    let scheduler = Scheduler {
+        registry: h.steps.registry.clone(),
+        starter: RecordingStarter::new(),
+        sources,
+        cloudformation: SdkCloudFormationFactory::new(emulator.sdk_config()),
+        config: SchedulerConfig::default(),
+    };
+    let first = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert_eq!(first.errors, Vec::<String>::new());
+    assert_eq!(first.started.len(), 2, "both new: {first:?}");
+    for (_, stack, _) in scheduler.starter.started() {
+        assert!(ready(&h.reconcile(&stack).await), "{stack}");
+    }
+
+    repo.commit(&[("t.yaml", TWO_QUEUES)], "second queue");
+    emulator
+        .put_object(&bucket, key, archive("zip", TWO_QUEUES))
+        .await;
+    let mark = s3_calls.len();
+    let moved = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert_eq!(
+        s3_calls.since(mark),
+        ["s3:HeadObject"],
+        "one HeadObject for the S3 source"
+    );
+    assert_eq!(moved.errors, Vec::<String>::new());
+    let mut started: Vec<(String, Reason)> = moved
+        .started
+        .iter()
+        .map(|s| (s.stack.clone(), s.reason))
+        .collect();
+    started.sort();
+    let mut expected = vec![(git.clone(), Reason::Pushed), (s3.clone(), Reason::Pushed)];
+    expected.sort();
+    assert_eq!(started, expected);
+    for stack in [&git, &s3] {
+        assert!(ready(&h.reconcile(stack).await), "{stack}");
+        assert_eq!(
+            queue_count(stack).await,
+            2,
+            "{stack}: the new revision deployed"
+        );
+    }
+    let idle = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert!(idle.started.is_empty(), "nothing moved: {idle:?}");
+    assert!(
+        server.seen().refused == 0,
+        "the scheduler lists with the secret"
+    );
+}
+
+/// A run takes only the files it wants: where the server allows partial
+/// clone, the unrelated blobs never cross the wire; where it does not, they
+/// do (one depth-1 pack) but only the wanted ones are read.
+#[tokio::test(flavor = "multi_thread")]
+async fn only_the_wanted_files_are_taken_and_with_a_filter_only_they_cross_the_wire() {
+    // 4 MB that does not compress: what a fetch of everything would carry.
+    let noise: Vec<u8> = (0u32..1 << 20)
+        .flat_map(|i| i.wrapping_mul(2_654_435_761).to_le_bytes())
+        .collect();
+    let wanted = Wanted::new(vec![
+        ("t.yaml".into(), Role::Template),
+        ("params/p.json".into(), Role::ParameterFile),
+        ("nested".into(), Role::Included),
+    ]);
+    let mut sent = Vec::new();
+    for allow_filter in [true, false] {
+        let repo = GitRepo::new("lean");
+        repo.config("uploadpack.allowFilter", &allow_filter.to_string());
+        let head = repo.commit(
+            &[
+                ("t.yaml", QUEUE),
+                ("params/p.json", b"{}"),
+                ("nested/a.yaml", b"a"),
+                ("nested/deep/b.yaml", b"b"),
+                ("other/noise.bin", &noise),
+                ("other/readme.md", b"not wanted"),
+            ],
+            "monorepo",
+        );
+        let server = GitHttpServer::serve_repo(&repo, Config::default());
+        let git = GitFetcher::new(std::env::temp_dir().join(unique_name("lean")));
+        let files = git
+            .fetch(&SourceLocation::public(server.url(&repo)), &head, &wanted)
+            .await
+            .unwrap();
+        let names: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "nested/a.yaml",
+                "nested/deep/b.yaml",
+                "params/p.json",
+                "t.yaml"
+            ]
+        );
+        sent.push(server.seen().bytes_sent);
+    }
+    let (filtered, whole) = (sent[0], sent[1]);
+    assert!(filtered < 64 * 1024, "with a filter: {filtered} bytes");
+    assert!(
+        whole > noise.len(),
+        "without: the whole tree, {whole} bytes"
+    );
+}
