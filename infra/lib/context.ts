@@ -15,6 +15,9 @@ export const CONTEXT_KEYS = [
   'scheduleExpression',
   'maxStartsPerRun',
   'sourceBucketNames',
+  'sourceSecretArns',
+  'sourceParameterArns',
+  'codeCommitRepositoryArns',
   'webhookReservedConcurrency',
   'eventsReservedConcurrency',
 ] as const;
@@ -45,6 +48,9 @@ export function propsFromContext(node: Node): StackSyncProps {
     scheduleExpression: get('scheduleExpression') === undefined ? undefined : String(get('scheduleExpression')).trim(),
     maxStartsPerRun: maxStarts === undefined ? undefined : Number(maxStarts),
     sourceBucketNames: list(get('sourceBucketNames')),
+    sourceSecretArns: list(get('sourceSecretArns')),
+    sourceParameterArns: list(get('sourceParameterArns')),
+    codeCommitRepositoryArns: list(get('codeCommitRepositoryArns')),
     webhookReservedConcurrency: number('webhookReservedConcurrency'),
     eventsReservedConcurrency: number('eventsReservedConcurrency'),
   };

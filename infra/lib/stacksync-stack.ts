@@ -88,11 +88,31 @@ export interface StackSyncProps extends StackProps {
    */
   readonly maxStartsPerRun?: number;
   /**
-   * The buckets of the stacks' S3 sources: only their "Object Created" events reach the events function (the
-   * buckets must send events to EventBridge).
-   * @default none (no S3 rule; S3 sources are then checked by the schedule only)
+   * The buckets of the stacks' S3 sources: artifact-fetch and the scheduler may read their objects (any key, any
+   * version), and only their "Object Created" events reach the events function (the buckets must send events to
+   * EventBridge).
+   * @default none (no S3 source can be read, and no S3 rule)
    */
   readonly sourceBucketNames?: string[];
+  /**
+   * Secrets Manager secrets holding Git credentials (the stacks' `source.credentialsSecret`): artifact-fetch and
+   * the scheduler may read these only. Secret ARNs; IAM wildcards (`*`, `?`) are allowed in the name, such as
+   * `stacksync/git/*` or `git-token-??????` (Secrets Manager appends six random characters to a secret's name).
+   * @default none (no Git credentials from Secrets Manager)
+   */
+  readonly sourceSecretArns?: string[];
+  /**
+   * SSM SecureString parameters holding Git credentials, as `sourceSecretArns`: parameter ARNs
+   * (`arn:PARTITION:ssm:REGION:ACCOUNT:parameter/NAME`), wildcards allowed in the name.
+   * @default none (no Git credentials from SSM)
+   */
+  readonly sourceParameterArns?: string[];
+  /**
+   * CodeCommit repositories the stacks' sources name: artifact-fetch and the scheduler pull them with their own
+   * role (`codecommit:GitPull`), no secret needed. Repository ARNs, wildcards allowed in the name.
+   * @default none (no CodeCommit source can be read)
+   */
+  readonly codeCommitRepositoryArns?: string[];
   /**
    * The most webhook invocations at once, reserved from the account's Lambda concurrency: a flood of requests to
    * the public URL cannot take the concurrency the reconcile steps need. 0: no reservation (for accounts whose
@@ -161,6 +181,16 @@ export interface Permissions {
   startReconcile(): iam.PolicyStatement;
   /** `Secret`: secretsmanager:GetSecretValue on the `webhookSecretArn` secret; none when none is configured. */
   webhookSecret(): iam.PolicyStatement[];
+  /** `SourceSecrets`: secretsmanager:GetSecretValue on the `sourceSecretArns` (Git credentials); none without them. */
+  sourceSecrets(): iam.PolicyStatement[];
+  /** `SourceParameters`: ssm:GetParameter on the `sourceParameterArns` (Git credentials); none without them. */
+  sourceParameters(): iam.PolicyStatement[];
+  /** `SourceObjects`: s3:GetObject and s3:GetObjectVersion on every object of the `sourceBucketNames`; none without them. */
+  sourceObjects(): iam.PolicyStatement[];
+  /** `SourceBuckets`: s3:ListBucket on the `sourceBucketNames`, so that a missing object reads as 404 rather than 403; none without them. */
+  sourceBuckets(): iam.PolicyStatement[];
+  /** `CodeCommit`: codecommit:GitPull on the `codeCommitRepositoryArns`; none without them. */
+  codeCommit(): iam.PolicyStatement[];
 }
 
 /** Values of the stack a row may put in its function's environment. */
@@ -239,6 +269,12 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'),
       p.objects('Artifacts', ['s3:GetObject', 's3:PutObject'], ['artifacts']),
       p.listBucket('ArtifactExists'),
+      // Private sources: Git credentials, S3 archives, CodeCommit.
+      ...p.sourceSecrets(),
+      ...p.sourceParameters(),
+      ...p.sourceObjects(),
+      ...p.sourceBuckets(),
+      ...p.codeCommit(),
     ],
   },
   {
@@ -395,6 +431,12 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.keys('ForgetSource', ['dynamodb:DeleteItem'], ['source#']),
       p.startReconcile(),
       ...p.assumeTargetRoles(),
+      // Listing private sources' refs and S3 sources' versions.
+      ...p.sourceSecrets(),
+      ...p.sourceParameters(),
+      ...p.sourceObjects(),
+      ...p.sourceBuckets(),
+      ...p.codeCommit(),
     ],
   },
   {
@@ -452,6 +494,12 @@ const REGISTRY_INDEXES = ['by-next-reconcile', 'by-source', 'by-stack-name', 'by
 const TOPIC_ARN = /^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$/;
 /** template.yaml's `WebhookSecretArn` AllowedPattern (without the empty alternative). */
 const SECRET_ARN = /^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$/;
+/** template.yaml's `SourceSecretArns` AllowedPattern (without the empty alternative): IAM wildcards allowed in the name. */
+export const SOURCE_SECRET_ARN = /^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@*?-]+$/;
+/** template.yaml's `SourceParameterArns` AllowedPattern (without the empty alternative): wildcards allowed in the name. */
+export const SOURCE_PARAMETER_ARN = /^arn:aws[a-z-]*:ssm:[a-z0-9-]+:[0-9]{12}:parameter\/[A-Za-z0-9/_.*?-]+$/;
+/** template.yaml's `CodeCommitRepositoryArns` AllowedPattern (without the empty alternative): wildcards allowed in the name. */
+export const CODECOMMIT_REPOSITORY_ARN = /^arn:aws[a-z-]*:codecommit:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_.*?-]+$/;
 
 /** The directory holding the Cargo workspace's Cargo.toml, searched upwards from `start`. */
 export function findWorkspaceRoot(start: string = __dirname): string {
@@ -513,6 +561,9 @@ export class StackSyncStack extends Stack {
   private readonly scheduleExpression: string;
   private readonly maxStartsPerRun: number;
   private readonly sourceBucketNames: string[];
+  private readonly sourceSecretArns: string[];
+  private readonly sourceParameterArns: string[];
+  private readonly codeCommitRepositoryArns: string[];
   private readonly webhookReservedConcurrency: number;
   private readonly eventsReservedConcurrency: number;
   private readonly logRetention: logs.RetentionDays;
@@ -534,8 +585,9 @@ export class StackSyncStack extends Stack {
     if (!/^[A-Za-z0-9-]*$/.test(this.stackNamePrefix)) {
       throw new Error(`stackNamePrefix "${this.stackNamePrefix}": only letters, digits and "-"`);
     }
-    this.cloudFormationRoleArns = checkRoleArns('cloudFormationRoleArns', props.cloudFormationRoleArns);
-    this.targetAccountRoleArns = checkRoleArns('targetAccountRoleArns', props.targetAccountRoleArns);
+    const roleArn = 'an IAM role ARN (arn:PARTITION:iam::ACCOUNT:role/NAME, no wildcards)';
+    this.cloudFormationRoleArns = checkArns('cloudFormationRoleArns', props.cloudFormationRoleArns, ROLE_ARN, roleArn);
+    this.targetAccountRoleArns = checkArns('targetAccountRoleArns', props.targetAccountRoleArns, ROLE_ARN, roleArn);
     this.webhookSecretArn = props.webhookSecretArn === '' ? undefined : props.webhookSecretArn;
     if (this.webhookSecretArn !== undefined && !SECRET_ARN.test(this.webhookSecretArn)) {
       throw new Error(
@@ -562,6 +614,24 @@ export class StackSyncStack extends Stack {
     for (const bucket of this.sourceBucketNames) {
       if (!BUCKET_NAME.test(bucket)) throw new Error(`sourceBucketNames: "${bucket}" is not an S3 bucket name`);
     }
+    this.sourceSecretArns = checkArns(
+      'sourceSecretArns',
+      props.sourceSecretArns,
+      SOURCE_SECRET_ARN,
+      'a Secrets Manager secret ARN (arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME, * and ? allowed in NAME)',
+    );
+    this.sourceParameterArns = checkArns(
+      'sourceParameterArns',
+      props.sourceParameterArns,
+      SOURCE_PARAMETER_ARN,
+      'an SSM parameter ARN (arn:PARTITION:ssm:REGION:ACCOUNT:parameter/NAME, * and ? allowed in NAME)',
+    );
+    this.codeCommitRepositoryArns = checkArns(
+      'codeCommitRepositoryArns',
+      props.codeCommitRepositoryArns,
+      CODECOMMIT_REPOSITORY_ARN,
+      'a CodeCommit repository ARN (arn:PARTITION:codecommit:REGION:ACCOUNT:NAME, * and ? allowed in NAME)',
+    );
     const concurrency = (name: string, value: number | undefined, fallback: number): number => {
       const n = value ?? fallback;
       if (!Number.isInteger(n) || n < 0 || n > 1000) throw new Error(`${name} ${n}: a whole number from 0 to 1000`);
@@ -966,6 +1036,38 @@ export class StackSyncStack extends Stack {
                 resources: [this.webhookSecretArn],
               }),
             ],
+      sourceSecrets: () =>
+        this.sourceSecretArns.length === 0
+          ? []
+          : [new iam.PolicyStatement({ sid: 'SourceSecrets', actions: ['secretsmanager:GetSecretValue'], resources: this.sourceSecretArns })],
+      sourceParameters: () =>
+        this.sourceParameterArns.length === 0
+          ? []
+          : [new iam.PolicyStatement({ sid: 'SourceParameters', actions: ['ssm:GetParameter'], resources: this.sourceParameterArns })],
+      sourceObjects: () =>
+        this.sourceBucketNames.length === 0
+          ? []
+          : [
+              new iam.PolicyStatement({
+                sid: 'SourceObjects',
+                actions: ['s3:GetObject', 's3:GetObjectVersion'],
+                resources: this.sourceBucketNames.map((b) => this.sourceObjectsArn(b)),
+              }),
+            ],
+      sourceBuckets: () =>
+        this.sourceBucketNames.length === 0
+          ? []
+          : [
+              new iam.PolicyStatement({
+                sid: 'SourceBuckets',
+                actions: ['s3:ListBucket'],
+                resources: this.sourceBucketNames.map((b) => this.sourceBucketArn(b)),
+              }),
+            ],
+      codeCommit: () =>
+        this.codeCommitRepositoryArns.length === 0
+          ? []
+          : [new iam.PolicyStatement({ sid: 'CodeCommit', actions: ['codecommit:GitPull'], resources: this.codeCommitRepositoryArns })],
     };
   }
 
@@ -977,6 +1079,16 @@ export class StackSyncStack extends Stack {
   private wildcardSuppressions(spec: FunctionSpec, statements: iam.PolicyStatement[]): NagPackSuppression[] {
     const bucketArn = nagFinding(this.resolve(this.bucket.bucketArn));
     const stacks = nagFinding(this.resolve(this.stacksArn()));
+    const sourceObjects = new Map(this.sourceBucketNames.map((b) => [nagFinding(this.resolve(this.sourceObjectsArn(b))), b]));
+    // The wildcard ARNs the operator wrote: which secrets, parameters and repositories is the operator's choice.
+    const operatorPatterns = new Map<string, string>();
+    for (const [prop, arns] of [
+      ['sourceSecretArns', this.sourceSecretArns],
+      ['sourceParameterArns', this.sourceParameterArns],
+      ['codeCommitRepositoryArns', this.codeCommitRepositoryArns],
+    ] as const) {
+      for (const arn of arns) operatorPatterns.set(arn, prop);
+    }
     const found = new Map<string, string>();
     for (const statement of statements) {
       for (const resource of statement.resources) {
@@ -1011,12 +1123,36 @@ export class StackSyncStack extends Stack {
               'hash and Git revision, template and parameter hashes), so the prefix is the narrowest resource. As in ' +
               'template.yaml.',
           );
+        } else if (sourceObjects.has(flat)) {
+          found.set(
+            flat,
+            `Objects of ${sourceObjects.get(flat)}, a source bucket the operator listed (sourceBucketNames): S3 ` +
+              "source archives are read by key and version, and which keys is up to the stacks' sources (the " +
+              'registry, at run time), so any key of the listed buckets. As in template.yaml.',
+          );
+        } else if (operatorPatterns.has(flat)) {
+          found.set(
+            flat,
+            `The operator's own pattern, written into ${operatorPatterns.get(flat)}: which Git credentials and ` +
+              "repositories the private sources may use is the operator's choice (every secret under a path, the " +
+              'six random characters Secrets Manager appends to a name, ...). As in template.yaml.',
+          );
         } else {
           throw new Error(`${spec.id}: wildcard resource ${flat} has no reason; add one in wildcardSuppressions`);
         }
       }
     }
     return [...found].map(([flat, reason]) => ({ id: 'AwsSolutions-IAM5', appliesTo: [`Resource::${flat}`], reason }));
+  }
+
+  /** arn:PARTITION:s3:::BUCKET, a source bucket (S3 ARNs name no region or account). */
+  private sourceBucketArn(bucket: string): string {
+    return `arn:${Aws.PARTITION}:s3:::${bucket}`;
+  }
+
+  /** arn:PARTITION:s3:::BUCKET/*, every object of a source bucket. */
+  private sourceObjectsArn(bucket: string): string {
+    return `${this.sourceBucketArn(bucket)}/*`;
   }
 
   /** arn:PARTITION:cloudformation:*:aws:transform/* (the AWS-owned transforms, any region). */
@@ -1035,12 +1171,11 @@ export class StackSyncStack extends Stack {
   }
 }
 
-function checkRoleArns(name: string, arns: string[] | undefined): string[] {
+/** The prop `name`'s ARNs without duplicates; one not matching `pattern` is refused as not `what`. */
+function checkArns(name: string, arns: string[] | undefined, pattern: RegExp, what: string): string[] {
   const list = arns ?? [];
   for (const arn of list) {
-    if (!ROLE_ARN.test(arn)) {
-      throw new Error(`${name}: "${arn}" is not an IAM role ARN (arn:PARTITION:iam::ACCOUNT:role/NAME, no wildcards)`);
-    }
+    if (!pattern.test(arn)) throw new Error(`${name}: "${arn}" is not ${what}`);
   }
   return [...new Set(list)];
 }

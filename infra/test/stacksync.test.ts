@@ -12,8 +12,11 @@ import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { propsFromContext } from '../lib/context';
 import {
+  CODECOMMIT_REPOSITORY_ARN,
   FUNCTIONS,
   SCHEDULE_EXPRESSION,
+  SOURCE_PARAMETER_ARN,
+  SOURCE_SECRET_ARN,
   StackSyncStack,
   findWorkspaceRoot,
   nagFinding,
@@ -86,9 +89,15 @@ const CFN_ROLES = ['arn:aws:iam::111122223333:role/cfn-exec', 'arn:aws:iam::1111
 const TARGET_ROLES = ['arn:aws:iam::444455556666:role/stacksync'];
 const WEBHOOK_SECRET = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/webhook-AbCdEf';
 const SOURCE_BUCKETS = ['acme-stacksync-sources', 'acme-other-sources'];
+const SOURCE_SECRETS = ['arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/git-token-AbCdEf'];
+const SOURCE_PARAMETERS = ['arn:aws:ssm:eu-west-1:111122223333:parameter/stacksync/git-password'];
+const CODECOMMIT_REPOSITORIES = ['arn:aws:codecommit:eu-west-1:111122223333:infra'];
 const ALARM_TOPIC = 'arn:aws:sns:eu-west-1:111122223333:ops-alerts';
 const FULL: StackSyncProps = {
   sourceBucketNames: SOURCE_BUCKETS,
+  sourceSecretArns: SOURCE_SECRETS,
+  sourceParameterArns: SOURCE_PARAMETERS,
+  codeCommitRepositoryArns: CODECOMMIT_REPOSITORIES,
   webhookReservedConcurrency: 20,
   eventsReservedConcurrency: 0,
   stackNamePrefix: PREFIX,
@@ -99,8 +108,22 @@ const FULL: StackSyncProps = {
   scheduleExpression: 'rate(2 minutes)',
   maxStartsPerRun: 200,
 };
-/** The actions a role has only with props (the README lists them all). */
-const OPTIONAL_ACTIONS = new Set(['iam:PassRole', 'sts:AssumeRole', 'secretsmanager:GetSecretValue']);
+/**
+ * The statements a role has only with props (template.yaml: each under the !If of its condition). By Sid, not by
+ * action: artifact-fetch always reads its artifacts (s3:GetObject, s3:ListBucket), the scheduler only source buckets.
+ */
+const OPTIONAL_SIDS = new Set([
+  'PassServiceRoles',
+  'TargetAccounts',
+  'Secret',
+  'SourceSecrets',
+  'SourceParameters',
+  'SourceObjects',
+  'SourceBuckets',
+  'CodeCommit',
+]);
+/** The private sources' statements, in their order at the end of the artifact-fetch and scheduler roles. */
+const SOURCE_SIDS = ['SourceSecrets', 'SourceParameters', 'SourceObjects', 'SourceBuckets', 'CodeCommit'];
 const STEPS = FUNCTIONS.filter((f) => f.reconcileStep);
 const TRIGGERS = FUNCTIONS.filter((f) => !f.reconcileStep);
 
@@ -249,6 +272,10 @@ describe('IAM conformance', () => {
       cloudFormationRoleArns: fixture.cloudFormationRoleArns,
       targetAccountRoleArns: fixture.targetAccountRoleArns,
       webhookSecretArn: fixture.webhookSecretArn,
+      sourceSecretArns: fixture.sourceSecretArns,
+      sourceParameterArns: fixture.sourceParameterArns,
+      sourceBucketNames: fixture.sourceBucketNames,
+      codeCommitRepositoryArns: fixture.codeCommitRepositoryArns,
     });
     const out = path.join(INFRA, 'dist', 'conformance.template.json');
     fs.writeFileSync(out, `${JSON.stringify(s.json, null, 1)}\n`);
@@ -369,6 +396,21 @@ describe('functions', () => {
     assert.throws(make({ webhookSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:*' }), /webhookSecretArn/);
     assert.throws(make({ webhookSecretArn: 'arn:aws:ssm:eu-west-1:111122223333:parameter/webhook' }), /webhookSecretArn/);
     assert.throws(make({ webhookSecretArn: 'stacksync/webhook' }), /webhookSecretArn/);
+    // The private sources' ARNs: wildcards in the name only.
+    for (const [prop, bad, what] of [
+      ['sourceSecretArns', 'arn:aws:ssm:eu-west-1:111122223333:parameter/stacksync/git-password', 'a Secrets Manager secret ARN'],
+      ['sourceSecretArns', 'stacksync/git-token', 'a Secrets Manager secret ARN'],
+      ['sourceSecretArns', 'arn:aws:secretsmanager:*:111122223333:secret:stacksync/*', 'a Secrets Manager secret ARN'],
+      ['sourceParameterArns', 'arn:aws:ssm:eu-west-1:111122223333:stacksync/git-password', 'an SSM parameter ARN'],
+      ['sourceParameterArns', '/stacksync/git-password', 'an SSM parameter ARN'],
+      ['sourceParameterArns', 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:git-token', 'an SSM parameter ARN'],
+      ['codeCommitRepositoryArns', 'codecommit::eu-west-1://infra', 'a CodeCommit repository ARN'],
+      ['codeCommitRepositoryArns', 'arn:aws:codecommit:eu-west-1:111122223333:infra/main', 'a CodeCommit repository ARN'],
+      ['codeCommitRepositoryArns', 'arn:aws:codecommit:eu-west-1:*:infra', 'a CodeCommit repository ARN'],
+    ] as const) {
+      const named = (err: Error) => err.message.startsWith(`${prop}: "${bad}" is not ${what} (`);
+      assert.throws(make({ [prop]: [bad] }), named, `${prop} ${bad}`);
+    }
     for (const bad of ['5m', 'rate(0 minutes)', 'rate(5 minutes', 'cron()', 'at(2030-01-01T00:00:00)', '']) {
       assert.throws(make({ scheduleExpression: bad }), /scheduleExpression/, bad);
     }
@@ -387,6 +429,25 @@ describe('functions', () => {
     for (const [i, ok] of ['rate(1 minute)', 'rate(2 hours)', 'cron(0/10 * * * ? *)'].entries()) {
       assert.doesNotThrow(() => new StackSyncStack(good, `Good${2 + i}`, { scheduleExpression: ok, maxStartsPerRun: 1000 }));
     }
+    // template.yaml's patterns of the private sources' ARNs (each `^(ARN)?$`: empty is none), the same.
+    for (const [parameter, regex] of [
+      ['SourceSecretArns', SOURCE_SECRET_ARN],
+      ['SourceParameterArns', SOURCE_PARAMETER_ARN],
+      ['CodeCommitRepositoryArns', CODECOMMIT_REPOSITORY_ARN],
+    ] as const) {
+      const allowed = TEMPLATE_YAML.match(new RegExp(`\n {2}${parameter}:\n(?: {4}.*\n)*? {4}AllowedPattern: "\\^\\((.*)\\)\\?\\$"\n`))?.[1];
+      assert.ok(allowed, `template.yaml has ${parameter} with an AllowedPattern ^(...)?$`);
+      assert.equal(new RegExp(`^${allowed}$`).source, regex.source, parameter);
+    }
+    // IAM wildcards in the names, other partitions.
+    assert.doesNotThrow(
+      () =>
+        new StackSyncStack(good, 'Good5', {
+          sourceSecretArns: ['arn:aws-cn:secretsmanager:cn-north-1:111122223333:secret:git-token-??????'],
+          sourceParameterArns: ['arn:aws-us-gov:ssm:us-gov-west-1:111122223333:parameter/stacksync/git/*'],
+          codeCommitRepositoryArns: ['arn:aws-cn:codecommit:cn-north-1:111122223333:infra-*'],
+        }),
+    );
   });
 
   test('props from the CDK context: lists as JSON arrays or comma-separated', () => {
@@ -402,6 +463,9 @@ describe('functions', () => {
         scheduleExpression: 'rate(10 minutes)',
         maxStartsPerRun: '20',
         sourceBucketNames: 'acme-a,acme-b',
+        sourceSecretArns: `${SOURCE_SECRETS[0]},arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/git/*`,
+        sourceParameterArns: SOURCE_PARAMETERS,
+        codeCommitRepositoryArns: ` ${CODECOMMIT_REPOSITORIES[0]} `,
         webhookReservedConcurrency: '0',
         eventsReservedConcurrency: 2,
       },
@@ -417,6 +481,9 @@ describe('functions', () => {
       scheduleExpression: 'rate(10 minutes)',
       maxStartsPerRun: 20,
       sourceBucketNames: ['acme-a', 'acme-b'],
+      sourceSecretArns: [SOURCE_SECRETS[0], 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/git/*'],
+      sourceParameterArns: SOURCE_PARAMETERS,
+      codeCommitRepositoryArns: CODECOMMIT_REPOSITORIES,
       webhookReservedConcurrency: 0,
       eventsReservedConcurrency: 2,
     });
@@ -754,16 +821,23 @@ describe('IAM', () => {
   }
 
   test('each role has exactly the actions of the README table (all props)', () => {
-    const defaults = lazyDefaults();
     const full = lazyFull();
     const readme = readmeIam();
     assert.deepEqual([...readme.keys()].sort(), FUNCTIONS.map((f) => f.binary).sort());
     for (const spec of FUNCTIONS) {
-      for (const [s, optional] of [[full, false], [defaults, true]] as const) {
-        const actions = new Set(roleStatements(s, spec).flatMap((x) => x.actions));
-        const expected = new Set([...readme.get(spec.binary)!].filter((a) => !optional || !OPTIONAL_ACTIONS.has(a)));
-        assert.deepEqual(actions, expected, spec.binary);
-      }
+      assert.deepEqual(new Set(roleStatements(full, spec).flatMap((x) => x.actions)), readme.get(spec.binary), spec.binary);
+    }
+  });
+
+  test('without props, a role has its statements that need none: those of all props but the optional ones', () => {
+    const defaults = lazyDefaults();
+    const full = lazyFull();
+    for (const spec of FUNCTIONS) {
+      const required = roleStatements(full, spec).filter((x) => !OPTIONAL_SIDS.has(String(x.sid)));
+      const without = roleStatements(defaults, spec);
+      assert.deepEqual(without.map((x) => x.sid), required.map((x) => x.sid), spec.binary);
+      // So an action of both kinds stays: artifact-fetch's s3:GetObject and s3:ListBucket on its artifact bucket.
+      assert.deepEqual(new Set(without.flatMap((x) => x.actions)), new Set(required.flatMap((x) => x.actions)), spec.binary);
     }
   });
 
@@ -775,11 +849,20 @@ describe('IAM', () => {
     const st = (sid: string, actions: string[], resources: string[]) => ({ sid, actions: actions.sort(), resources: resources.sort(), condition: undefined });
     const registry = st('Registry', ['dynamodb:GetItem', 'dynamodb:UpdateItem'], ['TABLE']);
     const keys = (...prefixes: string[]) => ({ 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': prefixes } });
+    const s3 = (name: string) => `arn:<AWS::Partition>:s3:::${name}`;
+    const sources = [
+      st('SourceSecrets', ['secretsmanager:GetSecretValue'], [...SOURCE_SECRETS]),
+      st('SourceParameters', ['ssm:GetParameter'], [...SOURCE_PARAMETERS]),
+      st('SourceObjects', ['s3:GetObject', 's3:GetObjectVersion'], SOURCE_BUCKETS.map((b) => s3(`${b}/*`))),
+      st('SourceBuckets', ['s3:ListBucket'], SOURCE_BUCKETS.map(s3)),
+      st('CodeCommit', ['codecommit:GitPull'], [...CODECOMMIT_REPOSITORIES]),
+    ];
     const expected: Record<string, unknown[]> = {
       'artifact-fetch': [
         registry,
         st('Artifacts', ['s3:GetObject', 's3:PutObject'], ['BUCKET/artifacts/*']),
         st('ArtifactExists', ['s3:ListBucket'], ['BUCKET']),
+        ...sources,
       ],
       'template-upload': [
         registry,
@@ -825,6 +908,7 @@ describe('IAM', () => {
         { ...st('ForgetSource', ['dynamodb:DeleteItem'], ['TABLE']), condition: keys('source#*') },
         st('StartReconcile', ['states:StartExecution'], ['STATE_MACHINE']),
         assume,
+        ...sources,
       ],
       events: [
         st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
@@ -877,7 +961,10 @@ describe('IAM', () => {
       /- !If\n +- HasWebhookSecret\n +- \{ Sid: Secret, Effect: Allow, Action: secretsmanager:GetSecretValue, Resource: !Ref WebhookSecretArn \}\n +- !Ref AWS::NoValue/,
     );
     for (const [s, secrets] of [[full, [WEBHOOK_SECRET]], [defaults, []]] as const) {
-      const found = identityStatements(s.json).filter((x) => arr(x.statement.Action).some((a) => a.startsWith('secretsmanager:')));
+      // Besides the private sources' Git credentials (SourceSecrets, below).
+      const found = identityStatements(s.json).filter(
+        (x) => x.statement.Sid !== 'SourceSecrets' && arr(x.statement.Action).some((a) => a.startsWith('secretsmanager:')),
+      );
       assert.equal(found.length, secrets.length, 'the webhook role only');
       for (const { roles, statement } of found) {
         assert.deepEqual(roles, [logicalId(s, s.stack.functions.Webhook.role as any)]);
@@ -885,6 +972,31 @@ describe('IAM', () => {
         assert.deepEqual(arr(statement.Action), ['secretsmanager:GetSecretValue']);
         assert.deepEqual(arr(statement.Resource), secrets);
       }
+    }
+  });
+
+  test('private sources: only artifact-fetch and the scheduler read them, last in their roles, only with props', () => {
+    const defaults = lazyDefaults();
+    const full = lazyFull();
+    for (const [s, withProps] of [[full, true], [defaults, false]] as const) {
+      const readers = [s.stack.functions.ArtifactFetch, s.stack.functions.Scheduler].map((f) => logicalId(s, f.role as any));
+      const found = identityStatements(s.json).filter(
+        (x) =>
+          SOURCE_SIDS.includes(String(x.statement.Sid)) ||
+          arr(x.statement.Action).some((a) => /^(ssm|codecommit):|^s3:GetObjectVersion$/.test(a)),
+      );
+      assert.equal(found.length, withProps ? 2 * SOURCE_SIDS.length : 0);
+      for (const { roles, statement } of found) assert.ok(roles.length === 1 && readers.includes(roles[0]), statement.Sid);
+      // S3 beyond the artifact bucket: the source buckets only.
+      const artifactBucket = `<${logicalId(s, s.stack.bucket)}.Arn>`;
+      for (const { statement } of identityStatements(s.json).filter((x) => arr(x.statement.Action).some((a) => a.startsWith('s3:')))) {
+        const outside = arr(statement.Resource).map(nagFinding).filter((r) => !r.startsWith(artifactBucket));
+        if (outside.length > 0) assert.ok(['SourceObjects', 'SourceBuckets'].includes(String(statement.Sid)), `${statement.Sid}: ${outside}`);
+      }
+    }
+    // In template.yaml's order, after the statements of the function's own.
+    for (const spec of FUNCTIONS.filter((f) => f.id === 'ArtifactFetch' || f.id === 'Scheduler')) {
+      assert.deepEqual(roleStatements(full, spec).slice(-SOURCE_SIDS.length).map((x) => x.sid), SOURCE_SIDS, spec.binary);
     }
   });
 
@@ -930,6 +1042,33 @@ describe('cdk-nag (AwsSolutions)', () => {
       assert.deepEqual(findings, []);
     });
   }
+
+  test("wildcards the operator wrote into the private sources' ARNs are suppressed as the operator's own pattern", () => {
+    const patterns = {
+      sourceSecretArns: ['arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/git/*', 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:git-token-??????'],
+      sourceParameterArns: ['arn:aws:ssm:eu-west-1:111122223333:parameter/stacksync/git/*'],
+      codeCommitRepositoryArns: ['arn:aws:codecommit:eu-west-1:111122223333:infra-*'],
+    };
+    const s = synth({ ...patterns, sourceBucketNames: SOURCE_BUCKETS });
+    const annotations = Annotations.fromStack(s.stack);
+    const findings = [
+      ...annotations.findError('*', Match.stringLikeRegexp('AwsSolutions-.*')),
+      ...annotations.findWarning('*', Match.stringLikeRegexp('AwsSolutions-.*')),
+    ];
+    assert.deepEqual(findings, []);
+    for (const fn of [s.stack.functions.ArtifactFetch, s.stack.functions.Scheduler]) {
+      const role = s.json.Resources[logicalId(s, fn.role as any)];
+      const iam5 = arr<{ id: string; reason: string; applies_to?: string[] }>(role.Metadata?.cdk_nag?.rules_to_suppress).filter(
+        (x) => x.id === 'AwsSolutions-IAM5',
+      );
+      const reason = (resource: string) => iam5.find((x) => x.applies_to?.includes(`Resource::${resource}`))?.reason ?? '';
+      for (const [prop, arns] of Object.entries(patterns)) {
+        // Only `*` is a finding (cdk-nag reads `?` as no wildcard).
+        for (const arn of arns.filter((a) => a.includes('*'))) assert.match(reason(arn), new RegExp(`operator's own pattern, written into ${prop}`));
+      }
+      for (const b of SOURCE_BUCKETS) assert.match(reason(`arn:<AWS::Partition>:s3:::${b}/*`), new RegExp(`Objects of ${b}, a source bucket`));
+    }
+  });
 
   test('every suppression has a specific reason, and IAM5 suppressions name their findings', () => {
     const full = lazyFull();

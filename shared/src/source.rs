@@ -29,6 +29,38 @@ pub fn normalize_url(url: &str) -> String {
     format!("{host}/{path}").to_ascii_lowercase()
 }
 
+/// The host of a URL (`https://user@host:port/…`, `git@host:path`), as
+/// written (case kept), without user or port.
+pub fn host_of(url: &str) -> &str {
+    let authority = match url.split_once("://") {
+        Some((_, rest)) => rest.split('/').next().unwrap_or(""),
+        None => url.split(':').next().unwrap_or(""),
+    };
+    let host = authority.rsplit('@').next().unwrap_or(authority);
+    if host.starts_with('[') {
+        // [::1]:8080
+        return host
+            .split_once(']')
+            .map_or(host, |(h, _)| h)
+            .trim_start_matches('[');
+    }
+    match host.rsplit_once(':') {
+        Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => host,
+    }
+}
+
+/// Whether `host` is this machine: `localhost` or a loopback address.
+/// Credentials may go over plain http:// only to such a host (local tests
+/// and the local runner).
+pub fn is_loopback_host(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// A branch or tag without its `refs/heads/` or `refs/tags/` prefix.
 pub fn normalize_ref(reference: &str) -> &str {
     reference
@@ -87,6 +119,26 @@ mod tests {
     fn local_and_s3_sources_keep_their_scheme() {
         assert_eq!(normalize_url("file:///tmp/repo/"), "file:///tmp/repo");
         assert_eq!(normalize_url("s3://bucket/a/b.zip"), "s3://bucket/a/b.zip");
+    }
+
+    #[test]
+    fn hosts_are_read_from_every_url_form_and_loopback_is_told_apart() {
+        assert_eq!(host_of("https://user@github.com:443/a/b"), "github.com");
+        assert_eq!(host_of("git@gitlab.com:a/b.git"), "gitlab.com");
+        assert_eq!(host_of("ssh://git@host:2222/a"), "host");
+        assert_eq!(host_of("http://[::1]:8080/r"), "::1");
+        for host in ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in [
+            "10.0.0.1",
+            "github.com",
+            "localhost.example.com",
+            "0.0.0.0",
+            "",
+        ] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
     }
 
     #[test]

@@ -84,6 +84,22 @@ fn deployments(
             "WebhookSecretArn".to_owned(),
             fixture["webhookSecretArn"].clone(),
         ),
+        (
+            "SourceSecretArns".to_owned(),
+            fixture["sourceSecretArns"].clone(),
+        ),
+        (
+            "SourceParameterArns".to_owned(),
+            fixture["sourceParameterArns"].clone(),
+        ),
+        (
+            "SourceBucketNames".to_owned(),
+            fixture["sourceBucketNames"].clone(),
+        ),
+        (
+            "CodeCommitRepositoryArns".to_owned(),
+            fixture["codeCommitRepositoryArns"].clone(),
+        ),
     ]);
     let sam_roles = sam_roles(&Resolver::new(&sam, installation, &overrides)).unwrap();
     let synthesized = repo_root().join("infra/dist/conformance.template.json");
@@ -198,6 +214,9 @@ fn without_roles_or_a_secret_the_optional_statements_are_not_granted() {
         "iam:PassRole",
         "sts:AssumeRole",
         "secretsmanager:GetSecretValue",
+        "ssm:GetParameter",
+        "s3:GetObjectVersion",
+        "codecommit:GitPull",
     ] {
         assert!(!actions.contains(&optional.to_owned()), "{optional}");
     }

@@ -374,13 +374,13 @@ async fn sources_that_cannot_be_read_fail_clearly_without_touching_the_stack() {
         format!("  - name: {private}"),
         format!("    source: {{git: 'https://example.invalid/r.git', path: t.yaml, credentialsSecret: '{secret}'}}"),
         format!("  - name: {archive}"),
-        "    source: {s3: 's3://some-bucket/app.zip', path: t.yaml}".to_owned(),
+        "    source: {s3: 's3://source-never-made/app.zip', path: t.yaml}".to_owned(),
     ]
     .join("\n");
     h.apply(&file).await;
     for (name, expected) in [
         (&private, "can't find the specified secret"),
-        (&archive, "s3://some-bucket/app.zip"),
+        (&archive, "s3://source-never-made/app.zip"),
     ] {
         let outcome = h.reconcile(name).await;
         assert!(matches!(&outcome, Outcome::Failed(_)), "{outcome:?}");

@@ -600,3 +600,81 @@ async fn only_the_wanted_files_are_taken_and_with_a_filter_only_they_cross_the_w
         "without: the whole tree, {whole} bytes"
     );
 }
+
+/// The scheduler lists a repository whose password is in SSM, leaves a
+/// source pinned to an S3 version alone when newer versions come, and says
+/// which source it cannot read without holding up the others.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_scheduler_reads_ssm_credentials_keeps_pinned_versions_and_names_what_it_cannot_read() {
+    let emulator = Emulator::shared();
+    let (repo, server) = private_repo(
+        "pinned",
+        Config {
+            accounts: vec![("deploy".into(), "pass-word".into())],
+            ..Config::default()
+        },
+    );
+    let parameter = emulator
+        .put_parameter(
+            "git-password",
+            r#"{"username": "deploy", "password": "pass-word"}"#,
+        )
+        .await;
+    let bucket = emulator.source_bucket(true).await;
+    let key = "app/template.tgz";
+    let v1 = emulator
+        .put_object(&bucket, key, archive("tgz", QUEUE))
+        .await
+        .unwrap();
+    let h = Harness::new("pinned").await;
+    let (git, pinned, missing) = (stack_name("git"), stack_name("pin"), stack_name("miss"));
+    h.apply(&format!(
+        "{}  - name: {pinned}\n    source: {{s3: 's3://{bucket}/{key}', ref: '{v1}', path: stacks/t.yaml}}\n\
+         \x20 - name: {missing}\n    source: {{s3: 's3://{bucket}/nothing-here.zip', path: stacks/t.yaml}}\n",
+        entry(&git, &server.url(&repo), &parameter)
+    ))
+    .await;
+    let scheduler = Scheduler {
+        registry: h.steps.registry.clone(),
+        starter: RecordingStarter::new(),
+        sources: sdk_sources(
+            &emulator.sdk_config(),
+            true,
+            &std::env::temp_dir().join(unique_name("pin")),
+        ),
+        cloudformation: SdkCloudFormationFactory::new(emulator.sdk_config()),
+        config: SchedulerConfig::default(),
+    };
+    let cannot_read = |errors: &[String]| {
+        errors.len() == 1 && errors[0].contains("nothing-here.zip: there is no such object")
+    };
+    let first = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert!(cannot_read(&first.errors), "{:?}", first.errors);
+    assert_eq!(first.started.len(), 3, "all new: {first:?}");
+    for stack in [&git, &pinned] {
+        assert!(ready(&h.reconcile(stack).await), "{stack}");
+    }
+    assert!(matches!(h.reconcile(&missing).await, Outcome::Failed(_)));
+
+    repo.commit(&[("t.yaml", TWO_QUEUES)], "second queue");
+    emulator
+        .put_object(&bucket, key, archive("tgz", TWO_QUEUES))
+        .await;
+    let moved = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert!(cannot_read(&moved.errors), "{:?}", moved.errors);
+    let started: Vec<(String, Reason)> = moved
+        .started
+        .iter()
+        .map(|s| (s.stack.clone(), s.reason))
+        .collect();
+    assert_eq!(
+        started,
+        [(git.clone(), Reason::Pushed)],
+        "the pinned stack stays"
+    );
+    assert!(server.seen().refused == 0);
+}

@@ -10,6 +10,7 @@
 
 use super::Errors;
 use super::arns::secret_arn;
+use crate::source::{host_of, is_loopback_host};
 use crate::spec::{Source, SourceKind};
 
 /// Longest template path we accept inside a source.
@@ -49,17 +50,75 @@ pub(super) fn check_source(source: &Source, errors: &mut Errors) {
         );
     }
     for (i, path) in source.include.iter().enumerate() {
+        // A folder may be written with its trailing slash.
+        let path = path.strip_suffix('/').unwrap_or(path);
         errors.check(format!("source.include[{i}]"), relative_path(path));
     }
     if let Some(secret) = &source.credentials_secret {
         errors.check("source.credentialsSecret", secret_arn(secret));
+        errors.check("source.credentialsSecret", credentials_fit(source));
     }
+}
+
+/// Whether a source's URL can carry credentials: S3 sources are read with
+/// the installation's role, and credentials travel only over TLS or SSH
+/// (plain http:// to a loopback address, for local tests).
+fn credentials_fit(source: &Source) -> Result<(), String> {
+    let url = source.url();
+    let scheme = url.split_once("://").map(|(s, _)| s);
+    let loopback = is_loopback_host(host_of(url));
+    match scheme {
+        _ if source.kind() == Some(SourceKind::S3) => Err(
+            "S3 sources are read with stacksync's own role (the installation's SourceBucketNames): \
+             leave credentialsSecret out"
+                .into(),
+        ),
+        Some("http") if !loopback => Err(format!(
+            "{url:?} is plain http://: credentials are sent over https:// or ssh:// only"
+        )),
+        Some(scheme @ ("git" | "file")) => Err(format!(
+            "{url:?}: a {scheme}:// source takes no credentials; use https:// or ssh://"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `codecommit::REGION://NAME` or `codecommit://NAME` (the installation's
+/// region), as git-remote-codecommit writes them; no profile.
+fn codecommit_url(url: &str) -> Result<(), String> {
+    let (region, name) = match url.strip_prefix("codecommit::") {
+        Some(rest) => rest.split_once("://").ok_or_else(|| {
+            format!("{url:?} is not a CodeCommit URL: write codecommit::REGION://REPOSITORY")
+        })?,
+        None => ("", url.strip_prefix("codecommit://").unwrap_or("")),
+    };
+    if !region.is_empty() {
+        super::names::region_name(region).map_err(|e| format!("{url:?}: {e}"))?;
+    }
+    if name.contains('@') {
+        return Err(format!(
+            "{url:?} names an AWS profile: stacksync uses its own role; write codecommit::REGION://REPOSITORY"
+        ));
+    }
+    let valid = (1..=100).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if !valid {
+        return Err(format!(
+            "{url:?}: {name:?} is not a CodeCommit repository name (1–100 letters, digits, '.', '_', '-')"
+        ));
+    }
+    Ok(())
 }
 
 /// Git repository URLs stacksync can fetch from.
 pub fn git_url(url: &str) -> Result<(), String> {
     if url.is_empty() || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(format!("{url:?} is not a Git URL"));
+    }
+    if url.starts_with("codecommit:") {
+        return codecommit_url(url);
     }
     if let Some((scheme, rest)) = url.split_once("://") {
         if !matches!(scheme, "https" | "http" | "ssh" | "git" | "file") {
@@ -221,6 +280,46 @@ mod tests {
         }
     }
 
+    fn source(url: &str) -> Source {
+        let (git, s3) = if url.starts_with("s3://") {
+            (None, Some(url.to_owned()))
+        } else {
+            (Some(url.to_owned()), None)
+        };
+        Source {
+            git,
+            s3,
+            reference: None,
+            path: "t.yaml".into(),
+            credentials_secret: Some(
+                "arn:aws:secretsmanager:us-east-1:111122223333:secret:git-AbCdEf".into(),
+            ),
+            include: vec![],
+        }
+    }
+
+    #[test]
+    fn credentials_go_only_where_they_can_be_used_safely() {
+        for ok in [
+            "https://github.com/acme/infra.git",
+            "ssh://git@github.com/acme/infra.git",
+            "git@github.com:acme/infra.git",
+            "http://127.0.0.1:8080/infra.git",
+            "codecommit::eu-west-1://infra",
+        ] {
+            assert!(credentials_fit(&source(ok)).is_ok(), "{ok}");
+        }
+        for (bad, says) in [
+            ("http://git.acme.internal/infra.git", "plain http://"),
+            ("git://git.acme.internal/infra.git", "takes no credentials"),
+            ("file:///tmp/repo", "takes no credentials"),
+            ("s3://bucket/app.zip", "own role"),
+        ] {
+            let err = credentials_fit(&source(bad)).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
     #[test]
     fn git_urls_and_refs() {
         for ok in [
@@ -230,6 +329,8 @@ mod tests {
             "git@github.com:acme/infra.git",
             "git://127.0.0.1/repo.git",
             "file:///tmp/repo",
+            "codecommit::eu-west-1://infra",
+            "codecommit://infra.repo_1",
         ] {
             assert!(git_url(ok).is_ok(), "{ok}");
         }
@@ -241,6 +342,10 @@ mod tests {
             "https://u:p@host/r.git",
             "not a url",
             "/tmp/repo",
+            "codecommit::eu-west-1://dev@infra",
+            "codecommit::mars-1://infra",
+            "codecommit://",
+            "codecommit://a/b",
         ] {
             assert!(git_url(bad).is_err(), "{bad}");
         }

@@ -22,6 +22,13 @@
 //!   the bucket (403 otherwise), so a call that saw a 404 needs it too.
 //! - DynamoDB item operations carry the item's partition key as
 //!   `dynamodb:LeadingKeys`.
+//! - Git over HTTPS to CodeCommit is authorized as `codecommit:GitPull` on
+//!   the repository (CodeCommit's "Git commands" permissions).
+//!
+//! Resources are the installation's: every table is the registry, every
+//! bucket the artifact bucket except the tests' source buckets (named
+//! `source-…`), every secret the webhook's when the webhook reads it and a
+//! source secret otherwise.
 
 use std::collections::BTreeMap;
 
@@ -61,6 +68,10 @@ pub struct Installation {
     pub webhook_secret_arn: String,
     pub cloudformation_role_arn: String,
     pub target_role_arn: String,
+    pub source_secret_arn: String,
+    pub source_parameter_arn: String,
+    pub source_bucket: String,
+    pub codecommit_repository_arn: String,
 }
 
 impl Installation {
@@ -86,6 +97,10 @@ impl Installation {
             webhook_secret_arn: text("webhookSecretArn"),
             cloudformation_role_arn: first("cloudFormationRoleArns"),
             target_role_arn: first("targetAccountRoleArns"),
+            source_secret_arn: first("sourceSecretArns"),
+            source_parameter_arn: first("sourceParameterArns"),
+            source_bucket: first("sourceBucketNames"),
+            codecommit_repository_arn: first("codeCommitRepositoryArns"),
         }
     }
 
@@ -198,7 +213,12 @@ pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>
             }
         }
         "s3" => {
-            let bucket = format!("arn:{}:s3:::{}", i.partition, i.bucket);
+            let source = call
+                .bucket
+                .as_deref()
+                .is_some_and(|b| b.starts_with("source-"));
+            let name = if source { &i.source_bucket } else { &i.bucket };
+            let bucket = format!("arn:{}:s3:::{name}", i.partition);
             let object = format!("{bucket}/{}", call.object.as_deref().unwrap_or(""));
             let read = if call.version.is_some() {
                 "s3:GetObjectVersion"
@@ -279,10 +299,26 @@ pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>
             _ => return unknown(),
         },
         "secretsmanager" => match op {
-            "GetSecretValue" => vec![Request::new(&action, i.webhook_secret_arn.clone())],
+            "GetSecretValue" if call.function == "webhook" => {
+                vec![Request::new(&action, i.webhook_secret_arn.clone())]
+            }
+            "GetSecretValue" => vec![Request::new(&action, i.source_secret_arn.clone())],
+            _ => return unknown(),
+        },
+        "codecommit" => match op {
+            "GitPull" => vec![Request::new(&action, i.codecommit_repository_arn.clone())],
             _ => return unknown(),
         },
         "ssm" => match op {
+            // A source's credentials are named by ARN; the webhook's by name.
+            "GetParameter"
+                if call
+                    .target
+                    .as_deref()
+                    .is_some_and(|t| t.starts_with("arn:")) =>
+            {
+                vec![Request::new(&action, i.source_parameter_arn.clone())]
+            }
             "GetParameter" => {
                 let name = call.target.as_deref().unwrap_or("").trim_start_matches('/');
                 vec![Request::new(
@@ -326,8 +362,52 @@ mod tests {
             "webhookSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:hook-AbCdEf",
             "cloudFormationRoleArns": ["arn:aws:iam::123456789012:role/cfn"],
             "targetAccountRoleArns": ["arn:aws:iam::210987654321:role/target"],
+            "sourceSecretArns": ["arn:aws:secretsmanager:us-east-1:123456789012:secret:git-AbCdEf"],
+            "sourceParameterArns": ["arn:aws:ssm:us-east-1:123456789012:parameter/git"],
+            "sourceBucketNames": ["sources"],
+            "codeCommitRepositoryArns": ["arn:aws:codecommit:us-east-1:123456789012:infra"],
         });
         Installation::in_partition(partition, &fixture)
+    }
+
+    #[test]
+    fn source_credentials_buckets_and_codecommit_are_the_installations_own() {
+        let i = installation("aws-cn");
+        let call = |service: &str, operation: &str, function: &str| Call {
+            service: service.into(),
+            operation: operation.into(),
+            function: function.into(),
+            ..Call::default()
+        };
+        let resource = |call: Call| requests(&call, &i).unwrap()[0].resource.clone();
+        assert_eq!(
+            resource(call("secretsmanager", "GetSecretValue", "artifact-fetch")),
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:git-AbCdEf"
+        );
+        assert!(resource(call("secretsmanager", "GetSecretValue", "webhook")).contains("hook-"));
+        let by_arn = Call {
+            target: Some("arn:aws:ssm:us-east-1:1:parameter/x".into()),
+            ..call("ssm", "GetParameter", "scheduler")
+        };
+        assert_eq!(
+            resource(by_arn),
+            "arn:aws:ssm:us-east-1:123456789012:parameter/git"
+        );
+        assert_eq!(
+            resource(call("codecommit", "GitPull", "artifact-fetch")),
+            "arn:aws:codecommit:us-east-1:123456789012:infra"
+        );
+        let head = Call {
+            bucket: Some("source-abc".into()),
+            object: Some("app.zip".into()),
+            version: Some("v1".into()),
+            ..call("s3", "HeadObject", "scheduler")
+        };
+        let got = requests(&head, &i).unwrap();
+        assert_eq!(
+            (got[0].action.as_str(), got[0].resource.as_str()),
+            ("s3:GetObjectVersion", "arn:aws-cn:s3:::sources/app.zip")
+        );
     }
 
     fn cfn(op: &str) -> Call {

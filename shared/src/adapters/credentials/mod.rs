@@ -24,6 +24,7 @@ use self::stored::{Stored, token_username};
 use crate::adapters::port_error;
 use crate::ports::PortError;
 use crate::ports::source::{FetchError, SourceLocation, rejected, transient};
+use crate::source::{host_of, is_loopback_host};
 
 /// How long a source secret read is trusted before it is read again.
 pub const SECRET_CACHE: Duration = Duration::from_secs(300);
@@ -201,7 +202,7 @@ impl Credentials {
 
     /// What a stored secret presents to the server at `url`.
     async fn present(&self, url: &str, stored: Stored) -> Result<GitAuth, FetchError> {
-        let host = host_of(url);
+        let host = host_of(url).to_ascii_lowercase();
         Ok(match stored {
             Stored::Token { token, username } => {
                 let username = match username {
@@ -407,29 +408,9 @@ fn clients_for(
     }
 }
 
-/// The host of a Git URL (`https://user@host:port/…`, `git@host:path`).
-pub fn host_of(url: &str) -> String {
-    let authority = match url.split_once("://") {
-        Some((_, rest)) => rest.split('/').next().unwrap_or(""),
-        None => url.split(':').next().unwrap_or(""),
-    };
-    let host = authority.rsplit('@').next().unwrap_or(authority);
-    match host.rsplit_once(':') {
-        Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h.to_owned(),
-        _ => host.to_owned(),
-    }
-}
-
 /// Whether a URL is plain http:// to this machine (tests, the local runner).
 pub(crate) fn loopback_http(url: &str) -> bool {
-    url.starts_with("http://") && {
-        let host = host_of(url);
-        host == "localhost"
-            || host
-                .trim_matches(['[', ']'])
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback())
-    }
+    url.starts_with("http://") && is_loopback_host(host_of(url))
 }
 
 fn now_secs() -> u64 {

@@ -14,6 +14,7 @@ use gix::url::Scheme;
 
 use super::Error;
 use crate::adapters::credentials::GitAuth;
+use crate::source::is_loopback_host;
 
 /// Longest wait for a connection to a Git server.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -86,7 +87,7 @@ fn http_transport(url: &str, parsed: gix::Url, auth: &GitAuth) -> Result<BoxedTr
     };
     transport.configure(&options)?;
     if let GitAuth::Basic { username, password } = auth {
-        if parsed.scheme == Scheme::Http && !is_loopback(parsed.host()) {
+        if parsed.scheme == Scheme::Http && !parsed.host().is_some_and(is_loopback_host) {
             return Err(Error::Refused(format!(
                 "{url}: credentials are sent over https:// only (or to a loopback address); \
                  this URL is plain http://"
@@ -101,18 +102,6 @@ fn http_transport(url: &str, parsed: gix::Url, auth: &GitAuth) -> Result<BoxedTr
             .map_err(|e| Error::Refused(e.to_string()))?;
     }
     Ok(Box::new(transport))
-}
-
-/// Whether `host` is this machine.
-pub(super) fn is_loopback(host: Option<&str>) -> bool {
-    match host {
-        Some("localhost") => true,
-        Some(host) => host
-            .trim_matches(['[', ']'])
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback()),
-        None => false,
-    }
 }
 
 /// A TCP connection with the connect timeout, and the I/O timeout on
@@ -151,17 +140,6 @@ fn daemon(url: &gix::Url) -> Result<BoxedTransport, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn loopback_hosts_are_told_apart() {
-        for host in ["127.0.0.1", "127.1.2.3", "localhost", "[::1]", "::1"] {
-            assert!(is_loopback(Some(host)), "{host}");
-        }
-        for host in ["10.0.0.1", "github.com", "localhost.example.com", "0.0.0.0"] {
-            assert!(!is_loopback(Some(host)), "{host}");
-        }
-        assert!(!is_loopback(None));
-    }
 
     #[test]
     fn credentials_go_over_plain_http_to_loopback_only() {
