@@ -37,6 +37,7 @@ pub mod judge;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use futures_util::stream::{self, StreamExt};
 use serde::Serialize;
 use tracing::{info, warn};
 
@@ -430,43 +431,35 @@ where
     }
 
     /// Lists every source once, `probe_concurrency` at a time: key → head.
+    /// The listings run concurrently within this task, not as tasks of their
+    /// own: what one invocation does stays in its task (its log span, and
+    /// the tests' record of which function made a call).
     async fn probe(
         &self,
         records: &[SourceRecord],
         report: &mut Report,
     ) -> BTreeMap<String, String> {
         let mut heads = BTreeMap::new();
-        let mut pending = records.iter();
-        let mut tasks = tokio::task::JoinSet::new();
-        let limit = self.config.probe_concurrency.max(1);
-        loop {
-            while tasks.len() < limit
-                && let Some(record) = pending.next()
-            {
-                let sources = self.sources.clone();
-                let (key, reference) = (record.key.clone(), record.reference.clone());
+        let mut listed = stream::iter(records)
+            .map(|record| async move {
                 let location = SourceLocation {
                     url: record.url.clone(),
                     credentials: record.credentials.clone(),
                 };
-                tasks.spawn(async move {
-                    let head = sources.resolve(&location, &reference).await;
-                    (key, head)
-                });
-            }
-            let Some(done) = tasks.join_next().await else {
-                break;
-            };
+                let head = self.sources.resolve(&location, &record.reference).await;
+                (&record.key, head)
+            })
+            .buffer_unordered(self.config.probe_concurrency.max(1));
+        while let Some((key, head)) = listed.next().await {
             report.sources_checked += 1;
-            match done {
-                Ok((key, Ok(head))) => {
-                    heads.insert(key, head);
+            match head {
+                Ok(head) => {
+                    heads.insert(key.clone(), head);
                 }
-                Ok((key, Err(e))) => {
+                Err(e) => {
                     warn!(source = %key, error = %e, "source not listed");
                     report.errors.push(format!("source {key}: {e}"));
                 }
-                Err(e) => report.errors.push(format!("source listing: {e}")),
             }
         }
         heads
