@@ -288,8 +288,15 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.objects('ReadArtifacts', ['s3:GetObject'], ['artifacts']),
       p.objects('StoreTemplates', ['s3:GetObject', 's3:PutObject'], ['templates', 'parameters']),
       p.listBucket('ObjectExists'),
-      // GetTemplate: is the stack still what the last run left (template and parameters)?
-      p.stacks('cloudformation:DescribeStacks', 'cloudformation:GetTemplate'),
+      // GetTemplate: is the stack still what the last run left (template and parameters)? In sync otherwise:
+      // termination protection and the stack policy put back where they differ.
+      p.stacks(
+        'cloudformation:DescribeStacks',
+        'cloudformation:GetTemplate',
+        'cloudformation:UpdateTerminationProtection',
+        'cloudformation:GetStackPolicy',
+        'cloudformation:SetStackPolicy',
+      ),
       ...p.assumeTargetRoles(),
     ],
   },
@@ -341,6 +348,7 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
         'cloudformation:DeleteChangeSet',
         'cloudformation:DescribeStackEvents',
         'cloudformation:UpdateTerminationProtection',
+        'cloudformation:GetStackPolicy',
         'cloudformation:SetStackPolicy',
         // The stack as the run leaves it, for later runs to compare.
         'cloudformation:GetTemplate',

@@ -869,7 +869,7 @@ describe('IAM', () => {
         st('ReadArtifacts', ['s3:GetObject'], ['BUCKET/artifacts/*']),
         st('StoreTemplates', ['s3:GetObject', 's3:PutObject'], ['BUCKET/templates/*', 'BUCKET/parameters/*']),
         st('ObjectExists', ['s3:ListBucket'], ['BUCKET']),
-        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:GetTemplate'], [S]),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:GetTemplate', 'cloudformation:UpdateTerminationProtection', 'cloudformation:GetStackPolicy', 'cloudformation:SetStackPolicy'], [S]),
         assume,
       ],
       'change-set': [
@@ -883,7 +883,7 @@ describe('IAM', () => {
       'poll-status': [
         registry,
         st('Parameters', ['s3:GetObject'], ['BUCKET/parameters/*']),
-        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:DeleteChangeSet', 'cloudformation:DescribeStackEvents', 'cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy', 'cloudformation:GetTemplate'], [S]),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:DeleteChangeSet', 'cloudformation:DescribeStackEvents', 'cloudformation:UpdateTerminationProtection', 'cloudformation:GetStackPolicy', 'cloudformation:SetStackPolicy', 'cloudformation:GetTemplate'], [S]),
         assume,
       ],
       delete: [

@@ -138,6 +138,11 @@ impl<T: CloudFormation> CloudFormation for Recorded<T> {
         self.0.set_stack_policy(stack, policy_json).await
     }
 
+    async fn stack_policy(&self, stack: &str) -> PortResult<Option<String>> {
+        cfn_call("GetStackPolicy", stack, None);
+        self.0.stack_policy(stack).await
+    }
+
     async fn events_since(&self, stack: &str, since: i64) -> PortResult<Vec<StackEvent>> {
         cfn_call("DescribeStackEvents", stack, None);
         self.0.events_since(stack, since).await

@@ -508,6 +508,52 @@ async fn termination_protection_and_the_stack_policy_are_set_after_an_update_and
     assert!(h.steps.registry.get(&name).await.unwrap().is_none());
 }
 
+/// Termination protection turned off and the policy replaced in the console
+/// change no `LastUpdatedTime`: the next run, in sync otherwise, puts both
+/// back without a change set, and says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn protection_and_policy_changed_outside_stacksync_are_put_back_without_a_change_set() {
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::CreateComplete)]);
+    let extra = "    terminationProtection: true\n    stackPolicy: {Statement: [{Effect: Deny, Action: 'Update:Replace', Principal: '*', Resource: '*'}]}\n";
+    let (h, name) = harness(&fake, extra).await;
+    assert!(ok(&h.reconcile(&name).await));
+    {
+        let mut s = fake.script();
+        s.termination_protection = false;
+        s.stack_policy = Some(r#"{"Statement": [{"Effect": "Allow", "Action": "Update:*", "Principal": "*", "Resource": "*"}]}"#.into());
+        s.calls.clear();
+    }
+    assert!(ok(&h.reconcile(&name).await));
+    let calls = fake.script().calls.clone();
+    assert!(
+        calls.contains(&format!("UpdateTerminationProtection {name} true")),
+        "{calls:?}"
+    );
+    assert!(
+        calls.iter().any(|c| c.starts_with("SetStackPolicy")),
+        "{calls:?}"
+    );
+    assert!(
+        !calls.iter().any(|c| c.starts_with("CreateChangeSet")),
+        "{calls:?}"
+    );
+    let message = h.entry(&name).await.status.message.unwrap_or_default();
+    assert_eq!(
+        message,
+        "in sync: nothing to change; termination protection turned on, stack policy set"
+    );
+    // Once put back, nothing more is done.
+    fake.script().calls.clear();
+    assert!(ok(&h.reconcile(&name).await));
+    let calls = fake.operations();
+    assert!(
+        !calls
+            .iter()
+            .any(|c| c == "UpdateTerminationProtection" || c == "SetStackPolicy"),
+        "{calls:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_template_with_a_transform_is_deployed_with_auto_expand() {
     const SAM: &[u8] = b"Transform: AWS::Serverless-2016-10-31\nResources:\n  Table:\n    Type: AWS::Serverless::SimpleTable\n";

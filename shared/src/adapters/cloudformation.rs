@@ -94,6 +94,7 @@ impl CloudFormation for SdkCloudFormation {
                     .iter()
                     .filter_map(|t| Some((t.key()?.to_owned(), t.value()?.to_owned())))
                     .collect(),
+                termination_protection: s.enable_termination_protection().unwrap_or(false),
             })),
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(port_error("DescribeStacks", &e)),
@@ -335,6 +336,16 @@ impl CloudFormation for SdkCloudFormation {
             .await
             .map(|_| ())
             .map_err(|e| port_error("SetStackPolicy", &e))
+    }
+
+    async fn stack_policy(&self, stack: &str) -> PortResult<Option<String>> {
+        self.client
+            .get_stack_policy()
+            .stack_name(stack)
+            .send()
+            .await
+            .map(|out| out.stack_policy_body().map(str::to_owned))
+            .map_err(|e| port_error("GetStackPolicy", &e))
     }
 
     async fn events_since(&self, stack: &str, since: i64) -> PortResult<Vec<StackEvent>> {

@@ -40,6 +40,9 @@ pub struct Script {
     pub drift: Option<String>,
     /// What ListStacks answers.
     pub listing: Vec<StackSummary>,
+    /// The stack's termination protection and policy, as set.
+    pub termination_protection: bool,
+    pub stack_policy: Option<String>,
     /// Every port asked of the factory: (region, role assumed).
     pub connections: Vec<(Option<String>, Option<String>)>,
     /// Every call, as "Operation detail".
@@ -63,6 +66,8 @@ impl Default for Script {
             template: "Resources: {}".into(),
             drift: None,
             listing: Vec::new(),
+            termination_protection: false,
+            stack_policy: None,
             connections: Vec::new(),
             calls: Vec::new(),
             requests: Vec::new(),
@@ -219,6 +224,7 @@ impl CloudFormation for ScriptedCloudFormation {
             drift: s.drift.clone(),
             parameters: BTreeMap::new(),
             tags: BTreeMap::new(),
+            termination_protection: s.termination_protection,
         }))
     }
 
@@ -298,11 +304,20 @@ impl CloudFormation for ScriptedCloudFormation {
     }
 
     async fn set_termination_protection(&self, stack: &str, enabled: bool) -> PortResult<()> {
-        self.call("UpdateTerminationProtection", format!("{stack} {enabled}"))
+        self.call("UpdateTerminationProtection", format!("{stack} {enabled}"))?;
+        self.script().termination_protection = enabled;
+        Ok(())
     }
 
-    async fn set_stack_policy(&self, stack: &str, _policy_json: &str) -> PortResult<()> {
-        self.call("SetStackPolicy", stack.to_owned())
+    async fn set_stack_policy(&self, stack: &str, policy_json: &str) -> PortResult<()> {
+        self.call("SetStackPolicy", stack.to_owned())?;
+        self.script().stack_policy = Some(policy_json.to_owned());
+        Ok(())
+    }
+
+    async fn stack_policy(&self, stack: &str) -> PortResult<Option<String>> {
+        self.call("GetStackPolicy", stack.to_owned())?;
+        Ok(self.script().stack_policy.clone())
     }
 
     async fn events_since(&self, stack: &str, _since: i64) -> PortResult<Vec<StackEvent>> {

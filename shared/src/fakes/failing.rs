@@ -233,6 +233,11 @@ impl<T: CloudFormation> CloudFormation for Failing<T> {
         self.inner.set_termination_protection(stack, enabled).await
     }
 
+    async fn stack_policy(&self, stack: &str) -> PortResult<Option<String>> {
+        self.check("GetStackPolicy")?;
+        self.inner.stack_policy(stack).await
+    }
+
     async fn set_stack_policy(&self, stack: &str, policy_json: &str) -> PortResult<()> {
         self.check("SetStackPolicy")?;
         self.inner.set_stack_policy(stack, policy_json).await

@@ -21,6 +21,8 @@ pub struct StackInfo {
     /// The stack's parameters, as CloudFormation reports them.
     pub parameters: BTreeMap<String, String>,
     pub tags: BTreeMap<String, String>,
+    /// `EnableTerminationProtection`.
+    pub termination_protection: bool,
 }
 
 /// A stack as `ListStacks` sums it up: what the scheduler's health check
@@ -153,6 +155,8 @@ pub trait CloudFormation: Send + Sync {
         stack: &str,
         policy_json: &str,
     ) -> impl Future<Output = PortResult<()>> + Send;
+    /// The stack's policy as set (`GetStackPolicy`), `None` when it has none.
+    fn stack_policy(&self, stack: &str) -> impl Future<Output = PortResult<Option<String>>> + Send;
     /// Events newer than `since` (epoch ms), oldest first.
     fn events_since(
         &self,

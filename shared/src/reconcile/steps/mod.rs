@@ -22,6 +22,7 @@ pub mod change_set;
 pub mod delete;
 pub mod finalize;
 pub mod poll_status;
+mod settings;
 pub mod template_upload;
 
 #[cfg(test)]

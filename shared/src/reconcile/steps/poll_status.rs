@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use tracing::info;
 
+use super::settings::with_settings;
 use super::{StepResult, Steps, ready_status, short, wait};
 use crate::ports::{Blobs, ChangeSetInfo, CloudFormation, CloudFormationFactory, SourceFetcher};
 use crate::reconcile::decide::{
@@ -95,6 +96,10 @@ where
             ChangeSetDecision::Empty => {
                 cfn.delete_change_set(stack_name, &name).await?;
                 let stack = cfn.describe_stack(stack_name).await?;
+                let changed = match &stack {
+                    Some(stack) => self.apply_settings(cfn, &entry.spec, stack).await?,
+                    None => Vec::new(),
+                };
                 let seen = self
                     .observe_if_there(cfn, &entry.spec, stack.as_ref())
                     .await?;
@@ -105,6 +110,7 @@ where
                     ),
                     None => "in sync: the change set was empty".to_owned(),
                 };
+                let message = with_settings(message, &changed);
                 self.in_sync(state, entry, seen, &message).await
             }
             ChangeSetDecision::Failed { reason } => {
@@ -154,16 +160,16 @@ where
         match decide_after_execute(stack.as_ref().map(|s| &s.status)) {
             ExecutionOutcome::Wait => Ok(wait(state, WaitOn::Execution, spec)),
             ExecutionOutcome::Succeeded => {
-                if spec.termination_protection {
-                    cfn.set_termination_protection(stack_name, true).await?;
-                }
-                if let Some(policy) = &spec.stack_policy {
-                    cfn.set_stack_policy(stack_name, &policy.to_string())
-                        .await?;
-                }
-                let mut message = format!(
-                    "applied {}",
-                    short(state.revision.as_deref().unwrap_or("?"))
+                let changed = match &stack {
+                    Some(stack) => self.apply_settings(cfn, spec, stack).await?,
+                    None => Vec::new(),
+                };
+                let mut message = with_settings(
+                    format!(
+                        "applied {}",
+                        short(state.revision.as_deref().unwrap_or("?"))
+                    ),
+                    &changed,
                 );
                 if let Some(found) = &mut state.out_of_band {
                     found.undone = true;
@@ -350,6 +356,37 @@ mod tests {
             "{err:?}"
         );
         assert!(t.cfn.operations().contains(&"DeleteChangeSet".to_owned()));
+    }
+
+    /// Issue "Nothing stuck": a spec that only adds termination protection
+    /// and a stack policy makes an empty change set; the run must still
+    /// apply both, and say so, not end "in sync" with neither applied.
+    #[tokio::test]
+    async fn settings_a_change_set_does_not_carry_are_applied_when_it_is_empty() {
+        let (t, state) = created(&[Some(S::UpdateComplete)], |e| {
+            e.spec.termination_protection = true;
+            e.spec.stack_policy = Some(serde_json::json!({"Statement": []}));
+        })
+        .await;
+        t.cfn.script().change_set = [failed("The submitted information didn't contain changes.")]
+            .into_iter()
+            .collect();
+        let done = t.steps.poll_status(state).await.unwrap();
+        assert_eq!(done.next, Next::Done);
+        let calls = t.cfn.script().calls.clone();
+        assert!(
+            calls.contains(&format!("UpdateTerminationProtection {NAME} true")),
+            "{calls:?}"
+        );
+        assert!(
+            calls.iter().any(|c| c.starts_with("SetStackPolicy")),
+            "{calls:?}"
+        );
+        let message = t.entry().status.message.unwrap_or_default();
+        assert!(
+            message.contains("termination protection") && message.contains("stack policy"),
+            "{message}"
+        );
     }
 
     #[tokio::test]

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use super::settings::with_settings;
 use super::{StepResult, Steps, short};
 use crate::artifact;
 use crate::hash::sha256_hex;
@@ -100,8 +101,9 @@ where
         match self.as_left(&cfn, &entry, stack.as_ref()).await? {
             AsLeft::Same(seen) => {
                 let healthy = up_to_date(true, stack.as_ref().map(|s| &s.status));
-                if healthy && !state.trigger.force {
-                    let message = in_sync_message(&entry, &seen);
+                if let Some(stack) = stack.as_ref().filter(|_| healthy && !state.trigger.force) {
+                    let changed = self.apply_settings(&cfn, &entry.spec, stack).await?;
+                    let message = with_settings(in_sync_message(&entry, &seen), &changed);
                     return self.in_sync(state, &entry, Some(seen), &message).await;
                 }
                 state.must_apply = state.trigger.force;
