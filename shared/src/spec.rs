@@ -18,6 +18,10 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_mins(10);
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// Default wait before retrying a failed reconcile.
 pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_mins(2);
+/// Default longest one run may take, waits included.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_mins(120);
+/// Default most polls (waits for CloudFormation) one run may make.
+pub const DEFAULT_MAX_POLLS: u32 = 500;
 /// Default Git ref when a Git source names none.
 pub const DEFAULT_GIT_REF: &str = "main";
 
@@ -64,6 +68,14 @@ pub struct StackSpec {
     /// Wait before retrying after a failed reconcile.
     #[serde(default = "default_retry_interval")]
     pub retry_interval: Duration,
+    /// The longest one run may take, waits included; past it the run ends
+    /// `Failed`, saying what it waited for.
+    #[serde(default = "default_timeout")]
+    pub timeout: Duration,
+    /// The most times one run waits for CloudFormation; past it, as for
+    /// `timeout`.
+    #[serde(default = "default_max_polls")]
+    pub max_polls: u32,
     /// When true, stacksync leaves the stack alone.
     #[serde(default)]
     pub suspend: bool,
@@ -216,6 +228,14 @@ fn default_poll_interval() -> Duration {
     DEFAULT_POLL_INTERVAL
 }
 
+fn default_timeout() -> Duration {
+    DEFAULT_TIMEOUT
+}
+
+fn default_max_polls() -> u32 {
+    DEFAULT_MAX_POLLS
+}
+
 fn default_retry_interval() -> Duration {
     DEFAULT_RETRY_INTERVAL
 }
@@ -318,6 +338,8 @@ pub(crate) mod fixtures {
             interval: DEFAULT_INTERVAL,
             poll_interval: DEFAULT_POLL_INTERVAL,
             retry_interval: DEFAULT_RETRY_INTERVAL,
+            timeout: DEFAULT_TIMEOUT,
+            max_polls: DEFAULT_MAX_POLLS,
             suspend: false,
             destroy_on_delete: false,
             termination_protection: false,

@@ -110,12 +110,15 @@ pub enum StallReason {
     RegistryRefused,
     /// Transient errors outlasted every retry.
     RetriesExhausted,
+    /// The run passed its deadline (`timeout`) or its poll budget
+    /// (`maxPolls`) while it waited.
+    TimedOut,
     /// An error stacksync did not raise (a Lambda or Step Functions error).
     Unexpected,
 }
 
 impl StallReason {
-    pub const ALL: [StallReason; 17] = [
+    pub const ALL: [StallReason; 18] = [
         Self::NotRegistered,
         Self::Unsupported,
         Self::SourceUnavailable,
@@ -132,6 +135,7 @@ impl StallReason {
         Self::ContractViolated,
         Self::RegistryRefused,
         Self::RetriesExhausted,
+        Self::TimedOut,
         Self::Unexpected,
     ];
 
@@ -154,6 +158,7 @@ impl StallReason {
             Self::ContractViolated => "ContractViolated",
             Self::RegistryRefused => "RegistryRefused",
             Self::RetriesExhausted => "RetriesExhausted",
+            Self::TimedOut => "TimedOut",
             Self::Unexpected => "Unexpected",
         }
     }

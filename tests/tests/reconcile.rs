@@ -536,3 +536,27 @@ async fn a_stack_in_another_account_is_created_checked_and_deleted_through_the_a
     reconciled(&h, &name).await;
     assert_eq!(stack_there(name.clone()).await, None, "deleted there");
 }
+
+/// A create that failed at execute leaves a `REVIEW_IN_PROGRESS` stack; the
+/// emulator then makes a second stack of that name for the next create.
+/// The next run must follow its own change set (and the stack it names),
+/// and end: it once polled the first stack without end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_after_one_that_failed_at_execute_ends_ready() {
+    const NEEDS: &[u8] = b"Parameters:\n  Size: {Type: Number}\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties: {DelaySeconds: !Ref Size}\n";
+    const FIXED: &[u8] = b"Parameters:\n  Size: {Type: Number, Default: 1}\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties: {DelaySeconds: !Ref Size}\n";
+    let h = Harness::new("review").await;
+    let repo = GitRepo::new("review");
+    repo.commit(&[("stacks/queue.yaml", NEEDS)], "needs a parameter");
+    let name = stack_name("r");
+    h.apply(&stacks(&name, &repo.file_url(), "    maxPolls: 30\n"))
+        .await;
+    let outcome = h.reconcile(&name).await;
+    assert!(matches!(&outcome, Outcome::Failed(_)), "{outcome:?}");
+    repo.commit(&[("stacks/queue.yaml", FIXED)], "a default");
+    let outcome = h.reconcile(&name).await;
+    let status = h.entry(&name).await.status;
+    assert!(succeeded(&outcome), "{outcome:?}: {:?}", status.message);
+    assert_eq!(status.phase, Phase::Ready);
+    assert_eq!(status.last_applied_revision, Some(repo.head()));
+}

@@ -225,6 +225,7 @@ impl CloudFormation for SdkCloudFormation {
                         .unwrap_or(ExecutionStatus::Unavailable),
                     reason: out.status_reason().map(str::to_owned),
                     changes: out.changes().len(),
+                    stack_id: out.stack_id().map(str::to_owned),
                 }))
             }
             Err(e) if is_not_found(&e) => Ok(None),

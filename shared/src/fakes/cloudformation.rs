@@ -102,6 +102,7 @@ pub fn ready(changes: usize) -> ChangeSetInfo {
         execution: ExecutionStatus::Available,
         reason: None,
         changes,
+        stack_id: None,
     }
 }
 
@@ -112,6 +113,7 @@ pub fn pending() -> ChangeSetInfo {
         execution: ExecutionStatus::Unavailable,
         reason: None,
         changes: 0,
+        stack_id: None,
     }
 }
 
@@ -122,6 +124,7 @@ pub fn failed(reason: &str) -> ChangeSetInfo {
         execution: ExecutionStatus::Unavailable,
         reason: Some(reason.to_owned()),
         changes: 0,
+        stack_id: None,
     }
 }
 

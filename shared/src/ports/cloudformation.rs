@@ -45,6 +45,8 @@ pub struct ChangeSetInfo {
     pub reason: Option<String>,
     /// How many resource changes it lists.
     pub changes: usize,
+    /// The id of the stack it is for (the one a create made).
+    pub stack_id: Option<String>,
 }
 
 /// One stack event, for people to watch and for failure reasons.

@@ -79,6 +79,11 @@ pub struct RunState {
     pub change_set_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change_set_kind: Option<ChangeSetKind>,
+    /// The id of the stack the run's change set is for, as CloudFormation
+    /// reported it: the stack followed while it executes (by name, an
+    /// emulator that kept a failed create's stack answers with that one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_set_stack_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_on: Option<WaitOn>,
     /// The change set is ready: change-set executes it.

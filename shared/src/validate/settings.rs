@@ -24,10 +24,12 @@ pub const MAX_ROLLBACK_TRIGGERS: usize = 5;
 /// CloudFormation: a stack policy body is at most 16,384 bytes.
 pub const MAX_STACK_POLICY_BYTES: usize = 16_384;
 
-/// `interval`, `pollInterval` and `retryInterval`, each within its bounds.
+/// `interval`, `pollInterval`, `retryInterval`, `timeout` and `maxPolls`,
+/// each within its bounds.
 ///
 /// Bounds: a full reconcile from once a minute to once a day; a first poll of
-/// CloudFormation from 1s to 5m; a retry after a failure from 10s to a day.
+/// CloudFormation from 1s to 5m; a retry after a failure from 10s to a day;
+/// a run from 1m to a day, with 1 to 2,500 polls.
 pub(super) fn check_durations(spec: &StackSpec, errors: &mut Errors) {
     let durations = [
         (
@@ -48,6 +50,12 @@ pub(super) fn check_durations(spec: &StackSpec, errors: &mut Errors) {
             Duration::from_secs(10),
             Duration::from_secs(86_400),
         ),
+        (
+            "timeout",
+            spec.timeout,
+            Duration::from_mins(1),
+            Duration::from_secs(86_400),
+        ),
     ];
     for (field, value, min, max) in durations {
         if value < min || value > max {
@@ -57,7 +65,17 @@ pub(super) fn check_durations(spec: &StackSpec, errors: &mut Errors) {
             );
         }
     }
+    if !(1..=MAX_POLLS).contains(&spec.max_polls) {
+        errors.push(
+            "maxPolls",
+            format!("{} is out of range: use 1 to {MAX_POLLS}", spec.max_polls),
+        );
+    }
 }
+
+/// The most `maxPolls`: each poll costs about nine events of a Step
+/// Functions execution's history, which holds 25,000.
+pub const MAX_POLLS: u32 = 2_500;
 
 /// `stackPolicy`, when given: a policy document CloudFormation accepts.
 pub(super) fn check_stack_policy(policy: Option<&serde_json::Value>, errors: &mut Errors) {
@@ -185,9 +203,20 @@ mod tests {
         s.interval = Duration::from_secs(10);
         s.poll_interval = Duration::from_mins(10);
         s.retry_interval = Duration::from_secs(2 * 86_400);
+        s.timeout = Duration::from_secs(30);
+        s.max_polls = 0;
         assert_eq!(
             fields(&s),
-            vec!["interval", "pollInterval", "retryInterval"]
+            vec![
+                "interval",
+                "pollInterval",
+                "retryInterval",
+                "timeout",
+                "maxPolls"
+            ]
         );
+        s = spec("a");
+        s.max_polls = MAX_POLLS + 1;
+        assert_eq!(fields(&s), vec!["maxPolls"]);
     }
 }

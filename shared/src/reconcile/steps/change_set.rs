@@ -48,7 +48,7 @@ where
                 kind,
                 cleanup_review,
             } => self.create(state, &entry, &cfn, kind, cleanup_review).await,
-            StackDecision::Wait => Ok(wait(state, WaitOn::Stack, &entry.spec)),
+            StackDecision::Wait => wait(state, WaitOn::Stack, &entry.spec),
             StackDecision::InSync => {
                 let seen = self
                     .observe_if_there(&cfn, &entry.spec, stack.as_ref())
@@ -71,7 +71,7 @@ where
                     .await?;
                 let mut state = state;
                 state.rollback_continues += 1;
-                Ok(wait(state, WaitOn::Rollback, &entry.spec))
+                wait(state, WaitOn::Rollback, &entry.spec)
             }
             StackDecision::DeleteAndRecreate => {
                 let mut state = state;
@@ -106,7 +106,7 @@ where
             cfn.execute_change_set(stack_name, &name).await?;
         }
         state.execute = false;
-        Ok(wait(state, WaitOn::Execution, &entry.spec))
+        wait(state, WaitOn::Execution, &entry.spec)
     }
 
     /// Creates the run's change set (named from the stack and the desired
@@ -140,7 +140,7 @@ where
             Created::ChangeSet => {
                 state.change_set_name = Some(name);
                 state.change_set_kind = Some(kind);
-                Ok(wait(state, WaitOn::ChangeSet, &entry.spec))
+                wait(state, WaitOn::ChangeSet, &entry.spec)
             }
             Created::NothingToChange => {
                 let stack = cfn.describe_stack(stack_name).await?;

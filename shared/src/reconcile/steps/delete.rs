@@ -50,7 +50,7 @@ where
                 )
                 .await
             }
-            DeleteDecision::Wait => Ok(wait_delete(state, spec)),
+            DeleteDecision::Wait => wait_delete(state, spec),
             DeleteDecision::Failed => {
                 let reason = self.failure_reason(&cfn, stack_name, &state, stack).await?;
                 Err(StepError::stalled(
@@ -66,7 +66,7 @@ where
                 cfn.delete_stack(stack_name, spec.role_arn.as_deref())
                     .await?;
                 state.delete_requests += 1;
-                Ok(wait_delete(state, spec))
+                wait_delete(state, spec)
             }
         }
     }
@@ -85,8 +85,11 @@ where
     }
 }
 
-/// `next` = wait, then delete again: the first poll interval, then longer.
-fn wait_delete(mut state: RunState, spec: &StackSpec) -> RunState {
+/// `next` = wait, then delete again: the first poll interval, then longer;
+/// unless the run is past its deadline or poll budget.
+fn wait_delete(mut state: RunState, spec: &StackSpec) -> Result<RunState, StepError> {
+    super::within_budget(&state, spec, "the stack to be deleted")?;
+    state.polls += 1;
     let first = spec.poll_interval.as_secs();
     state.wait_seconds = if state.next == Next::WaitDelete {
         super::next_poll_seconds(state.wait_seconds, first)
@@ -94,7 +97,7 @@ fn wait_delete(mut state: RunState, spec: &StackSpec) -> RunState {
         first
     };
     state.next = Next::WaitDelete;
-    state
+    Ok(state)
 }
 
 #[cfg(test)]

@@ -372,7 +372,10 @@ fn ready_status(state: &RunState, entry: &StackEntry, seen: Option<Seen>, messag
 
 /// `next` = wait on `on`, for the spec's first poll interval or, waiting on
 /// the same thing again, a longer one.
-fn wait(mut state: RunState, on: WaitOn, spec: &StackSpec) -> RunState {
+/// `next` = wait for `on`: the first poll interval, then longer; unless
+/// the run is past its deadline or poll budget, which ends it.
+fn wait(mut state: RunState, on: WaitOn, spec: &StackSpec) -> Result<RunState, StepError> {
+    within_budget(&state, spec, &waiting_for(&state, on))?;
     let first = spec.poll_interval.as_secs();
     state.wait_seconds = if state.wait_on == Some(on) {
         next_poll_seconds(state.wait_seconds, first)
@@ -381,7 +384,41 @@ fn wait(mut state: RunState, on: WaitOn, spec: &StackSpec) -> RunState {
     };
     state.wait_on = Some(on);
     state.next = Next::Wait;
-    state
+    state.polls += 1;
+    Ok(state)
+}
+
+/// What a wait is for, in words.
+fn waiting_for(state: &RunState, on: WaitOn) -> String {
+    let change_set = state.change_set_name.as_deref().unwrap_or("?");
+    match on {
+        WaitOn::ChangeSet => format!("change set {change_set} to be made"),
+        WaitOn::Execution => format!("change set {change_set} to be executed"),
+        WaitOn::Stack => "another operation on the stack to end".to_owned(),
+        WaitOn::Rollback => "the stack's rollback to be continued".to_owned(),
+    }
+}
+
+/// Ends the run (`TimedOut`) when it is past its `timeout` or has waited
+/// `maxPolls` times: nothing waits forever, whatever CloudFormation (or an
+/// emulator) answers.
+fn within_budget(state: &RunState, spec: &StackSpec, waiting_for: &str) -> Result<(), StepError> {
+    let elapsed_ms = now_millis().saturating_sub(state.started_at).max(0);
+    let elapsed = crate::Duration::from_secs(u64::try_from(elapsed_ms / 1000).unwrap_or(0));
+    let over = if state.polls >= spec.max_polls {
+        format!("its poll budget (maxPolls {})", spec.max_polls)
+    } else if state.started_at > 0 && elapsed > spec.timeout {
+        format!("its deadline (timeout {})", spec.timeout)
+    } else {
+        return Ok(());
+    };
+    Err(StepError::stalled(
+        StallReason::TimedOut,
+        format!(
+            "gave up after {} polls in {elapsed}, past {over}: still waiting for {waiting_for}",
+            state.polls
+        ),
+    ))
 }
 
 /// `now` + `secs`.

@@ -27,7 +27,6 @@ where
 {
     pub async fn poll_status(&self, mut state: RunState) -> StepResult {
         let entry = self.resume(&state).await?;
-        state.polls += 1;
         let cfn = self.port(&entry.spec).await?;
         match state.wait_on {
             None | Some(WaitOn::Stack) | Some(WaitOn::Rollback) => {
@@ -37,7 +36,7 @@ where
                 match decide_waiting(stack.as_ref().map(|s| &s.status)) {
                     Waiting::Wait => {
                         let on = state.wait_on.unwrap_or(WaitOn::Stack);
-                        Ok(wait(state, on, &entry.spec))
+                        wait(state, on, &entry.spec)
                     }
                     Waiting::Decide => {
                         state.wait_on = None;
@@ -71,6 +70,9 @@ where
             state.next = Next::ChangeSet;
             return Ok(state);
         };
+        if cs.stack_id.is_some() {
+            state.change_set_stack_id.clone_from(&cs.stack_id);
+        }
         let stack_matches = if ready_without_changes(&cs) {
             self.stack_matches(&state, entry, cfn).await?
         } else {
@@ -85,13 +87,13 @@ where
         });
         info!(stack = %state.stack_id, change_set = %name, ?decision, "change set polled");
         match decision {
-            ChangeSetDecision::Wait => Ok(wait(state, WaitOn::ChangeSet, &entry.spec)),
+            ChangeSetDecision::Wait => wait(state, WaitOn::ChangeSet, &entry.spec),
             ChangeSetDecision::Execute => {
                 state.execute = true;
                 state.next = Next::ChangeSet;
                 Ok(state)
             }
-            ChangeSetDecision::WaitForStack => Ok(wait(state, WaitOn::Execution, &entry.spec)),
+            ChangeSetDecision::WaitForStack => wait(state, WaitOn::Execution, &entry.spec),
             ChangeSetDecision::CheckStack => self.after_execution(state, entry, cfn).await,
             ChangeSetDecision::Empty => {
                 cfn.delete_change_set(stack_name, &name).await?;
@@ -156,9 +158,23 @@ where
     ) -> StepResult {
         let spec = &entry.spec;
         let stack_name = spec.effective_stack_name();
-        let stack = cfn.describe_stack(stack_name).await?;
-        match decide_after_execute(stack.as_ref().map(|s| &s.status)) {
-            ExecutionOutcome::Wait => Ok(wait(state, WaitOn::Execution, spec)),
+        // The change set says how its execution went while it lasts (AWS
+        // removes it once executed); the stack is the one it named.
+        let change_set = match &state.change_set_name {
+            Some(name) => cfn.describe_change_set(stack_name, name).await?,
+            None => None,
+        };
+        let execution_failed = change_set
+            .as_ref()
+            .filter(|cs| cs.execution == ExecutionStatus::ExecuteFailed);
+        let target = state.change_set_stack_id.as_deref().unwrap_or(stack_name);
+        let stack = cfn.describe_stack(target).await?;
+        let outcome = match execution_failed {
+            Some(_) => ExecutionOutcome::Failed,
+            None => decide_after_execute(stack.as_ref().map(|s| &s.status)),
+        };
+        match outcome {
+            ExecutionOutcome::Wait => wait(state, WaitOn::Execution, spec),
             ExecutionOutcome::Succeeded => {
                 let changed = match &stack {
                     Some(stack) => self.apply_settings(cfn, spec, stack).await?,
@@ -189,11 +205,14 @@ where
                     .as_ref()
                     .map(|s| s.status.to_string())
                     .unwrap_or_else(|| "gone".into());
-                let reason = self.failure_reason(cfn, stack_name, &state, stack).await?;
-                Err(StepError::stalled(
-                    StallReason::StackFailed,
-                    format!("the stack ended in {status}: {reason}"),
-                ))
+                let reason = self.failure_reason(cfn, target, &state, stack).await?;
+                let message = match execution_failed.and_then(|cs| cs.reason.as_deref()) {
+                    Some(why) => format!(
+                        "the change set's execution failed ({why}); the stack is {status}: {reason}"
+                    ),
+                    None => format!("the stack ended in {status}: {reason}"),
+                };
+                Err(StepError::stalled(StallReason::StackFailed, message))
             }
         }
     }
@@ -401,5 +420,60 @@ mod tests {
         );
         let state = t.steps.poll_status(state).await.unwrap();
         assert_eq!((state.next, state.wait_on), (Next::ChangeSet, None));
+    }
+
+    /// Whatever CloudFormation answers, a run ends: past `maxPolls` waits
+    /// or past its `timeout`, `Failed (TimedOut)`, saying what it waited for.
+    #[tokio::test]
+    async fn a_run_that_would_wait_forever_ends_at_its_poll_budget_or_deadline() {
+        let (t, state) = created(&[Some(S::UpdateComplete)], |e| e.spec.max_polls = 3).await;
+        t.cfn.script().change_set = [pending()].into_iter().collect();
+        let state = t.steps.poll_status(state).await.unwrap();
+        let state = t.steps.poll_status(state).await.unwrap();
+        assert_eq!(state.polls, 3, "the change set's creation and two polls");
+        let err = t.steps.poll_status(state).await.unwrap_err();
+        match err {
+            StepError::Stalled { reason, message } => {
+                assert_eq!(reason, StallReason::TimedOut);
+                assert!(
+                    message.contains("gave up after 3 polls")
+                        && message.contains("maxPolls 3")
+                        && message.contains("to be made"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+
+        let (t, mut state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
+        state.started_at -= 3 * 3600 * 1000;
+        t.cfn.script().change_set = [pending()].into_iter().collect();
+        let err = t.steps.poll_status(state).await.unwrap_err();
+        assert!(
+            matches!(&err, StepError::Stalled { reason: StallReason::TimedOut, message }
+                if message.contains("deadline (timeout 2h)")),
+            "{err:?}"
+        );
+    }
+
+    /// An execution the change set reports failed ends the run, whatever
+    /// the stack's status (a create that never began stays in review).
+    #[tokio::test]
+    async fn an_execution_the_change_set_reports_failed_ends_the_run() {
+        let (t, mut state) = created(&[Some(S::ReviewInProgress)], |_| {}).await;
+        state.wait_on = Some(WaitOn::Execution);
+        t.cfn.script().change_set = [ChangeSetInfo {
+            execution: crate::stack_status::ExecutionStatus::ExecuteFailed,
+            reason: Some("Parameters: [Size] must have values".into()),
+            ..ready(1)
+        }]
+        .into_iter()
+        .collect();
+        let err = t.steps.poll_status(state).await.unwrap_err();
+        assert!(
+            matches!(&err, StepError::Stalled { reason: StallReason::StackFailed, message }
+                if message.contains("must have values") && message.contains("REVIEW_IN_PROGRESS")),
+            "{err:?}"
+        );
     }
 }
