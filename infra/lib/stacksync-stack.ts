@@ -381,7 +381,12 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     description: 'stacksync finalize: records a failure, releases the lease',
     errorsMetricId: 'fin',
     reconcileStep: true,
-    permissions: (p) => [p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem')],
+    permissions: (p) => [
+      p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'),
+      // The failed run's change set, made and never executed, is deleted.
+      p.stacks('cloudformation:DescribeChangeSet', 'cloudformation:DeleteChangeSet'),
+      ...p.assumeTargetRoles(),
+    ],
   },
   {
     // A trigger: Git hosts POST pushes to its Function URL; it starts the state machine.

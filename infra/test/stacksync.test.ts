@@ -892,7 +892,7 @@ describe('IAM', () => {
         pass,
         assume,
       ],
-      finalize: [registry],
+      finalize: [registry, st('Stacks', ['cloudformation:DescribeChangeSet', 'cloudformation:DeleteChangeSet'], [S]), assume],
       webhook: [
         { ...st('Deliveries', ['dynamodb:PutItem'], ['TABLE']), condition: keys('delivery#*') },
         st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
@@ -948,7 +948,7 @@ describe('IAM', () => {
         assert.deepEqual(statement.Condition, { StringEquals: { 'iam:PassedToService': 'cloudformation.amazonaws.com' } });
       }
       const assume = identityStatements(s.json).filter((x) => arr(x.statement.Action).includes('sts:AssumeRole'));
-      assert.equal(assume.length, s === full ? 5 : 0, 'template-upload, change-set, poll-status, delete, scheduler');
+      assert.equal(assume.length, s === full ? 6 : 0, 'template-upload, change-set, poll-status, delete, finalize, scheduler');
       for (const { statement } of assume) assert.deepEqual(arr(statement.Resource), TARGET_ROLES);
     }
   });
@@ -1001,6 +1001,7 @@ describe('IAM', () => {
   });
 
   test('CloudFormation actions only on stack/<prefix>*/*, CreateChangeSet on the AWS-owned transforms (change-set only), ListStacks (scheduler only)', () => {
+    // finalize: the failed run's unexecuted change set is deleted.
     const defaults = lazyDefaults();
     const full = lazyFull();
     for (const [s, prefix] of [[full, PREFIX], [defaults, '']] as const) {
@@ -1010,7 +1011,7 @@ describe('IAM', () => {
           x.statement.Sid !== 'Transforms' &&
           x.statement.Sid !== 'ListStacks',
       );
-      assert.equal(cfn.length, 4, 'template-upload, change-set, poll-status, delete');
+      assert.equal(cfn.length, 5, 'template-upload, change-set, poll-status, delete, finalize');
       const listing = identityStatements(s.json).filter((x) => x.statement.Sid === 'ListStacks');
       assert.equal(listing.length, 1, 'scheduler only');
       assert.deepEqual(listing[0].roles, [logicalId(s, s.stack.functions.Scheduler.role as any)]);

@@ -537,10 +537,12 @@ async fn a_stack_in_another_account_is_created_checked_and_deleted_through_the_a
     assert_eq!(stack_there(name.clone()).await, None, "deleted there");
 }
 
-/// A create that failed at execute leaves a `REVIEW_IN_PROGRESS` stack; the
-/// emulator then makes a second stack of that name for the next create.
-/// The next run must follow its own change set (and the stack it names),
-/// and end: it once polled the first stack without end.
+/// A create that failed at execute leaves a `REVIEW_IN_PROGRESS` stack and
+/// (in the emulator) its change set `AVAILABLE`: the failed run deletes the
+/// change set it made. The emulator then makes a second stack of that name
+/// for the next create; the next run must follow its own change set (and
+/// the stack it names) and end: it once polled the first stack without
+/// end. In another account, through the assumed role, as every call there.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_create_after_one_that_failed_at_execute_ends_ready() {
     const NEEDS: &[u8] = b"Parameters:\n  Size: {Type: Number}\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties: {DelaySeconds: !Ref Size}\n";
@@ -549,10 +551,42 @@ async fn a_create_after_one_that_failed_at_execute_ends_ready() {
     let repo = GitRepo::new("review");
     repo.commit(&[("stacks/queue.yaml", NEEDS)], "needs a parameter");
     let name = stack_name("r");
-    h.apply(&stacks(&name, &repo.file_url(), "    maxPolls: 30\n"))
-        .await;
+    let target = "arn:aws:iam::210987654321:role/stacksync-target";
+    h.apply(&stacks(
+        &name,
+        &repo.file_url(),
+        &format!("    maxPolls: 30\n    assumeRoleArn: {target}\n"),
+    ))
+    .await;
     let outcome = h.reconcile(&name).await;
     assert!(matches!(&outcome, Outcome::Failed(_)), "{outcome:?}");
+    let status = h.entry(&name).await.status;
+    let left = status
+        .change_set_name
+        .clone()
+        .expect("the run's change set named");
+    let config = Emulator::shared().sdk_config();
+    let there = aws_sdk_cloudformation::Client::from_conf(
+        aws_sdk_cloudformation::config::Builder::from(&config)
+            .credentials_provider(
+                aws_config::sts::AssumeRoleProvider::builder(target)
+                    .session_name("test")
+                    .configure(&config)
+                    .build()
+                    .await,
+            )
+            .build(),
+    );
+    let described = there
+        .describe_change_set()
+        .stack_name(&name)
+        .change_set_name(&left)
+        .send()
+        .await;
+    assert!(
+        described.is_err(),
+        "the failed run's change set is deleted: {described:?}"
+    );
     repo.commit(&[("stacks/queue.yaml", FIXED)], "a default");
     let outcome = h.reconcile(&name).await;
     let status = h.entry(&name).await.status;

@@ -1,12 +1,16 @@
 //! `finalize` (state `RecordFailure`): records a failure the state machine
-//! caught, and releases the lease. The last applied revision and hash are
-//! kept; a retry is due after `retryInterval`.
+//! caught, deletes the change set the run made and never executed, and
+//! releases the lease. The last applied revision and hash are kept; a retry
+//! is due after `retryInterval`.
+
+use tracing::{info, warn};
 
 use super::{StepResult, Steps, due};
 use crate::clock::now_millis;
-use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher};
-use crate::reconcile::run::{FinalizeInput, Next, RunState};
-use crate::registry::StepRegistry;
+use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
+use crate::reconcile::run::{FinalizeInput, Next, RunState, StepError};
+use crate::registry::{StackEntry, StepRegistry};
+use crate::stack_status::ExecutionStatus;
 use crate::status::{Phase, Status, Timestamp};
 
 impl<R, B, F, S> Steps<R, B, F, S>
@@ -30,6 +34,7 @@ where
                 ..state
             });
         };
+        self.clean_up(&state, &entry).await;
         let now = now_millis();
         let status = Status {
             phase: Phase::Failed,
@@ -46,10 +51,7 @@ where
                 .or(entry.status.last_attempted_revision.clone()),
             message: Some(message.clone()),
             stall_reason: Some(input.error.reason()),
-            change_set_name: state
-                .change_set_name
-                .clone()
-                .or(entry.status.change_set_name.clone()),
+            change_set_name: state.change_set_name.clone(),
             last_reconcile_at: Some(Timestamp(now)),
             next_reconcile_at: Some(Timestamp(due(now, entry.spec.retry_interval.as_secs()))),
             // A change found outside stacksync that the run could not put
@@ -61,6 +63,42 @@ where
             ..entry.status.clone()
         };
         self.finish(state, &entry, status, &message).await
+    }
+
+    /// Deletes the run's change set if it was made and never executed (an
+    /// executed one is CloudFormation's to remove). Best effort: the
+    /// failure is recorded whatever happens here, and a lingering change
+    /// set is logged, not raised.
+    async fn clean_up(&self, state: &RunState, entry: &StackEntry) {
+        let Some(name) = &state.change_set_name else {
+            return;
+        };
+        let stack = entry.spec.effective_stack_name();
+        let cleaned = async {
+            let cfn = self.port(&entry.spec).await?;
+            let unexecuted = cfn
+                .describe_change_set(stack, name)
+                .await?
+                .is_some_and(|cs| {
+                    matches!(
+                        cs.execution,
+                        ExecutionStatus::Available | ExecutionStatus::Unavailable
+                    )
+                });
+            if unexecuted {
+                cfn.delete_change_set(stack, name).await?;
+            }
+            Ok::<bool, StepError>(unexecuted)
+        };
+        match cleaned.await {
+            Ok(true) => {
+                info!(stack = %state.stack_id, change_set = %name, "the failed run's change set deleted")
+            }
+            Ok(false) => {}
+            Err(e) => {
+                warn!(stack = %state.stack_id, change_set = %name, error = %e, "the failed run's change set could not be deleted")
+            }
+        }
     }
 }
 
@@ -138,5 +176,62 @@ mod tests {
             .unwrap();
         assert_eq!(state.next, Next::Done);
         assert_eq!(t.entry(), before);
+    }
+
+    /// A failed run's change set, made and never executed, is deleted (it
+    /// lingered `AVAILABLE` across later runs); the status names the run's
+    /// own change set or none, never an earlier run's.
+    #[tokio::test]
+    async fn a_failed_run_deletes_the_change_set_it_made_and_names_only_its_own() {
+        let t = Test::with(
+            crate::fakes::ScriptedCloudFormation::with_stack(&[Some(
+                crate::stack_status::StackStatus::UpdateComplete,
+            )]),
+            |e| e.status.change_set_name = Some("an-earlier-runs".into()),
+        )
+        .await;
+        let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+        let state = t.steps.template_upload(state).await.unwrap();
+        let state = t.steps.change_set(state).await.unwrap();
+        let made = state.change_set_name.clone().unwrap();
+        t.cfn.script().change_set = [crate::fakes::ready(1)].into_iter().collect();
+        let error = StepError::stalled(StallReason::Refused, "ExecuteChangeSet: AccessDenied");
+        t.steps
+            .finalize(FinalizeInput {
+                state,
+                error: caught(&error),
+            })
+            .await
+            .unwrap();
+        assert!(
+            t.cfn
+                .script()
+                .calls
+                .contains(&format!("DeleteChangeSet {made}")),
+            "{:?}",
+            t.cfn.script().calls
+        );
+        assert_eq!(
+            t.entry().status.change_set_name.as_deref(),
+            Some(made.as_str())
+        );
+
+        let t =
+            Test::with_entry(|e| e.status.change_set_name = Some("an-earlier-runs".into())).await;
+        let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+        let error = StepError::stalled(StallReason::InvalidTemplate, "bad");
+        t.steps
+            .finalize(FinalizeInput {
+                state,
+                error: caught(&error),
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            t.entry().status.change_set_name,
+            None,
+            "no change set this run"
+        );
+        assert!(!t.cfn.operations().contains(&"DeleteChangeSet".to_owned()));
     }
 }

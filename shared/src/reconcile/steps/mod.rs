@@ -353,10 +353,8 @@ fn ready_status(state: &RunState, entry: &StackEntry, seen: Option<Seen>, messag
         applied_hash: state.desired_hash.clone(),
         stack_status: seen.as_ref().map(|s| s.stack_status.clone()),
         stack_status_reason: None,
-        change_set_name: state
-            .change_set_name
-            .clone()
-            .or(entry.status.change_set_name.clone()),
+        // This run's change set, or none: never an earlier run's.
+        change_set_name: state.change_set_name.clone(),
         message: Some(message.to_owned()),
         stall_reason: None,
         last_transition_at: None,
