@@ -111,7 +111,7 @@ pub enum StallReason {
     /// Transient errors outlasted every retry.
     RetriesExhausted,
     /// The run passed its deadline (`timeout`) or its poll budget
-    /// (`maxPolls`) while it waited.
+    /// (`maxPolls`) while it waited, or its source did not answer in time.
     TimedOut,
     /// An error stacksync did not raise (a Lambda or Step Functions error).
     Unexpected,
@@ -169,6 +169,9 @@ impl StallReason {
     pub fn of_error_name(name: &str) -> StallReason {
         if name == "StackSync.Transient" {
             return Self::RetriesExhausted;
+        }
+        if name == "StackSync.Timeout" {
+            return Self::TimedOut;
         }
         name.strip_prefix("StackSync.Stalled")
             .and_then(|rest| rest.strip_prefix('.'))

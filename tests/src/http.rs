@@ -142,6 +142,8 @@ pub struct Seen {
     pub signed: usize,
     /// Bytes of response bodies sent.
     pub bytes_sent: usize,
+    /// Connections accepted and never answered (`hang`).
+    pub held: usize,
 }
 
 /// The server; stopped on drop.
@@ -219,7 +221,10 @@ fn accept(
     let mut held = Vec::new();
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
-            Ok((stream, _)) if config.hang => held.push(stream), // never answered
+            Ok((stream, _)) if config.hang => {
+                held.push(stream); // never answered
+                seen.lock().unwrap_or_else(PoisonError::into_inner).held += 1;
+            }
             Ok((stream, _)) => {
                 let (base, config, seen) = (base.to_path_buf(), config.clone(), seen.clone());
                 std::thread::spawn(move || {

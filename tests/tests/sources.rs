@@ -9,7 +9,7 @@
 
 use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
 use stacksync::adapters::credentials::Credentials;
-use stacksync::adapters::git::GitFetcher;
+use stacksync::adapters::git::{GitFetcher, Timeouts};
 use stacksync::adapters::s3_source::S3Archives;
 use stacksync::asl::{Outcome, Progress};
 use stacksync::clock::now_millis;
@@ -677,4 +677,46 @@ async fn the_scheduler_reads_ssm_credentials_keeps_pinned_versions_and_names_wha
         "the pinned stack stays"
     );
     assert!(server.seen().refused == 0);
+}
+
+/// A server that accepts and never answers costs a run its timeouts twice
+/// (one retry), then the run ends `Failed (TimedOut)`: it once held a run
+/// for half an hour (300 s a try, six tries).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_git_server_that_never_answers_ends_the_run_after_two_tries() {
+    let repo = GitRepo::new("hang");
+    repo.commit(&[("t.yaml", QUEUE)], "queue");
+    let server = GitHttpServer::serve_repo(
+        &repo,
+        Config {
+            hang: true,
+            ..Config::default()
+        },
+    );
+    let mut h = Harness::new("hang").await;
+    let second = std::time::Duration::from_secs(1);
+    h.steps.sources.inner.git = GitFetcher::new(std::env::temp_dir().join(unique_name("hang")))
+        .with_timeouts(Timeouts {
+            connect: second,
+            io: second,
+            request: second,
+        });
+    let name = stack_name("hang");
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n",
+        server.url(&repo)
+    ))
+    .await;
+    let outcome = h.reconcile(&name).await;
+    assert!(matches!(&outcome, Outcome::Failed(_)), "{outcome:?}");
+    let status = h.entry(&name).await.status;
+    assert_eq!(
+        status.stall_reason,
+        Some(StallReason::TimedOut),
+        "{:?}",
+        status.message
+    );
+    let message = status.message.unwrap_or_default();
+    assert!(message.contains("did not answer in time"), "{message}");
+    assert_eq!(server.seen().held, 2, "one try and one retry");
 }

@@ -50,6 +50,9 @@ pub enum FetchError {
     /// The credentials were refused: wrong, expired or without access.
     #[error("authentication failed for {url}: {detail}")]
     Authentication { url: String, detail: String },
+    /// The source did not answer within the transport's timeouts.
+    #[error("{url} did not answer in time: {detail}")]
+    TimedOut { url: String, detail: String },
 }
 
 /// Where templates come from: a Git repository or an S3 archive.

@@ -120,6 +120,9 @@ pub struct RunState {
 pub mod error_names {
     /// Throttling, timeouts, 5xx: `Retry` with backoff and jitter.
     pub const TRANSIENT: &str = "StackSync.Transient";
+    /// A source that did not answer in time: `Retry` once only (each try
+    /// already waited its timeout), then `Catch`.
+    pub const TIMEOUT: &str = "StackSync.Timeout";
     /// A person must act (bad template, failed stack…): `Catch` → record →
     /// `Fail`. The full name says why: `StackSync.Stalled.<Reason>`.
     pub const STALLED: &str = "StackSync.Stalled";
@@ -132,6 +135,9 @@ pub mod error_names {
 pub enum StepError {
     #[error("{message}")]
     Transient { message: String },
+    /// A source that did not answer within its timeouts.
+    #[error("{message}")]
+    TimedOut { message: String },
     #[error("{message}")]
     Stalled {
         reason: StallReason,
@@ -165,13 +171,16 @@ impl StepError {
     pub fn name(&self) -> String {
         match self {
             Self::Transient { .. } => error_names::TRANSIENT.to_owned(),
+            Self::TimedOut { .. } => error_names::TIMEOUT.to_owned(),
             Self::Stalled { reason, .. } => format!("{}.{reason}", error_names::STALLED),
         }
     }
 
     pub fn message(&self) -> &str {
         match self {
-            Self::Transient { message } | Self::Stalled { message, .. } => message,
+            Self::Transient { message }
+            | Self::TimedOut { message }
+            | Self::Stalled { message, .. } => message,
         }
     }
 

@@ -13,7 +13,7 @@ use gix::protocol::fetch::{Arguments, Negotiate, Shallow, Tags};
 use gix::protocol::handshake::Ref;
 use gix::protocol::transport::Protocol;
 
-use super::transport::{AGENT, BoxedTransport, open};
+use super::transport::{AGENT, BoxedTransport, Timeouts, open};
 use super::{Error, tree};
 use crate::adapters::credentials::GitAuth;
 use crate::content::Wanted;
@@ -29,8 +29,12 @@ pub(super) fn is_full_sha(s: &str) -> bool {
 
 /// A connection that has shaken hands. With no credentials given, a server
 /// that asks for them gets none (never a prompt or a credential helper).
-fn connect(url: &str, auth: &GitAuth) -> Result<(BoxedTransport, Handshake), Error> {
-    let mut transport = open(url, auth)?;
+fn connect(
+    url: &str,
+    auth: &GitAuth,
+    timeouts: &Timeouts,
+) -> Result<(BoxedTransport, Handshake), Error> {
+    let mut transport = open(url, auth, timeouts)?;
     let handshake = gix::protocol::handshake(
         &mut transport,
         gix::protocol::transport::Service::UploadPack,
@@ -42,8 +46,13 @@ fn connect(url: &str, auth: &GitAuth) -> Result<(BoxedTransport, Handshake), Err
 }
 
 /// The commit `reference` names on the remote: `ls-refs` only, no objects.
-pub(super) fn resolve(url: &str, auth: &GitAuth, reference: &str) -> Result<String, Error> {
-    let (mut transport, mut handshake) = connect(url, auth)?;
+pub(super) fn resolve(
+    url: &str,
+    auth: &GitAuth,
+    reference: &str,
+    timeouts: &Timeouts,
+) -> Result<String, Error> {
+    let (mut transport, mut handshake) = connect(url, auth, timeouts)?;
     let refs = match handshake.refs.take() {
         Some(refs) => refs, // protocol v0/v1: the refs came with the handshake
         None => {
@@ -113,16 +122,17 @@ pub(super) fn fetch(
     revision: &str,
     wanted: &Wanted,
     dir: &Path,
+    timeouts: &Timeouts,
 ) -> Result<Files, Error> {
     let revision = if is_full_sha(revision) {
         revision.to_ascii_lowercase()
     } else {
-        resolve(url, auth, revision)?
+        resolve(url, auth, revision, timeouts)?
     };
     let commit =
         ObjectId::from_hex(revision.as_bytes()).map_err(|e| Error::Refused(e.to_string()))?;
     let repo = init_bare(dir)?;
-    let (mut transport, mut handshake) = connect(url, auth)?;
+    let (mut transport, mut handshake) = connect(url, auth, timeouts)?;
     // Protocol v0 servers check wants against their refs: a blob is
     // never one, so the filter (and the second round) is for v2 only.
     let filter = handshake.server_protocol_version == Protocol::V2;
@@ -149,7 +159,7 @@ pub(super) fn fetch(
         .tree_id()
         .map_err(|e| Error::Refused(e.to_string()))?;
     tree::take(&repo, tree_id.detach(), wanted, |blobs| {
-        let (mut transport, mut handshake) = connect(url, auth)?;
+        let (mut transport, mut handshake) = connect(url, auth, timeouts)?;
         let mut wants = Wants {
             ids: blobs.to_vec(),
             filter: false,

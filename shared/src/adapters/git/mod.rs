@@ -18,6 +18,8 @@ mod ssh;
 mod transport;
 mod tree;
 
+pub use transport::Timeouts;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +48,8 @@ pub(crate) enum Error {
     #[error("{0}")]
     Authentication(String),
     #[error("{0}")]
+    TimedOut(String),
+    #[error("{0}")]
     Transient(String),
 }
 
@@ -59,6 +63,10 @@ impl Error {
                 rejected(format!("{url}: {self}"))
             }
             Error::Authentication(detail) => FetchError::Authentication {
+                url: url.to_owned(),
+                detail,
+            },
+            Error::TimedOut(detail) => FetchError::TimedOut {
                 url: url.to_owned(),
                 detail,
             },
@@ -77,6 +85,12 @@ fn classify_git(url: &str, e: &gix::Error) -> FetchError {
     if let Some(refusal) = server_refusal(e) {
         return rejected(format!("{url}: the server refused: {refusal}"));
     }
+    if e.iter_errors().any(is_timeout) {
+        return FetchError::TimedOut {
+            url: url.to_owned(),
+            detail: text,
+        };
+    }
     match gix::error::classify(e).dominant_class() {
         Some(Class::Unauthenticated | Class::PermissionDenied) => FetchError::Authentication {
             url: url.to_owned(),
@@ -94,6 +108,12 @@ fn classify_git(url: &str, e: &gix::Error) -> FetchError {
 
 fn classify_io(url: &str, e: &std::io::Error) -> FetchError {
     use std::io::ErrorKind::*;
+    if is_timeout(e) {
+        return FetchError::TimedOut {
+            url: url.to_owned(),
+            detail: e.to_string(),
+        };
+    }
     match e.kind() {
         NotFound | InvalidInput | Unsupported => rejected(format!("{url}: {e}")),
         PermissionDenied => FetchError::Authentication {
@@ -102,6 +122,20 @@ fn classify_io(url: &str, e: &std::io::Error) -> FetchError {
         },
         _ => transient(format!("{url}: {e}")),
     }
+}
+
+/// Whether an error is a transport's timeout: reqwest's, or a socket's read
+/// or write timeout (`WouldBlock` on Unix, `TimedOut` elsewhere and SSH's).
+fn is_timeout(cause: &(dyn std::error::Error + 'static)) -> bool {
+    if let Some(e) = cause.downcast_ref::<reqwest::Error>() {
+        return e.is_timeout();
+    }
+    cause.downcast_ref::<std::io::Error>().is_some_and(|e| {
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+        )
+    })
 }
 
 /// The text of a server's `ERR` packet line anywhere in the chain (a
@@ -147,6 +181,7 @@ fn describe(e: &gix::Error) -> String {
 pub struct GitFetcher {
     workdir: PathBuf,
     credentials: Option<Arc<Credentials>>,
+    timeouts: Timeouts,
 }
 
 impl GitFetcher {
@@ -156,7 +191,14 @@ impl GitFetcher {
         Self {
             workdir: workdir.into(),
             credentials: None,
+            timeouts: Timeouts::default(),
         }
+    }
+
+    /// Other transport timeouts than the defaults (tests).
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
     }
 
     /// Reads sources' secrets (and signs CodeCommit requests) with these.
@@ -234,9 +276,9 @@ impl SourceFetcher for GitFetcher {
         }
         missing_local_repository(&source.url)?;
         let (url, auth) = self.access(source).await?;
-        let reference = reference.to_owned();
+        let (reference, timeouts) = (reference.to_owned(), self.timeouts);
         let result = blocking(move || {
-            fetch::resolve(&url, &auth, &reference).map_err(|e| e.into_fetch(&url))
+            fetch::resolve(&url, &auth, &reference, &timeouts).map_err(|e| e.into_fetch(&url))
         })
         .await;
         self.refused(source, result)
@@ -251,9 +293,9 @@ impl SourceFetcher for GitFetcher {
         missing_local_repository(&source.url)?;
         let (url, auth) = self.access(source).await?;
         let scratch = self.scratch();
-        let (revision, wanted) = (revision.to_owned(), wanted.clone());
+        let (revision, wanted, timeouts) = (revision.to_owned(), wanted.clone(), self.timeouts);
         let result = blocking(move || {
-            let result = fetch::fetch(&url, &auth, &revision, &wanted, &scratch.0);
+            let result = fetch::fetch(&url, &auth, &revision, &wanted, &scratch.0, &timeouts);
             drop(scratch);
             result.map_err(|e| e.into_fetch(&url))
         })

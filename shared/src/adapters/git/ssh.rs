@@ -20,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::runtime::Handle;
 
 use super::Error;
-use super::transport::{BoxedTransport, CONNECT_TIMEOUT, IO_TIMEOUT};
+use super::transport::{BoxedTransport, Timeouts};
 use crate::adapters::credentials::SshKey;
 
 /// What the host key check concluded, when it refused.
@@ -93,7 +93,11 @@ fn known(
 }
 
 /// Git over SSH to `url` with `key`.
-pub(super) fn connect(url: &gix::Url, key: &SshKey) -> Result<BoxedTransport, Error> {
+pub(super) fn connect(
+    url: &gix::Url,
+    key: &SshKey,
+    timeouts: &Timeouts,
+) -> Result<BoxedTransport, Error> {
     let runtime = Handle::try_current()
         .map_err(|_| Error::Transient("SSH needs the async runtime".into()))?;
     let host = url
@@ -117,8 +121,8 @@ pub(super) fn connect(url: &gix::Url, key: &SshKey) -> Result<BoxedTransport, Er
     };
     let opened = runtime.block_on(async {
         tokio::time::timeout(
-            CONNECT_TIMEOUT + IO_TIMEOUT,
-            open(checker, &host, port, &user, private, &path),
+            timeouts.connect + timeouts.io,
+            open(checker, &host, port, &user, private, &path, timeouts),
         )
         .await
     });
@@ -129,15 +133,20 @@ pub(super) fn connect(url: &gix::Url, key: &SshKey) -> Result<BoxedTransport, Er
             .take()
     };
     let (session, stream) = match opened {
-        Err(_) => return Err(Error::Transient(format!("SSH to {host}:{port} timed out"))),
+        Err(_) => {
+            return Err(Error::TimedOut(format!(
+                "SSH to {host}:{port}: no session within {:?}",
+                timeouts.connect + timeouts.io
+            )));
+        }
         Ok(Err(e)) => return Err(refused().map(Error::Refused).unwrap_or(e)),
         Ok(Ok(opened)) => opened,
     };
     let (read, write) = tokio::io::split(stream);
     let session = Arc::new(session);
     Ok(Box::new(Connection::new(
-        Blocking::new(read, &runtime, &session),
-        Blocking::new(write, &runtime, &session),
+        Blocking::new(read, &runtime, &session, timeouts.io),
+        Blocking::new(write, &runtime, &session, timeouts.io),
         Protocol::V2,
         path,
         None::<(String, Option<u16>)>,
@@ -155,20 +164,22 @@ async fn open(
     user: &str,
     private: russh::keys::PrivateKey,
     path: &str,
+    timeouts: &Timeouts,
 ) -> Result<(Session<HostKeys>, russh::ChannelStream<russh::client::Msg>), Error> {
     let config = Arc::new(russh::client::Config {
-        inactivity_timeout: Some(IO_TIMEOUT),
+        inactivity_timeout: Some(timeouts.io),
         ..Default::default()
     });
     let ssh = |e: russh::Error| Error::Transient(format!("SSH to {host}:{port}: {e}"));
     let mut session = tokio::time::timeout(
-        CONNECT_TIMEOUT,
+        timeouts.connect,
         russh::client::connect(config, (host, port), checker),
     )
     .await
     .map_err(|_| {
-        Error::Transient(format!(
-            "SSH to {host}:{port}: no connection within {CONNECT_TIMEOUT:?}"
+        Error::TimedOut(format!(
+            "SSH to {host}:{port}: no connection within {:?}",
+            timeouts.connect
         ))
     })?
     .map_err(ssh)?;
@@ -207,48 +218,70 @@ async fn open(
 struct Blocking<T> {
     inner: T,
     runtime: Handle,
+    timeout: std::time::Duration,
     _session: Arc<Session<HostKeys>>,
 }
 
 impl<T> Blocking<T> {
-    fn new(inner: T, runtime: &Handle, session: &Arc<Session<HostKeys>>) -> Self {
+    fn new(
+        inner: T,
+        runtime: &Handle,
+        session: &Arc<Session<HostKeys>>,
+        timeout: std::time::Duration,
+    ) -> Self {
         Self {
             inner,
             runtime: runtime.clone(),
+            timeout,
             _session: session.clone(),
         }
     }
 }
 
-fn timed_out() -> std::io::Error {
+fn timed_out(after: std::time::Duration) -> std::io::Error {
     std::io::Error::new(
         std::io::ErrorKind::TimedOut,
-        format!("no answer over SSH within {IO_TIMEOUT:?}"),
+        format!("no answer over SSH within {after:?}"),
     )
 }
 
 impl<T: AsyncRead + Unpin> Read for Blocking<T> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let Self { inner, runtime, .. } = self;
+        let Self {
+            inner,
+            runtime,
+            timeout,
+            ..
+        } = self;
         runtime
-            .block_on(tokio::time::timeout(IO_TIMEOUT, inner.read(buf)))
-            .map_err(|_| timed_out())?
+            .block_on(tokio::time::timeout(*timeout, inner.read(buf)))
+            .map_err(|_| timed_out(*timeout))?
     }
 }
 
 impl<T: AsyncWrite + Unpin> Write for Blocking<T> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let Self { inner, runtime, .. } = self;
+        let Self {
+            inner,
+            runtime,
+            timeout,
+            ..
+        } = self;
         runtime
-            .block_on(tokio::time::timeout(IO_TIMEOUT, inner.write(buf)))
-            .map_err(|_| timed_out())?
+            .block_on(tokio::time::timeout(*timeout, inner.write(buf)))
+            .map_err(|_| timed_out(*timeout))?
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        let Self { inner, runtime, .. } = self;
+        let Self {
+            inner,
+            runtime,
+            timeout,
+            ..
+        } = self;
         runtime
-            .block_on(tokio::time::timeout(IO_TIMEOUT, inner.flush()))
-            .map_err(|_| timed_out())?
+            .block_on(tokio::time::timeout(*timeout, inner.flush()))
+            .map_err(|_| timed_out(*timeout))?
     }
 }
 

@@ -16,13 +16,28 @@ use super::Error;
 use crate::adapters::credentials::GitAuth;
 use crate::source::is_loopback_host;
 
-/// Longest wait for a connection to a Git server.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest wait for any one read or write on an open connection (git://, SSH).
-pub const IO_TIMEOUT: Duration = Duration::from_secs(60);
-/// Longest one HTTP request may take, its answer included. A depth-1 pack
-/// of only the wanted files is small; a function runs for 300 s at most.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a Git transport waits, at most: well under a function's 300 s,
+/// so a server that stops answering costs a run minutes, not half an hour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// For a connection to a Git server.
+    pub connect: Duration,
+    /// For any one read or write on an open connection (git://, SSH).
+    pub io: Duration,
+    /// For one HTTP request, its answer included (a depth-1 pack of only
+    /// the wanted files is small).
+    pub request: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(10),
+            io: Duration::from_secs(60),
+            request: Duration::from_secs(120),
+        }
+    }
+}
 
 pub(super) type BoxedTransport = Box<dyn Transport + Send>;
 
@@ -36,14 +51,18 @@ pub(super) fn parse(url: &str) -> Result<gix::Url, Error> {
 }
 
 /// A connection to the repository at `url`, not yet shaken hands with.
-pub(super) fn open(url: &str, auth: &GitAuth) -> Result<BoxedTransport, Error> {
+pub(super) fn open(
+    url: &str,
+    auth: &GitAuth,
+    timeouts: &Timeouts,
+) -> Result<BoxedTransport, Error> {
     let parsed = parse(url)?;
     match (parsed.scheme.clone(), auth) {
         (Scheme::Http | Scheme::Https, GitAuth::Anonymous | GitAuth::Basic { .. }) => {
-            http_transport(url, parsed, auth)
+            http_transport(url, parsed, auth, timeouts)
         }
-        (Scheme::Git, GitAuth::Anonymous) => daemon(&parsed),
-        (Scheme::Ssh, GitAuth::SshKey(key)) => super::ssh::connect(&parsed, key),
+        (Scheme::Git, GitAuth::Anonymous) => daemon(&parsed, timeouts),
+        (Scheme::Ssh, GitAuth::SshKey(key)) => super::ssh::connect(&parsed, key, timeouts),
         (Scheme::Ssh, GitAuth::Anonymous) => Err(Error::Refused(
             "an ssh:// source needs a deploy key: set source.credentialsSecret to a secret \
              holding sshPrivateKey and knownHosts"
@@ -71,16 +90,22 @@ pub(super) fn open(url: &str, auth: &GitAuth) -> Result<BoxedTransport, Error> {
 /// Smart HTTP(S) through gix's reqwest client: timeouts, our agent, and
 /// the credentials as HTTP basic authentication, sent only over TLS (or
 /// to a loopback address: tests and the local runner).
-fn http_transport(url: &str, parsed: gix::Url, auth: &GitAuth) -> Result<BoxedTransport, Error> {
+fn http_transport(
+    url: &str,
+    parsed: gix::Url,
+    auth: &GitAuth,
+    timeouts: &Timeouts,
+) -> Result<BoxedTransport, Error> {
     let mut transport = http::connect::<http::reqwest::Remote>(parsed.clone(), Protocol::V2, false);
+    let request = timeouts.request;
     let configure: Box<http::reqwest::ConfigureClientFn> =
-        Box::new(|builder| Ok(builder.timeout(REQUEST_TIMEOUT)));
+        Box::new(move |builder| Ok(builder.timeout(request)));
     let backend = http::reqwest::Options {
         configure_client: Some(configure),
         configure_request: None,
     };
     let options = http::Options {
-        connect_timeout: Some(CONNECT_TIMEOUT),
+        connect_timeout: Some(timeouts.connect),
         user_agent: Some(AGENT.into()),
         backend: Some(Arc::new(Mutex::new(backend))),
         ..Default::default()
@@ -106,26 +131,30 @@ fn http_transport(url: &str, parsed: gix::Url, auth: &GitAuth) -> Result<BoxedTr
 
 /// A TCP connection with the connect timeout, and the I/O timeout on
 /// every read and write, split into its two halves.
-pub(super) fn tcp(host: &str, port: u16) -> Result<(TcpStream, TcpStream), Error> {
+pub(super) fn tcp(
+    host: &str,
+    port: u16,
+    timeouts: &Timeouts,
+) -> Result<(TcpStream, TcpStream), Error> {
     let addr = (host, port)
         .to_socket_addrs()?
         .next()
         .ok_or_else(|| Error::Refused(format!("{host} resolves to no address")))?;
-    let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)?;
-    stream.set_read_timeout(Some(IO_TIMEOUT))?;
-    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    let stream = TcpStream::connect_timeout(&addr, timeouts.connect)?;
+    stream.set_read_timeout(Some(timeouts.io))?;
+    stream.set_write_timeout(Some(timeouts.io))?;
     stream.set_nodelay(true)?;
     Ok((stream.try_clone()?, stream))
 }
 
 /// `git://`: the daemon protocol over TCP, with timeouts (gix's own
 /// connection has a connect timeout but none on reads).
-fn daemon(url: &gix::Url) -> Result<BoxedTransport, Error> {
+fn daemon(url: &gix::Url, timeouts: &Timeouts) -> Result<BoxedTransport, Error> {
     let host = url
         .host()
         .ok_or_else(|| Error::Refused("a git:// URL needs a host".into()))?;
     let port = url.port.unwrap_or(9418);
-    let (read, write) = tcp(host, port)?;
+    let (read, write) = tcp(host, port, timeouts)?;
     Ok(Box::new(Connection::new(
         read,
         write,
@@ -147,14 +176,14 @@ mod tests {
             username: "x-access-token".into(),
             password: crate::adapters::credentials::Secret::new("s3cret"),
         };
-        let err = open("http://git.example.com/r.git", &auth)
+        let err = open("http://git.example.com/r.git", &auth, &Timeouts::default())
             .err()
             .map(|e| e.to_string());
         let err = err.unwrap_or_default();
         assert!(err.contains("https:// only"), "{err}");
         assert!(!err.contains("s3cret"), "{err}");
         assert!(
-            open("http://127.0.0.1:9/r.git", &auth).is_ok(),
+            open("http://127.0.0.1:9/r.git", &auth, &Timeouts::default()).is_ok(),
             "not connected yet"
         );
     }
@@ -165,13 +194,17 @@ mod tests {
             username: "u".into(),
             password: crate::adapters::credentials::Secret::new("p"),
         };
-        let err = open("git://127.0.0.1:9/r.git", &auth)
+        let err = open("git://127.0.0.1:9/r.git", &auth, &Timeouts::default())
             .err()
             .map(|e| e.to_string());
         assert!(err.unwrap_or_default().contains("cannot use"));
-        let err = open("ssh://git@127.0.0.1:9/r.git", &GitAuth::Anonymous)
-            .err()
-            .map(|e| e.to_string());
+        let err = open(
+            "ssh://git@127.0.0.1:9/r.git",
+            &GitAuth::Anonymous,
+            &Timeouts::default(),
+        )
+        .err()
+        .map(|e| e.to_string());
         assert!(err.unwrap_or_default().contains("deploy key"));
     }
 }

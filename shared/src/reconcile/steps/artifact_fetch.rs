@@ -168,6 +168,9 @@ fn fetch_error(e: FetchError) -> StepError {
         e @ FetchError::Authentication { .. } => {
             StepError::stalled(StallReason::AuthenticationFailed, e.to_string())
         }
+        e @ FetchError::TimedOut { .. } => StepError::TimedOut {
+            message: e.to_string(),
+        },
         FetchError::Content(e) => StepError::stalled(content_reason(&e), e.to_string()),
     }
 }
