@@ -7,11 +7,13 @@ use stacksync::asl::{Outcome, Progress, RunOptions, StateMachine};
 use stacksync::clock::now_millis;
 use stacksync::ports::{Trigger, TriggerKind};
 use stacksync::reconcile::asl_runner::reconcile_machine;
+use stacksync::reconcile::run::{CaughtError, FinalizeInput, RunState, error_names};
 use stacksync::registry::Registry;
 use stacksync::wiring::{SdkSteps, sdk_steps};
 
 use crate::connect::registered;
 use crate::error::Result;
+use crate::say;
 use crate::watch::StackEvents;
 
 /// Everything a local run needs, built once.
@@ -59,26 +61,91 @@ impl LocalRunner {
             self.options.speedup,
         )
         .await?;
-        println!("── reconcile {name} ({execution})");
+        say!("── reconcile {name} ({execution})");
         let speedup = self.options.speedup;
-        let mut print =
-            move |event: &Progress, _: &serde_json::Value| print_progress(event, speedup);
-        let outcome = self
-            .machine
-            .execute(&self.steps, &execution, input, &self.options, &mut print)
-            .await;
+        // The run's state as of its latest state entered: what an
+        // interruption hands the finalizer.
+        let latest = std::sync::Mutex::new((String::new(), serde_json::Value::Null));
+        let mut print = |event: &Progress, data: &serde_json::Value| {
+            if let Progress::StateEntered { name, .. } = event
+                && let Ok(mut latest) = latest.lock()
+            {
+                *latest = (name.clone(), data.clone());
+            }
+            print_progress(event, speedup);
+        };
+        let outcome = tokio::select! {
+            outcome = self.machine.execute(&self.steps, &execution, input, &self.options, &mut print) => outcome,
+            signal = interrupted() => {
+                events.stop().await;
+                let (state, data) = latest.lock().map(|l| l.clone()).unwrap_or_default();
+                self.record_interruption(name, &signal, &state, data).await;
+                return Err(format!(
+                    "{name}: interrupted by {signal} in {state}: the run's hold on the stack is released; \
+                     CloudFormation goes on with what it was doing. Run it again to finish"
+                ));
+            }
+        };
         events.stop().await;
         Ok(match outcome {
             Outcome::Succeeded(state) => {
                 let outcome = state["outcome"].as_str().unwrap_or("done");
-                println!("   ✓ {name}: {outcome}");
+                say!("   ✓ {name}: {outcome}");
                 true
             }
             Outcome::Failed(error) => {
-                println!("   ✗ {name}: {error}");
+                say!("   ✗ {name}: {error}");
                 false
             }
         })
+    }
+}
+
+impl LocalRunner {
+    /// A run stopped by a signal: recorded `Failed (Interrupted)` by the
+    /// finalizer, as a caught failure would be (the change set it made and
+    /// never executed deleted, the lease released, due again).
+    async fn record_interruption(
+        &self,
+        name: &str,
+        signal: &str,
+        state: &str,
+        data: serde_json::Value,
+    ) {
+        let Ok(run) = serde_json::from_value::<RunState>(data) else {
+            return;
+        };
+        let input = FinalizeInput {
+            state: run,
+            error: CaughtError {
+                error: format!("{}.Interrupted", error_names::STALLED),
+                cause: format!(
+                    "interrupted: the local run was stopped by {signal} in state {state}; \
+                     CloudFormation goes on with what it was doing; the next run takes over"
+                ),
+            },
+        };
+        if let Err(e) = self.steps.finalize(input).await {
+            eprintln!(
+                "   {name}: the interruption could not be recorded: {e} (`stacksync unlock {name}` ends the hold)"
+            );
+        }
+    }
+}
+
+/// The first of SIGINT (Ctrl-C) and SIGTERM, by name.
+async fn interrupted() -> String {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return "SIGINT".into();
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT".into(),
+        _ = term.recv() => "SIGTERM".into(),
     }
 }
 
@@ -86,17 +153,17 @@ impl LocalRunner {
 /// only route, so they are left out.
 fn print_progress(event: &Progress, speedup: f64) {
     match event {
-        Progress::StateEntered { name, kind } if kind != "Choice" => println!("   ▸ {name}"),
+        Progress::StateEntered { name, kind } if kind != "Choice" => say!("   ▸ {name}"),
         Progress::Waiting { seconds, .. } if speedup > 1.0 => {
-            println!("     waiting {seconds}s (sped up ×{speedup})");
+            say!("     waiting {seconds}s (sped up ×{speedup})");
         }
-        Progress::Waiting { seconds, .. } => println!("     waiting {seconds}s"),
+        Progress::Waiting { seconds, .. } => say!("     waiting {seconds}s"),
         Progress::TaskFailed {
             name,
             error,
             retry_in: Some(delay),
         } => {
-            println!(
+            say!(
                 "     {name}: {error} — retrying in {:.1}s",
                 delay.as_secs_f64()
             );
@@ -105,8 +172,8 @@ fn print_progress(event: &Progress, speedup: f64) {
             name,
             error,
             retry_in: None,
-        } => println!("     {name}: {error}"),
-        Progress::Caught { next, .. } => println!("     → {next}"),
+        } => say!("     {name}: {error}"),
+        Progress::Caught { next, .. } => say!("     → {next}"),
         _ => {}
     }
 }

@@ -101,6 +101,15 @@ pub enum Command {
         /// The entry's name.
         name: String,
     },
+    /// End the hold of a run that will not end it itself (a killed local run, a stuck execution):
+    /// names the holder and since when, asks, stops the execution (deployed), releases the stack.
+    Unlock {
+        /// The entry's name.
+        name: String,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Reconcile one stack now: start the deployed state machine for it (or, with --local, run it in-process).
     Reconcile {
         /// The entry's name.

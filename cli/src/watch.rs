@@ -87,9 +87,12 @@ async fn print_new(cfn: &SdkCloudFormation, stack: &str, since: i64, seen: &mut 
         for e in events {
             if seen.insert(e.event_id.clone()) {
                 let reason = e.reason.map(|r| format!(" — {r}")).unwrap_or_default();
-                println!(
+                crate::say!(
                     "     [{}] {} {}{}",
-                    e.resource_type, e.logical_id, e.status, reason
+                    e.resource_type,
+                    e.logical_id,
+                    e.status,
+                    reason
                 );
             }
         }

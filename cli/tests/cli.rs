@@ -1,56 +1,13 @@
 //! The `stacksync` binary against the emulator: what a person types, what they see.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
+use std::process::Command;
+
+use common::{Cli, stderr, stdout};
 use stacksync::registry::{Registry, Specs, StackEntry};
 use stacksync_testkit::{Emulator, unique_name};
-
-struct Cli {
-    table: String,
-    dir: PathBuf,
-}
-
-impl Cli {
-    async fn new(prefix: &str) -> (Cli, Registry) {
-        let registry = Emulator::shared().new_registry(prefix).await;
-        let dir = std::env::temp_dir().join(unique_name(prefix));
-        std::fs::create_dir_all(&dir).unwrap();
-        (
-            Cli {
-                table: registry.table().to_owned(),
-                dir,
-            },
-            registry,
-        )
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
-        cmd.args(args)
-            .env("STACKSYNC_TABLE", &self.table)
-            .env_remove("AWS_PROFILE");
-        for (k, v) in Emulator::shared().env() {
-            cmd.env(k, v);
-        }
-        cmd.output().expect("stacksync runs")
-    }
-
-    fn file(&self, name: &str, text: &str) -> String {
-        let path = self.dir.join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
-    }
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 const GOOD: &str = "\
 stacks:

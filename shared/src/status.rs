@@ -113,12 +113,15 @@ pub enum StallReason {
     /// The run passed its deadline (`timeout`) or its poll budget
     /// (`maxPolls`) while it waited, or its source did not answer in time.
     TimedOut,
+    /// The run was stopped from outside: a local run interrupted (Ctrl-C,
+    /// SIGTERM), an execution aborted, or a hold ended by `stacksync unlock`.
+    Interrupted,
     /// An error stacksync did not raise (a Lambda or Step Functions error).
     Unexpected,
 }
 
 impl StallReason {
-    pub const ALL: [StallReason; 18] = [
+    pub const ALL: [StallReason; 19] = [
         Self::NotRegistered,
         Self::Unsupported,
         Self::SourceUnavailable,
@@ -136,6 +139,7 @@ impl StallReason {
         Self::RegistryRefused,
         Self::RetriesExhausted,
         Self::TimedOut,
+        Self::Interrupted,
         Self::Unexpected,
     ];
 
@@ -159,6 +163,7 @@ impl StallReason {
             Self::RegistryRefused => "RegistryRefused",
             Self::RetriesExhausted => "RetriesExhausted",
             Self::TimedOut => "TimedOut",
+            Self::Interrupted => "Interrupted",
             Self::Unexpected => "Unexpected",
         }
     }

@@ -218,6 +218,7 @@ async fn due_entries_start_for_their_reason_and_the_cap_defers_the_rest_without_
                 e.lease = Some(Lease {
                     owner: "arn:running".into(),
                     expires_at: Timestamp(now + 600_000),
+                    taken_at: None,
                 });
             }
             _ => {}

@@ -5,12 +5,14 @@
 //! - `registry`: the other commands that read or change entries (`init`,
 //!   `list`, `get`, `delete`, `suspend`, `resume`);
 //! - `status`: the status table (`status`, and the end of `reconcile` and `sync`);
-//! - `run`: running the reconcile (`reconcile`, `sync`, `history`).
+//! - `run`: running the reconcile (`reconcile`, `sync`, `history`);
+//! - `unlock`: ending a stuck run's hold on a stack.
 
 mod apply;
 mod registry;
 mod run;
 mod status;
+mod unlock;
 mod validate;
 
 use crate::connect::connect;
@@ -39,6 +41,7 @@ pub async fn run(cli: Cli) -> Result {
         Command::Delete { name } => registry::delete(&aws.registry, &name, format).await,
         Command::Suspend { name } => registry::suspend(&aws.registry, &name, format).await,
         Command::Resume { name } => registry::resume(&aws.registry, &name, format).await,
+        Command::Unlock { name, yes } => unlock::unlock(&aws, &name, yes, format).await,
         Command::Status { names } => status::status(&aws.registry, &names, format).await,
         Command::Reconcile {
             name,

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use stacksync::clock::{age, now_millis};
-use stacksync::registry::{Registry, Specs, StackEntry};
+use stacksync::registry::{Lease, Registry, Specs, StackEntry};
 use stacksync::status::{Phase, StallReason, Timestamp};
 
 use crate::Output;
@@ -51,6 +51,9 @@ struct StatusRow<'a> {
     stall_reason: Option<StallReason>,
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<&'a str>,
+    /// The run holding the stack now, since and until when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease: Option<&'a Lease>,
 }
 
 impl<'a> StatusRow<'a> {
@@ -68,7 +71,22 @@ impl<'a> StatusRow<'a> {
             observed_spec_version: e.status.observed_spec_version,
             stall_reason: e.status.stall_reason,
             message: e.status.message.as_deref(),
+            lease: e.lease.as_ref(),
         }
+    }
+}
+
+/// The run holding a stack, and for how long (or that its lease ran out
+/// without being released: a run that stopped; `stacksync unlock`).
+fn held_by(lease: Option<&Lease>, now: i64) -> String {
+    let Some(lease) = lease else {
+        return "-".into();
+    };
+    let owner = cell(Some(&lease.owner), 40);
+    match (lease.is_live(now), lease.taken_at) {
+        (true, Some(since)) => format!("{owner} for {}", age(now, since.0)),
+        (true, None) => owner,
+        (false, _) => format!("{owner}, ran out {} ago", age(now, lease.expires_at.0)),
     }
 }
 
@@ -88,6 +106,7 @@ pub fn print_status(entries: &[StackEntry], format: Output) -> Result {
         "STACK STATUS",
         "REVISION",
         "LAST RECONCILE",
+        "HELD BY",
         "MESSAGE",
     ]);
     for row in &rows {
@@ -108,6 +127,7 @@ pub fn print_status(entries: &[StackEntry], format: Output) -> Result {
             row.last_reconcile_at
                 .map(|t| format!("{} ago", age(now, t.0)))
                 .unwrap_or_else(|| "never".into()),
+            held_by(row.lease, now),
             cell(row.message, 80),
         ]);
     }

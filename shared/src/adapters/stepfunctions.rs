@@ -98,6 +98,28 @@ impl Executions {
         })
     }
 
+    /// Stops a running execution (`stacksync unlock`); one that has ended
+    /// or is not there is fine. Returns whether one was stopped.
+    pub async fn stop(&self, execution_arn: &str, cause: &str) -> PortResult<bool> {
+        match self
+            .client
+            .stop_execution()
+            .execution_arn(execution_arn)
+            .cause(cause)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_execution_does_not_exist()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(port_error("StopExecution", &e)),
+        }
+    }
+
     /// The history events of an execution after event id `after`: the states
     /// entered and the failures, and the last event id seen.
     pub async fn steps_since(

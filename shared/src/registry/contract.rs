@@ -40,6 +40,7 @@ where
     schedule(registry, label).await;
     sources(registry, label).await;
     deliveries(registry, label).await;
+    ended_holds(registry, label).await;
 }
 
 async fn specs<R: Entries + Specs>(r: &R, label: &str) {
@@ -159,6 +160,12 @@ async fn leases<R: Entries + Leases>(r: &R, label: &str) {
     // Once run out, another run may take it.
     let taken = r.acquire_lease("alpha", "run-2", TTL, NOW + 60_010).await;
     assert!(taken.is_ok(), "{label}: an expired lease: {taken:?}");
+    let held = r.get("alpha").await.ok().flatten().and_then(|e| e.lease);
+    assert_eq!(
+        held.and_then(|l| l.taken_at),
+        Some(Timestamp(NOW + 60_010)),
+        "{label}: since when the new owner holds it"
+    );
     assert!(
         matches!(
             r.release_lease("alpha", "run-1").await,
@@ -182,6 +189,45 @@ async fn leases<R: Entries + Leases>(r: &R, label: &str) {
         .flatten()
         .unwrap_or_else(|| panic!("{label}"));
     assert!(alpha.lease.is_none(), "{label}");
+}
+
+/// A run stopped from outside: its hold ended, recorded as interrupted,
+/// due at once; another run's hold, or none, is left alone.
+async fn ended_holds<R: Entries + Leases>(r: &R, label: &str) {
+    r.acquire_lease("alpha", "run-9", TTL, NOW)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let other = super::end_hold(r, "alpha", "run-8", "stopped", NOW + 5).await;
+    assert!(!other.unwrap_or(true), "{label}: not the holder");
+    let ended = super::end_hold(r, "alpha", "run-9", "stopped by hand", NOW + 5).await;
+    assert!(ended.unwrap_or(false), "{label}: the holder's hold ended");
+    let alpha = r
+        .get("alpha")
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("{label}"));
+    assert!(alpha.lease.is_none(), "{label}");
+    assert_eq!(
+        (
+            alpha.status.phase,
+            alpha.status.stall_reason,
+            alpha.status.message.as_deref()
+        ),
+        (
+            Phase::Failed,
+            Some(crate::status::StallReason::Interrupted),
+            Some("stopped by hand")
+        ),
+        "{label}"
+    );
+    assert_eq!(
+        alpha.status.next_reconcile_at,
+        Some(Timestamp(NOW + 5)),
+        "{label}: due at once"
+    );
+    let again = super::end_hold(r, "alpha", "run-9", "stopped", NOW + 6).await;
+    assert!(!again.unwrap_or(true), "{label}: nothing held any more");
 }
 
 async fn statuses<R: Entries + Leases + Schedule>(r: &R, label: &str) {

@@ -18,10 +18,9 @@ pub const STATUS: &str = "SET #status = :status, #watch = :watch";
 pub const STATUS_DUE: &str = "SET #status = :status, #watch = :watch, #nextReconcileAt = :due";
 /// A run's last status, the lease given back, and the entry out of the
 /// scheduler's queue (the health check watches it).
-pub const FINAL_STATUS: &str =
-    "SET #status = :status, #watch = :watch REMOVE #leaseOwner, #leaseExpiresAt, #nextReconcileAt";
+pub const FINAL_STATUS: &str = "SET #status = :status, #watch = :watch REMOVE #leaseOwner, #leaseExpiresAt, #leaseTakenAt, #nextReconcileAt";
 /// A run's last status and the lease given back, due again at `:due`.
-pub const FINAL_STATUS_DUE: &str = "SET #status = :status, #watch = :watch, #nextReconcileAt = :due REMOVE #leaseOwner, #leaseExpiresAt";
+pub const FINAL_STATUS_DUE: &str = "SET #status = :status, #watch = :watch, #nextReconcileAt = :due REMOVE #leaseOwner, #leaseExpiresAt, #leaseTakenAt";
 /// A new item: only if no item has the key.
 pub const ABSENT: &str = "attribute_not_exists(#pk)";
 /// The entry is still as the plan saw it, and not being deleted.
@@ -43,14 +42,16 @@ pub const SUSPEND: &str = "SET #suspended = :flag, #updatedAt = :now";
 pub const RESUME: &str = "SET #suspended = :flag, #updatedAt = :now, #nextReconcileAt = :due";
 /// Nobody holds the lease, it expired, or the caller already holds it.
 pub const LEASE_FREE_EXPIRED_OR_MINE: &str = "attribute_exists(#pk) AND (attribute_not_exists(#leaseOwner) OR #leaseExpiresAt <= :now OR #leaseOwner = :owner)";
-/// Take or extend the lease.
-pub const TAKE_LEASE: &str = "SET #leaseOwner = :owner, #leaseExpiresAt = :expires";
+/// Take the lease, from now (a retried first step, a few seconds on, takes
+/// it anew: an expired lease's time must not pass to its new owner).
+pub const TAKE_LEASE: &str =
+    "SET #leaseOwner = :owner, #leaseExpiresAt = :expires, #leaseTakenAt = :now";
 /// Extend the lease.
 pub const EXTEND_LEASE: &str = "SET #leaseExpiresAt = :expires";
 /// The caller holds the lease.
 pub const HOLDS_LEASE: &str = "#leaseOwner = :owner";
 /// Give the lease back.
-pub const DROP_LEASE: &str = "REMOVE #leaseOwner, #leaseExpiresAt";
+pub const DROP_LEASE: &str = "REMOVE #leaseOwner, #leaseExpiresAt, #leaseTakenAt";
 /// The caller holds the lease and the entry is being deleted.
 pub const HOLDS_LEASE_AND_DELETING: &str =
     "#leaseOwner = :owner AND attribute_exists(#deletionRequestedAt)";
@@ -250,6 +251,10 @@ mod tests {
             Some("leaseOwner")
         );
         assert_eq!(found.get("#watch").map(String::as_str), Some("watch"));
-        assert_eq!(found.len(), 5);
+        assert_eq!(
+            found.len(),
+            6,
+            "status, watch, nextReconcileAt and the three of the lease"
+        );
     }
 }

@@ -153,6 +153,7 @@ pub fn entry_from_item(item: &Item) -> Result<StackEntry, String> {
         (Some(owner), Some(expires)) => Some(Lease {
             owner: owner.to_owned(),
             expires_at: Timestamp(expires),
+            taken_at: get_n(item, attr::LEASE_TAKEN_AT)?.map(Timestamp),
         }),
         _ => None,
     };

@@ -16,19 +16,37 @@ use super::item::{n, s, status_attributes};
 use super::schema::stack_key;
 use super::{Registry, RegistryError, Result};
 use crate::clock::EpochMillis;
+use crate::spec::StackSpec;
 use crate::status::{Status, Timestamp};
 
-/// How long a lease lasts; every step of a run renews it, so only a run that
-/// stopped (crashed, or lost) lets it run out.
-pub const LEASE_TTL: Duration = Duration::from_secs(15 * 60);
+/// The longest a lease lasts, for the longest `pollInterval` (5m): see
+/// [`lease_ttl`]. The scheduler restarts a started run no sooner.
+pub const LEASE_TTL: Duration = Duration::from_secs(LEASE_BASE_SECS + 300);
 
-/// Who drives a stack right now, and until when.
+/// A step's attempt (the functions' 300 s timeout), the longest retry
+/// backoff (60 s) and a margin (60 s).
+const LEASE_BASE_SECS: u64 = 300 + 60 + 60;
+
+/// How long a run's lease lasts: every step renews it at its start, so it
+/// must outlast one step, a retry's backoff and the longest wait between two
+/// steps (`pollInterval` or a minute, whichever is longer): 8 minutes for the
+/// default `pollInterval`. A run that stopped (crashed, killed) frees the
+/// stack that long after its last step; `stacksync unlock` at once.
+pub fn lease_ttl(spec: &StackSpec) -> Duration {
+    let longest_wait = spec.poll_interval.as_secs().max(60);
+    Duration::from_secs(LEASE_BASE_SECS + longest_wait)
+}
+
+/// Who drives a stack right now, since and until when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Lease {
     /// Normally a Step Functions execution name.
     pub owner: String,
     pub expires_at: Timestamp,
+    /// When its owner took it (`None`: taken before this was recorded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taken_at: Option<Timestamp>,
 }
 
 impl Lease {
@@ -37,6 +55,7 @@ impl Lease {
         Lease {
             owner: owner.to_owned(),
             expires_at: Timestamp(lease_until(now, ttl)),
+            taken_at: Some(Timestamp(now)),
         }
     }
 
@@ -273,13 +292,22 @@ mod tests {
 
     #[test]
     fn a_lease_is_live_until_it_runs_out() {
-        let lease = Lease {
-            owner: "run".into(),
-            expires_at: Timestamp(lease_until(1_000, Duration::from_secs(60))),
-        };
+        let lease = Lease::new("run", 1_000, Duration::from_secs(60));
         assert_eq!(lease.expires_at, Timestamp(61_000));
         assert!(lease.is_live(60_999));
         assert!(!lease.is_live(61_000));
         assert_eq!(lease_until(i64::MAX - 1, LEASE_TTL), i64::MAX);
+    }
+
+    #[test]
+    fn a_lease_outlasts_a_step_a_backoff_and_the_longest_wait() {
+        let mut spec = crate::spec::fixtures::spec("a");
+        assert_eq!(
+            lease_ttl(&spec),
+            Duration::from_secs(8 * 60),
+            "default pollInterval"
+        );
+        spec.poll_interval = crate::Duration::from_mins(5);
+        assert_eq!(lease_ttl(&spec), LEASE_TTL, "the longest pollInterval");
     }
 }

@@ -283,7 +283,11 @@ impl Leases for MemoryRegistry {
         let Some(entry) = entry.filter(|e| holds(e, owner)) else {
             return Err(lease_not_held(state.entries.get(name), name, owner));
         };
-        let lease = Lease::new(owner, now, ttl);
+        let taken_at = entry.lease.as_ref().and_then(|l| l.taken_at);
+        let lease = Lease {
+            taken_at,
+            ..Lease::new(owner, now, ttl)
+        };
         entry.lease = Some(lease.clone());
         Ok(lease)
     }

@@ -42,7 +42,7 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use serde::Serialize;
 
 pub use deliveries::Deliveries;
-pub use leases::{LEASE_TTL, Lease, Leases};
+pub use leases::{LEASE_TTL, Lease, Leases, lease_ttl};
 pub use schedule::{Schedule, SourceRecord, Watched};
 pub use specs::{Entries, Specs};
 
@@ -185,6 +185,43 @@ pub type Result<T, E = RegistryError> = std::result::Result<T, E>;
 /// Everything the steps need of the registry.
 pub trait StepRegistry: Entries + Leases {}
 impl<T: Entries + Leases> StepRegistry for T {}
+
+/// Ends the hold of a run that was stopped from outside (an execution
+/// aborted or timed out, a local run killed, `stacksync unlock`): if `owner`
+/// still holds the stack, records the run `Failed (Interrupted)` with `why`
+/// and releases the lease, the stack due again at once. Returns whether it
+/// did (false: the run had released it, or another run holds it now).
+pub async fn end_hold<R: StepRegistry>(
+    registry: &R,
+    name: &str,
+    owner: &str,
+    why: &str,
+    now: crate::clock::EpochMillis,
+) -> Result<bool> {
+    let Some(entry) = registry.get(name).await? else {
+        return Ok(false);
+    };
+    if entry.lease.as_ref().is_none_or(|l| l.owner != owner) {
+        return Ok(false);
+    }
+    let status = Status {
+        phase: Phase::Failed,
+        stall_reason: Some(crate::status::StallReason::Interrupted),
+        message: Some(why.to_owned()),
+        last_reconcile_at: Some(Timestamp(now)),
+        next_reconcile_at: Some(Timestamp(now)),
+        ..entry.status
+    };
+    match registry
+        .write_status_and_release(name, owner, &status)
+        .await
+    {
+        Ok(()) => Ok(true),
+        // Released or taken over meanwhile: nothing of ours to end.
+        Err(RegistryError::LeaseNotHeld { .. } | RegistryError::NotFound { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
 
 /// The registry on DynamoDB: one table (see [`schema`]).
 #[derive(Debug, Clone)]

@@ -68,6 +68,8 @@ pub mod attr {
     pub const DELETION_REQUESTED_AT: &str = "deletionRequestedAt";
     pub const LEASE_OWNER: &str = "leaseOwner";
     pub const LEASE_EXPIRES_AT: &str = "leaseExpiresAt";
+    /// When the lease's owner took it.
+    pub const LEASE_TAKEN_AT: &str = "leaseTakenAt";
     pub const NEXT_RECONCILE_AT: &str = "nextReconcileAt";
     pub const SCHED_SHARD: &str = "schedShard";
     pub const SOURCE_KEY: &str = "sourceKey";

@@ -36,7 +36,7 @@ use tracing::info;
 use super::run::{FinalizeInput, Next, RunState, StepError, WaitOn};
 use crate::clock::{EpochMillis, now_millis};
 use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher, StackInfo, first_failure};
-use crate::registry::{LEASE_TTL, StackEntry, StepRegistry};
+use crate::registry::{StackEntry, StepRegistry, lease_ttl};
 use crate::seen::{Seen, deployed_hash};
 use crate::spec::StackSpec;
 use crate::status::{Phase, StallReason, Status, Timestamp};
@@ -187,14 +187,23 @@ where
         })
     }
 
-    /// How every step after the first begins: renew the lease (so a long
-    /// run keeps it, and a run that lost it stops here) and read the entry
-    /// afresh (a retried or resumed step never works from stale state).
+    /// How every step after the first begins: read the entry afresh (a
+    /// retried or resumed step never works from stale state) and renew the
+    /// lease for as long as the spec's waits need (a heartbeat: a run that
+    /// lost its lease stops here, and one that stopped frees the stack soon).
+    /// Read first, renewed second: a renewal that holds proves nobody else
+    /// wrote since.
     async fn resume(&self, state: &RunState) -> Result<StackEntry, StepError> {
+        let entry = self.entry(state).await?;
         self.registry
-            .renew_lease(&state.stack_id, &state.execution, LEASE_TTL, now_millis())
+            .renew_lease(
+                &state.stack_id,
+                &state.execution,
+                lease_ttl(&entry.spec),
+                now_millis(),
+            )
             .await?;
-        self.entry(state).await
+        Ok(entry)
     }
 
     async fn port(&self, spec: &StackSpec) -> Result<F::Port, StepError> {

@@ -282,6 +282,7 @@ mod tests {
         held.lease = Some(Lease {
             owner: "exec".into(),
             expires_at: Timestamp(NOW + 1),
+            taken_at: None,
         });
         assert_eq!(
             judge_stack_event(&held, &change("UPDATE_COMPLETE", None), Some(NOW), NOW),

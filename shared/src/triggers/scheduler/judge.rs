@@ -335,6 +335,7 @@ mod tests {
         held.lease = Some(Lease {
             owner: "run-1".into(),
             expires_at: Timestamp(NOW + 60_000),
+            taken_at: None,
         });
         assert_eq!(
             judge_due(&held, NOW),
@@ -381,6 +382,7 @@ mod tests {
         busy.lease = Some(Lease {
             owner: "run".into(),
             expires_at: Timestamp(NOW + 1),
+            taken_at: None,
         });
         assert_eq!(
             judge_follower(&busy, &head, NOW, &none),
