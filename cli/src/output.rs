@@ -80,6 +80,17 @@ pub fn cell(text: Option<&str>, max: usize) -> String {
     }
 }
 
+/// `println!` that never panics: a run's progress goes to a pipe that may
+/// close (`stacksync reconcile --local | head`); the run must go on to its
+/// end and release the stack, not die on the first line it cannot print.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,15 +113,4 @@ mod tests {
         assert_eq!(cell(None, 4), "-");
         assert_eq!(cell(Some("  "), 4), "-");
     }
-}
-
-/// `println!` that never panics: a run's progress goes to a pipe that may
-/// close (`stacksync reconcile --local | head`); the run must go on to its
-/// end and release the stack, not die on the first line it cannot print.
-#[macro_export]
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
 }
