@@ -5,7 +5,7 @@ Translates the SAM template into plain CloudFormation with aws-sam-translator
 checks that the resources exist: the six step functions and the three
 triggers (webhook, scheduler, events), the table with its four indexes, the
 bucket, the state machine calling exactly the step functions; the scheduler's
-EventBridge schedule and the events function's three EventBridge rules, each
+EventBridge schedule and the events function's four EventBridge rules, each
 targeting its function, which lets EventBridge invoke it from that rule only;
 that the stack's outputs name them; starts an execution by the
 StateMachineArn output; and puts events through the deployed rules (in the
@@ -224,6 +224,12 @@ def main(path):
             "source": ["aws.cloudformation"], "detail-type": ["CloudFormation Stack Status Change"],
             "detail": {"stack-id": [{"prefix": f"arn:aws:cloudformation:{region}:123456789012:stack/acme-"}]},
         }}),
+        # The pattern names the stack's own state machine (known once deployed).
+        "EventsFunctionExecutionEnded": ("Events", {"pattern": {
+            "source": ["aws.states"], "detail-type": ["Step Functions Execution Status Change"],
+            "detail": {"status": ["ABORTED", "TIMED_OUT", "FAILED"],
+                       "stateMachineArn": [resources.get("ReconcileStateMachine", {}).get("PhysicalResourceId")]},
+        }}),
     }
     translated_rules = {k: r for k, r in plain["Resources"].items() if r["Type"] == "AWS::Events::Rule"}
     if set(translated_rules) != set(expected_rules):
@@ -272,7 +278,7 @@ def main(path):
         sys.exit("structural deploy: " + "; ".join(problems))
     print(f"structural deploy: {len(resources)} resources created in the emulator; "
           "6 step functions, the webhook (URL in the outputs), the scheduler (schedule rule) and the events function "
-          "(3 EventBridge rules), table with 4 indexes, bucket, state machine calling the 6 functions, "
+          "(4 EventBridge rules), table with 4 indexes, bucket, state machine calling the 6 functions, "
           "an execution started by the StateMachineArn output")
 
 

@@ -487,12 +487,20 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
           detail: { 'stack-id': [{ prefix: v.stackArnPrefix }] },
         },
       },
+      // A reconcile execution that ended without its Catch (aborted, timed out) still holds its stack.
+      ExecutionEnded: {
+        eventPattern: {
+          source: ['aws.states'],
+          detailType: ['Step Functions Execution Status Change'],
+          detail: { status: ['ABORTED', 'TIMED_OUT', 'FAILED'], stateMachineArn: [v.stateMachineArn] },
+        },
+      },
     }),
     permissions: (p) => [
       p.index('SourceIndex', 'by-source', 'dynamodb:Query'),
       p.index('StackNameIndex', 'by-stack-name', 'dynamodb:Query'),
-      // An out-of-band change only makes the stack due.
-      p.keys('MarkDue', ['dynamodb:UpdateItem'], ['stack#']),
+      // An out-of-band change only makes the stack due; an ended execution's hold is released (GetItem: whose?).
+      p.keys('MarkDue', ['dynamodb:GetItem', 'dynamodb:UpdateItem'], ['stack#']),
       p.startReconcile(),
     ],
   },

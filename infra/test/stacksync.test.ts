@@ -740,12 +740,19 @@ describe('state machine, alarms, outputs', () => {
       'detail-type': ['CloudFormation Stack Status Change'],
       detail: { 'stack-id': [{ prefix: stackArnPrefix(prefix) }] },
     });
+    // A reconcile execution that ended without its Catch still holds its stack: the events function releases it.
+    const executionEnded = (s: Synth) => ({
+      source: ['aws.states'],
+      'detail-type': ['Step Functions Execution Status Change'],
+      detail: { status: ['ABORTED', 'TIMED_OUT', 'FAILED'], stateMachineArn: [{ Ref: logicalId(s, s.stack.stateMachine) }] },
+    });
     // Without source buckets there is no S3 rule at all (template.yaml: Condition HasSourceBuckets).
     for (const [s, prefix, buckets] of [[lazyDefaults(), '', []], [lazyFull(), PREFIX, SOURCE_BUCKETS]] as const) {
       const expected: Record<string, { fn: string; schedule?: string; pattern?: Record<string, unknown> }> = {
         SchedulerFunctionSchedule: { fn: 'Scheduler', schedule: s === lazyFull() ? 'rate(2 minutes)' : 'rate(5 minutes)' },
         EventsFunctionCodeCommitPush: { fn: 'Events', pattern: codeCommit },
         EventsFunctionStackStatusChange: { fn: 'Events', pattern: stackStatus(prefix) },
+        EventsFunctionExecutionEnded: { fn: 'Events', pattern: executionEnded(s) },
       };
       if (buckets.length > 0) {
         expected.EventsFunctionS3ObjectCreated = {
@@ -913,7 +920,7 @@ describe('IAM', () => {
       events: [
         st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
         st('StackNameIndex', ['dynamodb:Query'], ['TABLE/index/by-stack-name']),
-        { ...st('MarkDue', ['dynamodb:UpdateItem'], ['TABLE']), condition: keys('stack#*') },
+        { ...st('MarkDue', ['dynamodb:GetItem', 'dynamodb:UpdateItem'], ['TABLE']), condition: keys('stack#*') },
         st('StartReconcile', ['states:StartExecution'], ['STATE_MACHINE']),
       ],
     };

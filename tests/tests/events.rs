@@ -215,3 +215,39 @@ async fn an_out_of_band_stack_change_is_reconciled_and_stacksyncs_own_are_not() 
     );
     assert_eq!(s.fleet.execution_names().await.len(), 1);
 }
+
+/// An execution aborted (or timed out) skips the machine's `Catch`: the
+/// events function gives its stack back, recorded `Failed (Interrupted)`.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_aborted_execution_that_still_holds_its_stack_is_made_to_let_go() {
+    use stacksync::registry::Leases;
+    let s = Setup::new().await;
+    let stack = format!("{}-net", s.p);
+    let execution = format!("{stack}_manual_1a2b3c");
+    s.fleet
+        .registry
+        .acquire_lease(
+            &stack,
+            &execution,
+            std::time::Duration::from_secs(600),
+            now_millis(),
+        )
+        .await
+        .unwrap();
+    let mut event = fixture("stepfunctions-execution-aborted");
+    event["detail"]["name"] = execution.clone().into();
+    event["detail"]["input"] = serde_json::json!({"stackId": stack, "trigger": {"kind": "manual"}})
+        .to_string()
+        .into();
+    let answer = s.handle(event.clone()).await;
+    assert_eq!(answer["result"], "released", "{answer}");
+    let entry = s.fleet.registry.get(&stack).await.unwrap().unwrap();
+    assert!(entry.lease.is_none());
+    assert_eq!(
+        entry.status.stall_reason.map(|r| r.to_string()).as_deref(),
+        Some("Interrupted")
+    );
+    // Delivered again: nothing more to do.
+    let again = s.handle(event).await;
+    assert_eq!(again["result"], "ignored", "{again}");
+}

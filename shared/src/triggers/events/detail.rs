@@ -3,7 +3,9 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Detail, EventError, ObjectCreated, StackStatusChange, deserialize, malformed};
+use super::{
+    Detail, EventError, ExecutionEnded, ObjectCreated, StackStatusChange, deserialize, malformed,
+};
 use crate::triggers::RefMoved;
 use crate::triggers::webhook::parse::form_decode;
 use crate::validate;
@@ -217,4 +219,41 @@ pub(super) fn stack_name_of(arn: &str) -> Option<String> {
     }
     let (name, id) = resource.strip_prefix("stack/")?.split_once('/')?;
     (!id.is_empty() && validate::stack_name(name).is_ok()).then(|| name.to_owned())
+}
+
+// -------------------------------------------------------------- Step Functions
+
+#[derive(Deserialize)]
+struct ExecutionStatusChange {
+    name: String,
+    status: String,
+    /// The execution's input, as JSON text (`null` when too large to send).
+    #[serde(default)]
+    input: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReconcileInput {
+    stack_id: String,
+}
+
+pub(super) fn execution_ended(detail: Value) -> Result<Detail, EventError> {
+    let change: ExecutionStatusChange = deserialize(detail, "detail")?;
+    if !matches!(change.status.as_str(), "ABORTED" | "TIMED_OUT" | "FAILED") {
+        return Ok(Detail::Ignored {
+            reason: format!("execution {} is {}", change.name, change.status),
+        });
+    }
+    let input = change
+        .input
+        .ok_or_else(|| malformed("detail.input", "the execution's input is missing"))?;
+    let input: ReconcileInput = serde_json::from_str(&input)
+        .map_err(|e| malformed("detail.input", format!("not a reconcile's input: {e}")))?;
+    validate::stack_name(&input.stack_id).map_err(|e| malformed("detail.input.stackId", e))?;
+    Ok(Detail::ExecutionEnded(ExecutionEnded {
+        name: change.name,
+        stack: input.stack_id,
+        status: change.status,
+    }))
 }

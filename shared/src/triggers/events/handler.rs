@@ -5,11 +5,11 @@
 use serde::Serialize;
 use tracing::info;
 
-use super::{AwsEvent, Detail, StackStatusChange};
+use super::{AwsEvent, Detail, ExecutionEnded, StackStatusChange};
 use crate::clock::{EpochMillis, parse_rfc3339};
 use crate::naming::OWN_TOKEN_PREFIX;
 use crate::ports::{Starter, TriggerKind};
-use crate::registry::{Entries, Schedule, StackEntry};
+use crate::registry::{Entries, Leases, Schedule, StackEntry, end_hold};
 
 use crate::triggers::{Starts, TriggerError, start_followers};
 
@@ -48,6 +48,9 @@ pub enum EventAnswer {
         #[serde(rename = "stackName")]
         stack_name: String,
     },
+    /// A reconcile execution ended without releasing its stack: released.
+    #[serde(rename = "released")]
+    Released { stack: String, execution: String },
 }
 
 impl EventAnswer {
@@ -136,7 +139,7 @@ pub struct EventHandler<R, X> {
     pub region: String,
 }
 
-impl<R: Entries + Schedule, X: Starter> EventHandler<R, X> {
+impl<R: Entries + Schedule + Leases, X: Starter> EventHandler<R, X> {
     /// Handles one event. An error is worth retrying (EventBridge's
     /// asynchronous invoke tries twice more); a malformed event never gets
     /// here (the function answers it as rejected: a retry would not mend it).
@@ -154,6 +157,7 @@ impl<R: Entries + Schedule, X: Starter> EventHandler<R, X> {
             Detail::StackStatusChange(change) => {
                 return self.stack_changed(event, change, now).await;
             }
+            Detail::ExecutionEnded(ended) => return self.execution_ended(ended, now).await,
             Detail::CodeCommitPush(moved) => (moved.source_keys(), moved.commit.clone()),
             // A version id names the new object exactly; an unversioned
             // bucket has only the ETag, and then the event id.
@@ -177,6 +181,31 @@ impl<R: Entries + Schedule, X: Starter> EventHandler<R, X> {
         )
         .await?;
         Ok(EventAnswer::of_starts(starts, keys))
+    }
+
+    /// Releases the stack a reconcile execution still holds after it ended
+    /// `ABORTED` or `TIMED_OUT` (or `FAILED` with its own failure unrecorded),
+    /// recording it `Failed (Interrupted)`; a run that released its stack, or
+    /// whose stack another run holds now, is left alone.
+    async fn execution_ended(
+        &self,
+        ended: &ExecutionEnded,
+        now: EpochMillis,
+    ) -> Result<EventAnswer, TriggerError> {
+        let why = format!(
+            "interrupted: execution {} ended {} without giving the stack back; the stack is due again",
+            ended.name, ended.status
+        );
+        if end_hold(&self.registry, &ended.stack, &ended.name, &why, now).await? {
+            info!(stack = %ended.stack, execution = %ended.name, status = %ended.status, "stack released");
+            return Ok(EventAnswer::Released {
+                stack: ended.stack.clone(),
+                execution: ended.name.clone(),
+            });
+        }
+        Ok(EventAnswer::Ignored {
+            reason: format!("{} does not hold {}", ended.name, ended.stack),
+        })
     }
 
     /// Marks the managed stacks (in the event's region and account) that
@@ -447,5 +476,66 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    /// An execution aborted or timed out skipped the machine's `Catch`: the
+    /// handler gives its stack back; a run that released it is left alone.
+    #[tokio::test]
+    async fn an_execution_that_ended_holding_its_stack_is_made_to_let_go() {
+        use crate::registry::memory::MemoryRegistry;
+        let registry = MemoryRegistry::new();
+        registry.insert(entry());
+        registry
+            .acquire_lease(
+                "orders",
+                "orders_manual_1",
+                std::time::Duration::from_secs(600),
+                NOW,
+            )
+            .await
+            .unwrap();
+        let handler = EventHandler {
+            registry,
+            starter: crate::fakes::RecordingStarter::new(),
+            region: "us-east-1".into(),
+        };
+        let aborted = |name: &str| AwsEvent {
+            id: "e-1".into(),
+            account: "1".into(),
+            region: "us-east-1".into(),
+            time: "2026-11-23T18:43:48Z".into(),
+            detail: Detail::ExecutionEnded(ExecutionEnded {
+                name: name.into(),
+                stack: "orders".into(),
+                status: "ABORTED".into(),
+            }),
+        };
+        let other = handler
+            .handle(&aborted("orders_manual_0"), NOW + 1)
+            .await
+            .unwrap();
+        assert!(matches!(other, EventAnswer::Ignored { .. }), "{other:?}");
+        assert!(
+            handler.registry.entry("orders").unwrap().lease.is_some(),
+            "another run's hold stays"
+        );
+        let answer = handler
+            .handle(&aborted("orders_manual_1"), NOW + 1)
+            .await
+            .unwrap();
+        assert!(matches!(answer, EventAnswer::Released { .. }), "{answer:?}");
+        let entry = handler.registry.entry("orders").unwrap();
+        assert!(entry.lease.is_none());
+        assert_eq!(
+            entry.status.stall_reason,
+            Some(crate::status::StallReason::Interrupted)
+        );
+        assert!(
+            entry
+                .status
+                .message
+                .unwrap_or_default()
+                .contains("ended ABORTED")
+        );
     }
 }

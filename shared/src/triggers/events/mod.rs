@@ -12,6 +12,9 @@
 //!   decoded here, as AWS Lambda Powertools does for this very event.
 //! - `aws.cloudformation` "CloudFormation Stack Status Change": a managed
 //!   stack changed, possibly out of band.
+//! - `aws.states` "Step Functions Execution Status Change": a reconcile
+//!   execution ended `ABORTED`, `TIMED_OUT` or `FAILED`. The first two skip
+//!   the machine's `Catch`, so no step released the stack: the handler does.
 //!
 //! Shapes: the EventBridge event reference of each service (CodeCommit
 //! "Monitoring CodeCommit events", S3 "EventBridge event message structure",
@@ -28,7 +31,7 @@ use crate::stack_status::StackStatus;
 mod detail;
 pub mod handler;
 
-use detail::{codecommit, object_created, stack_status_change};
+use detail::{codecommit, execution_ended, object_created, stack_status_change};
 
 /// `source` and `detail-type` of a CodeCommit repository event.
 pub const CODECOMMIT: (&str, &str) = ("aws.codecommit", "CodeCommit Repository State Change");
@@ -37,6 +40,9 @@ pub const S3_OBJECT_CREATED: (&str, &str) = ("aws.s3", "Object Created");
 /// `source` and `detail-type` of a CloudFormation stack status event.
 pub const STACK_STATUS_CHANGE: (&str, &str) =
     ("aws.cloudformation", "CloudFormation Stack Status Change");
+/// `source` and `detail-type` of a Step Functions execution's status event.
+pub const EXECUTION_STATUS_CHANGE: (&str, &str) =
+    ("aws.states", "Step Functions Execution Status Change");
 
 /// One EventBridge event: the envelope's fields and the parsed detail.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +69,8 @@ pub enum Detail {
     ObjectCreated(ObjectCreated),
     /// A CloudFormation stack's status changed.
     StackStatusChange(StackStatusChange),
+    /// A reconcile execution ended without succeeding.
+    ExecutionEnded(ExecutionEnded),
     /// A known event with nothing to do (a deleted branch, a pull request).
     Ignored {
         /// Why, for the log.
@@ -127,6 +135,17 @@ impl StackStatusChange {
     }
 }
 
+/// A reconcile execution that ended without succeeding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionEnded {
+    /// The execution's name: the lease owner of the run.
+    pub name: String,
+    /// The registry entry it reconciled (its input's `stackId`).
+    pub stack: String,
+    /// `ABORTED`, `TIMED_OUT` or `FAILED`.
+    pub status: String,
+}
+
 /// Why an event could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EventError {
@@ -141,8 +160,8 @@ pub enum EventError {
     /// A `source` / `detail-type` pair stacksync does not handle.
     #[error(
         "unexpected EventBridge event: detail-type {detail_type:?} from source {event_source:?}; \
-         stacksync handles {:?}, {:?} and {:?}",
-        CODECOMMIT.1, S3_OBJECT_CREATED.1, STACK_STATUS_CHANGE.1
+         stacksync handles {:?}, {:?}, {:?} and {:?}",
+        CODECOMMIT.1, S3_OBJECT_CREATED.1, STACK_STATUS_CHANGE.1, EXECUTION_STATUS_CHANGE.1
     )]
     Unexpected {
         /// The event's `source`.
@@ -175,6 +194,8 @@ pub fn from_value(value: Value) -> Result<AwsEvent, EventError> {
         Detail::ObjectCreated(object_created(envelope.detail)?)
     } else if kind == STACK_STATUS_CHANGE {
         Detail::StackStatusChange(stack_status_change(envelope.detail)?)
+    } else if kind == EXECUTION_STATUS_CHANGE {
+        execution_ended(envelope.detail)?
     } else {
         return Err(EventError::Unexpected {
             event_source: envelope.source,

@@ -25,6 +25,9 @@ fn fixture(name: &str) -> &'static str {
                 "../../../../tests/fixtures/events/cloudformation-stack-status-change.json"
             )
         }
+        "stepfunctions-execution-aborted" => {
+            include_str!("../../../../tests/fixtures/events/stepfunctions-execution-aborted.json")
+        }
         other => panic!("no fixture {other}"),
     }
 }
@@ -280,4 +283,41 @@ fn a_broken_envelope_is_malformed_with_its_path() {
     assert_eq!(path, ".");
     let path = path_of(edited("s3-object-created", |v| v["region"] = 1.into()));
     assert_eq!(path, "region");
+}
+
+#[test]
+fn an_execution_that_ended_without_succeeding_names_its_stack_and_itself() {
+    let e = event("stepfunctions-execution-aborted");
+    let Detail::ExecutionEnded(ended) = e.detail else {
+        panic!("{:?}", e.detail)
+    };
+    assert_eq!(
+        (
+            ended.name.as_str(),
+            ended.stack.as_str(),
+            ended.status.as_str()
+        ),
+        ("orders_manual_1a2b3c", "orders", "ABORTED")
+    );
+    for status in ["SUCCEEDED", "RUNNING"] {
+        let e = edited("stepfunctions-execution-aborted", |v| {
+            v["detail"]["status"] = status.into()
+        });
+        assert!(
+            matches!(e.unwrap().detail, Detail::Ignored { .. }),
+            "{status}"
+        );
+    }
+    let no_input = edited("stepfunctions-execution-aborted", |v| {
+        v["detail"]["input"] = Value::Null
+    });
+    assert_eq!(path_of(no_input), "detail.input");
+    let not_ours = edited("stepfunctions-execution-aborted", |v| {
+        v["detail"]["input"] = "{\"x\": 1}".into()
+    });
+    assert_eq!(path_of(not_ours), "detail.input");
+    let bad_name = edited("stepfunctions-execution-aborted", |v| {
+        v["detail"]["input"] = "{\"stackId\": \"../x\"}".into()
+    });
+    assert_eq!(path_of(bad_name), "detail.input.stackId");
 }
