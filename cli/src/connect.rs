@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 
 use aws_config::SdkConfig;
-use aws_smithy_types::error::display::DisplayErrorContext;
 use stacksync::aws::{AwsOptions, load_config};
 use stacksync::registry::{Entries, Registry, StackEntry};
 
@@ -35,6 +34,13 @@ pub struct Resources {
 }
 
 pub async fn connect(cli: &Cli) -> Result<Connection> {
+    let profile = cli
+        .profile
+        .clone()
+        .or_else(|| std::env::var("AWS_PROFILE").ok().filter(|p| !p.is_empty()));
+    if let Some(profile) = &profile {
+        profile_exists(profile)?;
+    }
     let config = load_config(&AwsOptions {
         region: cli.region.clone(),
         profile: cli.profile.clone(),
@@ -48,6 +54,7 @@ pub async fn connect(cli: &Cli) -> Result<Connection> {
                 .into(),
         );
     }
+    credentials_present(&config).await?;
     let resources = resolve(cli, &config).await?;
     let registry = Registry::new(aws_sdk_dynamodb::Client::new(&config), &resources.table);
     Ok(Connection {
@@ -108,7 +115,7 @@ async fn installation_outputs(
         .map_err(|e| {
             format!(
                 "cannot read the installation stack {installation:?}: {}",
-                DisplayErrorContext(&e)
+                stacksync::ports::aws_error::failure("DescribeStacks", &e)
             )
         })?;
     let stack = out
@@ -130,4 +137,59 @@ async fn installation_outputs(
         }
     }
     Ok(outputs)
+}
+
+/// A profile named on the command line or in `AWS_PROFILE` must exist: the
+/// SDK would otherwise go on to the next source of credentials and fail
+/// later, and elsewhere.
+fn profile_exists(profile: &str) -> Result {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let file = |var: &str, default: &str| {
+        std::env::var(var)
+            .ok()
+            .filter(|f| !f.is_empty())
+            .unwrap_or_else(|| format!("{home}/.aws/{default}"))
+    };
+    let config = file("AWS_CONFIG_FILE", "config");
+    let credentials = file("AWS_SHARED_CREDENTIALS_FILE", "credentials");
+    let in_config = sections(&config).any(|s| {
+        s.strip_prefix("profile")
+            .is_some_and(|name| name.trim() == profile)
+            || (s == "default" && profile == "default")
+    });
+    if in_config || sections(&credentials).any(|s| s == profile) {
+        return Ok(());
+    }
+    Err(format!(
+        "AWS profile {profile:?} not found in {config} or {credentials}: check --profile or \
+         AWS_PROFILE (`aws configure list-profiles` lists them)"
+    ))
+}
+
+/// The section names (`[name]`) of an INI file; none when it is unreadable.
+fn sections(path: &str) -> impl Iterator<Item = String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            line.strip_prefix('[')?
+                .strip_suffix(']')
+                .map(|s| s.trim().to_owned())
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+}
+
+/// Credentials are looked for once, before any call, so that their absence
+/// reads as such rather than as the failure of whichever call came first.
+async fn credentials_present(config: &SdkConfig) -> Result {
+    use aws_credential_types::provider::ProvideCredentials;
+    let Some(provider) = config.credentials_provider() else {
+        return Err(stacksync::ports::aws_error::NO_CREDENTIALS.into());
+    };
+    provider.provide_credentials().await.map(drop).map_err(|e| {
+        tracing::debug!(error = ?e, "loading AWS credentials");
+        stacksync::ports::aws_error::credentials_failed(&e)
+    })
 }

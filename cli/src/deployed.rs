@@ -53,9 +53,9 @@ impl Deployed {
     ) -> Result<bool> {
         let entry = registered(registry, name).await?;
         let started = self.start(name, force).await?;
-        println!("── reconcile {name} ({})", started.execution_name);
+        say!("── reconcile {name} ({})", started.execution_name);
         if !wait {
-            println!("   started {}", started.execution_arn);
+            say!("   started {}", started.execution_arn);
             return Ok(true);
         }
         let events = StackEvents::start(&self.cloudformation, &entry.spec, 1.0).await?;
@@ -70,10 +70,10 @@ impl Deployed {
             ));
         };
         if status == "SUCCEEDED" {
-            println!("   ✓ {name}: {status}");
+            say!("   ✓ {name}: {status}");
             Ok(true)
         } else {
-            println!("   ✗ {name}: {status}");
+            say!("   ✗ {name}: {status}");
             Ok(false)
         }
     }
@@ -115,8 +115,8 @@ impl Deployed {
             last_event = last;
             for step in steps {
                 match step {
-                    Step::Entered(state) => println!("   ▸ {state}"),
-                    Step::Failed { error, cause } => println!("     {error}: {cause}"),
+                    Step::Entered(state) => say!("   ▸ {state}"),
+                    Step::Failed { error, cause } => say!("     {error}: {cause}"),
                 }
             }
             if is_finished(&summary.status) {

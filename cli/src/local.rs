@@ -13,7 +13,7 @@ use stacksync::wiring::{SdkSteps, sdk_steps};
 
 use crate::connect::registered;
 use crate::error::Result;
-use crate::say;
+
 use crate::watch::StackEvents;
 
 /// Everything a local run needs, built once.
@@ -126,7 +126,7 @@ impl LocalRunner {
             },
         };
         if let Err(e) = self.steps.finalize(input).await {
-            eprintln!(
+            warn_user!(
                 "   {name}: the interruption could not be recorded: {e} (`stacksync unlock {name}` ends the hold)"
             );
         }

@@ -2,12 +2,15 @@
 //!
 //! Exit codes: 0 success, 1 error (the message says what and where), 2 usage.
 
+// First: its print macros (`say!`, `put!`, `warn_user!`) serve every module below.
+#[macro_use]
+mod output;
+
 mod commands;
 mod connect;
 mod deployed;
 mod error;
 mod local;
-mod output;
 mod watch;
 
 use std::path::PathBuf;
@@ -175,7 +178,9 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("STACKSYNC_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                // By default only stacksync's own warnings: the SDK's (IMDS
+                // probes, retried calls) show with STACKSYNC_LOG=debug.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error,stacksync=warn")),
         )
         .with_writer(std::io::stderr)
         .init();

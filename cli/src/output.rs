@@ -4,13 +4,44 @@ use serde::Serialize;
 
 use crate::Output;
 
+/// `println!` that never panics: a run's progress goes to a pipe that may
+/// close (`stacksync reconcile --local | head`); the run must go on to its
+/// end and release the stack, not die on the first line it cannot print.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `print!` that never panics (see [`say!`]).
+#[macro_export]
+macro_rules! put {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = std::io::stdout();
+        let _ = write!(out, $($arg)*);
+        let _ = out.flush();
+    }};
+}
+
+/// `eprintln!` that never panics (see [`say!`]).
+#[macro_export]
+macro_rules! warn_user {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// Prints `value` as JSON or YAML. (Tables are rendered by each command.)
 pub fn print_structured<T: Serialize>(format: Output, value: &T) -> Result<(), String> {
     let text = match format {
         Output::Json => serde_json::to_string_pretty(value).map_err(|e| e.to_string())? + "\n",
         _ => serde_yaml_ng::to_string(value).map_err(|e| e.to_string())?,
     };
-    print!("{text}");
+    put!("{text}");
     Ok(())
 }
 
@@ -78,17 +109,6 @@ pub fn cell(text: Option<&str>, max: usize) -> String {
             }
         }
     }
-}
-
-/// `println!` that never panics: a run's progress goes to a pipe that may
-/// close (`stacksync reconcile --local | head`); the run must go on to its
-/// end and release the stack, not die on the first line it cannot print.
-#[macro_export]
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
 }
 
 #[cfg(test)]

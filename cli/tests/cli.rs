@@ -169,7 +169,7 @@ async fn every_kind_of_bad_file_gets_one_clear_error_exit_1_and_writes_nothing()
         (
             "credentials in URL",
             with_bad_entry(
-                "    source: { git: 'https://user:token@github.com/a/b.git', path: t.yaml }\n",
+                "    source: { git: 'https://user:s3cr3t@github.com/a/b.git', path: t.yaml }\n",
             ),
             vec!["field source.git", "credentialsSecret"],
         ),
@@ -194,6 +194,7 @@ async fn every_kind_of_bad_file_gets_one_clear_error_exit_1_and_writes_nothing()
     ];
     assert!(cases.len() >= 12);
     for (what, text, expected) in &cases {
+        assert!(!text.contains("s3cr3t") || *what == "credentials in URL");
         let path = cli.file("bad.yaml", text);
         for args in [
             vec!["apply", "-f", &path],
@@ -217,6 +218,11 @@ async fn every_kind_of_bad_file_gets_one_clear_error_exit_1_and_writes_nothing()
                     "{what}: expected {fragment:?} in: {err}"
                 );
             }
+            assert!(!err.contains("s3cr3t"), "{what}: a secret echoed: {err}");
+            assert!(
+                err.trim_end().ends_with("nothing was applied"),
+                "{what}: says nothing was applied: {err}"
+            );
             assert!(stdout(&out).is_empty(), "{what}: nothing printed as done");
         }
         assert_eq!(
@@ -225,6 +231,17 @@ async fn every_kind_of_bad_file_gets_one_clear_error_exit_1_and_writes_nothing()
             "{what}: the table is unchanged"
         );
     }
+
+    // validate only reads: it has nothing to say about applying.
+    let bad = cli.file(
+        "bad.yaml",
+        &with_bad_entry("    source: { git: 'ftp://h/r', path: t.yaml }\n"),
+    );
+    let checked = stderr(&cli.run(&["validate", "-f", &bad]));
+    assert!(
+        checked.contains("ftp://") && !checked.contains("applied"),
+        "{checked}"
+    );
 
     let missing = cli.run(&["apply", "-f", "/nonexistent/stacks.yaml"]);
     assert_eq!(missing.status.code(), Some(1));
@@ -281,7 +298,18 @@ async fn apply_dry_run_prune_and_reapply_say_what_they_do() {
         text.contains("orders-queue  would update  specVersion 1 → 2 (changed: tags)"),
         "{text}"
     );
-    assert!(text.contains("billing       would prune"), "{text}");
+    assert!(
+        text.contains(
+            "billing       would prune   the stack billing would be deleted (destroyOnDelete)"
+        ),
+        "{text}"
+    );
+    let nothing = cli.file("nothing.yaml", "stacks: []\n");
+    let text = stdout(&cli.run(&["apply", "-f", &nothing, "--prune", "--dry-run"]));
+    assert!(
+        text.contains("orders-queue  would prune  the entry would go; the stack prod-orders-queue would be kept"),
+        "{text}"
+    );
     assert_eq!(
         snapshot(&registry)
             .await
@@ -356,6 +384,11 @@ async fn get_list_status_suspend_resume_delete_from_the_command_line() {
     let status = stdout(&cli.run(&["status"]));
     assert!(status.contains("billing       Deleting"), "{status}");
 
+    let two = stderr(&cli.run(&["status", "nope", "orders-queue", "nada"]));
+    assert!(
+        two.contains("no stack named \"nope\" or \"nada\" in the registry"),
+        "{two}"
+    );
     for args in [
         vec!["get", "nope"],
         vec!["delete", "nope"],
@@ -391,20 +424,57 @@ async fn usage_errors_exit_2_and_missing_tables_or_regions_are_explained() {
         stderr(&out)
     );
 
-    let no_region = Command::new(env!("CARGO_BIN_EXE_stacksync"))
-        .args(["status"])
-        .env_clear()
-        .env("AWS_CONFIG_FILE", "/dev/null")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .output()
-        .unwrap();
-    assert_eq!(no_region.status.code(), Some(1));
+    // Without region, credentials, profile or endpoint: one line each, that
+    // says what is missing and what to do; no SDK dump, no IMDS warnings.
+    let bare = |env: &[(&str, &str)]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_stacksync"))
+            .args(["--table", "t", "status"])
+            .env_clear()
+            .env("AWS_CONFIG_FILE", "/dev/null")
+            .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{env:?}");
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{env:?}: one line: {err}");
+        assert!(
+            !err.contains("Error {") && !err.contains("DispatchFailure"),
+            "{env:?}: no debug dump: {err}"
+        );
+        err
+    };
+    assert!(bare(&[]).contains("error: no AWS region: pass --region"));
+    let keys = [
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "a"),
+        ("AWS_SECRET_ACCESS_KEY", "b"),
+    ];
+    let no_credentials = bare(&[
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ]);
     assert!(
-        stderr(&no_region).contains("no AWS region"),
-        "{}",
-        stderr(&no_region)
+        no_credentials.contains("error: no AWS credentials found: set AWS_PROFILE"),
+        "{no_credentials}"
     );
+    let profile = bare(&[("AWS_REGION", "us-east-1"), ("AWS_PROFILE", "nope")]);
+    assert!(
+        profile.contains("error: AWS profile \"nope\" not found in /dev/null"),
+        "{profile}"
+    );
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let mut wrong = keys.to_vec();
+    wrong.push(("AWS_ENDPOINT_URL", &endpoint));
+    let unreachable = bare(&wrong);
+    assert!(
+        unreachable.contains("cannot connect (Connection refused")
+            && unreachable.contains("AWS_ENDPOINT_URL"),
+        "{unreachable}"
+    );
+    assert!(unreachable.len() < 300, "{unreachable}");
 
     let valid = cli.run(&["validate", "-f", &cli.file("v.yaml", GOOD)]);
     assert!(stdout(&valid).contains("2 entries, all valid"));
@@ -492,6 +562,27 @@ async fn sync_local_creates_the_stack_and_reconcile_reports_failures_with_exit_1
         "{}",
         stderr(&missing)
     );
+
+    // A run that deletes its entry says so, while others remain registered.
+    let other = cli.file(
+        "other.yaml",
+        &format!(
+            "stacks:\n  - name: {name}-other\n    source: {{git: '{}', path: q.yaml}}\n",
+            repo.file_url()
+        ),
+    );
+    assert!(sync(&["apply", "-f", &other]).status.success());
+    assert!(sync(&["delete", &name]).status.success());
+    let gone = sync(&["reconcile", &name, "--local"]);
+    let text = stdout(&gone);
+    assert!(gone.status.success(), "{text}\n{}", stderr(&gone));
+    assert!(
+        text.contains(&format!(
+            "{name}: deleted, and its entry removed from the registry"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("no stacks registered"), "{text}");
 }
 
 /// A stacksync "installation": a CloudFormation stack with the outputs that
@@ -652,4 +743,38 @@ async fn reconcile_starts_the_deployed_state_machine_follows_it_and_history_list
         stderr(&other)
     );
     drop(functions);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_large_apply_goes_batch_by_batch_and_says_how_far_it_got() {
+    let (cli, registry) = Cli::new("cli-bulk").await;
+    let entries: String = (0..250)
+        .map(|i| {
+            format!("  - {{name: bulk-{i:03}, source: {{git: 'https://h/r.git', path: t.yaml}}}}\n")
+        })
+        .collect();
+    let file = cli.file("bulk.yaml", &format!("stacks:\n{entries}"));
+    let out = cli.run(&["apply", "-f", &file]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let progress = stderr(&out);
+    assert_eq!(
+        progress.lines().collect::<Vec<_>>(),
+        [
+            "applied 100 of 250 changes",
+            "applied 200 of 250 changes",
+            "applied 250 of 250 changes"
+        ],
+        "{progress}"
+    );
+    let done = format!("250 change(s) applied to {:?}\n", cli.table);
+    assert!(stdout(&out).ends_with(&done), "{}", stdout(&out));
+    assert_eq!(snapshot(&registry).await.len(), 250);
+    // Again: nothing to write, nothing said on stderr.
+    let again = cli.run(&["apply", "-f", &file]);
+    assert!(stderr(&again).is_empty(), "{}", stderr(&again));
+    assert!(
+        stdout(&again).contains("0 change(s) applied"),
+        "{}",
+        stdout(&again)
+    );
 }

@@ -97,15 +97,42 @@ struct Manifest {
     stacks: Vec<StackSpec>,
 }
 
+/// The largest manifest read, in bytes: 10,000 entries of a few hundred
+/// bytes each fit many times over.
+pub const MAX_MANIFEST_BYTES: u64 = 8 * 1024 * 1024;
+/// The most entries one manifest may hold (the scale the scheduler is
+/// measured at). A registry may hold more, applied from several files.
+pub const MAX_MANIFEST_ENTRIES: usize = 10_000;
+
+/// The problem with a manifest of `bytes` bytes, when it is too large to read.
+pub fn oversize(bytes: u64) -> Option<String> {
+    (bytes > MAX_MANIFEST_BYTES).then(|| {
+        format!(
+            "the file is {bytes} bytes, more than the {MAX_MANIFEST_BYTES} a stacks file may \
+             hold: split it into several files and apply each (without --prune)"
+        )
+    })
+}
+
 /// Reads and validates a manifest. `file` is only used in messages.
 pub fn parse_manifest(file: &str, text: &str) -> Result<Vec<StackSpec>, ManifestError> {
     let fail = |problems: Vec<Problem>| ManifestError {
         file: file.to_owned(),
         problems,
     };
+    if let Some(message) = oversize(text.len() as u64) {
+        return Err(fail(vec![Problem::whole_file(message)]));
+    }
     let outline = read_outline(text).map_err(|message| fail(vec![Problem::whole_file(message)]))?;
     let names = match outline {
         Outline::NoEntries => return Ok(vec![]),
+        Outline::Entries(names) if names.len() > MAX_MANIFEST_ENTRIES => {
+            return Err(fail(vec![Problem::whole_file(format!(
+                "the file has {} entries, more than the {MAX_MANIFEST_ENTRIES} a stacks file may \
+                 hold: split it into several files and apply each (without --prune)",
+                names.len()
+            ))]));
+        }
         Outline::Entries(names) => EntryNames(names),
     };
     let stacks = read_entries(text, &names).map_err(|problem| fail(vec![problem]))?;
@@ -359,6 +386,24 @@ stacks:
             msg.contains("stacks[1] (b): field stackName: stacks[0] already manages"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn a_file_too_large_or_with_too_many_entries_is_refused_whole() {
+        let entry = "  - {name: s, source: {git: x, path: t.yaml}}\n";
+        let many = format!("stacks:\n{}", entry.repeat(MAX_MANIFEST_ENTRIES + 1));
+        let msg = problem(&many);
+        assert!(
+            msg.starts_with("stacks.yaml: the file has 10001 entries, more than the 10000"),
+            "{msg}"
+        );
+        let huge = format!("stacks: []\n#{}\n", "x".repeat(MAX_MANIFEST_BYTES as usize));
+        let msg = problem(&huge);
+        assert!(
+            msg.contains("more than the 8388608 a stacks file may hold"),
+            "{msg}"
+        );
+        assert!(msg.contains("split it into several files"), "{msg}");
     }
 
     #[test]

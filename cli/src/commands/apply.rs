@@ -1,5 +1,6 @@
 //! `stacksync apply -f FILE`: register the file's entries, update the changed
-//! ones, and with `--prune` mark the others for deletion; all of it or none.
+//! ones, and with `--prune` mark the others for deletion: all of it or none
+//! up to 100 changes, batch by batch (with progress, resumable) beyond.
 
 use std::path::Path;
 
@@ -7,7 +8,8 @@ use serde::Serialize;
 use stacksync::StackSpec;
 use stacksync::clock::now_millis;
 use stacksync::registry::plan::{Action, Change, Plan, PlanConflict, plan_apply};
-use stacksync::registry::{Registry, Specs};
+use stacksync::registry::specs::MAX_TRANSACTION_ITEMS;
+use stacksync::registry::{Applied, ApplyStopped, Registry, Specs, apply_plan};
 
 use super::validate::read_manifest;
 use crate::Output;
@@ -44,15 +46,14 @@ pub async fn apply_file(
     dry_run: bool,
     format: Output,
 ) -> Result<Vec<StackSpec>> {
-    let desired = read_manifest(file)?;
+    let desired = read_manifest(file, !dry_run)?;
     let current = registry.list().await.map_err(|e| e.to_string())?;
-    let plan = plan_apply(&desired, &current, prune)
-        .map_err(|conflicts| conflicts_message(file, &desired, &conflicts))?;
+    let plan = plan_apply(&desired, &current, prune).map_err(|conflicts| {
+        let outcome = if dry_run { "" } else { "; nothing was applied" };
+        format!("{}{outcome}", conflicts_message(file, &desired, &conflicts))
+    })?;
     if !dry_run {
-        registry
-            .apply(&plan, now_millis())
-            .await
-            .map_err(|e| e.to_string())?;
+        write(registry, &plan, file).await?;
     }
     if format == Output::Table {
         print_plan(&plan, dry_run, registry.table());
@@ -67,6 +68,38 @@ pub async fn apply_file(
         )?;
     }
     Ok(desired)
+}
+
+/// Writes the plan: one transaction up to 100 changes, else batch by batch
+/// with progress on stderr. A stopped apply says what was written, and that
+/// applying the same file again finishes it.
+async fn write(registry: &Registry, plan: &Plan, file: &Path) -> Result {
+    let total = plan.writes().count();
+    let batches = total.div_ceil(MAX_TRANSACTION_ITEMS);
+    let progress = |a: Applied| {
+        if batches > 1 {
+            warn_user!("applied {} of {} changes", a.written, a.total);
+        }
+    };
+    match apply_plan(registry, plan, now_millis(), progress).await {
+        Ok(_) => Ok(()),
+        Err(stopped) => Err(stopped_message(&stopped, file)),
+    }
+}
+
+fn stopped_message(stopped: &ApplyStopped, file: &Path) -> String {
+    let Applied { written, total } = stopped.applied;
+    if written == 0 {
+        return format!("{}; nothing was applied", stopped.error);
+    }
+    format!(
+        "{}; {written} of {total} changes were applied (in batches of {MAX_TRANSACTION_ITEMS}, in \
+         the file's order), the other {} were not: apply {} again to finish (what is applied \
+         already shows as unchanged)",
+        stopped.error,
+        total - written,
+        file.display()
+    )
 }
 
 /// One line per conflict, in the form of the file's own problems (file,
@@ -88,6 +121,16 @@ fn conflicts_message(file: &Path, desired: &[StackSpec], conflicts: &[PlanConfli
         .join("\n")
 }
 
+/// What pruning an entry does to its stack, which `destroyOnDelete` decides.
+fn prune_detail(stack_name: &str, destroys_stack: bool, dry_run: bool) -> String {
+    match (destroys_stack, dry_run) {
+        (true, true) => format!("the stack {stack_name} would be deleted (destroyOnDelete)"),
+        (true, false) => format!("the stack {stack_name} will be deleted (destroyOnDelete)"),
+        (false, true) => format!("the entry would go; the stack {stack_name} would be kept"),
+        (false, false) => format!("the entry goes; the stack {stack_name} is kept"),
+    }
+}
+
 fn print_plan(plan: &Plan, dry_run: bool, table_name: &str) {
     let (verb_create, verb_update, verb_prune) = if dry_run {
         ("would create", "would update", "would prune")
@@ -107,15 +150,22 @@ fn print_plan(plan: &Plan, dry_run: bool, table_name: &str) {
                 ),
             ),
             Action::Unchanged { version } => ("unchanged", format!("specVersion {version}")),
-            Action::Prune { .. } => (verb_prune, "marked for deletion".to_owned()),
+            Action::Prune {
+                stack_name,
+                destroys_stack,
+                ..
+            } => (
+                verb_prune,
+                prune_detail(stack_name, *destroys_stack, dry_run),
+            ),
         };
         table.row(vec![change.name.clone(), action.to_owned(), detail]);
     }
-    print!("{}", table.render());
+    put!("{}", table.render());
     let writes = plan.writes().count();
     if dry_run {
-        println!("dry run: {writes} change(s) planned, nothing written");
+        say!("dry run: {writes} change(s) planned, nothing written");
     } else {
-        println!("{writes} change(s) applied to {table_name:?}");
+        say!("{writes} change(s) applied to {table_name:?}");
     }
 }

@@ -13,7 +13,7 @@ pub async fn init(registry: &Registry, format: Output) -> Result {
     let created = registry.create_table().await.map_err(|e| e.to_string())?;
     let what = if created { "created" } else { "already exists" };
     match format {
-        Output::Table => println!("registry table {:?} {what}", registry.table()),
+        Output::Table => say!("registry table {:?} {what}", registry.table()),
         _ => print_structured(
             format,
             &serde_json::json!({"table": registry.table(), "created": created}),
@@ -42,7 +42,7 @@ pub async fn list(registry: &Registry, format: Output) -> Result {
             cell(Some(&flags(e).join(",")), 40),
         ]);
     }
-    print!("{}", table.render());
+    put!("{}", table.render());
     Ok(())
 }
 
@@ -116,7 +116,7 @@ pub async fn resume(registry: &Registry, name: &str, format: Output) -> Result {
     // holds the stack: say so, or `resume` would seem to do nothing.
     let entry = registry.get(name).await.map_err(|e| e.to_string())?;
     if entry.is_some_and(|e| e.spec.suspend) {
-        eprintln!(
+        warn_user!(
             "warning: {name:?} still has `suspend: true` in its spec; change stacks.yaml and apply it to reconcile"
         );
     }
@@ -132,7 +132,7 @@ pub async fn resume(registry: &Registry, name: &str, format: Output) -> Result {
 fn report(format: Output, name: &str, action: &str, detail: &str) -> Result {
     match format {
         Output::Table => {
-            println!("{name}: {action}: {detail}");
+            say!("{name}: {action}: {detail}");
             Ok(())
         }
         _ => print_structured(

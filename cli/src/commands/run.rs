@@ -10,7 +10,7 @@ use stacksync::clock::rfc3339;
 use stacksync::registry::{Entries, Registry, Specs};
 
 use super::apply::apply_file;
-use super::status::print_status;
+use super::status::{print_outcome, print_status};
 use crate::Output;
 use crate::connect::Connection;
 use crate::deployed::Deployed;
@@ -72,9 +72,8 @@ async fn reconcile_local(
 ) -> Result<bool> {
     let runner = local_runner(aws, speedup).await?;
     let succeeded = runner.reconcile(name, force).await?;
-    let entries = aws.registry.list().await.map_err(|e| e.to_string())?;
-    let entry: Vec<_> = entries.into_iter().filter(|e| e.name == name).collect();
-    print_status(&entry, format)?;
+    let entry = aws.registry.get(name).await.map_err(|e| e.to_string())?;
+    print_outcome(name, entry, format)?;
     Ok(succeeded)
 }
 
@@ -93,7 +92,7 @@ async fn reconcile_deployed(
     // Without `wait` the run has only started: its status would say nothing new.
     if wait {
         let entry = aws.registry.get(name).await.map_err(|e| e.to_string())?;
-        print_status(&entry.into_iter().collect::<Vec<_>>(), format)?;
+        print_outcome(name, entry, format)?;
     }
     Ok(succeeded)
 }
@@ -116,7 +115,7 @@ pub async fn sync(
             failed
         }
     };
-    println!();
+    say!();
     let entries = aws.registry.list().await.map_err(|e| e.to_string())?;
     print_status(&entries, format)?;
     if failed.is_empty() {
@@ -201,7 +200,7 @@ pub async fn history(aws: &Connection, name: &str, limit: usize, format: Output)
         .map_err(|e| e.to_string())?
         .is_none()
     {
-        eprintln!(
+        warn_user!(
             "note: {name:?} is not in the registry {:?} (any past executions are listed)",
             aws.registry.table()
         );
@@ -212,7 +211,7 @@ pub async fn history(aws: &Connection, name: &str, limit: usize, format: Output)
         return print_structured(format, &found);
     }
     if found.is_empty() {
-        println!(
+        say!(
             "no executions of {name:?} in {} (among its newest 10,000)",
             deployed.state_machine_arn()
         );
@@ -236,5 +235,5 @@ fn print_history(executions: &[ExecutionSummary]) {
             e.name.clone(),
         ]);
     }
-    print!("{}", table.render());
+    put!("{}", table.render());
 }

@@ -13,13 +13,15 @@ use crate::output::{Table, cell, print_structured};
 pub async fn status(registry: &Registry, names: &[String], format: Output) -> Result {
     let mut entries = registry.list().await.map_err(|e| e.to_string())?;
     if !names.is_empty() {
-        let missing: Vec<&String> = names
+        let missing: Vec<String> = names
             .iter()
             .filter(|n| !entries.iter().any(|e| &e.name == *n))
+            .map(|n| format!("{n:?}"))
             .collect();
         if !missing.is_empty() {
             return Err(format!(
-                "no stack named {missing:?} in the registry {:?}",
+                "no stack named {} in the registry {:?} (`stacksync list` shows the names)",
+                missing.join(" or "),
                 registry.table()
             ));
         }
@@ -90,13 +92,26 @@ fn held_by(lease: Option<&Lease>, now: i64) -> String {
     }
 }
 
+/// The status of `name` after a run: its row, or, when the run deleted the
+/// stack and its entry, a line that says so.
+pub fn print_outcome(name: &str, entry: Option<StackEntry>, format: Output) -> Result {
+    match entry {
+        Some(entry) => print_status(&[entry], format),
+        None if format == Output::Table => {
+            say!("{name}: deleted, and its entry removed from the registry");
+            Ok(())
+        }
+        None => print_structured(format, &Vec::<StatusRow>::new()),
+    }
+}
+
 pub fn print_status(entries: &[StackEntry], format: Output) -> Result {
     let rows: Vec<StatusRow> = entries.iter().map(StatusRow::of).collect();
     if format != Output::Table {
         return print_structured(format, &rows);
     }
     if rows.is_empty() {
-        println!("no stacks registered: add some with `stacksync apply -f stacks.yaml`");
+        say!("no stacks registered: add some with `stacksync apply -f stacks.yaml`");
         return Ok(());
     }
     let now = now_millis();
@@ -131,6 +146,6 @@ pub fn print_status(entries: &[StackEntry], format: Output) -> Result {
             cell(row.message, 80),
         ]);
     }
-    print!("{}", table.render());
+    put!("{}", table.render());
     Ok(())
 }

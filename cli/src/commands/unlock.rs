@@ -43,7 +43,7 @@ pub async fn unlock(aws: &Connection, name: &str, yes: bool, format: Output) -> 
         );
     };
     if format == Output::Table {
-        println!("{name} is {}", describe(&lease, now));
+        say!("{name} is {}", describe(&lease, now));
     }
     if !yes && !confirm(&format!("End {}'s hold on {name}?", lease.owner))? {
         return Err(format!(
@@ -79,7 +79,7 @@ fn confirm(question: &str) -> Result<bool> {
             "{question} — stdin is not a terminal: pass --yes to confirm"
         ));
     }
-    print!("{question} [y/N] ");
+    put!("{question} [y/N] ");
     std::io::stdout().flush().map_err(|e| e.to_string())?;
     let mut answer = String::new();
     std::io::stdin()
@@ -109,7 +109,7 @@ async fn stop_execution(aws: &Connection, owner: &str) -> Result<bool> {
 fn report(format: Output, name: &str, holder: Option<&str>, stopped: bool, detail: &str) -> Result {
     match format {
         Output::Table => {
-            println!("{name}: {detail}");
+            say!("{name}: {detail}");
             Ok(())
         }
         _ => print_structured(

@@ -37,7 +37,7 @@ where
         // Timeouts, connection failures, unreadable responses: try again.
         other => PortError::Transient(format!(
             "{operation}: {}",
-            aws_smithy_types::error::display::DisplayErrorContext(other)
+            crate::ports::aws_error::failure(operation, other)
         )),
     }
 }

@@ -94,7 +94,7 @@ impl Secrets {
                 .map_err(|e| {
                     format!(
                         "cannot read the webhook secret {id}: {}",
-                        aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
+                        crate::ports::aws_error::failure("GetSecretValue", &e)
                     )
                 })?
                 .secret_string
@@ -108,7 +108,7 @@ impl Secrets {
                 .map_err(|e| {
                     format!(
                         "cannot read the webhook secret parameter {name}: {}",
-                        aws_sdk_ssm::error::DisplayErrorContext(&e)
+                        crate::ports::aws_error::failure("GetParameter", &e)
                     )
                 })?
                 .parameter

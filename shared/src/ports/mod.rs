@@ -13,6 +13,7 @@
 //! | [`SecretStore`] | the webhook's secret | `adapters::secrets` | `adapters::secrets::SecretLocation::Fixed` |
 //! | `registry::{Entries, Specs, Leases, Schedule, Deliveries}` | the registry | `registry::Registry` (DynamoDB) | `registry::memory::MemoryRegistry` |
 
+pub mod aws_error;
 mod blobs;
 mod cloudformation;
 mod executions;

@@ -12,10 +12,9 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use super::plan::{Action, Change, Plan};
+use super::plan::{Action, Change};
 use super::schedule::{SourceRecord, Watched};
 use super::schema::{SCHED_SHARDS, sched_shard};
-use super::specs::MAX_TRANSACTION_ITEMS;
 use super::{
     Deliveries, Entries, Lease, Leases, RegistryError, Result, Schedule, Specs, StackEntry,
 };
@@ -130,12 +129,12 @@ fn refused(state: &State, change: &Change) -> Option<RegistryError> {
     let current = state.entries.get(&change.name);
     let detail = match (&change.action, current) {
         (Action::Create, Some(_)) => "it was created meanwhile".to_owned(),
-        (Action::Update { from, .. } | Action::Prune { version: from }, Some(e))
+        (Action::Update { from, .. } | Action::Prune { version: from, .. }, Some(e))
             if e.spec_version == *from && e.deletion_requested_at.is_none() =>
         {
             return None;
         }
-        (Action::Update { from, .. } | Action::Prune { version: from }, _) => {
+        (Action::Update { from, .. } | Action::Prune { version: from, .. }, _) => {
             format!("it is no longer at specVersion {from}, or is being deleted")
         }
         (Action::Create | Action::Unchanged { .. }, _) => return None,
@@ -177,16 +176,13 @@ impl Specs for MemoryRegistry {
         Ok(self.state().entries.values().cloned().collect())
     }
 
-    async fn apply(&self, plan: &Plan, now: EpochMillis) -> Result<()> {
-        let writes: Vec<&Change> = plan.writes().collect();
+    async fn apply_batch(&self, batch: &[&Change], now: EpochMillis) -> Result<()> {
         let mut state = self.state();
-        for batch in writes.chunks(MAX_TRANSACTION_ITEMS) {
-            if let Some(conflict) = batch.iter().find_map(|c| refused(&state, c)) {
-                return Err(conflict);
-            }
-            for change in batch {
-                write_change(&mut state, change, now);
-            }
+        if let Some(conflict) = batch.iter().find_map(|c| refused(&state, c)) {
+            return Err(conflict);
+        }
+        for change in batch {
+            write_change(&mut state, change, now);
         }
         Ok(())
     }

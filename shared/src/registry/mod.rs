@@ -36,7 +36,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{AttributeValue, TableStatus};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use serde::Serialize;
@@ -44,7 +44,7 @@ use serde::Serialize;
 pub use deliveries::Deliveries;
 pub use leases::{LEASE_TTL, Lease, Leases, lease_ttl};
 pub use schedule::{Schedule, SourceRecord, Watched};
-pub use specs::{Entries, Specs};
+pub use specs::{Applied, ApplyStopped, Entries, Specs, apply_plan};
 
 use crate::source::source_key;
 use crate::spec::StackSpec;
@@ -253,12 +253,7 @@ impl Registry {
                 table: self.table.clone(),
             };
         }
-        let message = match (&err, err.message()) {
-            (SdkError::ServiceError(_), Some(message)) => {
-                format!("{}: {message}", code.as_deref().unwrap_or("error"))
-            }
-            _ => DisplayErrorContext(&err).to_string(),
-        };
+        let message = crate::ports::aws_error::failure(operation, &err);
         let transient = match &err {
             SdkError::ServiceError(service) => {
                 crate::ports::is_transient(code.as_deref(), Some(service.raw().status().as_u16()))

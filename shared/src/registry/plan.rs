@@ -17,8 +17,13 @@ pub enum Action {
     Update { from: u64, changed: Vec<String> },
     /// The spec is the same: nothing is written.
     Unchanged { version: u64 },
-    /// Not in the file and `--prune`: marked for deletion.
-    Prune { version: u64 },
+    /// Not in the file and `--prune`: marked for deletion. The stack is
+    /// then deleted when the entry says `destroyOnDelete`, else kept.
+    Prune {
+        version: u64,
+        stack_name: String,
+        destroys_stack: bool,
+    },
 }
 
 /// One planned change.
@@ -54,6 +59,25 @@ pub struct PlanConflict {
     pub name: String,
     pub field: &'static str,
     pub message: String,
+}
+
+/// The entries not in the file, and not being deleted already.
+fn pruned<'a>(
+    current: &'a [StackEntry],
+    wanted: &'a BTreeSet<&str>,
+) -> impl Iterator<Item = Change> + 'a {
+    current
+        .iter()
+        .filter(|e| !wanted.contains(e.name.as_str()) && e.deletion_requested_at.is_none())
+        .map(|entry| Change {
+            name: entry.name.clone(),
+            action: Action::Prune {
+                version: entry.spec_version,
+                stack_name: entry.spec.effective_stack_name().to_owned(),
+                destroys_stack: entry.spec.destroy_on_delete,
+            },
+            spec: None,
+        })
 }
 
 /// Compares the desired specs with the registry's entries.
@@ -123,17 +147,7 @@ pub fn plan_apply(
         }
     }
     if prune {
-        for entry in current {
-            if !wanted.contains(entry.name.as_str()) && entry.deletion_requested_at.is_none() {
-                changes.push(Change {
-                    name: entry.name.clone(),
-                    action: Action::Prune {
-                        version: entry.spec_version,
-                    },
-                    spec: None,
-                });
-            }
-        }
+        changes.extend(pruned(current, &wanted));
     }
     if !conflicts.is_empty() {
         return Err(conflicts);
@@ -220,7 +234,14 @@ mod tests {
                     }
                 ),
                 ("c", &Action::Unchanged { version: 1 }),
-                ("d", &Action::Prune { version: 7 }),
+                (
+                    "d",
+                    &Action::Prune {
+                        version: 7,
+                        stack_name: "d".into(),
+                        destroys_stack: false,
+                    }
+                ),
             ]
         );
         assert_eq!(plan.writes().count(), 3);

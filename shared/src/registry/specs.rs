@@ -13,7 +13,7 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
 use super::expr::{self, Write, names};
 use super::item::{n, s, to_attr_of};
-use super::plan::{self, Action, Plan};
+use super::plan::{self, Action, Change, Plan};
 use super::schema::{self, PK, STACK_PREFIX, attr, stack_key};
 use super::{
     Page, Registry, RegistryError, Result, StackEntry, decode_entry, entry_item, spec_attributes,
@@ -44,12 +44,26 @@ pub trait Entries: Send + Sync {
 pub trait Specs: Entries {
     /// Every entry, sorted by name.
     fn list(&self) -> impl Future<Output = Result<Vec<StackEntry>>> + Send;
-    /// Carries out a plan from [`plan::plan_apply`]: all of it or none of it
-    /// (up to [`MAX_TRANSACTION_ITEMS`] writes at a time; larger plans go in
-    /// several). Each write is conditioned on the `specVersion` the plan was
-    /// made from, so an entry changed by someone else since fails the whole
-    /// batch with [`RegistryError::Conflict`] naming that entry.
-    fn apply(&self, plan: &Plan, now: EpochMillis) -> impl Future<Output = Result<()>> + Send;
+    /// Writes one batch of a plan (at most [`MAX_TRANSACTION_ITEMS`]
+    /// changes) in one transaction: all of it or none of it. Each write is
+    /// conditioned on the `specVersion` the plan was made from, so an entry
+    /// changed by someone else since fails the whole batch with
+    /// [`RegistryError::Conflict`] naming that entry.
+    fn apply_batch(
+        &self,
+        batch: &[&Change],
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// Carries out a whole plan from [`plan::plan_apply`] (see
+    /// [`apply_plan`]), and on failure says only why.
+    fn apply(&self, plan: &Plan, now: EpochMillis) -> impl Future<Output = Result<()>> + Send {
+        async move {
+            apply_plan(self, plan, now, |_| {})
+                .await
+                .map(drop)
+                .map_err(|stopped| stopped.error)
+        }
+    }
     /// Marks an entry for deletion (idempotent); the reconcile engine then
     /// deletes the stack (`destroyOnDelete`) or leaves it, and drops the
     /// entry. Returns false when deletion had already been requested.
@@ -67,6 +81,53 @@ pub trait Specs: Entries {
         suspended: bool,
         now: EpochMillis,
     ) -> impl Future<Output = Result<bool>> + Send;
+}
+
+/// How far a plan's writes have got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    /// Changes written so far (whole batches).
+    pub written: usize,
+    /// Changes the plan writes in all.
+    pub total: usize,
+}
+
+/// A plan stopped part-way: `written` of `total` changes are in the
+/// registry (whole batches, in plan order), the rest are not.
+#[derive(Debug)]
+pub struct ApplyStopped {
+    pub applied: Applied,
+    pub error: RegistryError,
+}
+
+/// Carries out a plan batch by batch, in plan order (creates and updates
+/// before prunes), telling `progress` after each batch. A plan of up to
+/// [`MAX_TRANSACTION_ITEMS`] writes is all or nothing; a larger one is all
+/// or nothing per batch. Applying the same file again finishes a plan that
+/// stopped: what was written is then unchanged, and only the rest is
+/// written. Returns the number of changes written.
+pub async fn apply_plan<S: Specs + ?Sized>(
+    specs: &S,
+    plan: &Plan,
+    now: EpochMillis,
+    mut progress: impl FnMut(Applied) + Send,
+) -> std::result::Result<usize, ApplyStopped> {
+    let mut writes: Vec<&Change> = plan.writes().collect();
+    // Prunes last: a plan that stops part-way has marked nothing for
+    // deletion before everything it creates and updates is written.
+    writes.sort_by_key(|c| matches!(c.action, Action::Prune { .. }));
+    let mut applied = Applied {
+        written: 0,
+        total: writes.len(),
+    };
+    for batch in writes.chunks(MAX_TRANSACTION_ITEMS) {
+        if let Err(error) = specs.apply_batch(batch, now).await {
+            return Err(ApplyStopped { applied, error });
+        }
+        applied.written += batch.len();
+        progress(applied);
+    }
+    Ok(applied.written)
 }
 
 impl Registry {
@@ -156,7 +217,7 @@ impl Registry {
                 );
                 self.conditional_update(&key, expr::UPDATE_SPEC, update)?
             }
-            (Action::Prune { version }, _) => self.conditional_update(
+            (Action::Prune { version, .. }, _) => self.conditional_update(
                 &key,
                 expr::MARK_DELETION,
                 values(vec![(":expected", n(*version))]),
@@ -212,7 +273,7 @@ impl Registry {
             {
                 let detail = match change.action {
                     Action::Create => "it was created meanwhile".to_owned(),
-                    Action::Update { from, .. } | Action::Prune { version: from } => {
+                    Action::Update { from, .. } | Action::Prune { version: from, .. } => {
                         format!("it is no longer at specVersion {from}, or is being deleted")
                     }
                     Action::Unchanged { .. } => String::new(),
@@ -282,30 +343,24 @@ impl Specs for Registry {
         Ok(all)
     }
 
-    async fn apply(&self, plan: &Plan, now: EpochMillis) -> Result<()> {
-        let writes: Vec<_> = plan.writes().collect();
-        for batch in writes.chunks(MAX_TRANSACTION_ITEMS) {
-            let mut items = Vec::with_capacity(batch.len());
-            for change in batch {
-                items.push(self.transact_item(change, now)?);
-            }
-            // The idempotency token lets the SDK retry this very call safely.
-            // It must be unique to this call: two writers with equal tokens
-            // would be taken for one (DynamoDB answers the second with the
-            // first's result, and that write would be lost silently).
-            let token = transaction_token(&self.table, batch);
-            let result = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(items))
-                .client_request_token(token)
-                .send()
-                .await;
-            if let Err(err) = result {
-                return Err(self.transaction_error(err, batch));
-            }
+    async fn apply_batch(&self, batch: &[&Change], now: EpochMillis) -> Result<()> {
+        let mut items = Vec::with_capacity(batch.len());
+        for change in batch {
+            items.push(self.transact_item(change, now)?);
         }
-        Ok(())
+        // The idempotency token lets the SDK retry this very call safely.
+        // It must be unique to this call: two writers with equal tokens
+        // would be taken for one (DynamoDB answers the second with the
+        // first's result, and that write would be lost silently).
+        let token = transaction_token(&self.table, batch);
+        self.client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .client_request_token(token)
+            .send()
+            .await
+            .map(drop)
+            .map_err(|err| self.transaction_error(err, batch))
     }
 
     async fn request_deletion(&self, name: &str, now: EpochMillis) -> Result<bool> {

@@ -112,8 +112,38 @@ fn codecommit_url(url: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Git repository URLs stacksync can fetch from.
+/// `url` as it may be shown: the credentials it carries replaced by `***`
+/// (all of the user part over http(s), where a lone token is a secret; the
+/// password elsewhere).
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let Some((user, host)) = authority.rsplit_once('@') else {
+        return url.to_owned();
+    };
+    let user = match user.split_once(':') {
+        _ if matches!(scheme, "https" | "http") => "***".to_owned(),
+        Some((name, _)) => format!("{name}:***"),
+        None => user.to_owned(),
+    };
+    format!("{scheme}://{user}@{host}{path}")
+}
+
+/// Git repository URLs stacksync can fetch from. The message shows the URL
+/// without its credentials.
 pub fn git_url(url: &str) -> Result<(), String> {
+    let shown = redacted(url);
+    checked_git_url(url).map_err(|message| {
+        message
+            .replace(&format!("{url:?}"), &format!("{shown:?}"))
+            .replace(url, &shown)
+    })
+}
+
+fn checked_git_url(url: &str) -> Result<(), String> {
     if url.is_empty() || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(format!("{url:?} is not a Git URL"));
     }
@@ -131,7 +161,10 @@ pub fn git_url(url: &str) -> Result<(), String> {
         if scheme != "file" && authority.rsplit('@').next().unwrap_or("").is_empty() {
             return Err(format!("{url:?} names no host"));
         }
-        if matches!(scheme, "https" | "http") && authority.contains('@') {
+        let password = authority
+            .rsplit_once('@')
+            .is_some_and(|(user, _)| user.contains(':'));
+        if (matches!(scheme, "https" | "http") && authority.contains('@')) || password {
             return Err(format!(
                 "{url:?} has credentials in it: put them in `source.credentialsSecret` instead"
             ));
@@ -317,6 +350,37 @@ mod tests {
         ] {
             let err = credentials_fit(&source(bad)).unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_url_is_never_shown_with_its_credentials() {
+        for (url, shown) in [
+            (
+                "https://user:s3cr3t@github.com/a/b.git",
+                "https://***@github.com/a/b.git",
+            ),
+            (
+                "https://s3cr3t@github.com/a/b.git",
+                "https://***@github.com/a/b.git",
+            ),
+            ("ssh://git:s3cr3t@host/a.git", "ssh://git:***@host/a.git"),
+            ("ssh://git@host/a.git", "ssh://git@host/a.git"),
+            ("https://github.com/a@b.git", "https://github.com/a@b.git"),
+            ("git@host:a.git", "git@host:a.git"),
+        ] {
+            assert_eq!(redacted(url), shown, "{url}");
+        }
+        for bad in [
+            "https://user:s3cr3t@github.com/a/b.git",
+            "https://s3cr3t@github.com",
+            "ssh://git:s3cr3t@host/a.git",
+            "https://user:s3cr3t@github.com/a b.git",
+            "ftp://user:s3cr3t@h/r",
+            "https://user:s3cr3t@github.com/a\"b\n.git",
+        ] {
+            let err = git_url(bad).unwrap_err();
+            assert!(!err.contains("s3cr3t"), "{bad}: {err}");
         }
     }
 

@@ -12,8 +12,10 @@ use crate::seen::Seen;
 use crate::source::source_key;
 use crate::status::{Phase, Status, Timestamp};
 
+mod bulk;
 mod sources;
 
+use bulk::{large_apply, prunes_last};
 use sources::{ended_holds, sources};
 
 const NOW: i64 = 1_800_000_000_000;
@@ -45,6 +47,8 @@ where
     sources(registry, label).await;
     deliveries(registry, label).await;
     ended_holds(registry, label).await;
+    large_apply(registry, label).await;
+    prunes_last(registry, label).await;
 }
 
 async fn specs<R: Entries + Specs>(r: &R, label: &str) {
