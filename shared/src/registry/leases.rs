@@ -102,6 +102,8 @@ pub trait Leases: Send + Sync {
         status: &Status,
     ) -> impl Future<Output = Result<()>> + Send;
     /// Records a run's final status and gives the lease back, in one write.
+    /// Writing it again once the lease is given back is fine when the entry
+    /// holds exactly that status (a call retried after its answer was lost).
     fn write_status_and_release(
         &self,
         name: &str,
@@ -109,7 +111,8 @@ pub trait Leases: Send + Sync {
         status: &Status,
     ) -> impl Future<Output = Result<()>> + Send;
     /// Drops an entry whose deletion was requested, once its stack is dealt
-    /// with (lease holder only).
+    /// with (lease holder only). An entry that is gone already is fine (a
+    /// retried step, or a call retried after its answer was lost).
     fn remove(&self, name: &str, owner: &str) -> impl Future<Output = Result<()>> + Send;
 }
 
@@ -142,10 +145,17 @@ impl Registry {
             )
             .await?;
         if written {
-            Ok(())
-        } else {
-            Err(self.lease_not_held(name, owner).await)
+            return Ok(());
         }
+        // A final write retried after its answer was lost finds its own
+        // work done: the lease given back, the status as it wrote it.
+        if release
+            && let Ok(Some(entry)) = super::specs::Entries::get(self, name).await
+            && written_already(&entry, &status)
+        {
+            return Ok(());
+        }
+        Err(self.lease_not_held(name, owner).await)
     }
 
     /// Why a write conditioned on holding the lease failed.
@@ -162,6 +172,12 @@ impl Registry {
             Err(e) => e,
         }
     }
+}
+
+/// Whether `entry` is as a final status write of `status` left it (`status`
+/// already bounded): no lease, and that status.
+pub(super) fn written_already(entry: &super::StackEntry, status: &Status) -> bool {
+    entry.lease.is_none() && entry.status == *status
 }
 
 impl Leases for Registry {
@@ -270,12 +286,11 @@ impl Leases for Registry {
         if removed {
             return Ok(());
         }
-        if self
-            .get_existing(name)
-            .await?
-            .deletion_requested_at
-            .is_none()
-        {
+        // Gone: removed by this very call, retried after its answer was lost.
+        let Some(entry) = super::specs::Entries::get(self, name).await? else {
+            return Ok(());
+        };
+        if entry.deletion_requested_at.is_none() {
             Err(RegistryError::Conflict {
                 name: name.to_owned(),
                 detail: "its deletion was not requested".into(),

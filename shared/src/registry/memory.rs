@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use super::leases::written_already;
 use super::plan::{Action, Change};
 use super::schedule::{SourceRecord, Watched};
 use super::schema::{SCHED_SHARDS, sched_shard};
@@ -225,7 +226,12 @@ impl MemoryRegistry {
         let mut state = self.state();
         let entry = state.entries.get_mut(name);
         let Some(entry) = entry.filter(|e| holds(e, owner)) else {
-            return Err(lease_not_held(state.entries.get(name), name, owner));
+            let current = state.entries.get(name);
+            let bounded = status.clone().bounded();
+            if release && current.is_some_and(|e| written_already(e, &bounded)) {
+                return Ok(());
+            }
+            return Err(lease_not_held(current, name, owner));
         };
         let due = entry.status.next_reconcile_at;
         entry.status = status.clone().bounded();
@@ -315,7 +321,9 @@ impl Leases for MemoryRegistry {
 
     async fn remove(&self, name: &str, owner: &str) -> Result<()> {
         let mut state = self.state();
-        let entry = state.entries.get(name).ok_or_else(|| not_found(name))?;
+        let Some(entry) = state.entries.get(name) else {
+            return Ok(());
+        };
         if entry.deletion_requested_at.is_none() {
             return Err(RegistryError::Conflict {
                 name: name.to_owned(),

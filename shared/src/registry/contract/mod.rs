@@ -258,12 +258,20 @@ async fn statuses<R: Entries + Leases + Schedule>(r: &R, label: &str) {
         "{label}"
     );
     assert!(beta.lease.is_none(), "{label}: released");
+    // The same write again (a retry after its answer was lost): it was made.
+    r.write_status_and_release("beta", "run-1", &done)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: a final status written twice: {e}"));
+    let other = Status {
+        phase: Phase::Failed,
+        ..done.clone()
+    };
     assert!(
         matches!(
-            r.write_status_and_release("beta", "run-1", &done).await,
+            r.write_status_and_release("beta", "run-1", &other).await,
             Err(RegistryError::LeaseNotHeld { .. })
         ),
-        "{label}"
+        "{label}: another status, without the lease"
     );
     seen_and_out_of_the_queue(r, label).await;
 }
@@ -395,6 +403,9 @@ async fn deletion<R: Entries + Specs + Leases>(r: &R, label: &str) {
     r.remove("beta", "run-3")
         .await
         .unwrap_or_else(|e| panic!("{label}: {e}"));
+    r.remove("beta", "run-3")
+        .await
+        .unwrap_or_else(|e| panic!("{label}: removed twice (a retry after a lost answer): {e}"));
     assert!(
         r.get("beta").await.unwrap_or_default().is_none(),
         "{label}: removed"
