@@ -228,6 +228,11 @@ pub struct Status {
     /// When the last reconcile ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_reconcile_at: Option<Timestamp>,
+    /// The execution that ended last (its name: the lease owner it had). A
+    /// step of that execution retried after the run's final write finds it
+    /// here, and ends instead of failing for want of the lease.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     /// When the scheduler starts the stack's reconcile (a retry, a run that
     /// did not finish); `None` for a stack that is fine: the scheduler's
     /// health check watches it. Stored as the registry's indexed

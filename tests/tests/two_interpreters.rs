@@ -17,10 +17,12 @@ const V2: &[u8] =
     b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n  Topic:\n    Type: AWS::SNS::Topic\n";
 
 /// A status without its times (the two runs happen at different moments).
-/// A status without what differs between two stacks by design: times, and
-/// the change set's name (it names the stack, so that two stacks with one
-/// template never share one); its form is checked instead.
+/// A status without what differs between two stacks by design: times, the
+/// execution that wrote it, and the change set's name (it names the stack,
+/// so that two stacks with one template never share one); its form is
+/// checked instead.
 fn comparable(s: &Status) -> Status {
+    assert!(s.run.is_some(), "the execution that wrote it: {s:?}");
     let change_set = s.change_set_name.as_deref().map(|n| {
         let (prefix, hash) = n.rsplit_once('-').unwrap_or((n, ""));
         assert!(
@@ -33,6 +35,7 @@ fn comparable(s: &Status) -> Status {
         last_transition_at: None,
         last_reconcile_at: None,
         next_reconcile_at: None,
+        run: None,
         change_set_name: change_set,
         // Two stacks: their ids and times differ, what else was seen may not.
         seen: s.seen.clone().map(|seen| stacksync::seen::Seen {

@@ -143,6 +143,12 @@ pub enum StepError {
         reason: StallReason,
         message: String,
     },
+    /// The run ended already: an earlier attempt of this step wrote its
+    /// final status and gave the lease back, and its answer was lost (a
+    /// Lambda that died after the write, a retried call). The step then ends
+    /// the run as that attempt did, never a second time.
+    #[error("{outcome}")]
+    Ended { outcome: String },
 }
 
 impl StepError {
@@ -173,6 +179,8 @@ impl StepError {
             Self::Transient { .. } => error_names::TRANSIENT.to_owned(),
             Self::TimedOut { .. } => error_names::TIMEOUT.to_owned(),
             Self::Stalled { reason, .. } => format!("{}.{reason}", error_names::STALLED),
+            // Never leaves `Steps::run`, which ends the run with it.
+            Self::Ended { .. } => "StackSync.Ended".to_owned(),
         }
     }
 
@@ -180,7 +188,8 @@ impl StepError {
         match self {
             Self::Transient { message }
             | Self::TimedOut { message }
-            | Self::Stalled { message, .. } => message,
+            | Self::Stalled { message, .. }
+            | Self::Ended { outcome: message } => message,
         }
     }
 

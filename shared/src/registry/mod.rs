@@ -210,6 +210,7 @@ pub async fn end_hold<R: StepRegistry>(
         message: Some(why.to_owned()),
         last_reconcile_at: Some(Timestamp(now)),
         next_reconcile_at: Some(Timestamp(now)),
+        run: Some(owner.to_owned()),
         ..entry.status
     };
     match registry

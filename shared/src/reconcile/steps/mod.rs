@@ -36,7 +36,7 @@ use tracing::info;
 use super::run::{FinalizeInput, Next, RunState, StepError, WaitOn};
 use crate::clock::{EpochMillis, now_millis};
 use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher, StackInfo, first_failure};
-use crate::registry::{StackEntry, StepRegistry, lease_ttl};
+use crate::registry::{RegistryError, StackEntry, StepRegistry, lease_ttl};
 use crate::seen::{Seen, deployed_hash};
 use crate::spec::StackSpec;
 use crate::status::{Phase, StallReason, Status, Timestamp};
@@ -158,12 +158,29 @@ where
                 )
             })
         };
+        let ended = |mut state: RunState, e: StepError| match e {
+            StepError::Ended { outcome } => {
+                state.next = Next::Done;
+                state.outcome = Some(outcome);
+                Ok(state)
+            }
+            other => Err(other),
+        };
         let state = match step {
             StepName::ArtifactFetch => self.artifact_fetch(parse(input)?).await?,
-            StepName::TemplateUpload => self.template_upload(parse(input)?).await?,
-            StepName::ChangeSet => self.change_set(parse(input)?).await?,
-            StepName::PollStatus => self.poll_status(parse(input)?).await?,
-            StepName::Delete => self.delete(parse(input)?).await?,
+            StepName::TemplateUpload
+            | StepName::ChangeSet
+            | StepName::PollStatus
+            | StepName::Delete => {
+                let state = parse(input)?;
+                let result = match step {
+                    StepName::TemplateUpload => self.template_upload(state.clone()).await,
+                    StepName::ChangeSet => self.change_set(state.clone()).await,
+                    StepName::PollStatus => self.poll_status(state.clone()).await,
+                    _ => self.delete(state.clone()).await,
+                };
+                result.or_else(|e| ended(state, e))?
+            }
             StepName::Finalize => {
                 let input: FinalizeInput = serde_json::from_value(input).map_err(|e| {
                     StepError::stalled(
@@ -195,15 +212,31 @@ where
     /// wrote since.
     async fn resume(&self, state: &RunState) -> Result<StackEntry, StepError> {
         let entry = self.entry(state).await?;
-        self.registry
+        let renewed = self
+            .registry
             .renew_lease(
                 &state.stack_id,
                 &state.execution,
                 lease_ttl(&entry.spec),
                 now_millis(),
             )
-            .await?;
-        Ok(entry)
+            .await;
+        match renewed {
+            Ok(_) => Ok(entry),
+            // This run's own final write, made by an earlier attempt of this
+            // step whose answer was lost: the run is over.
+            Err(RegistryError::LeaseNotHeld { holder: None, .. })
+                if entry.status.run.as_deref() == Some(state.execution.as_str()) =>
+            {
+                Err(StepError::Ended {
+                    outcome: format!(
+                        "ended by an earlier attempt of this step ({})",
+                        entry.status.phase
+                    ),
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn port(&self, spec: &StackSpec) -> Result<F::Port, StepError> {
@@ -238,6 +271,7 @@ where
     ) -> StepResult {
         info!(stack = %state.stack_id, phase = %status.phase, outcome, "run finished");
         let mut status = with_transition(entry, status);
+        status.run = Some(state.execution.clone());
         // The spec changed (or deletion was asked) while this run worked from
         // an older one: look again at once rather than after `interval`.
         if state.spec_version > 0 {
@@ -369,6 +403,8 @@ fn ready_status(state: &RunState, entry: &StackEntry, seen: Option<Seen>, messag
         last_transition_at: None,
         last_reconcile_at: Some(Timestamp(now)),
         next_reconcile_at: None,
+        // Set by `finish`, with the execution that writes it.
+        run: None,
         seen,
         out_of_band: state
             .out_of_band

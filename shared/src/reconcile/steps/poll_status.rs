@@ -229,6 +229,7 @@ mod tests {
     use super::super::testing::*;
     use super::*;
     use crate::fakes::{ScriptedCloudFormation, failed, failure_event, pending, ready};
+    use crate::reconcile::steps::StepName;
     use crate::stack_status::{ChangeSetKind, StackStatus as S};
     use crate::status::Phase;
 
@@ -255,6 +256,37 @@ mod tests {
         let state = t.steps.poll_status(state).await.unwrap();
         assert_eq!((state.next, state.execute), (Next::ChangeSet, true));
         assert_eq!(state.polls, 3);
+    }
+
+    #[tokio::test]
+    async fn a_final_poll_retried_after_its_answer_was_lost_ends_the_run_as_the_first_did() {
+        let (t, mut state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
+        state.execute = true;
+        let state = t.steps.change_set(state).await.unwrap();
+        t.stack_answers(&[Some(S::UpdateComplete), Some(S::UpdateComplete)]);
+        let last = serde_json::to_value(&state).unwrap();
+        let ended = t
+            .steps
+            .run(StepName::PollStatus, last.clone())
+            .await
+            .unwrap();
+        assert_eq!(ended["next"], "done");
+        let written = t.entry();
+        assert_eq!(
+            (written.status.phase, written.lease.is_none()),
+            (Phase::Ready, true)
+        );
+        // The same step, retried (its answer lost, its process killed):
+        // the run is over, and nothing is written twice.
+        let again = t.steps.run(StepName::PollStatus, last).await.unwrap();
+        assert_eq!(again["next"], "done");
+        assert!(
+            again["outcome"]
+                .as_str()
+                .is_some_and(|o| o.contains("earlier attempt")),
+            "{again}"
+        );
+        assert_eq!(t.entry().status, written.status);
     }
 
     #[tokio::test]
