@@ -162,6 +162,9 @@ impl CloudFormation for SdkCloudFormation {
                 ChangeSetKind::Update => ChangeSetType::Update,
             })
             .template_url(&r.template_url)
+            // A retry after a lost answer is then the same request to
+            // CloudFormation, not a second change set of that name.
+            .client_token(request_token(&format!("create-{}", r.change_set_name)))
             .description(&r.description)
             .set_role_arn(r.role_arn.clone())
             .set_notification_arns(Some(r.notification_arns.clone()));
