@@ -37,7 +37,9 @@ impl<R: TaskRunner> TaskRunner for AsFunctions<'_, R> {
         let name = resource.strip_prefix("local:").unwrap_or(resource);
         let step = StepName::of_function(name)
             .ok_or_else(|| AslError::new("States.TaskFailed", format!("no function {name}")))?;
-        as_function(step.function(), self.0.run(resource, input)).await
+        // On the heap: debug builds keep every layer of a step's future in
+        // the poll's stack frames, and test threads have 2 MiB.
+        Box::pin(as_function(step.function(), self.0.run(resource, input))).await
     }
 }
 
@@ -105,6 +107,26 @@ impl Harness<SdkCloudFormationFactory> {
     }
 }
 
+impl Harness<SdkCloudFormationFactory> {
+    /// With every AWS call made through `config` (a fault proxy's endpoint,
+    /// its own timeouts), the registry's table and the bucket in the
+    /// emulator; CloudFormation reads templates from the emulator's own S3.
+    pub async fn through(prefix: &str, config: &aws_config::SdkConfig) -> Self {
+        let emulator = Emulator::shared();
+        let table = emulator.new_registry(prefix).await.table().to_owned();
+        let registry = Registry::new(aws_sdk_dynamodb::Client::new(config), table);
+        let steps = sdk_steps(
+            config,
+            registry,
+            &unique_name(prefix).to_lowercase(),
+            Some(emulator.endpoint()),
+        )
+        .await
+        .expect("steps built");
+        Harness::with_cloudformation(steps, |real| real)
+    }
+}
+
 impl<F: CloudFormationFactory> Harness<Recorded<F>> {
     /// Real registry, bucket and Git; `cloudformation` (a scripted fake)
     /// instead of the emulator's, its calls recorded for the IAM test.
@@ -161,7 +183,10 @@ impl<F: CloudFormationFactory> Harness<F> {
         .await
     }
 
-    /// Runs one execution with the given input.
+    /// Runs one execution with the given input. (The machine's future is
+    /// boxed: inline, it makes every test's own future, and the stack its
+    /// polls need, hundreds of KB larger in debug builds, whose test threads
+    /// have 2 MiB.)
     pub async fn reconcile_with(&self, name: &str, input: Value) -> Outcome {
         let options = RunOptions {
             speedup: 1000.0,
@@ -169,18 +194,43 @@ impl<F: CloudFormationFactory> Harness<F> {
         };
         let execution = unique_name(&format!("run-{name}"));
         let mut seen = Vec::new();
-        let outcome = self
-            .machine
-            .execute(
-                &AsFunctions(&self.steps),
-                &execution,
-                input,
-                &options,
-                &mut |event, _| seen.push(event.clone()),
-            )
-            .await;
+        let outcome = Box::pin(self.machine.execute(
+            &AsFunctions(&self.steps),
+            &execution,
+            input,
+            &options,
+            &mut |event, _| seen.push(event.clone()),
+        ))
+        .await;
         self.events.lock().expect("events").extend(seen);
         outcome
+    }
+
+    /// Runs one execution of `name` (a manual trigger) whose Task states
+    /// `runner` runs: its execution name (the lease owner) and outcome.
+    pub async fn reconcile_by<T: TaskRunner>(&self, runner: &T, name: &str) -> (String, Outcome) {
+        let input = json!({"stackId": name, "trigger": {"kind": "manual"}});
+        let options = RunOptions {
+            speedup: 1000.0,
+            ..RunOptions::default()
+        };
+        let execution = unique_name(&format!("run-{name}"));
+        let mut seen = Vec::new();
+        let outcome = Box::pin(self.machine.execute(
+            runner,
+            &execution,
+            input,
+            &options,
+            &mut |event, _| seen.push(event.clone()),
+        ))
+        .await;
+        self.events.lock().expect("events").extend(seen);
+        (execution, outcome)
+    }
+
+    /// The steps as the deployed machine runs them (each as its function).
+    pub fn functions(&self) -> AsFunctions<'_, Steps<Registry, S3Store, F, Counting<Sources>>> {
+        AsFunctions(&self.steps)
     }
 
     /// The entry as it is now.

@@ -9,12 +9,15 @@
 
 pub mod archives;
 pub mod counted;
+pub mod crash;
+pub mod faults;
 pub mod fleet;
 pub mod git;
 pub mod harness;
 pub mod http;
 pub mod iam;
 pub mod logs;
+pub mod reliability;
 pub mod scripted;
 pub mod sshd;
 pub mod stepfunctions;
@@ -125,6 +128,11 @@ impl Emulator {
     /// us-east-1, and an HTTP client that records the calls made under a
     /// function ([`iam::as_function`]) for the IAM conformance test.
     pub fn sdk_config(&self) -> SdkConfig {
+        self.sdk_config_at(&self.endpoint)
+    }
+
+    /// The same, reaching the emulator through `endpoint` (a proxy).
+    pub fn sdk_config_at(&self, endpoint: &str) -> SdkConfig {
         SdkConfig::builder()
             .behavior_version(BehaviorVersion::latest())
             .http_client(iam::record::recording_http_client())
@@ -132,7 +140,7 @@ impl Emulator {
             .time_source(aws_smithy_async::time::SystemTimeSource::new())
             .sleep_impl(aws_smithy_async::rt::sleep::TokioSleep::new())
             .region(Region::new("us-east-1"))
-            .endpoint_url(&self.endpoint)
+            .endpoint_url(endpoint)
             .credentials_provider(
                 aws_credential_types::provider::SharedCredentialsProvider::new(
                     Credentials::for_tests(),
