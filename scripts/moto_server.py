@@ -7,7 +7,8 @@ only one pass (seen here: two writers conditioned on the same specVersion both
 "won"). DynamoDB serializes conditional writes on an item; this launcher gives
 moto the same guarantee by running its DynamoDB write operations one at a time.
 It also stamps a stack's LastUpdatedTime on update, as AWS does (moto sets
-none), and serializes CloudFormation's calls (moto's backend is not
+none), keeps one live stack per name (a CREATE change set for a stack in
+REVIEW_IN_PROGRESS joins it; moto made a second stack of that name), and serializes CloudFormation's calls (moto's backend is not
 thread-safe: concurrent CreateStack calls fail with a 500), and makes Query on
 an index with an INCLUDE or KEYS_ONLY projection cost what the projection
 holds rather than whole items (same results: moto deep-copied each whole item
@@ -27,6 +28,7 @@ Usage: MOTO_PORT=PORT python moto_server.py -H 127.0.0.1 -p PORT
 (MOTO_PORT: moto's Step Functions interpreter calls Lambda on localhost:MOTO_PORT.)
 """
 import functools
+import inspect
 import json
 import os
 import queue
@@ -133,6 +135,9 @@ _table_module.Table.query = _narrow_query(_table_module.Table.query)
 # attribute `last_updated_time` in both responses.
 
 from moto.cloudformation.models import CloudFormationBackend, Stack
+from moto.cloudformation.exceptions import ValidationError
+from moto.cloudformation.models import ChangeSet
+from moto.cloudformation.utils import generate_changeset_id, validate_create_change_set
 from moto.core.utils import utcnow
 
 
@@ -164,6 +169,61 @@ def _stamps_executed_update(method):
 
 
 Stack.update = _stamps_update(Stack.update)
+
+def _one_stack_per_name(method):
+    """CreateChangeSet of type CREATE for a name whose stack waits in
+    REVIEW_IN_PROGRESS (a change set made and never executed) adds the change
+    set to that stack, as AWS does; moto makes a second stack of the same
+    name, and DescribeStacks then answers with either. A name whose stack is
+    live in any other status is refused, as AWS refuses it."""
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        call = signature.bind(self, *args, **kwargs)
+        call.apply_defaults()
+        a = call.arguments
+        if a["change_set_type"] != "CREATE":
+            return method(self, *args, **kwargs)
+        live = [
+            s for s in self.stacks.values()
+            if s.name == a["stack_name"] and s.status != "DELETE_COMPLETE"
+        ]
+        if any(s.status != "REVIEW_IN_PROGRESS" for s in live):
+            raise ValidationError(
+                message=f"Stack [{a['stack_name']}] already exists and cannot be created "
+                f"again with the changeSet [{a['change_set_name']}]."
+            )
+        if not live:
+            return method(self, *args, **kwargs)
+        stack = live[0]
+        validate_create_change_set(a["change_set_name"])
+        change_set_id = generate_changeset_id(
+            a["change_set_name"], self.region_name, self.account_id
+        )
+        change_set = ChangeSet(
+            change_set_type="CREATE",
+            change_set_id=change_set_id,
+            change_set_name=a["change_set_name"],
+            stack=stack,
+            template=a["template"],
+            parameters=a["parameters"],
+            description=a["description"],
+            notification_arns=a["notification_arns"],
+            tags=a["tags"],
+            role_arn=a["role_arn"],
+        )
+        change_set.status = "CREATE_COMPLETE"
+        change_set.execution_status = "AVAILABLE"
+        self.change_sets[change_set_id] = change_set
+        return change_set_id, stack.stack_id
+
+    return wrapper
+
+
+CloudFormationBackend.create_change_set = _one_stack_per_name(
+    CloudFormationBackend.create_change_set
+)
 CloudFormationBackend.execute_change_set = _stamps_executed_update(
     CloudFormationBackend.execute_change_set
 )

@@ -28,10 +28,19 @@ const SLOW: Duration = Duration::from_millis(2_500);
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let stacks = if quick { 5 } else { 25 };
+    // `--only faults|crashes|concurrency`: one part.
+    let only = std::env::args().skip_while(|a| a != "--only").nth(1);
+    let part = |p: &str| only.as_deref().is_none_or(|o| o == p);
     println!("## Reliability (faults, crashes, concurrency)\n");
-    faults(stacks).await;
-    crashes(if quick { 10 } else { 50 }).await;
-    concurrency(if quick { 10 } else { 50 }, if quick { 20 } else { 200 }).await;
+    if part("faults") {
+        faults(stacks).await;
+    }
+    if part("crashes") {
+        crashes(if quick { 10 } else { 50 }).await;
+    }
+    if part("concurrency") {
+        concurrency(if quick { 10 } else { 50 }, if quick { 20 } else { 200 }).await;
+    }
 }
 
 struct Measured {

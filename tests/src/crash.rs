@@ -189,6 +189,14 @@ pub async fn crash_rounds(
                 .push(format!("round {round} ({name}, {kill:?}, {killed:?})"));
         }
         if after > before + 1 {
+            if std::env::var_os("STACKSYNC_RELIABILITY_VERBOSE").is_some() {
+                let log = proxy.log();
+                for e in log.iter().filter(|e| {
+                    e.service == "cloudformation" && e.stack.as_deref() == Some(name.as_str())
+                }) {
+                    eprintln!("  round {round}: {e:?}");
+                }
+            }
             report.twice.push(format!(
                 "round {round} ({name}, {kill:?}, {killed:?}): {} change sets",
                 after - before
