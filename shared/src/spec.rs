@@ -22,6 +22,11 @@ pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_mins(2);
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_mins(120);
 /// Default most polls (waits for CloudFormation) one run may make.
 pub const DEFAULT_MAX_POLLS: u32 = 500;
+/// Default most failed attempts at one revision and spec before a stack
+/// stays `Failed` (until a push, a spec change or `reconcile --force`).
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+/// The longest wait between two attempts, however many failed.
+pub const MAX_RETRY_BACKOFF: Duration = Duration::from_mins(360);
 /// Default Git ref when a Git source names none.
 pub const DEFAULT_GIT_REF: &str = "main";
 
@@ -76,6 +81,22 @@ pub struct StackSpec {
     /// `timeout`.
     #[serde(default = "default_max_polls")]
     pub max_polls: u32,
+    /// The most failed attempts at one revision and spec: the wait before
+    /// each retry doubles from `retryInterval`, and after the last the
+    /// stack stays `Failed` until the revision or the spec changes, or
+    /// `stacksync reconcile --force`. (Left out of the stored form at its
+    /// default, so specs written before it hash as they did.)
+    #[serde(
+        default = "default_max_attempts",
+        skip_serializing_if = "is_default_max_attempts"
+    )]
+    pub max_attempts: u32,
+    /// What a create that failed leaves: `delete` (default) deletes the
+    /// stack and creates it again, at most once per revision; `keep` leaves
+    /// it as it failed, its resources in place, for a person to inspect,
+    /// until the revision or the spec changes or `reconcile --force`.
+    #[serde(default, skip_serializing_if = "OnFailedCreate::is_default")]
+    pub on_failed_create: OnFailedCreate,
     /// When true, stacksync leaves the stack alone.
     #[serde(default)]
     pub suspend: bool,
@@ -94,6 +115,23 @@ pub struct StackSpec {
     /// Rollback triggers: CloudWatch alarms watched during and after an update.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<RollbackConfig>,
+}
+
+/// What a create that failed leaves behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum OnFailedCreate {
+    /// Rolled back, then deleted and created again (once per revision).
+    #[default]
+    Delete,
+    /// Left as it failed (no rollback), for a person to inspect.
+    Keep,
+}
+
+impl OnFailedCreate {
+    fn is_default(&self) -> bool {
+        *self == Self::Delete
+    }
 }
 
 /// Where a template comes from: a Git repository or an S3 archive.
@@ -236,6 +274,14 @@ fn default_max_polls() -> u32 {
     DEFAULT_MAX_POLLS
 }
 
+fn default_max_attempts() -> u32 {
+    DEFAULT_MAX_ATTEMPTS
+}
+
+fn is_default_max_attempts(n: &u32) -> bool {
+    *n == DEFAULT_MAX_ATTEMPTS
+}
+
 fn default_retry_interval() -> Duration {
     DEFAULT_RETRY_INTERVAL
 }
@@ -340,6 +386,8 @@ pub(crate) mod fixtures {
             retry_interval: DEFAULT_RETRY_INTERVAL,
             timeout: DEFAULT_TIMEOUT,
             max_polls: DEFAULT_MAX_POLLS,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            on_failed_create: OnFailedCreate::Delete,
             suspend: false,
             destroy_on_delete: false,
             termination_protection: false,

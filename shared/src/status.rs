@@ -101,6 +101,11 @@ pub enum StallReason {
     RollbackFailed,
     /// Deleting the stack failed.
     DeleteFailed,
+    /// The stack's create failed, and the stack stays as it failed: kept
+    /// for inspection (`onFailedCreate: keep`), or made anew once at this
+    /// revision already. No more tries until the revision or the spec
+    /// changes, or a forced reconcile.
+    FailedCreateStays,
     /// The stack is in a state stacksync leaves alone.
     StackBlocked,
     /// A run's state lacks what a step needs (a broken contract between
@@ -121,7 +126,7 @@ pub enum StallReason {
 }
 
 impl StallReason {
-    pub const ALL: [StallReason; 19] = [
+    pub const ALL: [StallReason; 20] = [
         Self::NotRegistered,
         Self::Unsupported,
         Self::SourceUnavailable,
@@ -134,6 +139,7 @@ impl StallReason {
         Self::StackFailed,
         Self::RollbackFailed,
         Self::DeleteFailed,
+        Self::FailedCreateStays,
         Self::StackBlocked,
         Self::ContractViolated,
         Self::RegistryRefused,
@@ -142,6 +148,23 @@ impl StallReason {
         Self::Interrupted,
         Self::Unexpected,
     ];
+
+    /// Whether trying again at the same revision and spec is unlikely to
+    /// help by itself (a failed stack, a refused template or credential):
+    /// such failures count towards `maxAttempts`. The others are of the
+    /// moment (throttling past every retry, a timeout, an interruption, a
+    /// lost lease) and are retried, with backoff, without end.
+    pub fn is_lasting(self) -> bool {
+        !matches!(
+            self,
+            Self::RetriesExhausted
+                | Self::TimedOut
+                | Self::Interrupted
+                | Self::RegistryRefused
+                | Self::ArtifactUnavailable
+                | Self::Unexpected
+        )
+    }
 
     /// As in error names: `InvalidTemplate`, …
     pub fn as_str(self) -> &'static str {
@@ -158,6 +181,7 @@ impl StallReason {
             Self::StackFailed => "StackFailed",
             Self::RollbackFailed => "RollbackFailed",
             Self::DeleteFailed => "DeleteFailed",
+            Self::FailedCreateStays => "FailedCreateStays",
             Self::StackBlocked => "StackBlocked",
             Self::ContractViolated => "ContractViolated",
             Self::RegistryRefused => "RegistryRefused",
@@ -188,6 +212,39 @@ impl StallReason {
 impl std::fmt::Display for StallReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// Failed attempts in a row at one spec version and revision: what the
+/// wait before the next try, and giving up, are decided from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Failures {
+    /// Failed attempts so far (0: none yet, only a recreate recorded).
+    pub count: u32,
+    /// The spec version and revision they were made at.
+    pub spec_version: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// A failed create was deleted to be made again at this revision (it
+    /// is, at most once).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub recreated: bool,
+    /// No more tries until the revision or the spec changes, or a forced
+    /// reconcile: `maxAttempts` ran out, or a failed create stays.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub gave_up: bool,
+}
+
+impl Failures {
+    /// Whether these are failures at this spec version and revision.
+    pub fn at(&self, spec_version: u64, revision: Option<&str>) -> bool {
+        self.spec_version == spec_version
+            && match (self.revision.as_deref(), revision) {
+                (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+                (None, None) => true,
+                _ => false,
+            }
     }
 }
 
@@ -249,6 +306,22 @@ pub struct Status {
     /// it was put back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub out_of_band: Option<OutOfBand>,
+    /// Failed attempts in a row at the last attempted spec and revision;
+    /// `None` once a run succeeds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failures: Option<Failures>,
+}
+
+impl Status {
+    /// Whether runs at this spec version and revision have given up (only
+    /// a forced reconcile tries again).
+    pub fn gave_up_at(&self, spec_version: u64, revision: Option<&str>) -> bool {
+        self.phase == Phase::Failed
+            && self
+                .failures
+                .as_ref()
+                .is_some_and(|f| f.gave_up && f.at(spec_version, revision))
+    }
 }
 
 impl Status {

@@ -579,3 +579,106 @@ async fn a_template_with_a_transform_is_deployed_with_auto_expand() {
         .unwrap();
     assert_eq!(stored, SAM);
 }
+
+fn count(ops: &[String], op: &str) -> usize {
+    ops.iter().filter(|o| *o == op).count()
+}
+
+/// Seconds from the run's end to the next try (`None`: no next try).
+fn next_try(entry: &stacksync::registry::StackEntry) -> Option<i64> {
+    let status = &entry.status;
+    Some((status.next_reconcile_at?.0 - status.last_reconcile_at?.0) / 1000)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_that_keeps_failing_is_made_again_once_then_left_until_forced() {
+    let fake = ScriptedCloudFormation::with_stack(&[None]);
+    fake.script().after_execute = vec![
+        Some(S::CreateInProgress),
+        Some(S::RollbackInProgress),
+        Some(S::RollbackComplete),
+    ];
+    fake.script().after_delete = vec![Some(S::DeleteInProgress), None];
+    let (h, name) = harness(&fake, "").await;
+
+    // 1: the create fails and rolls back; tried again in retryInterval.
+    assert!(!ok(&h.reconcile(&name).await));
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.status.stall_reason, Some(StallReason::StackFailed));
+    assert_eq!(next_try(&entry), Some(120));
+    assert_eq!(entry.status.failures.as_ref().unwrap().count, 1);
+
+    // 2: deleted, made anew, fails again; the wait doubles.
+    assert!(!ok(&h.reconcile(&name).await));
+    let ops = fake.operations();
+    assert_eq!(
+        (count(&ops, "DeleteStack"), count(&ops, "CreateChangeSet")),
+        (1, 2)
+    );
+    let entry = h.entry(&name).await;
+    assert_eq!(next_try(&entry), Some(240));
+    let failures = entry.status.failures.clone().unwrap();
+    assert!(failures.recreated && failures.count == 2, "{failures:?}");
+
+    // 3: not made a third time at this revision: left as it failed, and
+    // out of the queue.
+    assert!(!ok(&h.reconcile(&name).await));
+    let ops = fake.operations();
+    assert_eq!(
+        (count(&ops, "DeleteStack"), count(&ops, "CreateChangeSet")),
+        (1, 2),
+        "no delete, no change set: {:?}",
+        fake.script().calls
+    );
+    let entry = h.entry(&name).await;
+    assert_eq!(
+        entry.status.stall_reason,
+        Some(StallReason::FailedCreateStays)
+    );
+    assert_eq!(entry.status.next_reconcile_at, None);
+    let message = entry.status.message.clone().unwrap();
+    assert!(message.contains("ROLLBACK_COMPLETE"), "{message}");
+
+    // 4: started again (a mark): ends at once, touching nothing.
+    let before = fake.operations().len();
+    assert!(ok(&h.reconcile(&name).await), "ends without a failure");
+    assert_eq!(fake.operations().len(), before, "no CloudFormation call");
+    assert_eq!(h.entry(&name).await.status.message.unwrap(), message);
+
+    // 5: forced: deleted and made again.
+    let forced = serde_json::json!({"stackId": name, "trigger": {"kind": "manual", "force": true}});
+    assert!(!ok(&h.reconcile_with(&name, forced).await));
+    let ops = fake.operations();
+    assert_eq!(
+        (count(&ops, "DeleteStack"), count(&ops, "CreateChangeSet")),
+        (2, 3)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_failed_create_keep_leaves_the_failed_stack_for_inspection() {
+    let fake = ScriptedCloudFormation::with_stack(&[None]);
+    fake.script().after_execute = vec![Some(S::CreateInProgress), Some(S::CreateFailed)];
+    let (h, name) = harness(&fake, "    onFailedCreate: keep\n").await;
+    assert!(!ok(&h.reconcile(&name).await));
+    let requests = fake.script().requests.clone();
+    assert!(
+        requests[0].keep_failed_create,
+        "asked CloudFormation not to roll back"
+    );
+    assert!(!ok(&h.reconcile(&name).await));
+    let ops = fake.operations();
+    assert_eq!(count(&ops, "DeleteStack"), 0, "{ops:?}");
+    assert_eq!(count(&ops, "CreateChangeSet"), 1);
+    let entry = h.entry(&name).await;
+    assert_eq!(
+        entry.status.stall_reason,
+        Some(StallReason::FailedCreateStays)
+    );
+    let message = entry.status.message.unwrap();
+    assert!(
+        message.contains("onFailedCreate: keep") && message.contains("CREATE_FAILED"),
+        "says why: {message}"
+    );
+    assert_eq!(entry.status.next_reconcile_at, None);
+}

@@ -9,7 +9,8 @@
 
 use aws_sdk_cloudformation::Client;
 use aws_sdk_cloudformation::types::{
-    Capability, ChangeSetType, Parameter, RollbackConfiguration, RollbackTrigger, Tag,
+    Capability, ChangeSetType, OnStackFailure, Parameter, RollbackConfiguration, RollbackTrigger,
+    Tag,
 };
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
@@ -181,6 +182,9 @@ impl CloudFormation for SdkCloudFormation {
         }
         for cap in &r.capabilities {
             request = request.capabilities(Capability::from(cap.as_str()));
+        }
+        if r.keep_failed_create && r.kind == ChangeSetKind::Create {
+            request = request.on_stack_failure(OnStackFailure::DoNothing);
         }
         if !r.rollback_triggers.is_empty() || r.rollback_monitoring_minutes.is_some() {
             let mut config = RollbackConfiguration::builder()

@@ -246,7 +246,16 @@ impl CloudFormation for ScriptedCloudFormation {
             "CreateChangeSet",
             format!("{} {:?}", request.change_set_name, request.kind),
         )?;
-        self.script().requests.push(request.clone());
+        let mut s = self.script();
+        s.requests.push(request.clone());
+        // A new change set after one was executed is a new one, ready.
+        if !s.change_set.is_empty()
+            && s.change_set
+                .iter()
+                .all(|c| c.execution == ExecutionStatus::ExecuteComplete)
+        {
+            s.change_set = [ready(1)].into_iter().collect();
+        }
         Ok(Created::ChangeSet)
     }
 

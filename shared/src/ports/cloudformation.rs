@@ -83,6 +83,9 @@ pub struct ChangeSetRequest {
     /// (alarm ARN, type)
     pub rollback_triggers: Vec<(String, String)>,
     pub rollback_monitoring_minutes: Option<i32>,
+    /// A CREATE change set whose execution fails leaves the stack as it
+    /// failed (`OnStackFailure=DO_NOTHING`), not rolled back: `onFailedCreate: keep`.
+    pub keep_failed_create: bool,
     /// Written as `Description`, so a change set tells who made it and why.
     pub description: String,
 }

@@ -29,7 +29,7 @@ pub const MAX_STACK_POLICY_BYTES: usize = 16_384;
 ///
 /// Bounds: a full reconcile from once a minute to once a day; a first poll of
 /// CloudFormation from 1s to 5m; a retry after a failure from 10s to a day;
-/// a run from 1m to a day, with 1 to 2,500 polls.
+/// a run from 1m to a day, with 1 to 2,500 polls; 1 to 100 attempts.
 pub(super) fn check_durations(spec: &StackSpec, errors: &mut Errors) {
     let durations = [
         (
@@ -71,7 +71,20 @@ pub(super) fn check_durations(spec: &StackSpec, errors: &mut Errors) {
             format!("{} is out of range: use 1 to {MAX_POLLS}", spec.max_polls),
         );
     }
+    if !(1..=MAX_ATTEMPTS).contains(&spec.max_attempts) {
+        errors.push(
+            "maxAttempts",
+            format!(
+                "{} is out of range: use 1 to {MAX_ATTEMPTS}",
+                spec.max_attempts
+            ),
+        );
+    }
 }
+
+/// The most `maxAttempts`: past about 10 the waits reach their 6-hour cap,
+/// and 100 attempts are a month of retrying one failure.
+pub const MAX_ATTEMPTS: u32 = 100;
 
 /// The most `maxPolls`: each poll costs about nine events of a Step
 /// Functions execution's history, which holds 25,000.
@@ -205,6 +218,7 @@ mod tests {
         s.retry_interval = Duration::from_secs(2 * 86_400);
         s.timeout = Duration::from_secs(30);
         s.max_polls = 0;
+        s.max_attempts = 0;
         assert_eq!(
             fields(&s),
             vec![
@@ -212,9 +226,13 @@ mod tests {
                 "pollInterval",
                 "retryInterval",
                 "timeout",
-                "maxPolls"
+                "maxPolls",
+                "maxAttempts"
             ]
         );
+        s = spec("a");
+        s.max_attempts = MAX_ATTEMPTS + 1;
+        assert_eq!(fields(&s), vec!["maxAttempts"]);
         s = spec("a");
         s.max_polls = MAX_POLLS + 1;
         assert_eq!(fields(&s), vec!["maxPolls"]);

@@ -9,17 +9,101 @@
 //! - [`decide_after_execute`]: our change set ran; how did it end?
 //! - [`decide_delete`]: the stack must go; how far along is that?
 
+use crate::duration::Duration;
+use crate::spec::{MAX_RETRY_BACKOFF, OnFailedCreate};
 pub use crate::stack_status::ChangeSetKind;
 use crate::stack_status::{
     ChangeSetStatus, ExecutionStatus, StackStatus, is_empty_change_set_reason,
 };
-use crate::status::StallReason;
+use crate::status::{Failures, StallReason};
 
 /// How often a run continues a failed rollback before reporting it.
 pub const MAX_ROLLBACK_CONTINUES: u32 = 1;
 /// How often a run asks CloudFormation to delete a stack before reporting
 /// `DELETE_FAILED` (a second try clears the transient causes).
 pub const MAX_DELETE_REQUESTS: u32 = 2;
+
+/// Counts a failed attempt at `spec_version` and `revision`, and says
+/// when to try again ([`AfterFailure`]).
+///
+/// The wait is `retryInterval`, doubled with each failure in a row at the
+/// same spec and revision, at most [`MAX_RETRY_BACKOFF`]. A failure that
+/// trying again cannot mend by itself (a failed stack, a refused template,
+/// a refused credential…) counts towards `maxAttempts`; after the last, no
+/// more tries until the revision or the spec changes (or a forced
+/// reconcile). Failures of the moment (AWS throttling or out of reach, a
+/// run interrupted) back off the same way and never give up. A failed
+/// create that stays ([`StallReason::FailedCreateStays`]) gives up at once.
+pub fn after_failure(
+    previous: Option<&Failures>,
+    at: (u64, Option<&str>),
+    reason: StallReason,
+    retry: (Duration, u32),
+) -> AfterFailure {
+    let give_up = reason == StallReason::FailedCreateStays;
+    let (spec_version, revision) = at;
+    let (retry_interval, max_attempts) = retry;
+    let mut failures = previous
+        .filter(|f| f.at(spec_version, revision))
+        .cloned()
+        .unwrap_or_else(|| Failures {
+            spec_version,
+            revision: revision.map(str::to_owned),
+            ..Failures::default()
+        });
+    failures.count = failures.count.saturating_add(1);
+    failures.gave_up = give_up || (reason.is_lasting() && failures.count >= max_attempts);
+    let retry_in = (!failures.gave_up).then(|| {
+        let doublings = failures.count.saturating_sub(1).min(20);
+        let secs = retry_interval
+            .as_secs()
+            .saturating_mul(1u64 << doublings)
+            .min(MAX_RETRY_BACKOFF.as_secs().max(retry_interval.as_secs()));
+        Duration::from_secs(secs)
+    });
+    AfterFailure { failures, retry_in }
+}
+
+/// A failure counted: the failures in a row, and the wait before the next
+/// try (`None`: no more tries at this spec and revision).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AfterFailure {
+    pub failures: Failures,
+    pub retry_in: Option<Duration>,
+}
+
+/// What to do with a stack whose create failed (`CREATE_FAILED`,
+/// `ROLLBACK_COMPLETE`, `ROLLBACK_FAILED`): it cannot be updated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailedCreate {
+    /// Delete it and create it again (`onFailedCreate: delete`, not done
+    /// yet at this revision; or a new revision or spec; or forced).
+    Recreate,
+    /// Leave it for a person to inspect (`onFailedCreate: keep`, and it
+    /// failed at this revision and spec).
+    Keep,
+    /// It was made anew once at this revision and failed again: leave it.
+    RecreatedOnce,
+}
+
+impl FailedCreate {
+    /// The policy for a failed create found by a run at `at` (spec
+    /// version, revision).
+    pub fn of(
+        policy: OnFailedCreate,
+        failures: Option<&Failures>,
+        at: (u64, Option<&str>),
+        forced: bool,
+    ) -> Self {
+        let here = failures.filter(|f| f.at(at.0, at.1));
+        match (forced, policy, here) {
+            (true, _, _) | (false, _, None) => Self::Recreate,
+            (false, OnFailedCreate::Keep, Some(_)) => Self::Keep,
+            (false, OnFailedCreate::Delete, Some(f)) if f.recreated => Self::RecreatedOnce,
+            (false, OnFailedCreate::Delete, Some(_)) => Self::Recreate,
+        }
+    }
+}
 
 /// What the stack's status calls for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +141,8 @@ pub struct StackObservation<'a> {
     pub hash_matches: bool,
     /// `ContinueUpdateRollback` calls this run made so far.
     pub rollback_continues: u32,
+    /// What a failed create calls for.
+    pub failed_create: FailedCreate,
 }
 
 fn stalled(reason: StallReason, message: String) -> StackDecision {
@@ -107,9 +193,25 @@ pub fn decide_stack(observed: StackObservation<'_>) -> StackDecision {
         | S::UpdateFailed
         | S::ImportRollbackComplete
         | S::ImportRollbackFailed => update(observed.hash_matches),
-        S::CreateFailed | S::RollbackComplete | S::RollbackFailed => {
-            StackDecision::DeleteAndRecreate
-        }
+        S::CreateFailed | S::RollbackComplete | S::RollbackFailed => match observed.failed_create {
+            FailedCreate::Recreate => StackDecision::DeleteAndRecreate,
+            FailedCreate::Keep => stalled(
+                StallReason::FailedCreateStays,
+                format!(
+                    "the stack's create failed ({status}); it is kept for inspection \
+                     (onFailedCreate: keep): a new revision, a spec change or \
+                     `stacksync reconcile --force` deletes it and creates it again"
+                ),
+            ),
+            FailedCreate::RecreatedOnce => stalled(
+                StallReason::FailedCreateStays,
+                format!(
+                    "the stack's create failed again ({status}) after it was deleted and \
+                     created anew at this revision; it is left as it is: push a fix, \
+                     change the spec, or run `stacksync reconcile --force`"
+                ),
+            ),
+        },
         S::UpdateRollbackFailed if observed.rollback_continues >= MAX_ROLLBACK_CONTINUES => {
             StackDecision::RollbackStuck
         }

@@ -9,6 +9,7 @@ fn stack(status: Option<StackStatus>, hash_matches: bool) -> StackDecision {
         status: status.as_ref(),
         hash_matches,
         rollback_continues: 0,
+        failed_create: FailedCreate::Recreate,
     })
 }
 
@@ -141,6 +142,7 @@ fn a_failed_rollback_is_continued_once_then_reported() {
             status: Some(&S::UpdateRollbackFailed),
             hash_matches: false,
             rollback_continues,
+            failed_create: FailedCreate::Recreate,
         })
     };
     assert_eq!(observed(0), StackDecision::ContinueRollback);
@@ -370,4 +372,145 @@ fn an_execution_ends_in_success_or_failure() {
         );
     }
     assert_eq!(decide_after_execute(None), ExecutionOutcome::Failed);
+}
+
+fn failures(count: u32, recreated: bool) -> Failures {
+    Failures {
+        count,
+        spec_version: 3,
+        revision: Some("abc".into()),
+        recreated,
+        gave_up: false,
+    }
+}
+
+const AT: (u64, Option<&str>) = (3, Some("abc"));
+const RETRY: (Duration, u32) = (Duration::from_mins(2), 5);
+
+#[test]
+fn the_wait_doubles_with_each_failure_at_one_revision_and_gives_up_after_max_attempts() {
+    let mut previous: Option<Failures> = None;
+    let mut waits = Vec::new();
+    for _ in 0..5 {
+        let counted = after_failure(previous.as_ref(), AT, StallReason::StackFailed, RETRY);
+        waits.push(counted.retry_in.map(|d| d.as_secs()));
+        previous = Some(counted.failures);
+    }
+    assert_eq!(waits, [Some(120), Some(240), Some(480), Some(960), None]);
+    let last = previous.unwrap();
+    assert_eq!(last.count, 5);
+    assert!(last.gave_up);
+}
+
+#[test]
+fn a_new_revision_or_spec_starts_counting_again() {
+    let previous = Failures {
+        gave_up: true,
+        ..failures(5, true)
+    };
+    for at in [(3, Some("def")), (4, Some("abc")), (3, None)] {
+        let counted = after_failure(Some(&previous), at, StallReason::StackFailed, RETRY);
+        assert_eq!(counted.failures.count, 1, "{at:?}");
+        assert!(!counted.failures.gave_up && !counted.failures.recreated);
+        assert_eq!(counted.retry_in, Some(Duration::from_mins(2)));
+    }
+    // The same commit, spelt in capitals, is the same revision.
+    let counted = after_failure(
+        Some(&failures(1, false)),
+        (3, Some("ABC")),
+        StallReason::StackFailed,
+        RETRY,
+    );
+    assert_eq!(counted.failures.count, 2);
+}
+
+#[test]
+fn failures_of_the_moment_back_off_to_the_cap_and_never_give_up() {
+    let counted = after_failure(
+        Some(&failures(40, false)),
+        AT,
+        StallReason::RetriesExhausted,
+        RETRY,
+    );
+    assert!(!counted.failures.gave_up);
+    assert_eq!(counted.retry_in, Some(MAX_RETRY_BACKOFF));
+    // A retry interval longer than the cap is kept as it is.
+    let counted = after_failure(
+        None,
+        AT,
+        StallReason::TimedOut,
+        (Duration::from_secs(86_400), 5),
+    );
+    assert_eq!(counted.retry_in, Some(Duration::from_secs(86_400)));
+}
+
+#[test]
+fn a_run_that_gave_up_is_not_retried_whatever_the_count() {
+    let counted = after_failure(None, AT, StallReason::FailedCreateStays, RETRY);
+    assert!(counted.failures.gave_up);
+    assert_eq!(counted.retry_in, None);
+    assert_eq!(counted.failures.count, 1);
+}
+
+#[test]
+fn a_failed_create_is_made_again_once_per_revision_or_kept() {
+    use OnFailedCreate::{Delete, Keep};
+    let once = failures(1, false);
+    let twice = failures(2, true);
+    type Row<'a> = (
+        OnFailedCreate,
+        Option<&'a Failures>,
+        (u64, Option<&'a str>),
+        bool,
+        FailedCreate,
+    );
+    let rows: Vec<Row<'_>> = vec![
+        (Delete, None, AT, false, FailedCreate::Recreate),
+        (Delete, Some(&once), AT, false, FailedCreate::Recreate),
+        (Delete, Some(&twice), AT, false, FailedCreate::RecreatedOnce),
+        (
+            Delete,
+            Some(&twice),
+            (3, Some("def")),
+            false,
+            FailedCreate::Recreate,
+        ),
+        (Delete, Some(&twice), AT, true, FailedCreate::Recreate),
+        (Keep, None, AT, false, FailedCreate::Recreate),
+        (Keep, Some(&once), AT, false, FailedCreate::Keep),
+        (
+            Keep,
+            Some(&once),
+            (4, Some("abc")),
+            false,
+            FailedCreate::Recreate,
+        ),
+        (Keep, Some(&once), AT, true, FailedCreate::Recreate),
+    ];
+    for (policy, failures, at, forced, expected) in rows {
+        assert_eq!(
+            FailedCreate::of(policy, failures, at, forced),
+            expected,
+            "{policy:?} {failures:?} {at:?} forced={forced}"
+        );
+    }
+    for (status, kept) in [
+        (S::RollbackComplete, FailedCreate::Keep),
+        (S::CreateFailed, FailedCreate::Keep),
+        (S::RollbackFailed, FailedCreate::RecreatedOnce),
+    ] {
+        let decision = decide_stack(StackObservation {
+            status: Some(&status),
+            hash_matches: false,
+            rollback_continues: 0,
+            failed_create: kept,
+        });
+        match decision {
+            StackDecision::Stalled { reason, message } => {
+                assert_eq!(reason, StallReason::FailedCreateStays);
+                assert!(message.contains(status.as_str()), "{message}");
+            }
+            other => panic!("{status}: {other:?}"),
+        }
+    }
 }

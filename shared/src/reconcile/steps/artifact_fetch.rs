@@ -49,6 +49,23 @@ where
             return self.finish(state, &entry, status, "suspended").await;
         }
         let revision = self.resolve(&state, &entry).await?;
+        if !state.trigger.force && entry.status.gave_up_at(entry.spec_version, Some(&revision)) {
+            // Nothing changed since the run that gave up: trying again would
+            // fail (or create and roll back) again. Out of the queue.
+            let status = Status {
+                next_reconcile_at: None,
+                ..entry.status.clone()
+            };
+            return self
+                .finish(
+                    state,
+                    &entry,
+                    status,
+                    "gave up at this revision and spec: push a fix, change the spec, \
+                     or reconcile with --force",
+                )
+                .await;
+        }
         // Recorded before the fetch, so a revision whose files are refused
         // is the one the failure names. Due when the lease runs out: a run
         // that dies (nothing ends it) is started again by the scheduler;

@@ -10,12 +10,14 @@ use crate::naming::change_set_name;
 use crate::ports::{
     Blobs, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, SourceFetcher,
 };
-use crate::reconcile::decide::{ChangeSetKind, StackDecision, StackObservation, decide_stack};
+use crate::reconcile::decide::{
+    ChangeSetKind, FailedCreate, StackDecision, StackObservation, decide_stack,
+};
 use crate::reconcile::run::{Next, RunState, StepError, WaitOn};
 use crate::registry::{StackEntry, StepRegistry};
-use crate::spec::StackSpec;
+use crate::spec::{OnFailedCreate, StackSpec};
 use crate::stack_status::ExecutionStatus;
-use crate::status::StallReason;
+use crate::status::{Failures, StallReason};
 
 impl<R, B, F, S> Steps<R, B, F, S>
 where
@@ -37,10 +39,17 @@ where
         let hash_matches = entry.status.applied_hash.is_some()
             && entry.status.applied_hash == state.desired_hash
             && !state.must_apply;
+        let at = (state.spec_version, state.revision.as_deref());
         let decision = decide_stack(StackObservation {
             status: stack.as_ref().map(|s| &s.status),
             hash_matches,
             rollback_continues: state.rollback_continues,
+            failed_create: FailedCreate::of(
+                entry.spec.on_failed_create,
+                entry.status.failures.as_ref(),
+                at,
+                state.trigger.force,
+            ),
         });
         info!(stack = %state.stack_id, status = ?stack.as_ref().map(|s| s.status.to_string()), ?decision, "decided");
         match decision {
@@ -74,6 +83,19 @@ where
                 wait(state, WaitOn::Rollback, &entry.spec)
             }
             StackDecision::DeleteAndRecreate => {
+                // Recorded before the delete: a create that fails again at
+                // this revision is not made a third time.
+                let mut status = entry.status.clone();
+                let failures = status.failures.get_or_insert_with(Default::default);
+                if !failures.at(at.0, at.1) {
+                    *failures = Failures {
+                        spec_version: at.0,
+                        revision: at.1.map(str::to_owned),
+                        ..Failures::default()
+                    };
+                }
+                failures.recreated = true;
+                self.record(&state, &entry, status).await?;
                 let mut state = state;
                 state.recreate = true;
                 state.delete_requests = 0;
@@ -194,6 +216,7 @@ where
             rollback_monitoring_minutes: rollback
                 .and_then(|r| r.monitoring_time)
                 .and_then(|t| i32::try_from(t.as_secs() / 60).ok()),
+            keep_failed_create: spec.on_failed_create == OnFailedCreate::Keep,
             description: format!(
                 "stacksync: {} at {} (spec v{})",
                 state.stack_id,

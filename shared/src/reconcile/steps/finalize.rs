@@ -5,13 +5,14 @@
 
 use tracing::{info, warn};
 
-use super::{StepResult, Steps, due};
+use super::{StepResult, Steps, due, short};
 use crate::clock::now_millis;
 use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
+use crate::reconcile::decide::after_failure;
 use crate::reconcile::run::{FinalizeInput, Next, RunState, StepError};
 use crate::registry::{StackEntry, StepRegistry};
 use crate::stack_status::ExecutionStatus;
-use crate::status::{Phase, Status, Timestamp};
+use crate::status::{Phase, StallReason, Status, Timestamp};
 
 impl<R, B, F, S> Steps<R, B, F, S>
 where
@@ -35,25 +36,66 @@ where
             });
         };
         self.clean_up(&state, &entry).await;
+        let status = self.failed_status(&state, &entry, input.error.reason(), &message);
+        let outcome = status.message.clone().unwrap_or_default();
+        self.finish(state, &entry, status, &outcome).await
+    }
+
+    /// The `Failed` status a run ends with: the failure counted (at the
+    /// run's spec version and revision), and the next try due after a
+    /// backoff, or never (a failed create that stays, or `maxAttempts`
+    /// reached); the message says which.
+    fn failed_status(
+        &self,
+        state: &RunState,
+        entry: &StackEntry,
+        reason: StallReason,
+        message: &str,
+    ) -> Status {
         let now = now_millis();
-        let status = Status {
+        // A failure in the first step comes with the state it was given,
+        // before the spec version was read: the entry's is the one tried.
+        let spec_version = if state.spec_version > 0 {
+            state.spec_version
+        } else {
+            entry.spec_version
+        };
+        let revision = state
+            .revision
+            .clone()
+            .or(entry.status.last_attempted_revision.clone());
+        let counted = after_failure(
+            entry.status.failures.as_ref(),
+            (spec_version, revision.as_deref()),
+            reason,
+            (entry.spec.retry_interval, entry.spec.max_attempts),
+        );
+        let at = revision.as_deref().map(short).unwrap_or("its revision");
+        let message = match counted.retry_in {
+            Some(wait) if reason.is_lasting() => format!(
+                "{message} (attempt {} of {} at {at}; next try in {wait})",
+                counted.failures.count, entry.spec.max_attempts
+            ),
+            Some(wait) => format!("{message} (next try in {wait})"),
+            None if reason == StallReason::FailedCreateStays => message.to_owned(),
+            None => format!(
+                "{message} (gave up after {} attempts at {at}: push a fix, change the spec, \
+                 or run `stacksync reconcile --force {}`)",
+                counted.failures.count, entry.name
+            ),
+        };
+        Status {
             phase: Phase::Failed,
-            // A failure in the first step comes with the state it was given,
-            // before the spec version was read: the entry's is the one tried.
-            observed_spec_version: if state.spec_version > 0 {
-                state.spec_version
-            } else {
-                entry.spec_version
-            },
-            last_attempted_revision: state
-                .revision
-                .clone()
-                .or(entry.status.last_attempted_revision.clone()),
-            message: Some(message.clone()),
-            stall_reason: Some(input.error.reason()),
+            observed_spec_version: spec_version,
+            last_attempted_revision: revision,
+            message: Some(message),
+            stall_reason: Some(reason),
             change_set_name: state.change_set_name.clone(),
             last_reconcile_at: Some(Timestamp(now)),
-            next_reconcile_at: Some(Timestamp(due(now, entry.spec.retry_interval.as_secs()))),
+            next_reconcile_at: counted
+                .retry_in
+                .map(|wait| Timestamp(due(now, wait.as_secs()))),
+            failures: Some(counted.failures),
             // A change found outside stacksync that the run could not put
             // back is still news (`undone: false`).
             out_of_band: state
@@ -61,8 +103,7 @@ where
                 .clone()
                 .or_else(|| entry.status.out_of_band.clone()),
             ..entry.status.clone()
-        };
-        self.finish(state, &entry, status, &message).await
+        }
     }
 
     /// Deletes the run's change set if it was made and never executed (an
@@ -146,7 +187,9 @@ mod tests {
         );
         assert_eq!(
             entry.status.message.as_deref(),
-            Some("template t.yaml is not valid YAML")
+            Some(
+                "template t.yaml is not valid YAML (attempt 1 of 5 at 0123456789ab; next try in 2m)"
+            )
         );
         assert_eq!(
             entry.status.last_applied_revision.as_deref(),
@@ -158,6 +201,97 @@ mod tests {
         let retry =
             entry.status.next_reconcile_at.unwrap().0 - entry.status.last_reconcile_at.unwrap().0;
         assert_eq!(retry, entry.spec.retry_interval.as_secs() as i64 * 1000);
+    }
+
+    /// One failed run at the head: fetch, then a caught `StackFailed`.
+    async fn fail_once(t: &Test, execution: &str, forced: bool) -> RunState {
+        let mut input = t.input(execution);
+        input.trigger.force = forced;
+        let state = t.steps.artifact_fetch(input).await.unwrap();
+        if state.next == Next::Done {
+            return state;
+        }
+        let error = StepError::stalled(StallReason::StackFailed, "the stack rolled back");
+        t.steps
+            .finalize(FinalizeInput {
+                state,
+                error: caught(&error),
+            })
+            .await
+            .unwrap()
+    }
+
+    fn wait_ms(entry: &StackEntry) -> Option<i64> {
+        let status = &entry.status;
+        Some(status.next_reconcile_at?.0 - status.last_reconcile_at?.0)
+    }
+
+    #[tokio::test]
+    async fn repeated_failures_at_one_revision_back_off_then_give_up_until_forced_or_pushed() {
+        let t = Test::new().await;
+        let mut waits = Vec::new();
+        for run in 1..=5 {
+            fail_once(&t, &format!("run-{run}"), false).await;
+            waits.push(wait_ms(&t.entry()).map(|ms| ms / 1000));
+        }
+        assert_eq!(waits, [Some(120), Some(240), Some(480), Some(960), None]);
+        let entry = t.entry();
+        let message = entry.status.message.clone().unwrap();
+        assert!(
+            message.contains("gave up after 5 attempts at 0123456789ab")
+                && message.contains("stacksync reconcile --force orders"),
+            "{message}"
+        );
+        assert!(entry.status.gave_up_at(entry.spec_version, Some(HEAD)));
+
+        // Started again anyway (a mark, `reconcile` without --force): it
+        // ends at once, leaving the status as it was and the queue.
+        let state = fail_once(&t, "run-6", false).await;
+        assert_eq!(state.next, Next::Done);
+        assert!(state.outcome.unwrap().starts_with("gave up"));
+        let after = t.entry();
+        assert_eq!(after.status.message.as_deref(), Some(message.as_str()));
+        assert_eq!(after.status.next_reconcile_at, None);
+        assert!(after.lease.is_none());
+        assert_eq!(after.status.phase, Phase::Failed, "never Reconciling");
+
+        // Forced: tried again, and counted on.
+        fail_once(&t, "run-7", true).await;
+        assert_eq!(t.entry().status.failures.unwrap().count, 6);
+
+        // A push: a new revision, counted from 1.
+        t.steps
+            .sources
+            .commit(URL, "main", "fedcba", &[("t.yaml", TEMPLATE)]);
+        fail_once(&t, "run-8", false).await;
+        let entry = t.entry();
+        let failures = entry.status.failures.unwrap();
+        assert_eq!((failures.count, failures.gave_up), (1, false));
+        assert_eq!(wait_ms(&t.entry()), Some(120_000));
+    }
+
+    #[tokio::test]
+    async fn failures_of_the_moment_are_retried_without_giving_up() {
+        let t = Test::with_entry(|e| e.spec.max_attempts = 2).await;
+        for run in 1..=4 {
+            let state = t
+                .steps
+                .artifact_fetch(t.input(&format!("r{run}")))
+                .await
+                .unwrap();
+            let error = StepError::transient("Throttling: Rate exceeded");
+            t.steps
+                .finalize(FinalizeInput {
+                    state,
+                    error: caught(&error),
+                })
+                .await
+                .unwrap();
+        }
+        let entry = t.entry();
+        assert_eq!(wait_ms(&entry), Some(16 * 60_000));
+        assert!(!entry.status.failures.unwrap().gave_up);
+        assert!(entry.status.message.unwrap().ends_with("(next try in 16m)"));
     }
 
     #[tokio::test]

@@ -405,6 +405,8 @@ fn ready_status(state: &RunState, entry: &StackEntry, seen: Option<Seen>, messag
         next_reconcile_at: None,
         // Set by `finish`, with the execution that writes it.
         run: None,
+        // A success ends the failures in a row.
+        failures: None,
         seen,
         out_of_band: state
             .out_of_band

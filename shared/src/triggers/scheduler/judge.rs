@@ -120,6 +120,18 @@ pub fn judge_due(entry: &StackEntry, now: EpochMillis) -> DueAction {
         start(Reason::New)
     } else if status.observed_spec_version < entry.spec_version {
         start(Reason::SpecChanged)
+    } else if status.gave_up_at(
+        entry.spec_version,
+        status.last_attempted_revision.as_deref(),
+    ) {
+        // A push (the follower check), a spec change or a forced reconcile
+        // starts it; a mark (a change seen by the events rule) does not.
+        DueAction::Postpone {
+            stack: entry.name.clone(),
+            from,
+            to: None,
+            why: "gave up at this revision and spec",
+        }
     } else if status.phase == Phase::Failed {
         start(Reason::Retry)
     } else {
@@ -306,6 +318,24 @@ mod tests {
         let mut changed = failed.clone();
         changed.spec_version = 4;
         assert_eq!(reason(judge_due(&changed, NOW)), Reason::SpecChanged);
+
+        // Given up at this revision and spec (a mark brought it back into
+        // the queue): out again, started by nothing but a push, a spec
+        // change or --force.
+        let mut gave_up = failed.clone();
+        gave_up.status.failures = Some(crate::status::Failures {
+            count: 5,
+            spec_version: 3,
+            revision: Some("a".repeat(40)),
+            recreated: false,
+            gave_up: true,
+        });
+        assert!(matches!(
+            judge_due(&gave_up, NOW),
+            DueAction::Postpone { to: None, .. }
+        ));
+        gave_up.spec_version = 4;
+        assert_eq!(reason(judge_due(&gave_up, NOW)), Reason::SpecChanged);
 
         let mut new = entry("a");
         new.status = Status {
