@@ -384,5 +384,6 @@ pub fn steady_entry(name: &str, url: &str, head: &str, now: EpochMillis) -> Stac
             ..Status::default()
         },
         lease: None,
+        unsupported: None,
     }
 }

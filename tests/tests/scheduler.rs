@@ -330,3 +330,62 @@ async fn a_source_no_stack_follows_any_more_is_forgotten_when_it_moves() {
         .unwrap();
     assert_eq!(idle.sources_checked, 0);
 }
+
+/// A stack item written by a later CLI, or edited by hand, never stops the
+/// scheduler for the others: one that cannot be read is skipped and named,
+/// and one whose spec holds unknown fields is read (and refused by its run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_item_is_skipped_and_named_and_the_others_start() {
+    use stacksync::registry::item::to_attr;
+    use stacksync::registry::{Specs, entry_item};
+
+    let fleet = Fleet::new("schedbad", &[3]).await;
+    let now = now_millis();
+    let head = fleet.repos[0].head();
+    let names = &fleet.followers[0];
+    let mut items = Vec::new();
+    for name in names {
+        let mut e = steady_entry(name, &fleet.urls[0], &head, now);
+        e.status.next_reconcile_at = Some(Timestamp(now - 1_000));
+        items.push(entry_item(&e));
+    }
+    // 0: a spec without its source; 1: a spec with a field of a later CLI.
+    let mut spec = stacksync::registry::item::from_attr(&items[0]["spec"]).unwrap();
+    spec.as_object_mut().unwrap().remove("source");
+    items[0].insert("spec".into(), to_attr(&spec));
+    let mut spec = stacksync::registry::item::from_attr(&items[1]["spec"]).unwrap();
+    spec["approval"] = serde_json::json!("always");
+    items[1].insert("spec".into(), to_attr(&spec));
+    let dynamodb = Emulator::shared().dynamodb();
+    for item in items {
+        dynamodb
+            .put_item()
+            .table_name(fleet.registry.table())
+            .set_item(Some(item))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    let report = as_function("scheduler", fleet.scheduler(10).run(now))
+        .await
+        .unwrap();
+    assert_eq!(report.unreadable, vec![format!("stack#{}", names[0])]);
+    assert_eq!(report.errors, Vec::<String>::new());
+    let started: BTreeSet<String> = report.started.iter().map(|s| s.stack.clone()).collect();
+    assert_eq!(
+        started,
+        [names[1].clone(), names[2].clone()].into_iter().collect()
+    );
+
+    let (entries, unreadable) = fleet.registry.list_all().await.unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(unreadable.len(), 1);
+    assert!(
+        unreadable[0].detail.contains("missing field `source`"),
+        "{unreadable:?}"
+    );
+    let newer = fleet.registry.get(&names[1]).await.unwrap().unwrap();
+    let why = newer.unsupported.unwrap();
+    assert!(why.contains("(approval)"), "{why}");
+}

@@ -11,7 +11,16 @@ use crate::error::Result;
 use crate::output::{Table, cell, print_structured};
 
 pub async fn status(registry: &Registry, names: &[String], format: Output) -> Result {
-    let mut entries = registry.list().await.map_err(|e| e.to_string())?;
+    let (mut entries, unreadable) = registry.list_all().await.map_err(|e| e.to_string())?;
+    // Items no reader can use are named on stderr: the table stays the
+    // table, and scripts reading it are not confused.
+    for item in &unreadable {
+        warn_user!(
+            "registry item {} cannot be read, and every reader skips it: {}",
+            item.key,
+            item.detail
+        );
+    }
     if !names.is_empty() {
         let missing: Vec<String> = names
             .iter()
@@ -56,6 +65,9 @@ struct StatusRow<'a> {
     /// The run holding the stack now, since and until when.
     #[serde(skip_serializing_if = "Option::is_none")]
     lease: Option<&'a Lease>,
+    /// Why no run acts on the entry (a later schema, unknown spec fields).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unsupported: Option<&'a str>,
 }
 
 impl<'a> StatusRow<'a> {
@@ -72,8 +84,10 @@ impl<'a> StatusRow<'a> {
             spec_version: e.spec_version,
             observed_spec_version: e.status.observed_spec_version,
             stall_reason: e.status.stall_reason,
-            message: e.status.message.as_deref(),
+            // What blocks every run comes first.
+            message: e.unsupported.as_deref().or(e.status.message.as_deref()),
             lease: e.lease.as_ref(),
+            unsupported: e.unsupported.as_deref(),
         }
     }
 }

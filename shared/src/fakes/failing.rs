@@ -332,7 +332,7 @@ impl<T: Schedule> Schedule for Failing<T> {
         &self,
         now: EpochMillis,
         per_shard: usize,
-    ) -> Result<Vec<StackEntry>, RegistryError> {
+    ) -> Result<crate::registry::Due, RegistryError> {
         self.check_registry("Query")?;
         self.inner.due(now, per_shard).await
     }

@@ -5,9 +5,10 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Number, Value};
 
-use super::schema::{PK, attr};
+use super::schema::{ITEM_SCHEMA_VERSION, PK, attr};
 use super::{Lease, StackEntry};
 use crate::seen::Seen;
+use crate::spec::StackSpec;
 use crate::status::{Phase, Status, Timestamp};
 
 /// A JSON value as a DynamoDB attribute (maps stay maps: readable in the console).
@@ -134,12 +135,91 @@ fn decode<T: serde::de::DeserializeOwned>(item: &Item, name: &str) -> Result<Opt
         .transpose()
 }
 
+/// The most unknown fields dropped from one spec before it is given up on.
+const MAX_UNKNOWN_FIELDS: usize = 32;
+
+/// Reads a stored spec, leaving out the fields this version does not know
+/// (a later CLI's, or a hand edit): the spec and the fields left out, by
+/// path. `stacks.yaml` is read strictly ([`crate::manifest`]); the registry
+/// tolerates what a newer writer added, so one such entry never stops
+/// the readers of all the others.
+pub fn lenient_spec(mut json: Value) -> Result<(StackSpec, Vec<String>), String> {
+    let mut unknown = Vec::new();
+    loop {
+        let error = match serde_json::from_value::<StackSpec>(json.clone()) {
+            Ok(spec) => return Ok((spec, unknown)),
+            Err(e) => e.to_string(),
+        };
+        let field = error
+            .strip_prefix("unknown field `")
+            .and_then(|rest| rest.split('`').next())
+            .map(str::to_owned);
+        let removed = field
+            .filter(|_| unknown.len() < MAX_UNKNOWN_FIELDS)
+            .and_then(|f| remove_field(&mut json, &f));
+        match removed {
+            Some(path) => unknown.push(path),
+            None => return Err(format!("{}: {error}", attr::SPEC)),
+        }
+    }
+}
+
+/// Removes `field` from the spec or the maps in it (`source`, `rollback`,
+/// its triggers); where it was, by path.
+fn remove_field(json: &mut Value, field: &str) -> Option<String> {
+    fn take(map: &mut Value, field: &str) -> bool {
+        map.as_object_mut()
+            .is_some_and(|m| m.remove(field).is_some())
+    }
+    if take(json, field) {
+        return Some(field.to_owned());
+    }
+    for nested in ["source", "rollback"] {
+        if let Some(inner) = json.get_mut(nested)
+            && take(inner, field)
+        {
+            return Some(format!("{nested}.{field}"));
+        }
+    }
+    let triggers = json
+        .get_mut("rollback")?
+        .get_mut("triggers")?
+        .as_array_mut()?;
+    let mut found = false;
+    for trigger in triggers {
+        found |= take(trigger, field);
+    }
+    found.then(|| format!("rollback.triggers.{field}"))
+}
+
 /// Decodes a stack item; the error says which attribute is wrong.
 pub fn entry_from_item(item: &Item) -> Result<StackEntry, String> {
     let name = get_s(item, attr::NAME)
         .ok_or("the item has no name")?
         .to_owned();
-    let spec = decode(item, attr::SPEC)?.ok_or("the item has no spec")?;
+    let json = item
+        .get(attr::SPEC)
+        .map(|v| from_attr(v).map_err(|e| format!("{}: {e}", attr::SPEC)))
+        .transpose()?
+        .ok_or("the item has no spec")?;
+    let (spec, unknown) = lenient_spec(json)?;
+    let schema_version = get_n(item, attr::SCHEMA_VERSION)?
+        .and_then(|v| u64::try_from(v).ok())
+        .unwrap_or(0);
+    let unsupported = if schema_version > ITEM_SCHEMA_VERSION {
+        Some(format!(
+            "the entry was written by a later stacksync (item schema {schema_version}; \
+             this installation reads schema {ITEM_SCHEMA_VERSION}): upgrade the installation"
+        ))
+    } else if !unknown.is_empty() {
+        Some(format!(
+            "the entry's spec holds fields this version of stacksync does not know ({}): \
+             upgrade the installation, or apply the entry again without them",
+            unknown.join(", ")
+        ))
+    } else {
+        None
+    };
     let spec_version = get_n(item, attr::SPEC_VERSION)?
         .and_then(|v| u64::try_from(v).ok())
         .ok_or("the item has no valid specVersion")?;
@@ -168,6 +248,7 @@ pub fn entry_from_item(item: &Item) -> Result<StackEntry, String> {
         updated_at: get_time(item, attr::UPDATED_AT)?.unwrap_or(Timestamp(0)),
         status,
         lease,
+        unsupported,
     })
 }
 
@@ -188,6 +269,55 @@ mod tests {
             "b": true, "z": null, "l": [1, "two", {"three": 3}], "m": {"nested": {"deep": []}}
         });
         assert_eq!(from_attr(&to_attr(&value)).unwrap(), value);
+    }
+
+    #[test]
+    fn fields_a_later_version_wrote_are_left_out_and_named() {
+        let spec = json!({
+            "name": "a", "approval": "always", "adopt": true,
+            "source": {"git": "https://h/r.git", "path": "t.yaml", "verify": {"keys": []}},
+            "rollback": {"triggers": [{"arn": "arn:aws:cloudwatch:us-east-1:1:alarm:x", "weight": 2}]}
+        });
+        let (read, unknown) = lenient_spec(spec).unwrap();
+        assert_eq!(read.source.path, "t.yaml");
+        assert_eq!(
+            unknown,
+            [
+                "adopt",
+                "approval",
+                "rollback.triggers.weight",
+                "source.verify"
+            ]
+        );
+        // A wrong type is not a field to leave out.
+        let err = lenient_spec(json!({"name": "a", "source": {"path": 3}})).unwrap_err();
+        assert!(err.starts_with("spec: invalid type"), "{err}");
+    }
+
+    #[test]
+    fn an_item_of_a_later_schema_or_with_unknown_fields_is_read_but_marked_unsupported() {
+        let spec = json!({"name": "a", "source": {"git": "https://h/r.git", "path": "t.yaml"}});
+        let item = |schema: i64, spec: &Value| {
+            let mut item = Item::new();
+            item.insert(attr::NAME.into(), s("a"));
+            item.insert(attr::SPEC.into(), to_attr(spec));
+            item.insert(attr::SPEC_VERSION.into(), n(1));
+            item.insert(attr::SCHEMA_VERSION.into(), n(schema));
+            item
+        };
+        assert_eq!(entry_from_item(&item(1, &spec)).unwrap().unsupported, None);
+        let later = entry_from_item(&item(2, &spec))
+            .unwrap()
+            .unsupported
+            .unwrap();
+        assert!(later.contains("item schema 2"), "{later}");
+        let mut extra = spec.clone();
+        extra["approval"] = json!("always");
+        let unknown = entry_from_item(&item(1, &extra))
+            .unwrap()
+            .unsupported
+            .unwrap();
+        assert!(unknown.contains("(approval)"), "{unknown}");
     }
 
     #[test]

@@ -362,7 +362,7 @@ impl Schedule for MemoryRegistry {
             .collect())
     }
 
-    async fn due(&self, now: EpochMillis, per_shard: usize) -> Result<Vec<StackEntry>> {
+    async fn due(&self, now: EpochMillis, per_shard: usize) -> Result<super::Due> {
         let state = self.state();
         let mut due = Vec::new();
         for shard in 0..SCHED_SHARDS {
@@ -376,7 +376,10 @@ impl Schedule for MemoryRegistry {
             due.extend(in_shard.into_iter().take(per_shard.max(1)).cloned());
         }
         due.sort_by_key(|e| (e.status.next_reconcile_at.map(|t| t.0), e.name.clone()));
-        Ok(due)
+        Ok(super::Due {
+            entries: due,
+            unreadable: Vec::new(),
+        })
     }
 
     async fn sources(&self) -> Result<Vec<SourceRecord>> {

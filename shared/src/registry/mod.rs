@@ -72,6 +72,11 @@ pub struct StackEntry {
     pub status: Status,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease: Option<Lease>,
+    /// Why this version must not act on the entry, though it could read
+    /// it: written by a later schema, or its spec holds fields this version
+    /// does not know (ignored when it was read). `None` for a normal entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsupported: Option<String>,
 }
 
 impl StackEntry {
@@ -94,6 +99,7 @@ impl StackEntry {
                 ..Status::default()
             },
             lease: None,
+            unsupported: None,
         }
     }
 
@@ -123,6 +129,8 @@ impl StackEntry {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page {
     pub entries: Vec<StackEntry>,
+    /// Items on this page that could not be read (skipped).
+    pub unreadable: Vec<Unreadable>,
     /// Pass back to get the next page; `None` at the end.
     pub next: Option<String>,
 }
@@ -328,6 +336,10 @@ impl Registry {
 fn spec_attributes(spec: &StackSpec) -> HashMap<String, AttributeValue> {
     HashMap::from([
         (attr::SPEC.to_owned(), to_attr_of(spec)),
+        (
+            attr::SCHEMA_VERSION.to_owned(),
+            n(schema::ITEM_SCHEMA_VERSION),
+        ),
         (attr::SPEC_HASH.to_owned(), s(spec.content_hash())),
         (attr::STACK_NAME.to_owned(), s(spec.effective_stack_name())),
         (
@@ -392,7 +404,44 @@ pub(crate) fn sample_entry(name: &str, status: Status) -> StackEntry {
             ..status
         },
         lease: None,
+        unsupported: None,
     }
+}
+
+/// A stack item that could not be read at all (no name, a spec that is
+/// not one, an attribute of the wrong type): every reader that lists
+/// entries skips it, logs it, and goes on with the others.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unreadable {
+    /// Its partition key (`stack#NAME`).
+    pub key: String,
+    /// What is wrong with it.
+    pub detail: String,
+}
+
+/// The entries due, and the due items that could not be read.
+#[derive(Debug, Clone, Default)]
+pub struct Due {
+    pub entries: Vec<StackEntry>,
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// Decodes the items a query or scan gave: the entries, and the items that
+/// could not be read (each logged), so one bad item never hides the rest.
+fn decode_entries(items: &[HashMap<String, AttributeValue>]) -> (Vec<StackEntry>, Vec<Unreadable>) {
+    let mut entries = Vec::with_capacity(items.len());
+    let mut unreadable = Vec::new();
+    for item in items {
+        match entry_from_item(item) {
+            Ok(entry) => entries.push(entry),
+            Err(detail) => {
+                let key = item_key(item);
+                tracing::warn!(%key, %detail, "registry item skipped: it cannot be read");
+                unreadable.push(Unreadable { key, detail });
+            }
+        }
+    }
+    (entries, unreadable)
 }
 
 fn decode_entry(item: &HashMap<String, AttributeValue>) -> Result<StackEntry> {

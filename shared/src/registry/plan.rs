@@ -203,6 +203,7 @@ mod tests {
             updated_at: Timestamp(0),
             status: Status::default(),
             lease: None,
+            unsupported: None,
         }
     }
 

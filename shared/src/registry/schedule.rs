@@ -16,7 +16,7 @@ use super::item::{Watch, from_attr, n, s};
 use super::schema::{
     self, INDEX_BY_NEXT_RECONCILE, INDEX_BY_SHARD, SCHED_SHARDS, SOURCE_PREFIX, attr,
 };
-use super::{Registry, RegistryError, Result, StackEntry, decode_entry};
+use super::{Due, Registry, RegistryError, Result, decode_entries};
 use crate::clock::EpochMillis;
 use crate::seen::Seen;
 use crate::status::Phase;
@@ -65,11 +65,8 @@ pub trait Schedule: Send + Sync {
     /// The entries due at `now` (`nextReconcileAt` ≤ now), oldest first, at
     /// most `per_shard` from each shard of the queue: reads proportional to
     /// the due entries, never to the registry.
-    fn due(
-        &self,
-        now: EpochMillis,
-        per_shard: usize,
-    ) -> impl Future<Output = Result<Vec<StackEntry>>> + Send;
+    /// Items that cannot be read are skipped, and returned apart.
+    fn due(&self, now: EpochMillis, per_shard: usize) -> impl Future<Output = Result<Due>> + Send;
     /// Every source item.
     fn sources(&self) -> impl Future<Output = Result<Vec<SourceRecord>>> + Send;
     /// Adds a source item with no head yet, unless one exists. Returns
@@ -198,14 +195,20 @@ impl Schedule for Registry {
                 )
                 .await?;
             for item in &items {
-                watched.push(watched_from_item(item)?);
+                // One bad item is logged and left out; the others are checked.
+                match watched_from_item(item) {
+                    Ok(w) => watched.push(w),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "registry item skipped: it cannot be read")
+                    }
+                }
             }
         }
         Ok(watched)
     }
 
-    async fn due(&self, now: EpochMillis, per_shard: usize) -> Result<Vec<StackEntry>> {
-        let mut due = Vec::new();
+    async fn due(&self, now: EpochMillis, per_shard: usize) -> Result<Due> {
+        let mut due = Due::default();
         for shard in 0..SCHED_SHARDS {
             let items = self
                 .query_all(
@@ -215,11 +218,12 @@ impl Schedule for Registry {
                     Some(per_shard.max(1)),
                 )
                 .await?;
-            for item in &items {
-                due.push(decode_entry(item)?);
-            }
+            let (entries, unreadable) = decode_entries(&items);
+            due.entries.extend(entries);
+            due.unreadable.extend(unreadable);
         }
-        due.sort_by_key(|e| (e.status.next_reconcile_at.map(|t| t.0), e.name.clone()));
+        due.entries
+            .sort_by_key(|e| (e.status.next_reconcile_at.map(|t| t.0), e.name.clone()));
         Ok(due)
     }
 

@@ -4,7 +4,7 @@
 //!
 //! | item | `pk` | attributes |
 //! |---|---|---|
-//! | a stack | `stack#<name>` | `name`, `spec` (map), `specVersion`, `specHash`, `status` (map), `suspended`, `deletionRequestedAt`, `leaseOwner`, `leaseExpiresAt`, `nextReconcileAt`, `schedShard`, `sourceKey`, `createdAt`, `updatedAt` |
+//! | a stack | `stack#<name>` | `name`, `schemaVersion`, `spec` (map), `specVersion`, `specHash`, `status` (map), `suspended`, `deletionRequestedAt`, `leaseOwner`, `leaseExpiresAt`, `nextReconcileAt`, `schedShard`, `sourceKey`, `createdAt`, `updatedAt` |
 //! | a webhook delivery | `delivery#<id>` | `expiresAt` (TTL) |
 //! | a source the scheduler watches | `source#<sourceKey>` | `url`, `ref`, `head`, `followersCheckedAt`, `schedShard` = `sources`, `nextReconcileAt` = 0 |
 //!
@@ -57,12 +57,19 @@ pub const SOURCES_SHARD: &str = "sources";
 /// (`schedShard` = "0".."3"), so no single index partition gets every write.
 pub const SCHED_SHARDS: u32 = 4;
 
+/// The schema of the stack items this version writes (`schemaVersion`).
+/// An item of a later schema, or whose spec holds fields this version does
+/// not know, is read (listed, shown, scheduled) but never acted on: a run
+/// of it ends `Failed (Unsupported)`, saying why.
+pub const ITEM_SCHEMA_VERSION: u64 = 1;
+
 /// Attribute names.
 pub mod attr {
     pub const NAME: &str = "name";
     pub const SPEC: &str = "spec";
     pub const SPEC_VERSION: &str = "specVersion";
     pub const SPEC_HASH: &str = "specHash";
+    pub const SCHEMA_VERSION: &str = "schemaVersion";
     pub const STATUS: &str = "status";
     pub const SUSPENDED: &str = "suspended";
     pub const DELETION_REQUESTED_AT: &str = "deletionRequestedAt";

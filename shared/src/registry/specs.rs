@@ -16,7 +16,8 @@ use super::item::{n, s, to_attr_of};
 use super::plan::{self, Action, Change, Plan};
 use super::schema::{self, PK, STACK_PREFIX, attr, stack_key};
 use super::{
-    Page, Registry, RegistryError, Result, StackEntry, decode_entry, entry_item, spec_attributes,
+    Page, Registry, RegistryError, Result, StackEntry, Unreadable, decode_entries, decode_entry,
+    entry_item, spec_attributes,
 };
 use crate::clock::EpochMillis;
 use crate::spec::StackSpec;
@@ -42,8 +43,13 @@ pub trait Entries: Send + Sync {
 
 /// Changing specs: what the CLI does to the registry.
 pub trait Specs: Entries {
-    /// Every entry, sorted by name.
+    /// Every entry, sorted by name (items that cannot be read are left
+    /// out, and logged).
     fn list(&self) -> impl Future<Output = Result<Vec<StackEntry>>> + Send;
+    /// Every entry, and every stack item that could not be read.
+    fn list_all(&self) -> impl Future<Output = Result<(Vec<StackEntry>, Vec<Unreadable>)>> + Send {
+        async move { Ok((self.list().await?, Vec::new())) }
+    }
     /// Writes one batch of a plan (at most [`MAX_TRANSACTION_ITEMS`]
     /// changes) in one transaction: all of it or none of it. Each write is
     /// conditioned on the `specVersion` the plan was made from, so an entry
@@ -158,17 +164,17 @@ impl Registry {
             .send()
             .await
             .map_err(|e| self.aws_error("Scan", e))?;
-        let entries = out
-            .items()
-            .iter()
-            .map(decode_entry)
-            .collect::<Result<Vec<_>>>()?;
+        let (entries, unreadable) = decode_entries(out.items());
         let next = out
             .last_evaluated_key()
             .and_then(|k| k.get(PK))
             .and_then(|v| v.as_s().ok())
             .cloned();
-        Ok(Page { entries, next })
+        Ok(Page {
+            entries,
+            unreadable,
+            next,
+        })
     }
 
     /// Every entry whose `attribute` is `value`, through `index`, by name.
@@ -177,7 +183,9 @@ impl Registry {
         let items = self
             .query_all(index, &condition, vec![(":value", s(value))], None)
             .await?;
-        let mut found = items.iter().map(decode_entry).collect::<Result<Vec<_>>>()?;
+        // An item that cannot be read is logged and left out: the
+        // others still follow their source or match their event.
+        let (mut found, _unreadable) = decode_entries(&items);
         found.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(found)
     }
@@ -329,18 +337,24 @@ impl Entries for Registry {
 
 impl Specs for Registry {
     async fn list(&self) -> Result<Vec<StackEntry>> {
+        Ok(self.list_all().await?.0)
+    }
+
+    async fn list_all(&self) -> Result<(Vec<StackEntry>, Vec<Unreadable>)> {
         let mut all = Vec::new();
+        let mut unreadable = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
             let page = self.list_page(cursor.as_deref(), 500).await?;
             all.extend(page.entries);
+            unreadable.extend(page.unreadable);
             match page.next {
                 Some(next) => cursor = Some(next),
                 None => break,
             }
         }
         all.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(all)
+        Ok((all, unreadable))
     }
 
     async fn apply_batch(&self, batch: &[&Change], now: EpochMillis) -> Result<()> {

@@ -33,6 +33,11 @@ where
         // latest, not one that a run finishing just before us has replaced.
         let entry = self.entry(&state).await?;
         state.spec_version = entry.spec_version;
+        if let Some(why) = &entry.unsupported {
+            // Read, never acted on: what this version does not know may
+            // change what the run should do (or must not do).
+            return Err(StepError::stalled(StallReason::Unsupported, why.clone()));
+        }
         if entry.deletion_requested_at.is_some() {
             state.next = Next::Delete;
             state.recreate = false;
@@ -205,6 +210,22 @@ fn content_reason(e: &ContentError) -> StallReason {
 mod tests {
     use super::super::testing::*;
     use super::*;
+
+    #[tokio::test]
+    async fn an_entry_this_version_cannot_fully_read_is_never_acted_on() {
+        let t = Test::with_entry(|e| {
+            e.unsupported = Some("the entry's spec holds fields … (approval)".into());
+        })
+        .await;
+        let err = t.steps.artifact_fetch(t.input("run-1")).await.unwrap_err();
+        assert_eq!(err.name(), "StackSync.Stalled.Unsupported");
+        assert!(err.message().contains("(approval)"));
+        assert_eq!(
+            t.steps.sources.calls(),
+            (0, 0),
+            "the source is not even read"
+        );
+    }
 
     #[tokio::test]
     async fn a_run_takes_the_lease_resolves_the_head_and_stores_the_artifact_once() {

@@ -417,14 +417,15 @@ async fn schedule<R: Entries + Schedule>(r: &R, label: &str) {
     let due = r
         .due(NOW + 1, 10)
         .await
-        .unwrap_or_else(|e| panic!("{label}: {e}"));
+        .unwrap_or_else(|e| panic!("{label}: {e}"))
+        .entries;
     assert_eq!(
         due.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
         ["alpha"],
         "{label}"
     );
     assert!(
-        r.due(NOW, 10).await.unwrap_or_default().is_empty(),
+        r.due(NOW, 10).await.unwrap_or_default().entries.is_empty(),
         "{label}: not due yet"
     );
     assert!(
@@ -449,6 +450,7 @@ async fn schedule<R: Entries + Schedule>(r: &R, label: &str) {
         r.due(NOW + 10_000_000, 10)
             .await
             .unwrap_or_default()
+            .entries
             .iter()
             .all(|e| e.name != "alpha"),
         "{label}: alpha is in no queue"

@@ -45,7 +45,7 @@ use crate::clock::EpochMillis;
 use crate::ports::{
     CloudFormationFactory, SourceFetcher, SourceLocation, Starter, Trigger, TriggerKind,
 };
-use crate::registry::{Entries, LEASE_TTL, RegistryError, Schedule, SourceRecord, StackEntry};
+use crate::registry::{Due, Entries, LEASE_TTL, RegistryError, Schedule, SourceRecord, StackEntry};
 use crate::seen::Change;
 use crate::source::source_key;
 use crate::triggers::TriggerError;
@@ -112,6 +112,9 @@ pub struct Report {
     pub heads_recorded: usize,
     /// Source items forgotten (no follower left).
     pub sources_forgotten: usize,
+    /// Due items that could not be read (their keys): skipped, never
+    /// blocking the others; `stacksync status` lists them.
+    pub unreadable: Vec<String>,
     /// Stacks read for the health check.
     pub stacks_watched: usize,
     /// Stacks the health check found as their last run left them.
@@ -227,11 +230,16 @@ where
     pub async fn run(&self, now: EpochMillis) -> Result<Report, RegistryError> {
         let mut report = Report::default();
         let started_at = Instant::now();
-        let due = self
+        let Due {
+            entries: due,
+            unreadable,
+        } = self
             .registry
             .due(now, self.config.due_reads_per_shard)
             .await?;
         report.due = due.len();
+        // Skipped (each logged by the registry); the others go on.
+        report.unreadable = unreadable.into_iter().map(|u| u.key).collect();
         let mut records = self.registry.sources().await?;
         report.timing.queue = started_at.elapsed();
         let at = Instant::now();
@@ -373,6 +381,7 @@ where
             started = report.started.len(),
             deferred = report.deferred,
             errors = report.errors.len(),
+            unreadable = report.unreadable.len(),
             "scheduler run"
         );
     }
