@@ -720,3 +720,47 @@ async fn a_git_server_that_never_answers_ends_the_run_after_two_tries() {
     assert!(message.contains("did not answer in time"), "{message}");
     assert_eq!(server.seen().held, 2, "one try and one retry");
 }
+
+/// Whether another try can help is decided by the error's type and the
+/// server's answer, never by digits in its text: a repository the daemon
+/// does not export is final, whatever its name, and a server that refuses
+/// the connection is worth retrying even with 401, 403 and 404 in its URL.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repository_that_is_not_exported_is_final_and_a_refused_connection_is_not() {
+    use stacksync::ports::PortError;
+    use stacksync_testkit::git::GitDaemon;
+
+    let repo = GitRepo::new("exported");
+    repo.commit(&[("t.yaml", QUEUE)], "queue");
+    let daemon = GitDaemon::serve(&repo);
+    let fetcher = GitFetcher::new(std::env::temp_dir().join(unique_name("classify")));
+    let at = |url: String| SourceLocation {
+        url,
+        credentials: None,
+    };
+    let served = daemon.url(&repo);
+    assert!(fetcher.resolve(&at(served.clone()), "main").await.is_ok());
+
+    let (base, _) = served.rsplit_once('/').unwrap();
+    let missing = format!("{base}/missing-401-403-404.git");
+    match fetcher.resolve(&at(missing), "main").await {
+        Err(FetchError::Port(PortError::Rejected(m))) => {
+            assert!(m.contains("the server refused"), "{m}")
+        }
+        other => panic!("a repository the daemon does not export is final: {other:?}"),
+    }
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    for url in [
+        format!("http://127.0.0.1:{closed}/team-401/repo-403/404.git"),
+        format!("git://127.0.0.1:{closed}/team-401/repo-404.git"),
+    ] {
+        match fetcher.resolve(&at(url.clone()), "main").await {
+            Err(FetchError::Port(PortError::Transient(_))) => {}
+            other => panic!("{url}: a refused connection is worth another try: {other:?}"),
+        }
+    }
+}
