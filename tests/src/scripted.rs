@@ -114,9 +114,14 @@ impl<T: CloudFormation> CloudFormation for Recorded<T> {
         self.0.list_change_sets(stack).await
     }
 
-    async fn delete_stack(&self, stack: &str, role_arn: Option<&str>) -> PortResult<()> {
+    async fn delete_stack(
+        &self,
+        stack: &str,
+        role_arn: Option<&str>,
+        attempt: &str,
+    ) -> PortResult<()> {
         cfn_call("DeleteStack", stack, role_arn);
-        self.0.delete_stack(stack, role_arn).await
+        self.0.delete_stack(stack, role_arn, attempt).await
     }
 
     async fn continue_update_rollback(

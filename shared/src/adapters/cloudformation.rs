@@ -297,12 +297,17 @@ impl CloudFormation for SdkCloudFormation {
         }
     }
 
-    async fn delete_stack(&self, stack: &str, role_arn: Option<&str>) -> PortResult<()> {
+    async fn delete_stack(
+        &self,
+        stack: &str,
+        role_arn: Option<&str>,
+        attempt: &str,
+    ) -> PortResult<()> {
         self.client
             .delete_stack()
             .stack_name(stack)
             .set_role_arn(role_arn.map(str::to_owned))
-            .client_request_token(request_token(&format!("delete-{stack}")))
+            .client_request_token(delete_token(stack, attempt))
             .send()
             .await
             .map(|_| ())
@@ -438,5 +443,34 @@ impl crate::ports::CloudFormationFactory for SdkCloudFormationFactory {
 
     fn home_region(&self) -> Option<String> {
         self.base.region().map(|r| r.to_string())
+    }
+}
+/// The `ClientRequestToken` of one delete request: the same for the same
+/// stack and attempt (a retry after a lost answer), another for a later
+/// attempt (CloudFormation would take a reused token for a retry of the
+/// first request, and not delete again). Hashed: stack names and
+/// execution names together can pass the token's 128 characters.
+pub fn delete_token(stack: &str, attempt: &str) -> String {
+    let digest = crate::hash::sha256_hex(format!("{stack}\n{attempt}").as_bytes());
+    request_token(&format!("delete-{}", &digest[..32]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::naming::OWN_TOKEN_PREFIX;
+
+    #[test]
+    fn a_delete_token_is_the_same_for_a_retry_and_new_for_a_later_attempt() {
+        let long = "s".repeat(128);
+        let run = "x".repeat(80);
+        let first = delete_token(&long, &format!("{run}/0"));
+        assert_eq!(first, delete_token(&long, &format!("{run}/0")));
+        assert_ne!(first, delete_token(&long, &format!("{run}/1")));
+        assert_ne!(first, delete_token(&long, "another-run/0"));
+        assert!(
+            first.len() <= 128 && first.starts_with(OWN_TOKEN_PREFIX),
+            "{first}"
+        );
     }
 }

@@ -297,8 +297,13 @@ impl CloudFormation for ScriptedCloudFormation {
         Ok(vec!["left-over".to_owned()])
     }
 
-    async fn delete_stack(&self, stack: &str, _role_arn: Option<&str>) -> PortResult<()> {
-        self.call("DeleteStack", stack.to_owned())?;
+    async fn delete_stack(
+        &self,
+        stack: &str,
+        _role_arn: Option<&str>,
+        attempt: &str,
+    ) -> PortResult<()> {
+        self.call("DeleteStack", format!("{stack} {attempt}"))?;
         let mut s = self.script();
         s.stack = s.after_delete.iter().cloned().collect();
         Ok(())

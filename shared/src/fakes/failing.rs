@@ -214,9 +214,14 @@ impl<T: CloudFormation> CloudFormation for Failing<T> {
         self.inner.list_change_sets(stack).await
     }
 
-    async fn delete_stack(&self, stack: &str, role_arn: Option<&str>) -> PortResult<()> {
+    async fn delete_stack(
+        &self,
+        stack: &str,
+        role_arn: Option<&str>,
+        attempt: &str,
+    ) -> PortResult<()> {
         self.check("DeleteStack")?;
-        self.inner.delete_stack(stack, role_arn).await
+        self.inner.delete_stack(stack, role_arn, attempt).await
     }
 
     async fn continue_update_rollback(

@@ -140,10 +140,14 @@ pub trait CloudFormation: Send + Sync {
     /// The names of the stack's change sets.
     fn list_change_sets(&self, stack: &str)
     -> impl Future<Output = PortResult<Vec<String>>> + Send;
+    /// `attempt` names this request (the run and its count of delete
+    /// requests): sent again after a lost answer, it is the same request;
+    /// a later attempt (after `DELETE_FAILED`) is a new one.
     fn delete_stack(
         &self,
         stack: &str,
         role_arn: Option<&str>,
+        attempt: &str,
     ) -> impl Future<Output = PortResult<()>> + Send;
     fn continue_update_rollback(
         &self,

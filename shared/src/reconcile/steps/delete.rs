@@ -63,7 +63,10 @@ where
                     // stacksync turned it on; the entry's removal turns it off.
                     cfn.set_termination_protection(stack_name, false).await?;
                 }
-                cfn.delete_stack(stack_name, spec.role_arn.as_deref())
+                // Named by the run and the attempt: a second request after
+                // DELETE_FAILED is a new request, not taken for a retry.
+                let attempt = format!("{}/{}", state.execution, state.delete_requests);
+                cfn.delete_stack(stack_name, spec.role_arn.as_deref(), &attempt)
                     .await?;
                 state.delete_requests += 1;
                 wait_delete(state, spec)
@@ -173,6 +176,23 @@ mod tests {
         for _ in 0..2 {
             state = t.steps.delete(state).await.unwrap();
         }
+        // The second request is a new one (its own token), not the
+        // first one's retry, which CloudFormation would not act on again.
+        let requests: Vec<String> = t
+            .cfn
+            .script()
+            .calls
+            .iter()
+            .filter(|c| c.starts_with("DeleteStack"))
+            .cloned()
+            .collect();
+        assert_eq!(
+            requests,
+            [
+                format!("DeleteStack {NAME} {}/0", state.execution),
+                format!("DeleteStack {NAME} {}/1", state.execution)
+            ]
+        );
         match t.steps.delete(state).await.unwrap_err() {
             StepError::Stalled { reason, message } => {
                 assert_eq!(reason, StallReason::DeleteFailed);
