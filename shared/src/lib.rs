@@ -47,6 +47,7 @@ pub mod template;
 pub mod triggers;
 pub mod validate;
 pub mod wiring;
+pub mod yaml;
 
 pub use duration::Duration;
 pub use spec::StackSpec;

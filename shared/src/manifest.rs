@@ -159,6 +159,7 @@ fn read_outline(text: &str) -> Result<Outline, String> {
     if text.trim().is_empty() {
         return Err("the file is empty: expected `stacks:` followed by a list of entries".into());
     }
+    crate::yaml::check_expansion(text, crate::yaml::MAX_YAML_NODES)?;
     let value: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?;
     let Some(top) = value.as_mapping() else {
@@ -384,6 +385,20 @@ stacks:
         );
         assert!(
             msg.contains("stacks[1] (b): field stackName: stacks[0] already manages"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn anchors_that_expand_past_the_bound_are_refused_whole() {
+        let text = format!(
+            "x: &x [{}]\ny: [{}]\nstacks: []\n",
+            vec!["v"; 20_000].join(", "),
+            vec!["*x"; 100].join(", ")
+        );
+        let msg = problem(&text);
+        assert!(
+            msg.contains("expands to more than 1000000 values through its anchors and aliases"),
             "{msg}"
         );
     }

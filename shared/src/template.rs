@@ -27,6 +27,8 @@ pub fn check_template(path: &str, bytes: &[u8]) -> Result<(), String> {
             .map_err(|e| format!("template {path} is not valid JSON: {e}"))
             .and_then(|v| serde_yaml_ng::to_value(v).map_err(|e| e.to_string()))?
     } else {
+        crate::yaml::check_expansion(text, crate::yaml::MAX_YAML_NODES)
+            .map_err(|e| format!("template {path} is refused: {e}"))?;
         serde_yaml_ng::from_str(text)
             .map_err(|e| format!("template {path} is not valid YAML or JSON: {e}"))?
     };
@@ -128,6 +130,24 @@ pub fn desired_hash(
 mod tests {
     use super::*;
     use crate::spec::fixtures::spec;
+
+    #[test]
+    fn a_template_whose_aliases_expand_past_the_bound_is_refused() {
+        let text = format!(
+            "Mappings: {{M: &m {{{}}}}}\nResources:\n  Q: {{Type: AWS::SQS::Queue}}\nOutputs: [{}]\n",
+            (0..20_000)
+                .map(|i| format!("k{i}: v"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            vec!["*m"; 100].join(", ")
+        );
+        assert!(text.len() < MAX_TEMPLATE_BYTES);
+        let err = check_template("t.yaml", text.as_bytes()).unwrap_err();
+        assert!(
+            err.starts_with("template t.yaml is refused: it expands to more than"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn yaml_with_short_tags_and_json_templates_pass() {

@@ -67,7 +67,37 @@ pub fn validate_spec(spec: &StackSpec) -> Vec<FieldError> {
     settings::check_stack_policy(spec.stack_policy.as_ref(), &mut errors);
     settings::check_notifications(&spec.notification_arns, &mut errors);
     settings::check_rollback(spec.rollback.as_ref(), &mut errors);
+    check_stored_size(spec, &mut errors);
     errors.0
+}
+
+/// The most bytes a spec may take as stored: DynamoDB holds 400 KB per
+/// item, and the entry's status, lease and indexed attributes need the rest.
+pub const MAX_SPEC_BYTES: usize = 300 * 1024;
+
+/// A spec that would not fit in its registry item, refused against its
+/// largest field (200 parameters of 4 KB pass each rule, and not this one).
+fn check_stored_size(spec: &StackSpec, errors: &mut Errors) {
+    let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(spec) else {
+        return;
+    };
+    let size = |v: &serde_json::Value| serde_json::to_vec(v).map_or(0, |b| b.len());
+    let total: usize = fields.iter().map(|(k, v)| k.len() + size(v) + 4).sum();
+    if total <= MAX_SPEC_BYTES {
+        return;
+    }
+    let largest = fields
+        .iter()
+        .max_by_key(|(_, v)| size(v))
+        .map_or("name", |(k, _)| k.as_str());
+    errors.push(
+        largest,
+        format!(
+            "the entry is {total} bytes as stored, more than the {MAX_SPEC_BYTES} a registry \
+             entry may hold (DynamoDB's items hold 400 KB, with the status): move values \
+             to a parameter file in the source"
+        ),
+    );
 }
 
 /// The errors found so far, in the order they were found.
@@ -103,6 +133,29 @@ mod tests {
     #[test]
     fn the_minimal_fixture_is_valid() {
         assert_eq!(validate_spec(&spec("orders-queue")), vec![]);
+    }
+
+    #[test]
+    fn a_spec_too_large_for_its_registry_item_is_refused_with_its_size() {
+        let mut s = spec("a");
+        // 200 parameters of 4 KB: each within the rules, 800 KB in all.
+        for i in 0..MAX_PARAMETERS {
+            s.parameters
+                .insert(format!("P{i}"), "v".repeat(MAX_PARAMETER_VALUE_BYTES));
+        }
+        let errors = validate_spec(&s);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].field, "parameters");
+        assert!(
+            errors[0]
+                .message
+                .contains("more than the 307200 a registry entry may hold"),
+            "{}",
+            errors[0].message
+        );
+        // 70 of them fit.
+        s.parameters = s.parameters.into_iter().take(70).collect();
+        assert_eq!(validate_spec(&s), vec![]);
     }
 
     #[test]
