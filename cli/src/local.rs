@@ -33,7 +33,8 @@ impl LocalRunner {
         // An endpoint override means a local emulator (see `sdk_steps`).
         let endpoint = config.endpoint_url();
         Ok(Self {
-            steps: sdk_steps(config, registry, bucket, endpoint)
+            // The local runner: http:// and git:// are the user's own call.
+            steps: sdk_steps(config, registry, bucket, endpoint, true)
                 .await
                 .map_err(|e| e.to_string())?,
             machine: reconcile_machine().map_err(|e| e.to_string())?,

@@ -86,7 +86,8 @@ async fn serve(step: StepName) -> Result<(), lambda_runtime::Error> {
         .filter(|e| !e.is_empty());
     let config = load_config(&AwsOptions::default()).await;
     let registry = Registry::new(aws_sdk_dynamodb::Client::new(&config), table);
-    let steps = sdk_steps(&config, registry, &bucket, endpoint.as_deref())
+    // A deployed function: unauthenticated transports need `insecure`.
+    let steps = sdk_steps(&config, registry, &bucket, endpoint.as_deref(), false)
         .await
         .map_err(|e| e.to_string())?;
     let steps = &steps;

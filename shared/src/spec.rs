@@ -156,6 +156,12 @@ pub struct Source {
     /// template and the parameter file (nested templates and the like).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub include: Vec<String>,
+    /// Fetch an `http://` or `git://` source in a deployed installation
+    /// too: unauthenticated transports let anyone on the network path
+    /// choose the template, so they are refused there unless this is set.
+    /// (The local runner fetches them either way.)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
 }
 
 /// The kind of a source, once validated.
@@ -376,6 +382,7 @@ pub(crate) mod fixtures {
                 path: "stacks/queue.yaml".to_owned(),
                 credentials_secret: None,
                 include: Vec::new(),
+                insecure: false,
             },
             parameters: BTreeMap::new(),
             parameter_file: None,

@@ -43,6 +43,7 @@ pub async fn sdk_steps(
     registry: Registry,
     bucket: &str,
     endpoint: Option<&str>,
+    local: bool,
 ) -> Result<SdkSteps, StepError> {
     let region = config.region().map(|r| r.to_string()).unwrap_or_default();
     let blobs = S3Store::new(s3_client(config, endpoint.is_some()), bucket);
@@ -59,6 +60,7 @@ pub async fn sdk_steps(
             &std::env::temp_dir().join("stacksync"),
         ),
         config: StepConfig {
+            local,
             template_url_base: template_url_base(
                 bucket,
                 &region,

@@ -22,6 +22,29 @@ const REQUESTS: usize = 1000;
 /// Stacks that follow the pushed repository and branch (each push starts this many).
 const FOLLOWING: usize = 3;
 
+/// A signed GitHub push of commit `i` to `acme/REPO`'s main branch.
+fn push_to(i: usize, repo: &str) -> (Headers, Vec<u8>) {
+    let body = json!({
+        "ref": "refs/heads/main",
+        "after": format!("{:040x}", i + 1),
+        "deleted": false,
+        "head_commit": {"id": format!("{:040x}", i + 1)},
+        "repository": {
+            "full_name": format!("acme/{repo}"),
+            "clone_url": format!("https://github.com/acme/{repo}.git"),
+            "ssh_url": format!("git@github.com:acme/{repo}.git"),
+            "html_url": format!("https://github.com/acme/{repo}")
+        }
+    });
+    let raw = serde_json::to_vec(&body).expect("json");
+    let mut headers = Headers::new();
+    headers.insert("X-GitHub-Event", "push");
+    headers.insert("X-GitHub-Delivery", format!("bench-{repo}-{i}"));
+    headers.insert("Content-Type", "application/json");
+    headers.insert("X-Hub-Signature-256", sign(b"bench-secret", &raw));
+    (headers, raw)
+}
+
 #[tokio::main]
 async fn main() {
     let emulator = Emulator::shared();
@@ -56,27 +79,7 @@ async fn main() {
         starter: Executions::new(sfn, &machine),
         secrets: Secrets::new(SecretLocation::SecretsManager(secret_id), &config),
     };
-    let delivery = |i: usize| {
-        let body = json!({
-            "ref": "refs/heads/main",
-            "after": format!("{:040x}", i + 1),
-            "deleted": false,
-            "head_commit": {"id": format!("{:040x}", i + 1)},
-            "repository": {
-                "full_name": "acme/infra",
-                "clone_url": "https://github.com/acme/infra.git",
-                "ssh_url": "git@github.com:acme/infra.git",
-                "html_url": "https://github.com/acme/infra"
-            }
-        });
-        let raw = serde_json::to_vec(&body).expect("json");
-        let mut headers = Headers::new();
-        headers.insert("X-GitHub-Event", "push");
-        headers.insert("X-GitHub-Delivery", format!("bench-{i}"));
-        headers.insert("Content-Type", "application/json");
-        headers.insert("X-Hub-Signature-256", sign(b"bench-secret", &raw));
-        (headers, raw)
-    };
+    let delivery = |i: usize| push_to(i, "infra");
 
     // One delivery, recorded: the AWS calls it makes (secret cached after the first).
     let (headers, raw) = delivery(usize::MAX / 2);
@@ -121,5 +124,87 @@ async fn main() {
     println!(
         "AWS calls per delivery ({total}): {} (the secret is cached for 5 minutes).",
         list.join(", ")
+    );
+    println!();
+    wide(&h, &webhook, &p, &push_to).await;
+}
+
+/// Stacks that follow the repository of the wide benchmark.
+const WIDE: usize = 500;
+/// Deliveries measured through the handler (starts 32 at a time), and
+/// with the starts one after the other, as before.
+const WIDE_DELIVERIES: usize = 10;
+const WIDE_SEQUENTIAL: usize = 3;
+
+/// A push to a repository that 500 stacks follow: the handler's time
+/// (starts 32 at a time), and the same starts made one after the other.
+async fn wide(
+    h: &Harness<stacksync::adapters::cloudformation::SdkCloudFormationFactory>,
+    webhook: &Webhook<Registry, Executions, Secrets>,
+    p: &str,
+    sign_push: &impl Fn(usize, &str) -> (Headers, Vec<u8>),
+) {
+    let mut stacks = String::from("stacks:\n");
+    for i in 0..WIDE {
+        stacks.push_str(&format!(
+            "  - {{name: {p}-w{i}, source: {{git: 'https://github.com/acme/wide.git', path: s{i}.yaml}}}}\n"
+        ));
+    }
+    h.apply(&stacks).await;
+    let mut millis = Vec::new();
+    for i in 0..WIDE_DELIVERIES {
+        let (headers, raw) = sign_push(1_000_000 + i, "wide");
+        let started = Instant::now();
+        let answer = webhook.handle(&headers, &raw, now_millis()).await;
+        millis.push(started.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(answer.status, 202, "{}", answer.body);
+        let count = answer.body["started"].as_array().map_or(0, Vec::len);
+        assert_eq!(count, WIDE, "every follower started");
+    }
+    let keys = [stacksync::source::source_key(
+        "https://github.com/acme/wide.git",
+        Some("main"),
+    )];
+    let mut sequential = Vec::new();
+    for i in 0..WIDE_SEQUENTIAL {
+        let mut starts = stacksync::triggers::Starts::default();
+        let started = Instant::now();
+        stacksync::triggers::start_followers_at(
+            1,
+            &webhook.registry,
+            &webhook.starter,
+            &keys,
+            (
+                stacksync::ports::TriggerKind::Webhook,
+                &format!("{:040x}", 2_000_000 + i),
+            ),
+            &mut starts,
+        )
+        .await
+        .expect("started");
+        sequential.push(started.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(starts.started.len(), WIDE);
+    }
+    millis.sort_by(f64::total_cmp);
+    sequential.sort_by(f64::total_cmp);
+    let at = |v: &[f64], q: f64| v[((v.len() as f64 * q).ceil() as usize).saturating_sub(1)];
+    println!(
+        "### A push that {WIDE} stacks follow ({WIDE_DELIVERIES} deliveries; {WIDE_SEQUENTIAL} with the starts one at a time)"
+    );
+    println!();
+    println!("| starts | p50 | p99 | max |");
+    println!("|---|---|---|---|");
+    println!(
+        "| {} at a time (the handler) | {:.0} ms | {:.0} ms | {:.0} ms |",
+        stacksync::triggers::START_CONCURRENCY,
+        at(&millis, 0.5),
+        at(&millis, 0.99),
+        millis.last().copied().unwrap_or(0.0)
+    );
+    println!(
+        "| one after the other (before) | {:.0} ms | {:.0} ms | {:.0} ms |",
+        at(&sequential, 0.5),
+        at(&sequential, 0.99),
+        sequential.last().copied().unwrap_or(0.0)
     );
 }

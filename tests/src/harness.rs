@@ -100,6 +100,9 @@ impl Harness<SdkCloudFormationFactory> {
             emulator.new_registry(prefix).await,
             &unique_name(prefix).to_lowercase(),
             Some(emulator.endpoint()),
+            // As the local runner: the tests' Git servers speak git:// and
+            // http:// on 127.0.0.1.
+            true,
         )
         .await
         .expect("steps built");
@@ -120,6 +123,9 @@ impl Harness<SdkCloudFormationFactory> {
             registry,
             &unique_name(prefix).to_lowercase(),
             Some(emulator.endpoint()),
+            // As the local runner: the tests' Git servers speak git:// and
+            // http:// on 127.0.0.1.
+            true,
         )
         .await
         .expect("steps built");

@@ -764,3 +764,36 @@ async fn a_repository_that_is_not_exported_is_final_and_a_refused_connection_is_
         }
     }
 }
+
+/// A deployed installation refuses git:// and http:// sources (anyone on
+/// the path could choose the template) unless the spec says `insecure`.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unauthenticated_transport_is_refused_when_deployed_unless_the_spec_says_insecure() {
+    use stacksync_testkit::git::GitDaemon;
+
+    let repo = GitRepo::new("plain");
+    repo.commit(&[("t.yaml", QUEUE)], "queue");
+    let daemon = GitDaemon::serve(&repo);
+    let mut h = Harness::new("plain").await;
+    h.steps.config.local = false;
+    let name = stack_name("plain");
+    let entry = |insecure: bool| {
+        format!(
+            "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml, insecure: {insecure}}}\n",
+            daemon.url(&repo)
+        )
+    };
+    h.apply(&entry(false)).await;
+    let outcome = h.reconcile(&name).await;
+    assert!(matches!(&outcome, Outcome::Failed(_)), "{outcome:?}");
+    let status = h.entry(&name).await.status;
+    assert_eq!(status.stall_reason, Some(StallReason::Unsupported));
+    let message = status.message.unwrap_or_default();
+    assert!(message.contains("git:// is not authenticated"), "{message}");
+    assert_eq!(queue_count(&name).await, 0, "no stack made");
+
+    h.apply(&entry(true)).await;
+    let outcome = h.reconcile(&name).await;
+    assert!(ready(&outcome), "{outcome:?}");
+    assert_eq!(h.entry(&name).await.status.phase, Phase::Ready);
+}

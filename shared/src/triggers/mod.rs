@@ -104,11 +104,17 @@ pub enum TriggerError {
     Start(#[from] PortError),
 }
 
-/// Starts one execution per non-suspended stack that follows any of `keys`
-/// (source-index keys), named by stack, `kind` and `revision`: a repeated
-/// trigger for one revision starts nothing new. Stops at the first error
-/// (what was started stays started; a retry of the whole trigger starts only
-/// the rest).
+/// How many executions a trigger starts at once: a push to a source with
+/// hundreds of followers is answered well within a sender's timeout
+/// (GitHub gives 10 s), and Step Functions' `StartExecution` quota (a
+/// bucket of hundreds, refilled at scores a second) is never reached.
+pub const START_CONCURRENCY: usize = 32;
+
+/// Starts the reconcile of every stack following one of `keys` (each
+/// once), at `revision`, [`START_CONCURRENCY`] at a time; suspended ones
+/// are skipped. A start that fails leaves the others going: the error is
+/// returned once all were tried, so the sender's retry (the starts are
+/// idempotent: one execution per stack and revision) finishes the job.
 pub async fn start_followers<R: Entries, X: Starter>(
     registry: &R,
     starter: &X,
@@ -117,7 +123,31 @@ pub async fn start_followers<R: Entries, X: Starter>(
     revision: &str,
     starts: &mut Starts,
 ) -> Result<(), TriggerError> {
+    start_followers_at(
+        START_CONCURRENCY,
+        registry,
+        starter,
+        keys,
+        (kind, revision),
+        starts,
+    )
+    .await
+}
+
+/// [`start_followers`], `concurrency` starts at a time (1: one after the
+/// other, as before; for the benchmark's comparison).
+pub async fn start_followers_at<R: Entries, X: Starter>(
+    concurrency: usize,
+    registry: &R,
+    starter: &X,
+    keys: &[String],
+    (kind, revision): (TriggerKind, &str),
+    starts: &mut Starts,
+) -> Result<(), TriggerError> {
+    use futures_util::stream::{self, StreamExt};
+
     let mut seen = BTreeSet::new();
+    let mut to_start = Vec::new();
     for key in keys {
         for entry in registry.by_source(key).await? {
             if !seen.insert(entry.name.clone()) {
@@ -131,27 +161,49 @@ pub async fn start_followers<R: Entries, X: Starter>(
                 });
                 continue;
             }
-            let trigger = Trigger {
-                revision: Some(revision.to_owned()),
-                ..Trigger::of(kind)
-            };
-            let s = starter.start(&entry.name, &trigger, revision).await?;
-            if s.new {
-                starts.started.push(StartedStack {
-                    stack: s.stack,
-                    execution: s.execution_name,
-                    revision: revision.to_owned(),
-                });
-            } else {
-                starts.skipped.push(Skipped {
-                    stack: s.stack,
-                    execution: Some(s.execution_name),
-                    reason: SkipReason::AlreadyStarted,
-                });
+            to_start.push(entry.name);
+        }
+    }
+    let trigger = Trigger {
+        revision: Some(revision.to_owned()),
+        ..Trigger::of(kind)
+    };
+    // The futures made first (a closure in the stream would make the
+    // handler's future not `Send` for every lifetime, as `tokio::spawn`
+    // needs), then run `concurrency` at a time.
+    let pending: Vec<_> = to_start
+        .iter()
+        .map(|name| starter.start(name, &trigger, revision))
+        .collect();
+    let results: Vec<_> = stream::iter(pending)
+        .buffered(concurrency.max(1))
+        .collect()
+        .await;
+    let mut failed = None;
+    for result in results {
+        match result {
+            Ok(s) if s.new => starts.started.push(StartedStack {
+                stack: s.stack,
+                execution: s.execution_name,
+                revision: revision.to_owned(),
+            }),
+            Ok(s) => starts.skipped.push(Skipped {
+                stack: s.stack,
+                execution: Some(s.execution_name),
+                reason: SkipReason::AlreadyStarted,
+            }),
+            Err(e) => {
+                failed.get_or_insert(e);
             }
         }
     }
-    Ok(())
+    // In the order of the stacks' names, whatever order they ended in.
+    starts.started.sort_by(|a, b| a.stack.cmp(&b.stack));
+    starts.skipped.sort_by(|a, b| a.stack.cmp(&b.stack));
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -210,5 +262,62 @@ mod tests {
             json["skipped"][0]["reason"],
             "already started for this revision"
         );
+    }
+
+    /// Counts the starts in flight at once; fails the stack named "bad".
+    #[derive(Default)]
+    struct Gauge {
+        now: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Starter for Gauge {
+        async fn start(
+            &self,
+            stack: &str,
+            _trigger: &Trigger,
+            key: &str,
+        ) -> crate::ports::PortResult<crate::ports::Started> {
+            use std::sync::atomic::Ordering::SeqCst;
+            let now = self.now.fetch_add(1, SeqCst) + 1;
+            self.most.fetch_max(now, SeqCst);
+            tokio::task::yield_now().await;
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            self.now.fetch_sub(1, SeqCst);
+            if stack == "bad" {
+                return Err(PortError::Transient("StartExecution: throttled".into()));
+            }
+            Ok(crate::ports::Started {
+                stack: stack.to_owned(),
+                execution_name: format!("{stack}-{key}"),
+                execution_arn: String::new(),
+                new: true,
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn hundreds_of_followers_start_a_bounded_number_at_once_and_one_failure_stops_none() {
+        let registry = MemoryRegistry::new();
+        for i in 0..200 {
+            registry.insert(sample_entry(&format!("s{i:03}"), Status::default()));
+        }
+        registry.insert(sample_entry("bad", Status::default()));
+        let starter = Gauge::default();
+        let keys = [source_key("https://git.example/infra.git", Some("main"))];
+        let mut starts = Starts::default();
+        let result = start_followers(
+            &registry,
+            &starter,
+            &keys,
+            TriggerKind::Webhook,
+            "c1",
+            &mut starts,
+        )
+        .await;
+        assert!(matches!(result, Err(TriggerError::Start(_))), "{result:?}");
+        assert_eq!(starts.started.len(), 200, "every other follower started");
+        let most = starter.most.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(most > 1 && most <= START_CONCURRENCY, "{most} at once");
     }
 }

@@ -328,6 +328,7 @@ mod tests {
                 "arn:aws:secretsmanager:us-east-1:111122223333:secret:git-AbCdEf".into(),
             ),
             include: vec![],
+            insecure: false,
         }
     }
 

@@ -53,6 +53,7 @@ where
             };
             return self.finish(state, &entry, status, "suspended").await;
         }
+        self.transport_allowed(&entry)?;
         let revision = self.resolve(&state, &entry).await?;
         if !state.trigger.force && entry.status.gave_up_at(entry.spec_version, Some(&revision)) {
             // Nothing changed since the run that gave up: trying again would
@@ -119,6 +120,32 @@ where
         ended.next = Next::Done;
         ended.outcome = Some(outcome);
         Ok(Some(ended))
+    }
+
+    /// Refuses an unauthenticated transport (`http://`, `git://`) in a
+    /// deployed installation, unless the spec says `source.insecure`:
+    /// whoever sits on the network path would choose the template that
+    /// runs under the stack's service role.
+    fn transport_allowed(&self, entry: &StackEntry) -> Result<(), StepError> {
+        let source = &entry.spec.source;
+        let Some(url) = source.git.as_deref() else {
+            return Ok(());
+        };
+        let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+        match scheme.as_deref() {
+            Some(plain @ ("http" | "git")) if !self.config.local && !source.insecure => {
+                Err(StepError::stalled(
+                    StallReason::Unsupported,
+                    format!(
+                        "{}: {plain}:// is not authenticated, so anyone on the network path \
+                         could choose the template: use https:// or ssh://, or set \
+                         source.insecure: true to fetch it anyway",
+                        crate::validate::redacted(url)
+                    ),
+                ))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Resolves the source's ref to its head: always the head now, since
@@ -210,6 +237,42 @@ fn content_reason(e: &ContentError) -> StallReason {
 mod tests {
     use super::super::testing::*;
     use super::*;
+
+    #[tokio::test]
+    async fn unauthenticated_transports_are_refused_when_deployed_unless_the_spec_says_insecure() {
+        for (url, insecure, local, refused) in [
+            ("http://git.example/infra.git", false, false, true),
+            ("GIT://git.example/infra.git", false, false, true),
+            ("http://git.example/infra.git", true, false, false),
+            ("git://git.example/infra.git", false, true, false),
+            ("https://git.example/infra.git", false, false, false),
+        ] {
+            let mut t = Test::with_entry(|e| {
+                e.spec.source.git = Some(url.into());
+                e.spec.source.insecure = insecure;
+            })
+            .await;
+            t.steps.config.local = local;
+            t.steps
+                .sources
+                .commit(url, "main", HEAD, &[("t.yaml", TEMPLATE)]);
+            let result = t.steps.artifact_fetch(t.input("run-1")).await;
+            match result {
+                Err(e) if refused => {
+                    assert_eq!(e.name(), "StackSync.Stalled.Unsupported");
+                    assert!(
+                        e.message().contains("is not authenticated")
+                            && e.message().contains("source.insecure: true"),
+                        "{}",
+                        e.message()
+                    );
+                    assert_eq!(t.steps.sources.calls(), (0, 0), "nothing fetched");
+                }
+                Ok(state) if !refused => assert_eq!(state.next, Next::Upload, "{url}"),
+                other => panic!("{url} insecure={insecure} local={local}: {other:?}"),
+            }
+        }
+    }
 
     #[tokio::test]
     async fn an_entry_this_version_cannot_fully_read_is_never_acted_on() {

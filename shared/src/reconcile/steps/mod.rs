@@ -122,6 +122,9 @@ impl std::fmt::Display for StepName {
 pub struct StepConfig {
     /// Template URLs are this + `/` + key (`adapters::template_url_base`).
     pub template_url_base: String,
+    /// The local runner: `http://` and `git://` sources are fetched without
+    /// `source.insecure` (a deployed installation refuses them).
+    pub local: bool,
 }
 
 /// The steps, with the ports they use.

@@ -60,6 +60,7 @@ impl Test {
                 cloudformation: Failing::new(cfn.clone()),
                 sources,
                 config: StepConfig {
+                    local: false,
                     template_url_base: "https://bucket.s3.us-east-1.amazonaws.com".into(),
                 },
             },
