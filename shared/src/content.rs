@@ -63,6 +63,9 @@ pub struct Wanted {
     /// (normal path, role), sorted, each path once: a file, or for
     /// [`Role::Included`] a file or a folder (everything under it).
     pub paths: Vec<(String, Role)>,
+    /// When not empty, the commit must carry an SSH signature by one of
+    /// these keys (OpenSSH public keys; `source.signedBy`).
+    pub signed_by: Vec<String>,
 }
 
 impl Wanted {
@@ -78,20 +81,31 @@ impl Wanted {
                 .iter()
                 .map(|p| (normal(p), Role::Included)),
         );
-        Self::new(paths)
+        let mut wanted = Self::new(paths);
+        wanted.signed_by = spec.source.signed_by.clone();
+        wanted
     }
 
     /// Sorted, and each path once (under its first role in [`Role`]'s order).
     pub fn new(mut paths: Vec<(String, Role)>) -> Self {
         paths.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
         paths.dedup_by(|later, first| later.0 == first.0);
-        Self { paths }
+        Self {
+            paths,
+            signed_by: Vec::new(),
+        }
     }
 
     /// Sixteen hex digits naming the set: artifacts are stored per source,
     /// revision and set, so stacks that take the same files share one.
+    /// The keys a commit must be signed by are part of it: an artifact
+    /// stored without the check never serves a stack that asks for it.
     pub fn key(&self) -> String {
-        let listed: Vec<&str> = self.paths.iter().map(|(p, _)| p.as_str()).collect();
+        let mut listed: Vec<&str> = self.paths.iter().map(|(p, _)| p.as_str()).collect();
+        if !self.signed_by.is_empty() {
+            listed.push("\0signed-by");
+            listed.extend(self.signed_by.iter().map(String::as_str));
+        }
         sha256_hex(listed.join("\n").as_bytes())[..16].to_owned()
     }
 
@@ -157,6 +171,8 @@ pub enum ContentError {
         "archive entry {entry:?} unpacks {ratio} times its packed size (over {MAX_RATIO}): a compression bomb?"
     )]
     Bomb { entry: String, ratio: u64 },
+    #[error("commit {commit} {why}")]
+    Unsigned { commit: String, why: String },
     #[error("the object is not a {kind} archive stacksync can read: {why}")]
     NotAnArchive { kind: &'static str, why: String },
 }

@@ -162,6 +162,11 @@ pub struct Source {
     /// (The local runner fetches them either way.)
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub insecure: bool,
+    /// OpenSSH public keys (`ssh-ed25519 AAAA… name`): when given, a run
+    /// deploys a commit only if it carries an SSH signature (`git commit
+    /// -S` with `gpg.format=ssh`) by one of them. Git only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signed_by: Vec<String>,
 }
 
 /// The kind of a source, once validated.
@@ -383,6 +388,7 @@ pub(crate) mod fixtures {
                 credentials_secret: None,
                 include: Vec::new(),
                 insecure: false,
+                signed_by: Vec::new(),
             },
             parameters: BTreeMap::new(),
             parameter_file: None,

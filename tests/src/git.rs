@@ -67,6 +67,29 @@ impl GitRepo {
         self.git(&["rev-parse", "HEAD"])
     }
 
+    /// Commits `files` with an SSH signature by the private key at `key`
+    /// (`git commit -S`, `gpg.format=ssh`); returns the commit SHA.
+    pub fn commit_signed(&self, files: &[(&str, &[u8])], message: &str, key: &Path) -> String {
+        for (path, content) in files {
+            std::fs::write(self.dir.join(path), content).expect("file written");
+        }
+        self.git(&["add", "-A"]);
+        let signing_key = format!("user.signingkey={}", key.display());
+        self.git(&[
+            "-c",
+            "gpg.format=ssh",
+            "-c",
+            &signing_key,
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-S",
+            "-m",
+            message,
+        ]);
+        self.head()
+    }
+
     /// Commits a symbolic link `path` → `target`; returns the commit SHA.
     pub fn link(&self, path: &str, target: &str, message: &str) -> String {
         let full = self.dir.join(path);

@@ -797,3 +797,72 @@ async fn an_unauthenticated_transport_is_refused_when_deployed_unless_the_spec_s
     assert!(ready(&outcome), "{outcome:?}");
     assert_eq!(h.entry(&name).await.status.phase, Phase::Ready);
 }
+
+/// An SSH key pair made by `ssh-keygen` in `dir`: the private key's path
+/// and the public key's line.
+fn signing_key(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, String) {
+    let key = dir.join(name);
+    let status = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(status.success(), "ssh-keygen");
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    (key, public.trim().to_owned())
+}
+
+/// `source.signedBy`: a run deploys a commit only if it carries an SSH
+/// signature by a listed key; unsigned, or signed by another key, it ends
+/// `Failed (InvalidSource)` and nothing is deployed.
+#[tokio::test(flavor = "multi_thread")]
+async fn only_commits_signed_by_a_listed_key_are_deployed() {
+    let keys = std::env::temp_dir().join(unique_name("keys"));
+    std::fs::create_dir_all(&keys).unwrap();
+    let (trusted, trusted_pub) = signing_key(&keys, "release");
+    let (stranger, _) = signing_key(&keys, "stranger");
+    let repo = GitRepo::new("signed");
+    repo.commit(&[("t.yaml", QUEUE)], "unsigned");
+    let h = Harness::new("signed").await;
+    let name = stack_name("signed");
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml, signedBy: ['{trusted_pub}']}}\n",
+        repo.file_url()
+    ))
+    .await;
+    let failed_with = |status: stacksync::status::Status| {
+        assert_eq!(status.phase, Phase::Failed, "{:?}", status.message);
+        assert_eq!(status.stall_reason, Some(StallReason::InvalidSource));
+        status.message.unwrap_or_default()
+    };
+
+    let outcome = h.reconcile(&name).await;
+    assert!(!ready(&outcome));
+    let message = failed_with(h.entry(&name).await.status);
+    assert!(message.contains("is not signed"), "{message}");
+    assert_eq!(queue_count(&name).await, 0);
+
+    let signed = repo.commit_signed(&[], "signed by release", &trusted);
+    let outcome = h.reconcile(&name).await;
+    assert!(ready(&outcome), "{outcome:?}");
+    let status = h.entry(&name).await.status;
+    assert_eq!(
+        status.last_applied_revision.as_deref(),
+        Some(signed.as_str())
+    );
+
+    repo.commit_signed(&[("t.yaml", TWO_QUEUES)], "signed by a stranger", &stranger);
+    let outcome = h.reconcile(&name).await;
+    assert!(!ready(&outcome));
+    let status = h.entry(&name).await.status;
+    assert_eq!(
+        status.last_applied_revision.as_deref(),
+        Some(signed.as_str()),
+        "the signed commit stays deployed"
+    );
+    let message = failed_with(status);
+    assert!(
+        message.contains("is signed by SHA256:") && message.contains("does not list"),
+        "{message}"
+    );
+}

@@ -58,6 +58,42 @@ pub(super) fn check_source(source: &Source, errors: &mut Errors) {
         errors.check("source.credentialsSecret", secret_arn(secret));
         errors.check("source.credentialsSecret", credentials_fit(source));
     }
+    check_signers(source, errors);
+}
+
+/// The most keys `source.signedBy` may list.
+pub const MAX_SIGNERS: usize = 20;
+
+/// `source.signedBy`: OpenSSH public keys, for a Git source.
+fn check_signers(source: &Source, errors: &mut Errors) {
+    if source.signed_by.is_empty() {
+        return;
+    }
+    if source.kind() == Some(SourceKind::S3) {
+        errors.push(
+            "source.signedBy",
+            "S3 objects carry no commit signature: signedBy is for Git sources",
+        );
+    }
+    if source.signed_by.len() > MAX_SIGNERS {
+        errors.push(
+            "source.signedBy",
+            format!(
+                "lists {} keys; at most {MAX_SIGNERS}",
+                source.signed_by.len()
+            ),
+        );
+    }
+    for (i, key) in source.signed_by.iter().enumerate() {
+        if let Err(e) = russh::keys::ssh_key::PublicKey::from_openssh(key.trim()) {
+            errors.push(
+                format!("source.signedBy[{i}]"),
+                format!(
+                    "is not an OpenSSH public key (`ssh-ed25519 AAAA… name`, as in a .pub file): {e}"
+                ),
+            );
+        }
+    }
 }
 
 /// Whether a source's URL can carry credentials: S3 sources are read with
@@ -329,7 +365,31 @@ mod tests {
             ),
             include: vec![],
             insecure: false,
+            signed_by: vec![],
         }
+    }
+
+    #[test]
+    fn signers_are_openssh_public_keys_of_a_git_source() {
+        let check = |url: &str, keys: &[&str]| {
+            let mut s = source(url);
+            s.credentials_secret = None;
+            s.signed_by = keys.iter().map(|k| (*k).to_owned()).collect();
+            let mut errors = Errors::default();
+            check_source(&s, &mut errors);
+            errors.0.into_iter().map(|e| e.field).collect::<Vec<_>>()
+        };
+        let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl alice";
+        assert!(check("https://h/r.git", &[key]).is_empty());
+        assert_eq!(
+            check("https://h/r.git", &[key, "ssh-rsa nope"]),
+            ["source.signedBy[1]"]
+        );
+        assert_eq!(check("s3://bucket/k.zip", &[key]), ["source.signedBy"]);
+        assert_eq!(
+            check("https://h/r.git", &vec![key; MAX_SIGNERS + 1]),
+            ["source.signedBy"]
+        );
     }
 
     #[test]

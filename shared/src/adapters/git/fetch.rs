@@ -155,6 +155,7 @@ pub(super) fn fetch(
         reference: revision.clone(),
         object: commit.to_string(),
     })?;
+    super::signed::check(&commit, &wanted.signed_by)?;
     let tree_id = commit
         .tree_id()
         .map_err(|e| Error::Refused(e.to_string()))?;
