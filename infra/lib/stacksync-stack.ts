@@ -568,6 +568,8 @@ export class StackSyncStack extends Stack {
   readonly bucket: s3.Bucket;
   readonly accessLogsBucket: s3.Bucket;
   readonly functions: Record<string, lambda.Function> = {};
+  /** Each function's log group, by its FUNCTIONS id. */
+  readonly logGroups: Record<string, logs.LogGroup> = {};
   /** The Function URLs of the rows with `publicUrl`, by row id. */
   readonly functionUrls: Record<string, lambda.FunctionUrl> = {};
   /** The EventBridge rules of the rows with `rules`, by row id and rule name. */
@@ -811,6 +813,17 @@ export class StackSyncStack extends Stack {
       this.functions[spec.id] = this.addFunction(spec);
     }
 
+    // Registry items no reader can use (skipped, and logged by the scheduler's reads): counted
+    // (template.yaml: UnreadableRegistryItemsMetric), and alarmed on with a topic.
+    new logs.MetricFilter(this, 'UnreadableRegistryItemsMetric', {
+      logGroup: this.logGroups.Scheduler,
+      filterPattern: logs.FilterPattern.literal('"registry item skipped"'),
+      metricNamespace: 'stacksync',
+      metricName: 'UnreadableRegistryItems',
+      metricValue: '1',
+      unit: cloudwatch.Unit.COUNT,
+    });
+
     // ---- alarms (with an alarmTopicArn only) ---------------------------------------------
     if (this.alarmTopicArn !== undefined) this.addAlarms(this.alarmTopicArn);
 
@@ -837,7 +850,7 @@ export class StackSyncStack extends Stack {
   }
 
   /** One function of FUNCTIONS: its log group, its role (exactly its row's statements), the function. */
-  /** The four alarms of template.yaml, each notifying `topicArn`. */
+  /** The five alarms of template.yaml, each notifying `topicArn`. */
   private addAlarms(topicArn: string): void {
     const notify = new cloudwatchActions.SnsAction(sns.Topic.fromTopicArn(this, 'AlarmTopic', topicArn));
     const period = Duration.minutes(5);
@@ -881,6 +894,16 @@ export class StackSyncStack extends Stack {
             threshold: 10,
           }),
       ),
+      new cloudwatch.Alarm(this, 'UnreadableRegistryItemsAlarm', {
+        alarmDescription: 'a registry item cannot be read, and every reader skips it (see `stacksync status`)',
+        metric: new cloudwatch.Metric({
+          namespace: 'stacksync',
+          metricName: 'UnreadableRegistryItems',
+          statistic: cloudwatch.Stats.SUM,
+          period,
+        }),
+        ...alarmDefaults,
+      }),
       new cloudwatch.Alarm(this, 'ThrottlesAlarm', {
         alarmDescription: 'stacksync functions are throttled (account concurrency)',
         metric: new cloudwatch.Metric({ namespace: 'AWS/Lambda', metricName: 'Throttles', statistic: cloudwatch.Stats.SUM, period }),
@@ -895,6 +918,7 @@ export class StackSyncStack extends Stack {
       retention: this.logRetention,
       removalPolicy: RemovalPolicy.DESTROY,
     });
+    this.logGroups[spec.id] = logGroup;
     const statements = [
       ...spec.permissions(this.permissions(spec)),
       new iam.PolicyStatement({

@@ -651,10 +651,17 @@ describe('state machine, alarms, outputs', () => {
     assert.throws(() => new StackSyncStack(new App(), 'BadTopic', { alarmTopicArn: 'ops-alerts' }), /alarmTopicArn/);
   });
 
-  test("with a topic, four alarms notify it: failed executions, function errors (all nine), throttles, the webhook's refused requests", () => {
+  test("with a topic, five alarms notify it: failed executions, function errors (all nine), throttles, the webhook's refused requests, unreadable registry items", () => {
     const defaults = lazyFull();
     const alarms = ofType(defaults.json, 'AWS::CloudWatch::Alarm').map(([, a]) => a.Properties!);
-    assert.equal(alarms.length, 4);
+    assert.equal(alarms.length, 5);
+    const unreadable = alarms.find((a) => a.MetricName === 'UnreadableRegistryItems')!;
+    assert.equal(unreadable.Namespace, 'stacksync');
+    assert.match(templateResource('UnreadableRegistryItemsAlarm'), /Namespace: stacksync\n/);
+    const filters = ofType(defaults.json, 'AWS::Logs::MetricFilter').map(([, f]) => f.Properties!);
+    assert.equal(filters.length, 1);
+    assert.equal(filters[0].FilterPattern, '"registry item skipped"');
+    assert.match(templateResource('UnreadableRegistryItemsMetric'), /FilterPattern: '"registry item skipped"'\n/);
     for (const a of alarms) assert.deepEqual(a.AlarmActions, [ALARM_TOPIC]);
     const refused = alarms.find((a) => a.MetricName === 'Url4xxCount')!;
     assert.equal(refused.Namespace, 'AWS/Lambda');
