@@ -15,7 +15,9 @@ use stacksync::registry::Registry;
 use stacksync::triggers::webhook::Headers;
 use stacksync::triggers::webhook::handler::Webhook;
 use stacksync::triggers::webhook::verify::sign;
+use stacksync_testkit::faults::{Fault, FaultPlan, FaultProxy};
 use stacksync_testkit::harness::Harness;
+use stacksync_testkit::reliability::through_proxy;
 use stacksync_testkit::{Emulator, unique_name};
 
 const REQUESTS: usize = 1000;
@@ -77,7 +79,7 @@ async fn main() {
     let webhook = Webhook {
         registry: Registry::new(emulator.dynamodb(), h.steps.registry.table()),
         starter: Executions::new(sfn, &machine),
-        secrets: Secrets::new(SecretLocation::SecretsManager(secret_id), &config),
+        secrets: Secrets::new(SecretLocation::SecretsManager(secret_id.clone()), &config),
     };
     let delivery = |i: usize| push_to(i, "infra");
 
@@ -127,7 +129,33 @@ async fn main() {
     );
     println!();
     wide(&h, &webhook, &p, &push_to).await;
+    // The same, with every Step Functions call 30 ms slower: the emulator
+    // answers in a few ms, on this machine's CPU; AWS answers over a network.
+    let proxy = FaultProxy::start(
+        emulator.endpoint(),
+        FaultPlan {
+            rate: 1.0,
+            kinds: vec![Fault::Slow],
+            slow: std::time::Duration::from_millis(LATENCY_MS),
+            seed: 1,
+        },
+    )
+    .await;
+    let far = through_proxy(&proxy, std::time::Duration::from_secs(30));
+    let slow = Webhook {
+        registry: Registry::new(emulator.dynamodb(), h.steps.registry.table()),
+        starter: Executions::new(aws_sdk_sfn::Client::new(&far), &machine),
+        secrets: Secrets::new(SecretLocation::SecretsManager(secret_id), &config),
+    };
+    println!();
+    println!(
+        "With {LATENCY_MS} ms added to every Step Functions call (the fault proxy, `tests/src/faults.rs`, delaying each answer):\n"
+    );
+    wide_table(&slow, 3_000_000, &push_to).await;
 }
+
+/// What the latency-added run adds to each Step Functions call.
+const LATENCY_MS: u64 = 30;
 
 /// Stacks that follow the repository of the wide benchmark.
 const WIDE: usize = 500;
@@ -151,9 +179,23 @@ async fn wide(
         ));
     }
     h.apply(&stacks).await;
+    println!(
+        "### A push that {WIDE} stacks follow ({WIDE_DELIVERIES} deliveries; {WIDE_SEQUENTIAL} with the starts one at a time)"
+    );
+    println!();
+    wide_table(webhook, 1_000_000, sign_push).await;
+}
+
+/// One table of the wide benchmark: deliveries through the handler, and
+/// the same starts one after the other; commits numbered from `first`.
+async fn wide_table(
+    webhook: &Webhook<Registry, Executions, Secrets>,
+    first: usize,
+    sign_push: &impl Fn(usize, &str) -> (Headers, Vec<u8>),
+) {
     let mut millis = Vec::new();
     for i in 0..WIDE_DELIVERIES {
-        let (headers, raw) = sign_push(1_000_000 + i, "wide");
+        let (headers, raw) = sign_push(first + i, "wide");
         let started = Instant::now();
         let answer = webhook.handle(&headers, &raw, now_millis()).await;
         millis.push(started.elapsed().as_secs_f64() * 1000.0);
@@ -176,7 +218,7 @@ async fn wide(
             &keys,
             (
                 stacksync::ports::TriggerKind::Webhook,
-                &format!("{:040x}", 2_000_000 + i),
+                &format!("{:040x}", first + 500_000 + i),
             ),
             &mut starts,
         )
@@ -188,10 +230,6 @@ async fn wide(
     millis.sort_by(f64::total_cmp);
     sequential.sort_by(f64::total_cmp);
     let at = |v: &[f64], q: f64| v[((v.len() as f64 * q).ceil() as usize).saturating_sub(1)];
-    println!(
-        "### A push that {WIDE} stacks follow ({WIDE_DELIVERIES} deliveries; {WIDE_SEQUENTIAL} with the starts one at a time)"
-    );
-    println!();
     println!("| starts | p50 | p99 | max |");
     println!("|---|---|---|---|");
     println!(
