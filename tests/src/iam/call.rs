@@ -209,7 +209,9 @@ pub fn parse_form(body: &[u8]) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn percent_decode(text: &str) -> String {
+/// `a%2Fb+c` → `a/b c`: a form-encoded value (a `%` that starts no
+/// escape stays as it is).
+pub fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -158,6 +158,17 @@ mod tests {
         }
     }
 
+    /// The state machine's catch: `error` handed to finalize with `state`.
+    async fn catch(t: &Test, state: RunState, error: &StepError) -> RunState {
+        t.steps
+            .finalize(FinalizeInput {
+                state,
+                error: caught(error),
+            })
+            .await
+            .unwrap()
+    }
+
     #[tokio::test]
     async fn a_caught_failure_is_recorded_with_its_reason_and_the_lease_released() {
         let t = Test::new().await;
@@ -170,14 +181,7 @@ mod tests {
             StallReason::InvalidTemplate,
             "template t.yaml is not valid YAML",
         );
-        let state = t
-            .steps
-            .finalize(FinalizeInput {
-                state,
-                error: caught(&error),
-            })
-            .await
-            .unwrap();
+        let state = catch(&t, state, &error).await;
         assert_eq!(state.next, Next::Done);
         let entry = t.entry();
         assert_eq!(entry.status.phase, Phase::Failed);
@@ -212,13 +216,7 @@ mod tests {
             return state;
         }
         let error = StepError::stalled(StallReason::StackFailed, "the stack rolled back");
-        t.steps
-            .finalize(FinalizeInput {
-                state,
-                error: caught(&error),
-            })
-            .await
-            .unwrap()
+        catch(t, state, &error).await
     }
 
     fn wait_ms(entry: &StackEntry) -> Option<i64> {
@@ -280,13 +278,7 @@ mod tests {
                 .await
                 .unwrap();
             let error = StepError::transient("Throttling: Rate exceeded");
-            t.steps
-                .finalize(FinalizeInput {
-                    state,
-                    error: caught(&error),
-                })
-                .await
-                .unwrap();
+            catch(&t, state, &error).await;
         }
         let entry = t.entry();
         assert_eq!(wait_ms(&entry), Some(16 * 60_000));
@@ -330,13 +322,7 @@ mod tests {
         let made = state.change_set_name.clone().unwrap();
         t.cfn.script().change_set = [crate::fakes::ready(1)].into_iter().collect();
         let error = StepError::stalled(StallReason::Refused, "ExecuteChangeSet: AccessDenied");
-        t.steps
-            .finalize(FinalizeInput {
-                state,
-                error: caught(&error),
-            })
-            .await
-            .unwrap();
+        catch(&t, state, &error).await;
         assert!(
             t.cfn
                 .script()
@@ -354,13 +340,7 @@ mod tests {
             Test::with_entry(|e| e.status.change_set_name = Some("an-earlier-runs".into())).await;
         let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
         let error = StepError::stalled(StallReason::InvalidTemplate, "bad");
-        t.steps
-            .finalize(FinalizeInput {
-                state,
-                error: caught(&error),
-            })
-            .await
-            .unwrap();
+        catch(&t, state, &error).await;
         assert_eq!(
             t.entry().status.change_set_name,
             None,
