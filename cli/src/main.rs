@@ -72,6 +72,10 @@ pub enum Command {
         /// Mark registry entries that are not in the file for deletion.
         #[arg(long)]
         prune: bool,
+        /// With --prune: go ahead even when it would mark every entry, or
+        /// more than 5 and a fifth of them, for deletion.
+        #[arg(long)]
+        yes: bool,
         /// Show what would change; write nothing.
         #[arg(long)]
         dry_run: bool,
@@ -144,6 +148,10 @@ pub enum Command {
         /// Mark registry entries that are not in the file for deletion, and delete them.
         #[arg(long)]
         prune: bool,
+        /// With --prune: go ahead even when it would mark every entry, or
+        /// more than 5 and a fifth of them, for deletion.
+        #[arg(long)]
+        yes: bool,
         /// Run the state machine in-process against the configured AWS endpoint.
         #[arg(long)]
         local: bool,

@@ -318,6 +318,25 @@ async fn apply_dry_run_prune_and_reapply_say_what_they_do() {
             .collect::<Vec<_>>(),
         [1, 1]
     );
+    // An empty (or wrong) file with --prune would take every entry: refused
+    // without --yes, and nothing written.
+    let refused = cli.run(&["apply", "-f", &nothing, "--prune"]);
+    assert_eq!(refused.status.code(), Some(1));
+    let err = stderr(&refused);
+    assert!(
+        err.contains(
+            "would mark every registered entry (2) for deletion, 1 of them with destroyOnDelete"
+        ) && err.contains("--yes")
+            && err.contains("nothing was applied"),
+        "{err}"
+    );
+    assert!(
+        snapshot(&registry)
+            .await
+            .iter()
+            .all(|e| e.deletion_requested_at.is_none()),
+        "nothing marked"
+    );
 
     let out = cli.run(&["-o", "yaml", "apply", "-f", &changed, "--prune"]);
     assert!(out.status.success(), "{}", stderr(&out));

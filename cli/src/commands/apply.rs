@@ -7,7 +7,9 @@ use std::path::Path;
 use serde::Serialize;
 use stacksync::StackSpec;
 use stacksync::clock::now_millis;
-use stacksync::registry::plan::{Action, Change, Plan, PlanConflict, plan_apply};
+use stacksync::registry::plan::{
+    Action, Change, Plan, PlanConflict, plan_apply, prune_needs_confirmation,
+};
 use stacksync::registry::specs::MAX_TRANSACTION_ITEMS;
 use stacksync::registry::{Applied, ApplyStopped, Registry, Specs, apply_plan};
 
@@ -16,10 +18,37 @@ use crate::Output;
 use crate::error::Result;
 use crate::output::{Table, print_structured};
 
+/// Whether `apply` and `sync` prune, and whether a large prune was confirmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prune {
+    /// Entries not in the file are left alone.
+    No,
+    /// They are marked for deletion, unless that is all of them or many
+    /// ([`prune_needs_confirmation`]).
+    Yes,
+    /// They are marked for deletion, however many (`--yes`).
+    Confirmed,
+}
+
+impl Prune {
+    /// From the flags `--prune` and `--yes`.
+    pub fn of(prune: bool, yes: bool) -> Self {
+        match (prune, yes) {
+            (false, _) => Self::No,
+            (true, false) => Self::Yes,
+            (true, true) => Self::Confirmed,
+        }
+    }
+
+    fn enabled(self) -> bool {
+        self != Self::No
+    }
+}
+
 pub async fn apply(
     registry: &Registry,
     file: &Path,
-    prune: bool,
+    prune: Prune,
     dry_run: bool,
     format: Output,
 ) -> Result {
@@ -42,16 +71,26 @@ struct ApplyReport<'a> {
 pub async fn apply_file(
     registry: &Registry,
     file: &Path,
-    prune: bool,
+    prune: Prune,
     dry_run: bool,
     format: Output,
 ) -> Result<Vec<StackSpec>> {
     let desired = read_manifest(file, !dry_run)?;
     let current = registry.list().await.map_err(|e| e.to_string())?;
-    let plan = plan_apply(&desired, &current, prune).map_err(|conflicts| {
+    let plan = plan_apply(&desired, &current, prune.enabled()).map_err(|conflicts| {
         let outcome = if dry_run { "" } else { "; nothing was applied" };
         format!("{}{outcome}", conflicts_message(file, &desired, &conflicts))
     })?;
+    let registered = current
+        .iter()
+        .filter(|e| e.deletion_requested_at.is_none())
+        .count();
+    if !dry_run
+        && prune == Prune::Yes
+        && let Some(why) = prune_needs_confirmation(&plan, registered)
+    {
+        return Err(format!("{}: {why}; nothing was applied", file.display()));
+    }
     if !dry_run {
         write(registry, &plan, file).await?;
     }

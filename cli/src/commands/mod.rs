@@ -32,10 +32,17 @@ pub async fn run(cli: Cli) -> Result {
         Command::Apply {
             file,
             prune,
+            yes,
             dry_run,
-        } => apply::apply(&aws.registry, &file, prune, dry_run, format)
-            .await
-            .map(drop),
+        } => apply::apply(
+            &aws.registry,
+            &file,
+            apply::Prune::of(prune, yes),
+            dry_run,
+            format,
+        )
+        .await
+        .map(drop),
         Command::List => registry::list(&aws.registry, format).await,
         Command::Get { name } => registry::get(&aws.registry, &name, format).await,
         Command::Delete { name } => registry::delete(&aws.registry, &name, format).await,
@@ -57,13 +64,14 @@ pub async fn run(cli: Cli) -> Result {
         Command::Sync {
             file,
             prune,
+            yes,
             local,
             wait,
             timeout,
             speedup,
         } => {
             let mode = run::Mode::new(local, wait, timeout, speedup);
-            run::sync(&aws, &file, prune, mode, format).await
+            run::sync(&aws, &file, apply::Prune::of(prune, yes), mode, format).await
         }
         Command::History { name, limit } => run::history(&aws, &name, limit, format).await,
     }

@@ -9,7 +9,7 @@ use stacksync::adapters::stepfunctions::ExecutionSummary;
 use stacksync::clock::rfc3339;
 use stacksync::registry::{Entries, Registry, Specs};
 
-use super::apply::apply_file;
+use super::apply::{Prune, apply_file};
 use super::status::{print_outcome, print_status};
 use crate::Output;
 use crate::connect::Connection;
@@ -100,7 +100,7 @@ async fn reconcile_deployed(
 pub async fn sync(
     aws: &Connection,
     file: &Path,
-    prune: bool,
+    prune: Prune,
     mode: Mode,
     format: Output,
 ) -> Result {
@@ -130,7 +130,7 @@ pub async fn sync(
 async fn sync_local(
     aws: &Connection,
     file: &Path,
-    prune: bool,
+    prune: Prune,
     speedup: f64,
 ) -> Result<Vec<String>> {
     let names = apply_for_sync(&aws.registry, file, prune).await?;
@@ -149,7 +149,7 @@ async fn sync_local(
 async fn sync_deployed(
     aws: &Connection,
     file: &Path,
-    prune: bool,
+    prune: Prune,
     wait: bool,
     timeout: Duration,
 ) -> Result<Vec<String>> {
@@ -170,7 +170,7 @@ async fn sync_deployed(
 
 /// Applies `file`, and returns what to reconcile: its entries, and every
 /// entry being deleted (pruned now or before), whose reconcile deletes it.
-async fn apply_for_sync(registry: &Registry, file: &Path, prune: bool) -> Result<Vec<String>> {
+async fn apply_for_sync(registry: &Registry, file: &Path, prune: Prune) -> Result<Vec<String>> {
     let desired = apply_file(registry, file, prune, false, Output::Table).await?;
     let entries = registry.list().await.map_err(|e| e.to_string())?;
     Ok(entries

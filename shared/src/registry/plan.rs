@@ -61,6 +61,50 @@ pub struct PlanConflict {
     pub message: String,
 }
 
+/// The most entries a prune may mark for deletion without `--yes`, when it
+/// does not take them all (and at most a fifth of the registry).
+pub const PRUNE_WITHOUT_CONFIRMATION: usize = 5;
+
+/// Why a plan needs `--yes` before it is written: it prunes every
+/// registered entry (an empty or wrong file), or more than
+/// [`PRUNE_WITHOUT_CONFIRMATION`] and more than a fifth of them. `None`
+/// when it may go ahead. `registered`: the entries not being deleted.
+pub fn prune_needs_confirmation(plan: &Plan, registered: usize) -> Option<String> {
+    let pruned: Vec<&Change> = plan
+        .changes
+        .iter()
+        .filter(|c| matches!(c.action, Action::Prune { .. }))
+        .collect();
+    let n = pruned.len();
+    let all = n > 0 && n == registered;
+    let many = n > PRUNE_WITHOUT_CONFIRMATION && n * 5 > registered;
+    if !all && !many {
+        return None;
+    }
+    let destroyed = pruned
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.action,
+                Action::Prune {
+                    destroys_stack: true,
+                    ..
+                }
+            )
+        })
+        .count();
+    let what = if all {
+        format!("every registered entry ({n})")
+    } else {
+        format!("{n} of the {registered} registered entries")
+    };
+    Some(format!(
+        "this --prune would mark {what} for deletion, {destroyed} of them with destroyOnDelete \
+         (their stacks would be deleted): check the file (--dry-run lists them), and run again \
+         with --yes if that is what you mean"
+    ))
+}
+
 /// The entries not in the file, and not being deleted already.
 fn pruned<'a>(
     current: &'a [StackEntry],
@@ -275,5 +319,37 @@ mod tests {
             "{}",
             err[0].message
         );
+    }
+
+    #[test]
+    fn pruning_everything_or_many_needs_confirmation_and_a_few_do_not() {
+        let registry = |n: usize| -> Vec<StackEntry> {
+            (0..n)
+                .map(|i| entry(spec(&format!("s{i:02}")), 1))
+                .collect()
+        };
+        let keep =
+            |n: usize| -> Vec<StackSpec> { (0..n).map(|i| spec(&format!("s{i:02}"))).collect() };
+        // An empty file prunes everything: refused, however few there are.
+        let plan = plan_apply(&[], &registry(2), true).unwrap();
+        let why = prune_needs_confirmation(&plan, 2).unwrap();
+        assert!(why.contains("every registered entry (2)"), "{why}");
+        // Five of 40: fine. Six of 40 (15%): fine. Six of 20 (30%): confirm.
+        for (registered, kept, confirm) in [
+            (40, 35, false),
+            (40, 34, false),
+            (20, 14, true),
+            (3, 2, false),
+        ] {
+            let plan = plan_apply(&keep(kept), &registry(registered), true).unwrap();
+            assert_eq!(
+                prune_needs_confirmation(&plan, registered).is_some(),
+                confirm,
+                "{kept} kept of {registered}"
+            );
+        }
+        // Nothing pruned, nothing registered: nothing to confirm.
+        let plan = plan_apply(&[], &[], true).unwrap();
+        assert_eq!(prune_needs_confirmation(&plan, 0), None);
     }
 }
