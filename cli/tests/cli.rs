@@ -264,6 +264,21 @@ async fn an_entry_that_would_take_over_another_entrys_stack_is_refused() {
     let err = stderr(&out);
     assert!(err.contains("stacks[0] (sneaky): field stackName: the registry entry \"orders-queue\" already manages"), "{err}");
     assert_eq!(snapshot(&registry).await, before);
+    // Naming the installation's region (the registry's) is the same stack
+    // as naming none.
+    let same_stack = format!("{other_team}    region: us-east-1\n");
+    let out = cli.run(&["apply", "-f", &cli.file("c.yaml", &same_stack)]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("already manages the CloudFormation stack \"prod-orders-queue\" in us-east-1"),
+        "{err}"
+    );
+    assert_eq!(snapshot(&registry).await, before);
+    // Another region is another stack.
+    let elsewhere = format!("{other_team}    region: eu-west-1\n");
+    let out = cli.run(&["apply", "-f", &cli.file("d.yaml", &elsewhere)]);
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -238,7 +238,7 @@ fn rule_problems(stacks: &[StackSpec], names: &EntryNames) -> Vec<Problem> {
 fn clash_problems(stacks: &[StackSpec], names: &EntryNames) -> Vec<Problem> {
     let mut problems = Vec::new();
     let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut by_stack: BTreeMap<(&str, Option<&str>), usize> = BTreeMap::new();
+    let mut by_stack: BTreeMap<(Option<&str>, Option<&str>, &str), usize> = BTreeMap::new();
     for (index, spec) in stacks.iter().enumerate() {
         if let Some(first) = by_name.insert(&spec.name, index) {
             problems.push(Problem {
@@ -251,16 +251,22 @@ fn clash_problems(stacks: &[StackSpec], names: &EntryNames) -> Vec<Problem> {
             });
             continue;
         }
-        let stack = (spec.effective_stack_name(), spec.region.as_deref());
+        // The installation's region is not known here: `apply` compares a
+        // spec without `region` with one naming it.
+        let stack = spec.stack_key(None);
         if let Some(first) = by_stack.insert(stack, index) {
             problems.push(Problem {
                 entry: Some(names.entry(index)),
                 field: Some("stackName".into()),
                 message: format!(
-                    "stacks[{first}] already manages the CloudFormation stack {:?}{}: \
+                    "stacks[{first}] already manages the CloudFormation stack {:?}{}{}: \
                      two entries must not drive one stack",
-                    stack.0,
-                    stack.1.map(|r| format!(" in {r}")).unwrap_or_default()
+                    stack.2,
+                    stack.1.map(|r| format!(" in {r}")).unwrap_or_default(),
+                    stack
+                        .0
+                        .map(|a| format!(" of account {a}"))
+                        .unwrap_or_default()
                 ),
             });
         }

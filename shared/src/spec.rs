@@ -249,6 +249,25 @@ impl StackSpec {
         self.stack_name.as_deref().unwrap_or(&self.name)
     }
 
+    /// The CloudFormation stack the entry drives: its account (the
+    /// `assumeRoleArn`'s; `None`: the installation's), its region (`home`,
+    /// the installation's, when the spec names none) and its name. Two
+    /// entries with one key would drive one stack.
+    pub fn stack_key<'a>(
+        &'a self,
+        home: Option<&'a str>,
+    ) -> (Option<&'a str>, Option<&'a str>, &'a str) {
+        let account = self
+            .assume_role_arn
+            .as_deref()
+            .and_then(|arn| arn.split(':').nth(4));
+        (
+            account,
+            self.region.as_deref().or(home),
+            self.effective_stack_name(),
+        )
+    }
+
     /// The Git ref or S3 version to follow (Git defaults to `main`).
     pub fn effective_ref(&self) -> Option<&str> {
         match self.source.kind() {

@@ -8,7 +8,7 @@ use serde::Serialize;
 use stacksync::StackSpec;
 use stacksync::clock::now_millis;
 use stacksync::registry::plan::{
-    Action, Change, Plan, PlanConflict, plan_apply, prune_needs_confirmation,
+    Action, Change, Plan, PlanConflict, plan_apply_at, prune_needs_confirmation,
 };
 use stacksync::registry::specs::MAX_TRANSACTION_ITEMS;
 use stacksync::registry::{Applied, ApplyStopped, Registry, Specs, apply_plan};
@@ -77,10 +77,13 @@ pub async fn apply_file(
 ) -> Result<Vec<StackSpec>> {
     let desired = read_manifest(file, !dry_run)?;
     let current = registry.list().await.map_err(|e| e.to_string())?;
-    let plan = plan_apply(&desired, &current, prune.enabled()).map_err(|conflicts| {
-        let outcome = if dry_run { "" } else { "; nothing was applied" };
-        format!("{}{outcome}", conflicts_message(file, &desired, &conflicts))
-    })?;
+    let home = registry.region();
+    let plan = plan_apply_at(&desired, &current, prune.enabled(), home.as_deref()).map_err(
+        |conflicts| {
+            let outcome = if dry_run { "" } else { "; nothing was applied" };
+            format!("{}{outcome}", conflicts_message(file, &desired, &conflicts))
+        },
+    )?;
     let registered = current
         .iter()
         .filter(|e| e.deletion_requested_at.is_none())

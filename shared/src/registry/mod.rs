@@ -251,6 +251,12 @@ impl Registry {
         &self.table
     }
 
+    /// The region of the registry's table: the installation's, where a
+    /// spec without `region` deploys its stack.
+    pub fn region(&self) -> Option<String> {
+        self.client.config().region().map(|r| r.to_string())
+    }
+
     /// A DynamoDB error in the registry's terms (a missing table is named).
     fn aws_error<E>(&self, operation: &'static str, err: SdkError<E, HttpResponse>) -> RegistryError
     where

@@ -124,15 +124,29 @@ fn pruned<'a>(
         })
 }
 
-/// Compares the desired specs with the registry's entries.
-///
-/// Refuses (all problems at once): re-applying an entry that is being
-/// deleted, and an entry that would drive a CloudFormation stack another
-/// registry entry already manages.
+/// [`plan_apply_at`] without the installation's region: a spec that names
+/// no region and one that names the installation's are not known to be
+/// the same stack.
 pub fn plan_apply(
     desired: &[StackSpec],
     current: &[StackEntry],
     prune: bool,
+) -> Result<Plan, Vec<PlanConflict>> {
+    plan_apply_at(desired, current, prune, None)
+}
+
+/// Compares the desired specs with the registry's entries. `home`: the
+/// installation's region, which a spec without `region` deploys to.
+///
+/// Refuses (all problems at once): re-applying an entry that is being
+/// deleted, and an entry that would drive a CloudFormation stack (account,
+/// region, name) another registry entry, or another entry of the file,
+/// already drives.
+pub fn plan_apply_at(
+    desired: &[StackSpec],
+    current: &[StackEntry],
+    prune: bool,
+    home: Option<&str>,
 ) -> Result<Plan, Vec<PlanConflict>> {
     let by_name: BTreeMap<&str, &StackEntry> =
         current.iter().map(|e| (e.name.as_str(), e)).collect();
@@ -140,20 +154,28 @@ pub fn plan_apply(
     let mut conflicts = Vec::new();
     let mut changes = Vec::new();
 
-    for spec in desired {
-        let stack = (spec.effective_stack_name(), spec.region.as_deref());
-        if let Some(other) = current.iter().find(|e| {
-            e.name != spec.name
-                && (e.spec.effective_stack_name(), e.spec.region.as_deref()) == stack
-        }) {
+    for (index, spec) in desired.iter().enumerate() {
+        let stack = spec.stack_key(home);
+        let in_registry = current
+            .iter()
+            .find(|e| e.name != spec.name && e.spec.stack_key(home) == stack)
+            .map(|e| format!("the registry entry {:?}", e.name));
+        let in_file = desired[..index]
+            .iter()
+            .find(|s| s.name != spec.name && s.stack_key(home) == stack)
+            .map(|s| format!("the entry {:?} of the file", s.name));
+        if let Some(other) = in_registry.or(in_file) {
             conflicts.push(PlanConflict {
                 name: spec.name.clone(),
                 field: "stackName",
                 message: format!(
-                    "the registry entry {:?} already manages the CloudFormation stack {:?}{}",
-                    other.name,
-                    stack.0,
-                    stack.1.map(|r| format!(" in {r}")).unwrap_or_default()
+                    "{other} already manages the CloudFormation stack {:?}{}{}",
+                    stack.2,
+                    stack.1.map(|r| format!(" in {r}")).unwrap_or_default(),
+                    stack
+                        .0
+                        .map(|a| format!(" of account {a}"))
+                        .unwrap_or_default()
                 ),
             });
             continue;
@@ -351,5 +373,50 @@ mod tests {
         // Nothing pruned, nothing registered: nothing to confirm.
         let plan = plan_apply(&[], &[], true).unwrap();
         assert_eq!(prune_needs_confirmation(&plan, 0), None);
+    }
+
+    #[test]
+    fn one_stack_is_one_account_region_and_name_whatever_the_spec_leaves_out() {
+        let mut implicit = spec("a");
+        implicit.stack_name = Some("shared".into());
+        let mut explicit = spec("b");
+        explicit.stack_name = Some("shared".into());
+        explicit.region = Some("eu-west-1".into());
+        // The registry has `a` (no region); `b` names the installation's.
+        let current = [entry(implicit.clone(), 1)];
+        let err =
+            plan_apply_at(&[explicit.clone()], &current, false, Some("eu-west-1")).unwrap_err();
+        assert!(
+            err[0].message.contains("the registry entry \"a\" already manages the CloudFormation stack \"shared\" in eu-west-1"),
+            "{}",
+            err[0].message
+        );
+        // Another region: another stack.
+        assert!(plan_apply_at(&[explicit.clone()], &current, false, Some("us-east-1")).is_ok());
+        // Both in one file.
+        let err = plan_apply_at(
+            &[implicit.clone(), explicit.clone()],
+            &[],
+            false,
+            Some("eu-west-1"),
+        )
+        .unwrap_err();
+        assert!(
+            err[0].message.contains("the entry \"a\" of the file"),
+            "{}",
+            err[0].message
+        );
+        // The same name in another account (assumeRoleArn) is another stack.
+        let mut elsewhere = explicit;
+        elsewhere.assume_role_arn = Some("arn:aws:iam::111122223333:role/stacksync".into());
+        assert!(plan_apply_at(&[elsewhere.clone()], &current, false, Some("eu-west-1")).is_ok());
+        let mut twin = elsewhere.clone();
+        twin.name = "c".into();
+        let err = plan_apply_at(&[elsewhere, twin], &[], false, Some("eu-west-1")).unwrap_err();
+        assert!(
+            err[0].message.ends_with("of account 111122223333"),
+            "{}",
+            err[0].message
+        );
     }
 }
