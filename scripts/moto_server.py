@@ -7,7 +7,7 @@ only one pass (seen here: two writers conditioned on the same specVersion both
 "won"). DynamoDB serializes conditional writes on an item; this launcher gives
 moto the same guarantee by running its DynamoDB write operations one at a time.
 It also stamps a stack's LastUpdatedTime on update, as AWS does (moto sets
-none), keeps one live stack per name (a CREATE change set for a stack in
+none), gives a stack an executed UPDATE change set's tags (moto kept the old), keeps one live stack per name (a CREATE change set for a stack in
 REVIEW_IN_PROGRESS joins it; moto made a second stack of that name), and serializes CloudFormation's calls (moto's backend is not
 thread-safe: concurrent CreateStack calls fail with a 500), and makes Query on
 an index with an INCLUDE or KEYS_ONLY projection cost what the projection
@@ -163,6 +163,9 @@ def _stamps_executed_update(method):
             stack = self.stacks.get(change_set.stack_id)
             if stack is not None:
                 stack.last_updated_time = utcnow()
+                # AWS gives the stack the change set's tags (moto keeps the old).
+                if change_set.tags:
+                    stack.tags = dict(change_set.tags)
         return result
 
     return wrapper

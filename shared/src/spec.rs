@@ -97,6 +97,12 @@ pub struct StackSpec {
     /// until the revision or the spec changes or `reconcile --force`.
     #[serde(default, skip_serializing_if = "OnFailedCreate::is_default")]
     pub on_failed_create: OnFailedCreate,
+    /// Take over a stack of this name that stacksync did not make (no
+    /// `stacksync:` tags, another StackId): its next run updates it to the
+    /// template and tags it as this entry's. Without it, such a stack is
+    /// refused (`Failed (NotOwned)`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopt: bool,
     /// When true, stacksync leaves the stack alone.
     #[serde(default)]
     pub suspend: bool,
@@ -420,6 +426,7 @@ pub(crate) mod fixtures {
             max_polls: DEFAULT_MAX_POLLS,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             on_failed_create: OnFailedCreate::Delete,
+            adopt: false,
             suspend: false,
             destroy_on_delete: false,
             termination_protection: false,

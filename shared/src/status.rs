@@ -108,6 +108,9 @@ pub enum StallReason {
     FailedCreateStays,
     /// The stack is in a state stacksync leaves alone.
     StackBlocked,
+    /// The stack was not made by this installation's entry (no
+    /// `stacksync:` tags, another StackId), and the entry does not adopt it.
+    NotOwned,
     /// A run's state lacks what a step needs (a broken contract between
     /// the state machine and the steps).
     ContractViolated,
@@ -126,7 +129,7 @@ pub enum StallReason {
 }
 
 impl StallReason {
-    pub const ALL: [StallReason; 20] = [
+    pub const ALL: [StallReason; 21] = [
         Self::NotRegistered,
         Self::Unsupported,
         Self::SourceUnavailable,
@@ -141,6 +144,7 @@ impl StallReason {
         Self::DeleteFailed,
         Self::FailedCreateStays,
         Self::StackBlocked,
+        Self::NotOwned,
         Self::ContractViolated,
         Self::RegistryRefused,
         Self::RetriesExhausted,
@@ -183,6 +187,7 @@ impl StallReason {
             Self::DeleteFailed => "DeleteFailed",
             Self::FailedCreateStays => "FailedCreateStays",
             Self::StackBlocked => "StackBlocked",
+            Self::NotOwned => "NotOwned",
             Self::ContractViolated => "ContractViolated",
             Self::RegistryRefused => "RegistryRefused",
             Self::RetriesExhausted => "RetriesExhausted",

@@ -46,6 +46,7 @@ pub async fn sdk_steps(
     local: bool,
 ) -> Result<SdkSteps, StepError> {
     let region = config.region().map(|r| r.to_string()).unwrap_or_default();
+    let installation = registry.table().to_owned();
     let blobs = S3Store::new(s3_client(config, endpoint.is_some()), bucket);
     if endpoint.is_some() {
         blobs.ensure_bucket().await?;
@@ -61,6 +62,7 @@ pub async fn sdk_steps(
         ),
         config: StepConfig {
             local,
+            installation,
             template_url_base: template_url_base(
                 bucket,
                 &region,

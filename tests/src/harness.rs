@@ -138,12 +138,15 @@ impl<F: CloudFormationFactory> Harness<Recorded<F>> {
     /// instead of the emulator's, its calls recorded for the IAM test.
     pub async fn with_port(prefix: &str, cloudformation: F) -> Self {
         let real = Harness::new(prefix).await;
+        let mut config = real.steps.config;
+        // The fake's stacks were made by this installation.
+        config.installation = stacksync::fakes::TEST_INSTALLATION.into();
         let steps = Steps {
             registry: real.steps.registry,
             blobs: real.steps.blobs,
             cloudformation: real.steps.cloudformation,
             sources: real.steps.sources.inner,
-            config: real.steps.config,
+            config,
         };
         Harness::with_cloudformation(steps, |_| Recorded(cloudformation))
     }

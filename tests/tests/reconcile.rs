@@ -229,16 +229,33 @@ async fn parameter_and_tag_changes_update_the_stack() {
     ))
     .await;
     reconciled(&h, &name).await;
-    // The emulator keeps a stack's first tags whatever a change set says, so
-    // the proof is the request: a third change set, with the new tag, executed.
+    // A third change set, with the new tag (and stacksync's two), executed;
+    // the stack has them (the emulator's launcher applies an update's tags).
     let created = emulator.recorded_bodies("CreateChangeSet", &name);
     assert_eq!(created.len(), 3);
     assert!(
-        created[2].contains("Tags.member.1.Key=team&Tags.member.1.Value=b"),
+        created[2].contains("Key=team&Tags.member.3.Value=b"),
         "{}",
         created[2]
     );
     assert_eq!(emulator.recorded("ExecuteChangeSet", &name), 3);
+    let described = emulator
+        .cloudformation()
+        .describe_stacks()
+        .stack_name(&name)
+        .send()
+        .await
+        .unwrap();
+    let tags: Vec<(&str, &str)> = described.stacks()[0]
+        .tags()
+        .iter()
+        .map(|t| (t.key().unwrap_or(""), t.value().unwrap_or("")))
+        .collect();
+    assert!(tags.contains(&("team", "b")), "{tags:?}");
+    assert!(
+        tags.contains(&("stacksync:entry", name.as_str())),
+        "{tags:?}"
+    );
     let entry = h.entry(&name).await;
     assert_eq!(
         (entry.status.phase, entry.status.observed_spec_version),

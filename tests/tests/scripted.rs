@@ -414,7 +414,7 @@ async fn a_stack_left_in_review_is_cleaned_of_old_change_sets_then_created() {
         .expect("listed");
     let cleaned = calls
         .iter()
-        .position(|c| c == "DeleteChangeSet left-over")
+        .position(|c| c == "DeleteChangeSet stacksync-v1-left-over")
         .expect("the left-over change set is deleted");
     let create = calls
         .iter()

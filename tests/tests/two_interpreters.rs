@@ -37,10 +37,13 @@ fn comparable(s: &Status) -> Status {
         next_reconcile_at: None,
         run: None,
         change_set_name: change_set,
-        // Two stacks: their ids and times differ, what else was seen may not.
+        // Two stacks: their ids and times differ, and the deployed hash
+        // (it covers the stack's tags, and `stacksync:entry` names each
+        // entry); what else was seen may not.
         seen: s.seen.clone().map(|seen| stacksync::seen::Seen {
             stack_id: String::new(),
             changed_at: stacksync::status::Timestamp(0),
+            deployed_hash: String::new(),
             ..seen
         }),
         ..s.clone()

@@ -38,6 +38,10 @@ pub struct Script {
     pub template: String,
     /// The drift status DescribeStacks reports.
     pub drift: Option<String>,
+    /// The stack's tags as DescribeStacks reports them: these when set;
+    /// else the last change set's; else those of a stack that the entry
+    /// of its name made in [`TEST_INSTALLATION`].
+    pub tags: Option<BTreeMap<String, String>>,
     /// What ListStacks answers.
     pub listing: Vec<StackSummary>,
     /// The stack's termination protection and policy, as set.
@@ -49,6 +53,28 @@ pub struct Script {
     pub calls: Vec<String>,
     /// Every change set asked for, in full.
     pub requests: Vec<ChangeSetRequest>,
+}
+
+impl Script {
+    /// The tags DescribeStacks reports for `stack` ([`Script::tags`]).
+    pub fn stack_tags(&self, stack: &str) -> BTreeMap<String, String> {
+        self.tags
+            .clone()
+            .or_else(|| {
+                self.requests
+                    .last()
+                    .map(|r| r.tags.iter().cloned().collect())
+            })
+            .unwrap_or_else(|| {
+                BTreeMap::from([
+                    (
+                        crate::ownership::INSTALLATION_TAG.to_owned(),
+                        TEST_INSTALLATION.to_owned(),
+                    ),
+                    (crate::ownership::ENTRY_TAG.to_owned(), stack.to_owned()),
+                ])
+            })
+    }
 }
 
 impl Default for Script {
@@ -65,6 +91,7 @@ impl Default for Script {
             generation: 1,
             template: "Resources: {}".into(),
             drift: None,
+            tags: None,
             listing: Vec::new(),
             termination_protection: false,
             stack_policy: None,
@@ -74,6 +101,10 @@ impl Default for Script {
         }
     }
 }
+
+/// The installation the fake's stacks were made by, unless a test says
+/// otherwise (the steps under test are configured with it).
+pub const TEST_INSTALLATION: &str = "stacksync-test";
 
 /// The fake, shared between the test and the steps.
 #[derive(Debug, Clone, Default)]
@@ -219,6 +250,7 @@ impl CloudFormation for ScriptedCloudFormation {
         self.call("DescribeStacks", stack.to_owned())?;
         let status = self.next_stack();
         let s = self.script();
+        let tags = s.stack_tags(stack);
         Ok(status.map(|status| StackInfo {
             stack_id: stack_id(stack, s.generation),
             status,
@@ -226,7 +258,7 @@ impl CloudFormation for ScriptedCloudFormation {
             changed_at: s.changed_at,
             drift: s.drift.clone(),
             parameters: BTreeMap::new(),
-            tags: BTreeMap::new(),
+            tags,
             termination_protection: s.termination_protection,
         }))
     }
@@ -294,7 +326,11 @@ impl CloudFormation for ScriptedCloudFormation {
 
     async fn list_change_sets(&self, _stack: &str) -> PortResult<Vec<String>> {
         self.call("ListChangeSets", String::new())?;
-        Ok(vec!["left-over".to_owned()])
+        // One a killed run of stacksync left, one someone else made.
+        Ok(vec![
+            "stacksync-v1-left-over".to_owned(),
+            "someone-elses".to_owned(),
+        ])
     }
 
     async fn delete_stack(

@@ -20,7 +20,8 @@ mod starter;
 
 pub use blobs::MemoryBlobs;
 pub use cloudformation::{
-    Script, ScriptedCloudFormation, failed, failure_event, pending, ready, stack_id, summary,
+    Script, ScriptedCloudFormation, TEST_INSTALLATION, failed, failure_event, pending, ready,
+    stack_id, summary,
 };
 pub use failing::Failing;
 pub use sources::MemorySources;

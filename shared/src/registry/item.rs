@@ -274,7 +274,7 @@ mod tests {
     #[test]
     fn fields_a_later_version_wrote_are_left_out_and_named() {
         let spec = json!({
-            "name": "a", "approval": "always", "adopt": true,
+            "name": "a", "approval": "always", "approvers": ["ops"],
             "source": {"git": "https://h/r.git", "path": "t.yaml", "verify": {"keys": []}},
             "rollback": {"triggers": [{"arn": "arn:aws:cloudwatch:us-east-1:1:alarm:x", "weight": 2}]}
         });
@@ -283,8 +283,8 @@ mod tests {
         assert_eq!(
             unknown,
             [
-                "adopt",
                 "approval",
+                "approvers",
                 "rollback.triggers.weight",
                 "source.verify"
             ]

@@ -95,6 +95,11 @@ fn tag(key: &str, value: &str) -> Result<(), String> {
     if key.to_ascii_lowercase().starts_with("aws:") {
         return Err(format!("{key:?} uses the reserved prefix \"aws:\""));
     }
+    if key.to_ascii_lowercase().starts_with("stacksync:") {
+        return Err(format!(
+            "{key:?} uses the prefix \"stacksync:\", which stacksync sets itself (the stack's owner)"
+        ));
+    }
     if value.chars().count() > 256 || !value.chars().all(allowed) {
         return Err(format!(
             "the value {value:?} is not valid: at most 256 letters, digits, spaces or _.:/=+-@"
@@ -119,7 +124,12 @@ mod tests {
         let mut s = spec("a");
         s.tags.insert("aws:owner".into(), "x".into());
         s.tags.insert("ok".into(), "x".repeat(257));
-        assert_eq!(fields(&s), vec!["tags.aws:owner", "tags.ok"]);
+        s.tags
+            .insert("stacksync:entry".into(), "someone-else".into());
+        assert_eq!(
+            fields(&s),
+            vec!["tags.aws:owner", "tags.ok", "tags.stacksync:entry"]
+        );
 
         let mut s = spec("a");
         for i in 0..201 {

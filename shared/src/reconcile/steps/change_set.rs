@@ -3,12 +3,14 @@
 //! else's operation, continues a failed rollback, or deletes a failed create
 //! to make it again — or executes the change set poll-status found ready.
 
-use tracing::info;
+use tracing::{info, warn};
 
 use super::{StepResult, Steps, short, wait};
 use crate::naming::change_set_name;
+use crate::ownership::Owner;
 use crate::ports::{
     Blobs, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, SourceFetcher,
+    StackInfo,
 };
 use crate::reconcile::decide::{
     ChangeSetKind, FailedCreate, StackDecision, StackObservation, decide_stack,
@@ -16,7 +18,7 @@ use crate::reconcile::decide::{
 use crate::reconcile::run::{Next, RunState, StepError, WaitOn};
 use crate::registry::{StackEntry, StepRegistry};
 use crate::spec::{OnFailedCreate, StackSpec};
-use crate::stack_status::ExecutionStatus;
+use crate::stack_status::{ExecutionStatus, StackStatus};
 use crate::status::{Failures, StallReason};
 
 impl<R, B, F, S> Steps<R, B, F, S>
@@ -34,6 +36,7 @@ where
         }
         let stack_name = entry.spec.effective_stack_name();
         let stack = cfn.describe_stack(stack_name).await?;
+        self.ours_to_touch(&state, &entry, stack.as_ref())?;
         // At the applied hash, unless the stack was changed outside
         // stacksync (or the run is forced): then Git wins.
         let hash_matches = entry.status.applied_hash.is_some()
@@ -106,6 +109,27 @@ where
         }
     }
 
+    /// Refuses (`NotOwned`) a stack this entry did not make and does not
+    /// adopt; logs an adoption.
+    fn ours_to_touch(
+        &self,
+        state: &RunState,
+        entry: &StackEntry,
+        stack: Option<&StackInfo>,
+    ) -> Result<(), StepError> {
+        let Some(found) = stack.filter(|s| s.status != StackStatus::DeleteComplete) else {
+            return Ok(());
+        };
+        match self.owner_of(entry, found) {
+            Owner::Ours => Ok(()),
+            Owner::Adopted => {
+                warn!(stack = %state.stack_id, stack_id = %found.stack_id, "adopting a stack stacksync did not make (adopt: true)");
+                Ok(())
+            }
+            Owner::Foreign(why) => Err(StepError::stalled(StallReason::NotOwned, why)),
+        }
+    }
+
     /// Executes the change set poll-status found ready, unless a retried
     /// step finds it executing already.
     async fn execute(&self, mut state: RunState, entry: &StackEntry, cfn: &F::Port) -> StepResult {
@@ -151,7 +175,7 @@ where
             // Old change sets of a never-created stack; ours (a retried step
             // made it already) stays.
             for old in cfn.list_change_sets(stack_name).await? {
-                if old != name {
+                if old != name && crate::ownership::ours_change_set(&old) {
                     cfn.delete_change_set(stack_name, &old).await?;
                 }
             }
@@ -197,10 +221,8 @@ where
                 self.config.template_url_base.trim_end_matches('/')
             ),
             parameters,
-            tags: spec
-                .tags
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
+            tags: crate::ownership::desired_tags(spec, &self.config.installation)
+                .into_iter()
                 .collect(),
             capabilities: spec
                 .capabilities
@@ -264,7 +286,20 @@ mod tests {
             request.role_arn.as_deref(),
             Some("arn:aws:iam::123456789012:role/cfn")
         );
-        assert_eq!(request.tags, [("team".to_owned(), "orders".to_owned())]);
+        // The spec's tags, and the two that say whose the stack is.
+        let tags: Vec<(&str, &str)> = request
+            .tags
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            tags,
+            [
+                ("stacksync:entry", "orders"),
+                ("stacksync:installation", "stacksync-test"),
+                ("team", "orders")
+            ]
+        );
         assert!(
             request
                 .template_url
@@ -284,6 +319,13 @@ mod tests {
                 "DeleteChangeSet",
                 "CreateChangeSet"
             ]
+        );
+        // Only stacksync's own: someone else's change set survives.
+        let calls = t.cfn.script().calls.clone();
+        assert!(calls.contains(&"DeleteChangeSet stacksync-v1-left-over".to_owned()));
+        assert!(
+            !calls.iter().any(|c| c.contains("someone-elses")),
+            "{calls:?}"
         );
     }
 

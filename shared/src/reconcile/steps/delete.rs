@@ -4,6 +4,7 @@
 //! goes on to create.
 
 use super::{StepResult, Steps};
+use crate::ownership::Owner;
 use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
 use crate::reconcile::decide::{DeleteDecision, decide_delete};
 use crate::reconcile::run::{Next, RunState, StepError};
@@ -57,6 +58,21 @@ where
                     StallReason::DeleteFailed,
                     format!("deleting stack {stack_name} failed (DELETE_FAILED): {reason}"),
                 ))
+            }
+            DeleteDecision::Delete
+                if !state.recreate
+                    && state.delete_requests == 0
+                    && let Some(found) = stack.as_ref()
+                    && let Owner::Foreign(why) = self.owner_of(&entry, found) =>
+            {
+                // Not this entry's stack (made by someone else, or made anew
+                // since): the entry goes, the stack stays.
+                self.drop_entry(
+                    state,
+                    &entry,
+                    format!("entry removed; the stack was not deleted: {why}"),
+                )
+                .await
             }
             DeleteDecision::Delete => {
                 if spec.termination_protection && state.delete_requests == 0 {

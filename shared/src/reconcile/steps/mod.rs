@@ -125,6 +125,9 @@ pub struct StepConfig {
     /// The local runner: `http://` and `git://` sources are fetched without
     /// `source.insecure` (a deployed installation refuses them).
     pub local: bool,
+    /// The installation, as its stacks' `stacksync:installation` tag names
+    /// it: the registry table's name.
+    pub installation: String,
 }
 
 /// The steps, with the ports they use.
@@ -240,6 +243,17 @@ where
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Whose `stack` is, for `entry` ([`crate::ownership::owner`]).
+    fn owner_of(&self, entry: &StackEntry, stack: &StackInfo) -> crate::ownership::Owner {
+        crate::ownership::owner(
+            &entry.spec,
+            &self.config.installation,
+            &stack.stack_id,
+            &stack.tags,
+            entry.status.seen.as_ref().map(|s| s.stack_id.as_str()),
+        )
     }
 
     async fn port(&self, spec: &StackSpec) -> Result<F::Port, StepError> {

@@ -144,7 +144,8 @@ where
         let same_parameters = wanted
             .iter()
             .all(|(k, v)| stack.parameters.get(k) == Some(v));
-        Ok(same_parameters && stack.tags == entry.spec.tags)
+        Ok(same_parameters
+            && stack.tags == crate::ownership::desired_tags(&entry.spec, &self.config.installation))
     }
 
     /// Our change set ran (or runs): wait, or end `Ready` (with the settings

@@ -61,6 +61,7 @@ impl Test {
                 sources,
                 config: StepConfig {
                     local: false,
+                    installation: crate::fakes::TEST_INSTALLATION.into(),
                     template_url_base: "https://bucket.s3.us-east-1.amazonaws.com".into(),
                 },
             },
@@ -109,7 +110,7 @@ impl Test {
             changed_at: Timestamp(s.changed_at),
             stack_status: status.to_string(),
             drift: s.drift.clone(),
-            deployed_hash: deployed_hash(&s.template, &BTreeMap::new(), &BTreeMap::new()),
+            deployed_hash: deployed_hash(&s.template, &BTreeMap::new(), &s.stack_tags(NAME)),
             interval_seconds: 600,
         }
     }

@@ -1,0 +1,158 @@
+//! Touch only what is yours: stacks stacksync did not make are refused
+//! unless the entry adopts them, through the reconcile state machine
+//! against the emulator's CloudFormation, DynamoDB and S3 (and the scripted
+//! CloudFormation for a failed stack the emulator cannot make).
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+#![recursion_limit = "256"]
+
+use std::collections::BTreeMap;
+
+use stacksync::asl::Outcome;
+use stacksync::registry::Entries;
+use stacksync::stack_status::StackStatus as S;
+use stacksync::status::{Phase, StallReason};
+use stacksync_testkit::git::GitRepo;
+use stacksync_testkit::harness::Harness;
+use stacksync_testkit::scripted::ScriptedCloudFormation;
+use stacksync_testkit::{Emulator, unique_name};
+
+const THEIRS: &str = r#"{"Resources": {"Theirs": {"Type": "AWS::SNS::Topic"}}}"#;
+const OURS: &[u8] = b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n";
+
+fn ok(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::Succeeded(_))
+}
+
+async fn tags_of(name: &str) -> BTreeMap<String, String> {
+    let out = Emulator::shared()
+        .cloudformation()
+        .describe_stacks()
+        .stack_name(name)
+        .send()
+        .await
+        .unwrap();
+    out.stacks()[0]
+        .tags()
+        .iter()
+        .map(|t| {
+            (
+                t.key().unwrap_or("").to_owned(),
+                t.value().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn resources_of(name: &str) -> Vec<String> {
+    let out = Emulator::shared()
+        .cloudformation()
+        .list_stack_resources()
+        .stack_name(name)
+        .send()
+        .await
+        .unwrap();
+    out.stack_resource_summaries()
+        .iter()
+        .map(|r| r.logical_resource_id().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stack_stacksync_did_not_make_is_refused_unless_the_entry_adopts_it() {
+    let name = unique_name("theirs").replace('-', "x");
+    Emulator::shared()
+        .cloudformation()
+        .create_stack()
+        .stack_name(&name)
+        .template_body(THEIRS)
+        .send()
+        .await
+        .unwrap();
+    let repo = GitRepo::new("ownership");
+    repo.commit(&[("t.yaml", OURS)], "ours");
+    let h = Harness::new("ownership").await;
+    let entry = |adopt: bool| {
+        format!(
+            "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n    adopt: {adopt}\n",
+            repo.file_url()
+        )
+    };
+
+    h.apply(&entry(false)).await;
+    assert!(!ok(&h.reconcile(&name).await));
+    let status = h.entry(&name).await.status;
+    assert_eq!(status.stall_reason, Some(StallReason::NotOwned));
+    let message = status.message.unwrap();
+    assert!(
+        message.contains("it was not made by stacksync") && message.contains("adopt: true"),
+        "{message}"
+    );
+    assert_eq!(resources_of(&name).await, ["Theirs"], "left as it was");
+
+    // Adopted on purpose: updated to the template, and tagged as the entry's.
+    h.apply(&entry(true)).await;
+    assert!(ok(&h.reconcile(&name).await));
+    assert_eq!(h.entry(&name).await.status.phase, Phase::Ready);
+    assert_eq!(resources_of(&name).await, ["Queue"]);
+    let tags = tags_of(&name).await;
+    assert_eq!(tags["stacksync:entry"], name);
+    assert_eq!(tags["stacksync:installation"], h.steps.registry.table());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stack_made_anew_by_someone_else_is_not_deleted_with_the_entry() {
+    let name = unique_name("gone").replace('-', "x");
+    let repo = GitRepo::new("ownership-delete");
+    repo.commit(&[("t.yaml", OURS)], "ours");
+    let h = Harness::new("ownership-delete").await;
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n    destroyOnDelete: true\n",
+        repo.file_url()
+    ))
+    .await;
+    assert!(ok(&h.reconcile(&name).await));
+    assert_eq!(tags_of(&name).await["stacksync:entry"], name);
+    // Someone deletes it and makes their own of that name.
+    let cfn = Emulator::shared().cloudformation();
+    cfn.delete_stack().stack_name(&name).send().await.unwrap();
+    cfn.create_stack()
+        .stack_name(&name)
+        .template_body(THEIRS)
+        .send()
+        .await
+        .unwrap();
+    // The entry is removed (destroyOnDelete): the stack is not stacksync's.
+    h.apply("stacks: []\n").await;
+    assert!(ok(&h.reconcile(&name).await));
+    assert!(
+        h.steps.registry.get(&name).await.unwrap().is_none(),
+        "entry removed"
+    );
+    assert_eq!(resources_of(&name).await, ["Theirs"], "their stack stays");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_stack_stacksync_did_not_make_is_not_deleted_and_recreated() {
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::RollbackComplete)]);
+    fake.script().tags = Some(BTreeMap::new());
+    let h = Harness::with_port("ownership-failed", fake.clone()).await;
+    let repo = GitRepo::new("ownership-failed");
+    repo.commit(&[("t.yaml", OURS)], "ours");
+    let name = unique_name("f").replace('-', "x");
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n",
+        repo.file_url()
+    ))
+    .await;
+    assert!(!ok(&h.reconcile(&name).await));
+    let ops = fake.operations();
+    assert!(
+        !ops.iter()
+            .any(|o| o == "DeleteStack" || o == "CreateChangeSet"),
+        "{ops:?}"
+    );
+    assert_eq!(
+        h.entry(&name).await.status.stall_reason,
+        Some(StallReason::NotOwned)
+    );
+}
