@@ -63,16 +63,16 @@ where
                 if !state.recreate
                     && state.delete_requests == 0
                     && let Some(found) = stack.as_ref()
-                    && let Owner::Foreign(why) = self.owner_of(&entry, found) =>
+                    && let Owner::Foreign(_) = self.owner_of(&entry, found) =>
             {
                 // Not this entry's stack (made by someone else, or made anew
                 // since): the entry goes, the stack stays.
-                self.drop_entry(
-                    state,
-                    &entry,
-                    format!("entry removed; the stack was not deleted: {why}"),
-                )
-                .await
+                let outcome = format!(
+                    "entry removed; the stack {stack_name} ({}) was left in place: it is not \
+                     this entry's (stacksync did not make it, or it was made anew since)",
+                    found.stack_id
+                );
+                self.drop_entry(state, &entry, outcome).await
             }
             DeleteDecision::Delete => {
                 if spec.termination_protection && state.delete_requests == 0 {
