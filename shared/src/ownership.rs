@@ -63,6 +63,23 @@ pub fn owner(
     ))
 }
 
+/// Why a run must not deploy to a stack that has the service role
+/// `attached` when the spec names `named`: without `roleArn`, CloudFormation
+/// uses the stack's role, and no `iam:PassRole` check applies, so whoever
+/// writes the registry could deploy under any role once attached to the
+/// stack. `None`: the run may go on (no role, or the spec names one, which
+/// passing checks).
+pub fn unnamed_role(attached: Option<&str>, named: Option<&str>, stack: &str) -> Option<String> {
+    match (attached, named) {
+        (Some(role), None) => Some(format!(
+            "the stack {stack} deploys under the service role {role}, which the entry does not \
+             name: CloudFormation would use it without the installation's check on the roles it \
+             may pass. Set roleArn to it (or to another role the installation may pass)"
+        )),
+        _ => None,
+    }
+}
+
 /// Whether a change set is one stacksync made (its names start so):
 /// cleaning a stack left in review deletes only those.
 pub fn ours_change_set(name: &str) -> bool {
@@ -112,5 +129,18 @@ mod tests {
     fn only_stacksyncs_change_sets_are_its_own() {
         assert!(ours_change_set("stacksync-v1-a51fa57c19cfec5d"));
         assert!(!ours_change_set("deploy-from-console"));
+    }
+
+    #[test]
+    fn a_stacks_role_must_be_named_by_the_entry() {
+        let admin = "arn:aws:iam::1:role/cdk-exec";
+        let why = unnamed_role(Some(admin), None, "orders").unwrap();
+        assert!(why.contains(admin) && why.contains("Set roleArn"), "{why}");
+        assert_eq!(unnamed_role(Some(admin), Some(admin), "orders"), None);
+        assert_eq!(
+            unnamed_role(Some(admin), Some("arn:aws:iam::1:role/other"), "orders"),
+            None
+        );
+        assert_eq!(unnamed_role(None, None, "orders"), None);
     }
 }

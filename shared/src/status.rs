@@ -111,6 +111,9 @@ pub enum StallReason {
     /// The stack was not made by this installation's entry (no
     /// `stacksync:` tags, another StackId), and the entry does not adopt it.
     NotOwned,
+    /// The stack has a service role the entry does not name: without
+    /// `roleArn`, CloudFormation would deploy under it unchecked.
+    ServiceRoleNotNamed,
     /// A run's state lacks what a step needs (a broken contract between
     /// the state machine and the steps).
     ContractViolated,
@@ -129,7 +132,7 @@ pub enum StallReason {
 }
 
 impl StallReason {
-    pub const ALL: [StallReason; 21] = [
+    pub const ALL: [StallReason; 22] = [
         Self::NotRegistered,
         Self::Unsupported,
         Self::SourceUnavailable,
@@ -145,6 +148,7 @@ impl StallReason {
         Self::FailedCreateStays,
         Self::StackBlocked,
         Self::NotOwned,
+        Self::ServiceRoleNotNamed,
         Self::ContractViolated,
         Self::RegistryRefused,
         Self::RetriesExhausted,
@@ -188,6 +192,7 @@ impl StallReason {
             Self::FailedCreateStays => "FailedCreateStays",
             Self::StackBlocked => "StackBlocked",
             Self::NotOwned => "NotOwned",
+            Self::ServiceRoleNotNamed => "ServiceRoleNotNamed",
             Self::ContractViolated => "ContractViolated",
             Self::RegistryRefused => "RegistryRefused",
             Self::RetriesExhausted => "RetriesExhausted",

@@ -156,3 +156,38 @@ async fn a_failed_stack_stacksync_did_not_make_is_not_deleted_and_recreated() {
         Some(StallReason::NotOwned)
     );
 }
+
+/// Without `roleArn`, CloudFormation deploys under the role already on the
+/// stack, unchecked by the installation's `iam:PassRole` limit: a run of an
+/// entry that does not name the stack's role is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stack_whose_service_role_the_entry_does_not_name_is_refused() {
+    let repo = GitRepo::new("ownership-role");
+    repo.commit(&[("t.yaml", OURS)], "ours");
+    let h = Harness::new("ownership-role").await;
+    let name = unique_name("role").replace('-', "x");
+    let entry = |role: &str| {
+        format!(
+            "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n{role}",
+            repo.file_url()
+        )
+    };
+    let role = "arn:aws:iam::123456789012:role/cfn-deploy";
+    h.apply(&entry(&format!("    roleArn: {role}\n"))).await;
+    assert!(ok(&h.reconcile(&name).await));
+
+    // The entry drops its roleArn: the stack keeps the role.
+    h.apply(&entry("    tags: {team: x}\n")).await;
+    assert!(!ok(&h.reconcile(&name).await));
+    let status = h.entry(&name).await.status;
+    assert_eq!(status.stall_reason, Some(StallReason::ServiceRoleNotNamed));
+    let message = status.message.unwrap();
+    assert!(
+        message.contains(role) && message.contains("Set roleArn"),
+        "{message}"
+    );
+    assert!(
+        !tags_of(&name).await.contains_key("team"),
+        "nothing deployed under the unnamed role"
+    );
+}

@@ -96,6 +96,7 @@ impl CloudFormation for SdkCloudFormation {
                     .filter_map(|t| Some((t.key()?.to_owned(), t.value()?.to_owned())))
                     .collect(),
                 termination_protection: s.enable_termination_protection().unwrap_or(false),
+                role_arn: s.role_arn().map(str::to_owned),
             })),
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(port_error("DescribeStacks", &e)),

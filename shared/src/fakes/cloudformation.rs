@@ -38,6 +38,8 @@ pub struct Script {
     pub template: String,
     /// The drift status DescribeStacks reports.
     pub drift: Option<String>,
+    /// The service role DescribeStacks reports.
+    pub role_arn: Option<String>,
     /// The stack's tags as DescribeStacks reports them: these when set;
     /// else the last change set's; else those of a stack that the entry
     /// of its name made in [`TEST_INSTALLATION`].
@@ -91,6 +93,7 @@ impl Default for Script {
             generation: 1,
             template: "Resources: {}".into(),
             drift: None,
+            role_arn: None,
             tags: None,
             listing: Vec::new(),
             termination_protection: false,
@@ -260,6 +263,7 @@ impl CloudFormation for ScriptedCloudFormation {
             parameters: BTreeMap::new(),
             tags,
             termination_protection: s.termination_protection,
+            role_arn: s.role_arn.clone(),
         }))
     }
 

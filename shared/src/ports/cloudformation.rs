@@ -23,6 +23,8 @@ pub struct StackInfo {
     pub tags: BTreeMap<String, String>,
     /// `EnableTerminationProtection`.
     pub termination_protection: bool,
+    /// The service role CloudFormation uses for the stack (`RoleARN`).
+    pub role_arn: Option<String>,
 }
 
 /// A stack as `ListStacks` sums it up: what the scheduler's health check

@@ -110,7 +110,8 @@ where
     }
 
     /// Refuses (`NotOwned`) a stack this entry did not make and does not
-    /// adopt; logs an adoption.
+    /// adopt, logging an adoption; and (`ServiceRoleNotNamed`) a stack whose
+    /// service role the entry does not name.
     fn ours_to_touch(
         &self,
         state: &RunState,
@@ -121,12 +122,19 @@ where
             return Ok(());
         };
         match self.owner_of(entry, found) {
-            Owner::Ours => Ok(()),
+            Owner::Ours => {}
             Owner::Adopted => {
                 warn!(stack = %state.stack_id, stack_id = %found.stack_id, "adopting a stack stacksync did not make (adopt: true)");
-                Ok(())
             }
-            Owner::Foreign(why) => Err(StepError::stalled(StallReason::NotOwned, why)),
+            Owner::Foreign(why) => return Err(StepError::stalled(StallReason::NotOwned, why)),
+        }
+        match crate::ownership::unnamed_role(
+            found.role_arn.as_deref(),
+            entry.spec.role_arn.as_deref(),
+            entry.spec.effective_stack_name(),
+        ) {
+            Some(why) => Err(StepError::stalled(StallReason::ServiceRoleNotNamed, why)),
+            None => Ok(()),
         }
     }
 
