@@ -130,7 +130,19 @@ impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
         {
             event = receive(headers, body, &fresh);
         }
-        event.map_err(|e| Response::new(e.status_code(), e.to_json()))
+        event.map_err(|e| match e {
+            // The answer says nothing of what was wrong, nor whether a
+            // secret is configured at all: the log does.
+            WebhookError::Unauthorized(detail) => {
+                tracing::warn!(%detail, "webhook delivery refused");
+                Response::error(
+                    401,
+                    "Unauthorized",
+                    "the delivery's signature or token is missing or does not match",
+                )
+            }
+            other => Response::new(other.status_code(), other.to_json()),
+        })
     }
 
     /// Starts the followers of every pushed ref, then claims the delivery id.
@@ -331,7 +343,13 @@ mod tests {
         async fn a_bad_signature_is_401_and_a_repository_nobody_follows_is_200() {
             let w = webhook(registry());
             let (headers, body) = delivery("d-1", "https://git.example/infra.git", "wrong");
-            assert_eq!(w.handle(&headers, &body, NOW).await.status, 401);
+            let refused = w.handle(&headers, &body, NOW).await;
+            assert_eq!(refused.status, 401);
+            // Generic: nothing of which header, or whether a secret is set.
+            assert_eq!(
+                refused.body["message"],
+                "the delivery's signature or token is missing or does not match"
+            );
             let (headers, body) = delivery("d-2", "https://git.example/other.git", SECRET);
             let answer = w.handle(&headers, &body, NOW).await;
             assert_eq!(
