@@ -61,20 +61,22 @@ pub enum Answer {
     /// No stack follows the pushed repository and ref: the keys looked for.
     #[serde(rename = "no stack follows this repository and ref")]
     NoFollower { sources: Vec<String> },
+    /// Counts, not names: whoever can sign a delivery learns nothing of
+    /// the registry (the function's log names the stacks).
     #[serde(rename = "started")]
     Started {
         #[serde(rename = "deliveryId")]
         delivery_id: String,
-        #[serde(flatten)]
-        starts: Starts,
+        started: usize,
+        skipped: usize,
     },
     /// Every follower was started for this revision before.
     #[serde(rename = "nothing new to start")]
     NothingNew {
         #[serde(rename = "deliveryId")]
         delivery_id: String,
-        #[serde(flatten)]
-        starts: Starts,
+        started: usize,
+        skipped: usize,
     },
 }
 
@@ -175,6 +177,13 @@ impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
         {
             return Ok((200, Answer::Duplicate { delivery_id }));
         }
+        let (started, skipped) = (starts.started.len(), starts.skipped.len());
+        tracing::info!(
+            delivery = %delivery_id,
+            started = ?starts.started.iter().map(|s| s.stack.as_str()).collect::<Vec<_>>(),
+            skipped = ?starts.skipped.iter().map(|s| (s.stack.as_str(), s.reason)).collect::<Vec<_>>(),
+            "webhook delivery handled"
+        );
         Ok(if starts.is_empty() {
             (
                 200,
@@ -182,12 +191,13 @@ impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
                     sources: delivery.source_keys(),
                 },
             )
-        } else if starts.started.is_empty() {
+        } else if started == 0 {
             (
                 202,
                 Answer::NothingNew {
                     delivery_id,
-                    starts,
+                    started,
+                    skipped,
                 },
             )
         } else {
@@ -195,7 +205,8 @@ impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
                 202,
                 Answer::Started {
                     delivery_id,
-                    starts,
+                    started,
+                    skipped,
                 },
             )
         })
@@ -326,7 +337,20 @@ mod tests {
             let first = w.handle(&headers, &body, NOW).await;
             assert_eq!(first.status, 202, "{:?}", first.body);
             assert_eq!(first.body["result"], "started");
-            assert_eq!(first.body["started"][0]["stack"], "orders");
+            // Counts, never the registry's stack names.
+            assert_eq!(
+                (
+                    first.body["started"].as_u64(),
+                    first.body["skipped"].as_u64()
+                ),
+                (Some(1), Some(0))
+            );
+            assert!(
+                !first.body.to_string().contains("orders"),
+                "{:?}",
+                first.body
+            );
+            assert_eq!(w.starter.started()[0].1, "orders");
             let replay = w.handle(&headers, &body, NOW).await;
             assert_eq!(
                 (replay.status, replay.body["result"].as_str()),
