@@ -69,6 +69,10 @@ pub enum SkipReason {
     /// before (a replay, or the same revision again).
     #[serde(rename = "already started for this revision")]
     AlreadyStarted,
+    /// Past [`MAX_STARTS_PER_TRIGGER`]: the scheduler starts it (its source
+    /// moved past the revision the stack was last tried at).
+    #[serde(rename = "left to the scheduler")]
+    Deferred,
 }
 
 /// One stack left alone.
@@ -103,6 +107,12 @@ pub enum TriggerError {
     #[error("starting an execution: {0}")]
     Start(#[from] PortError),
 }
+
+/// The most executions one trigger (a webhook delivery, an event) starts:
+/// a delivery answers in bounded time whatever follows the source, and one
+/// signed request cannot start the whole registry. The rest are left to the
+/// scheduler, which sees the source moved and starts them on its next runs.
+pub const MAX_STARTS_PER_TRIGGER: usize = 1_000;
 
 /// How many executions a trigger starts at once: a push to a source with
 /// hundreds of followers is answered well within a sender's timeout
@@ -158,6 +168,14 @@ pub async fn start_followers_at<R: Entries, X: Starter>(
                     stack: entry.name,
                     execution: None,
                     reason: SkipReason::Suspended,
+                });
+                continue;
+            }
+            if to_start.len() >= MAX_STARTS_PER_TRIGGER {
+                starts.skipped.push(Skipped {
+                    stack: entry.name,
+                    execution: None,
+                    reason: SkipReason::Deferred,
                 });
                 continue;
             }
@@ -319,5 +337,35 @@ mod tests {
         assert_eq!(starts.started.len(), 200, "every other follower started");
         let most = starter.most.load(std::sync::atomic::Ordering::SeqCst);
         assert!(most > 1 && most <= START_CONCURRENCY, "{most} at once");
+    }
+
+    #[tokio::test]
+    async fn one_trigger_starts_at_most_its_bound_and_leaves_the_rest_to_the_scheduler() {
+        let registry = MemoryRegistry::new();
+        for i in 0..MAX_STARTS_PER_TRIGGER + 3 {
+            registry.insert(sample_entry(&format!("s{i:05}"), Status::default()));
+        }
+        let starter = RecordingStarter::new();
+        let keys = [source_key("https://git.example/infra.git", Some("main"))];
+        let mut starts = Starts::default();
+        start_followers(
+            &registry,
+            &starter,
+            &keys,
+            TriggerKind::Webhook,
+            "c1",
+            &mut starts,
+        )
+        .await
+        .unwrap();
+        assert_eq!(starts.started.len(), MAX_STARTS_PER_TRIGGER);
+        assert_eq!(starter.started().len(), MAX_STARTS_PER_TRIGGER);
+        assert_eq!(starts.skipped.len(), 3);
+        assert!(
+            starts
+                .skipped
+                .iter()
+                .all(|s| s.reason == SkipReason::Deferred)
+        );
     }
 }
