@@ -318,6 +318,26 @@ async fn signatures_are_checked_before_anything_is_read_or_started() {
     h.push(("X-GitHub-Delivery".into(), "after-rotation".into()));
     let (status, answer) = s.deliver(&signed(&h, &raw, "rotated"), &raw).await;
     assert_eq!(status, 202, "{answer}");
+
+    // A secret may sign only for the repositories it lists: this push is
+    // of acme/infra, the secret allows only acme/other.
+    aws_sdk_secretsmanager::Client::new(&Emulator::shared().sdk_config())
+        .put_secret_value()
+        .secret_id(&s.secret_id)
+        .secret_string(
+            json!({"current": "limited", "repositories": ["https://github.com/acme/other"]})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let before = s.executions().await.len();
+    h.retain(|(k, _)| k != "X-GitHub-Delivery");
+    h.push(("X-GitHub-Delivery".into(), "limited-secret".into()));
+    let (status, answer) = s.deliver(&signed(&h, &raw, "limited"), &raw).await;
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(answer["error"], "Forbidden");
+    assert_eq!(s.executions().await.len(), before, "nothing started");
 }
 
 #[tokio::test(flavor = "multi_thread")]

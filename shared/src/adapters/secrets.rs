@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::ports::SecretStore;
+use crate::ports::secrets::Accepted;
 
 /// How long fetched secrets are trusted before they are read again.
 pub const SECRET_CACHE: Duration = Duration::from_secs(300);
@@ -34,7 +35,7 @@ pub struct Secrets {
     location: SecretLocation,
     secretsmanager: Option<aws_sdk_secretsmanager::Client>,
     ssm: Option<aws_sdk_ssm::Client>,
-    cache: Mutex<Option<(Instant, Vec<String>)>>,
+    cache: Mutex<Option<(Instant, Accepted)>>,
     /// When a bad signature last forced a read: at most one per
     /// [`FORCED_REFRESH_EVERY`], so unsigned floods cannot drive reads.
     forced: Mutex<Option<Instant>>,
@@ -77,7 +78,7 @@ impl Secrets {
         }
     }
 
-    fn cached(&self) -> Option<Vec<String>> {
+    fn cached(&self) -> Option<Accepted> {
         let cache = self.cache.lock().ok()?;
         let (at, secrets) = cache.as_ref()?;
         (at.elapsed() < SECRET_CACHE).then(|| secrets.clone())
@@ -123,21 +124,56 @@ impl SecretStore for Secrets {
     /// The accepted secrets; `fresh` reads the store even if the cache is
     /// recent (at most once per [`FORCED_REFRESH_EVERY`]). Returns whether
     /// they came from the cache.
-    async fn get(&self, fresh: bool) -> Result<(Vec<String>, bool), String> {
+    async fn get(&self, fresh: bool) -> Result<(Accepted, bool), String> {
         if let SecretLocation::Fixed(secrets) = &self.location {
-            return Ok((secrets.clone(), false));
+            let accepted = Accepted {
+                secrets: secrets.clone(),
+                repositories: None,
+            };
+            return Ok((accepted, false));
         }
         if !(fresh && self.may_force())
             && let Some(secrets) = self.cached()
         {
             return Ok((secrets, true));
         }
-        let secrets = parse_secret(&self.read_store().await?)?;
+        let secrets = parse_accepted(&self.read_store().await?)?;
         if let Ok(mut cache) = self.cache.lock() {
             *cache = Some((Instant::now(), secrets.clone()));
         }
         Ok((secrets, false))
     }
+}
+
+/// What a stored value accepts: [`parse_secret`]'s secrets, and the
+/// repositories of an optional `"repositories": [URL, …]` (normalized as
+/// source URLs are: any spelling of a repository is the same).
+pub fn parse_accepted(raw: &str) -> Result<Accepted, String> {
+    let secrets = parse_secret(raw)?;
+    let repositories = match serde_json::from_str::<Value>(raw) {
+        Ok(Value::Object(map)) => match map.get("repositories") {
+            None => None,
+            Some(Value::Array(items)) => Some(
+                items
+                    .iter()
+                    .map(|v| {
+                        v.as_str().map(crate::source::normalize_url).ok_or_else(|| {
+                            "the webhook secret's \"repositories\" must be a list of URLs"
+                                .to_owned()
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            Some(_) => {
+                return Err("the webhook secret's \"repositories\" must be a list of URLs".into());
+            }
+        },
+        _ => None,
+    };
+    Ok(Accepted {
+        secrets,
+        repositories,
+    })
 }
 
 /// The accepted secrets of a stored value: JSON `{"current", "previous"}` or
@@ -171,6 +207,28 @@ pub fn parse_secret(raw: &str) -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_may_list_the_repositories_it_signs_for() {
+        let accepted = parse_accepted(
+            r#"{"current": "s", "repositories": ["https://github.com/Acme/infra.git", "git@github.com:acme/other"]}"#,
+        )
+        .unwrap();
+        assert_eq!(accepted.secrets, ["s"]);
+        assert_eq!(
+            accepted.repositories.unwrap(),
+            [
+                crate::source::normalize_url("https://github.com/acme/infra"),
+                crate::source::normalize_url("ssh://git@github.com/acme/other.git")
+            ]
+        );
+        assert_eq!(parse_accepted("plain").unwrap().repositories, None);
+        assert!(
+            parse_accepted(r#"{"current": "s", "repositories": "github.com/acme"}"#)
+                .unwrap_err()
+                .contains("must be a list of URLs")
+        );
+    }
 
     #[test]
     fn stored_secrets_are_plain_or_current_and_previous() {

@@ -32,7 +32,11 @@ pub use starter::RecordingStarter;
 pub struct FixedSecrets(pub Vec<String>);
 
 impl crate::ports::SecretStore for FixedSecrets {
-    async fn get(&self, _fresh: bool) -> Result<(Vec<String>, bool), String> {
-        Ok((self.0.clone(), false))
+    async fn get(&self, _fresh: bool) -> Result<(crate::ports::secrets::Accepted, bool), String> {
+        let accepted = crate::ports::secrets::Accepted {
+            secrets: self.0.clone(),
+            repositories: None,
+        };
+        Ok((accepted, false))
     }
 }

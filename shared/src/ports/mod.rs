@@ -17,13 +17,13 @@ pub mod aws_error;
 mod blobs;
 mod cloudformation;
 mod executions;
-mod secrets;
+pub mod secrets;
 pub mod source;
 
 pub use blobs::Blobs;
 pub use cloudformation::*;
 pub use executions::{Started, Starter, Trigger, TriggerKind};
-pub use secrets::SecretStore;
+pub use secrets::{Accepted, SecretStore};
 pub use source::{FetchError, Files, SourceFetcher, SourceLocation};
 
 /// What went wrong talking to a service, in the terms the steps act on.

@@ -88,17 +88,41 @@ pub struct Webhook<R, X, K> {
     pub secrets: K,
 }
 
+/// The answer to a delivery whose repository the signing secret does not
+/// allow (its `"repositories"`), or `None` when it is allowed: every ref
+/// moved must be of a listed repository, under any of its spellings.
+fn not_allowed(delivery: &Delivery, allowed: Option<&[String]>) -> Option<Response> {
+    let allowed = allowed?;
+    let refused = delivery.refs.iter().find(|r| {
+        !r.repository_urls
+            .iter()
+            .any(|url| allowed.contains(&crate::source::normalize_url(url)))
+    })?;
+    tracing::warn!(repository = ?refused.repository_urls, "webhook delivery refused: the secret does not allow its repository");
+    Some(Response::error(
+        403,
+        "Forbidden",
+        "the secret that signed this delivery does not allow its repository",
+    ))
+}
+
 impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
     /// Answers one request.
     pub async fn handle(&self, headers: &Headers, body: &[u8], now: EpochMillis) -> Response {
-        let delivery = match self.verified(headers, body).await {
-            Ok(Received::Push(delivery)) => delivery,
-            Ok(Received::Ping) => return Response::answer(200, &Answer::Pong),
-            Ok(Received::Ignored { reason }) => {
-                return Response::answer(200, &Answer::Ignored { reason });
-            }
+        let (received, allowed) = match self.verified(headers, body).await {
+            Ok(verified) => verified,
             Err(response) => return response,
         };
+        let delivery = match received {
+            Received::Push(delivery) => delivery,
+            Received::Ping => return Response::answer(200, &Answer::Pong),
+            Received::Ignored { reason } => {
+                return Response::answer(200, &Answer::Ignored { reason });
+            }
+        };
+        if let Some(refused) = not_allowed(&delivery, allowed.as_deref()) {
+            return refused;
+        }
         match self.start(&delivery, now).await {
             Ok((status, answer)) => Response::answer(status, &answer),
             // Nothing is recorded: the sender's retry (or a redelivery)
@@ -116,8 +140,12 @@ impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
 
     /// The delivery, verified against the accepted secrets (read again once
     /// when a cached secret does not match: it may have been rotated).
-    async fn verified(&self, headers: &Headers, body: &[u8]) -> Result<Received, Response> {
-        let (secrets, cached) = self.secrets.get(false).await.map_err(|e| {
+    async fn verified(
+        &self,
+        headers: &Headers,
+        body: &[u8],
+    ) -> Result<(Received, Option<Vec<String>>), Response> {
+        let (accepted, cached) = self.secrets.get(false).await.map_err(|e| {
             tracing::error!("{e}");
             Response::error(
                 500,
@@ -125,13 +153,16 @@ impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
                 "the webhook secret cannot be read; see the function's log",
             )
         })?;
-        let mut event = receive(headers, body, &secrets);
+        let mut event = receive(headers, body, &accepted.secrets);
+        let mut repositories = accepted.repositories;
         if cached
             && matches!(event, Err(WebhookError::Unauthorized(_)))
             && let Ok((fresh, _)) = self.secrets.get(true).await
         {
-            event = receive(headers, body, &fresh);
+            event = receive(headers, body, &fresh.secrets);
+            repositories = fresh.repositories;
         }
+        let event = event.map(|received| (received, repositories));
         event.map_err(|e| match e {
             // The answer says nothing of what was wrong, nor whether a
             // secret is configured at all: the log does.
@@ -361,6 +392,43 @@ mod tests {
             let again = w.handle(&headers, &body, NOW).await;
             assert_eq!(again.body["result"], "nothing new to start");
             assert_eq!(w.starter.started().len(), 1);
+        }
+
+        /// A secret that may sign only for `repositories`.
+        struct Limited(Vec<String>);
+
+        impl crate::ports::SecretStore for Limited {
+            async fn get(&self, _fresh: bool) -> Result<(crate::ports::Accepted, bool), String> {
+                let accepted = crate::ports::Accepted {
+                    secrets: vec![SECRET.into()],
+                    repositories: Some(
+                        self.0
+                            .iter()
+                            .map(|u| crate::source::normalize_url(u))
+                            .collect(),
+                    ),
+                };
+                Ok((accepted, false))
+            }
+        }
+
+        #[tokio::test]
+        async fn a_secret_limited_to_some_repositories_signs_for_no_other() {
+            let w = Webhook {
+                registry: registry(),
+                starter: RecordingStarter::new(),
+                secrets: Limited(vec!["https://git.example/other.git".into()]),
+            };
+            let (headers, body) = delivery("d-1", "https://git.example/infra.git", SECRET);
+            let refused = w.handle(&headers, &body, NOW).await;
+            assert_eq!(refused.status, 403, "{:?}", refused.body);
+            assert!(w.starter.started().is_empty());
+            let w = Webhook {
+                secrets: Limited(vec!["https://git.example/INFRA".into()]),
+                ..w
+            };
+            let (headers, body) = delivery("d-2", "https://git.example/infra.git", SECRET);
+            assert_eq!(w.handle(&headers, &body, NOW).await.status, 202);
         }
 
         #[tokio::test]
