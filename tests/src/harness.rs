@@ -192,33 +192,29 @@ impl<F: CloudFormationFactory> Harness<F> {
         .await
     }
 
-    /// Runs one execution with the given input. (The machine's future is
-    /// boxed: inline, it makes every test's own future, and the stack its
-    /// polls need, hundreds of KB larger in debug builds, whose test threads
-    /// have 2 MiB.)
+    /// Runs one execution with the given input.
     pub async fn reconcile_with(&self, name: &str, input: Value) -> Outcome {
-        let options = RunOptions {
-            speedup: 1000.0,
-            ..RunOptions::default()
-        };
-        let execution = unique_name(&format!("run-{name}"));
-        let mut seen = Vec::new();
-        let outcome = Box::pin(self.machine.execute(
-            &AsFunctions(&self.steps),
-            &execution,
-            input,
-            &options,
-            &mut |event, _| seen.push(event.clone()),
-        ))
-        .await;
-        self.events.lock().expect("events").extend(seen);
-        outcome
+        self.execute(&AsFunctions(&self.steps), name, input).await.1
     }
 
     /// Runs one execution of `name` (a manual trigger) whose Task states
     /// `runner` runs: its execution name (the lease owner) and outcome.
     pub async fn reconcile_by<T: TaskRunner>(&self, runner: &T, name: &str) -> (String, Outcome) {
         let input = json!({"stackId": name, "trigger": {"kind": "manual"}});
+        self.execute(runner, name, input).await
+    }
+
+    /// One execution of the machine, its Task states run by `runner`, waits
+    /// sped up 1000 times: its name and outcome. (The machine's future is
+    /// boxed: inline, it makes every test's own future, and the stack its
+    /// polls need, hundreds of KB larger in debug builds, whose test threads
+    /// have 2 MiB.)
+    async fn execute<T: TaskRunner>(
+        &self,
+        runner: &T,
+        name: &str,
+        input: Value,
+    ) -> (String, Outcome) {
         let options = RunOptions {
             speedup: 1000.0,
             ..RunOptions::default()

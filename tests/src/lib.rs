@@ -296,6 +296,31 @@ impl Emulator {
         aws_sdk_cloudformation::Client::new(&self.sdk_config())
     }
 
+    /// The tags of the stack `name` in the emulator, as DescribeStacks gives them.
+    pub async fn stack_tags(&self, name: &str) -> std::collections::BTreeMap<String, String> {
+        let out = self
+            .cloudformation()
+            .describe_stacks()
+            .stack_name(name)
+            .send()
+            .await
+            .expect("the stack is described");
+        out.stacks()
+            .first()
+            .map(|s| {
+                s.tags()
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.key().unwrap_or("").to_owned(),
+                            t.value().unwrap_or("").to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// A DynamoDB client for the emulator.
     pub fn dynamodb(&self) -> aws_sdk_dynamodb::Client {
         aws_sdk_dynamodb::Client::new(&self.sdk_config())

@@ -24,23 +24,7 @@ fn ok(outcome: &Outcome) -> bool {
 }
 
 async fn tags_of(name: &str) -> BTreeMap<String, String> {
-    let out = Emulator::shared()
-        .cloudformation()
-        .describe_stacks()
-        .stack_name(name)
-        .send()
-        .await
-        .unwrap();
-    out.stacks()[0]
-        .tags()
-        .iter()
-        .map(|t| {
-            (
-                t.key().unwrap_or("").to_owned(),
-                t.value().unwrap_or("").to_owned(),
-            )
-        })
-        .collect()
+    Emulator::shared().stack_tags(name).await
 }
 
 async fn resources_of(name: &str) -> Vec<String> {

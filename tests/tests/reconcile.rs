@@ -239,23 +239,9 @@ async fn parameter_and_tag_changes_update_the_stack() {
         created[2]
     );
     assert_eq!(emulator.recorded("ExecuteChangeSet", &name), 3);
-    let described = emulator
-        .cloudformation()
-        .describe_stacks()
-        .stack_name(&name)
-        .send()
-        .await
-        .unwrap();
-    let tags: Vec<(&str, &str)> = described.stacks()[0]
-        .tags()
-        .iter()
-        .map(|t| (t.key().unwrap_or(""), t.value().unwrap_or("")))
-        .collect();
-    assert!(tags.contains(&("team", "b")), "{tags:?}");
-    assert!(
-        tags.contains(&("stacksync:entry", name.as_str())),
-        "{tags:?}"
-    );
+    let tags = emulator.stack_tags(&name).await;
+    assert_eq!(tags.get("team").map(String::as_str), Some("b"), "{tags:?}");
+    assert_eq!(tags.get("stacksync:entry"), Some(&name), "{tags:?}");
     let entry = h.entry(&name).await;
     assert_eq!(
         (entry.status.phase, entry.status.observed_spec_version),

@@ -232,6 +232,26 @@ mod tests {
     use crate::registry::sample_entry;
     use crate::status::Status;
 
+    /// The followers of the sample entries' source, started at `c1` by a
+    /// webhook: what the start returned, and the starts recorded.
+    async fn start_all<X: Starter>(
+        registry: &MemoryRegistry,
+        starter: &X,
+    ) -> (Result<(), TriggerError>, Starts) {
+        let keys = [source_key("https://git.example/infra.git", Some("main"))];
+        let mut starts = Starts::default();
+        let result = start_followers(
+            registry,
+            starter,
+            &keys,
+            TriggerKind::Webhook,
+            "c1",
+            &mut starts,
+        )
+        .await;
+        (result, starts)
+    }
+
     #[tokio::test]
     async fn followers_start_once_per_revision_and_suspended_ones_are_skipped() {
         let registry = MemoryRegistry::new();
@@ -240,18 +260,8 @@ mod tests {
         suspended.suspended = true;
         registry.insert(suspended);
         let starter = RecordingStarter::new();
-        let keys = [source_key("https://git.example/infra.git", Some("main"))];
-        let mut starts = Starts::default();
-        start_followers(
-            &registry,
-            &starter,
-            &keys,
-            TriggerKind::Webhook,
-            "c1",
-            &mut starts,
-        )
-        .await
-        .unwrap();
+        let (result, starts) = start_all(&registry, &starter).await;
+        result.unwrap();
         assert_eq!(
             starts
                 .started
@@ -261,17 +271,8 @@ mod tests {
             ["a"]
         );
         assert_eq!(starts.skipped[0].reason, SkipReason::Suspended);
-        let mut again = Starts::default();
-        start_followers(
-            &registry,
-            &starter,
-            &keys,
-            TriggerKind::Webhook,
-            "c1",
-            &mut again,
-        )
-        .await
-        .unwrap();
+        let (result, again) = start_all(&registry, &starter).await;
+        result.unwrap();
         assert!(again.started.is_empty());
         assert_eq!(again.skipped.len(), 2);
         assert_eq!(starter.started().len(), 1);
@@ -322,17 +323,7 @@ mod tests {
         }
         registry.insert(sample_entry("bad", Status::default()));
         let starter = Gauge::default();
-        let keys = [source_key("https://git.example/infra.git", Some("main"))];
-        let mut starts = Starts::default();
-        let result = start_followers(
-            &registry,
-            &starter,
-            &keys,
-            TriggerKind::Webhook,
-            "c1",
-            &mut starts,
-        )
-        .await;
+        let (result, starts) = start_all(&registry, &starter).await;
         assert!(matches!(result, Err(TriggerError::Start(_))), "{result:?}");
         assert_eq!(starts.started.len(), 200, "every other follower started");
         let most = starter.most.load(std::sync::atomic::Ordering::SeqCst);
@@ -346,18 +337,8 @@ mod tests {
             registry.insert(sample_entry(&format!("s{i:05}"), Status::default()));
         }
         let starter = RecordingStarter::new();
-        let keys = [source_key("https://git.example/infra.git", Some("main"))];
-        let mut starts = Starts::default();
-        start_followers(
-            &registry,
-            &starter,
-            &keys,
-            TriggerKind::Webhook,
-            "c1",
-            &mut starts,
-        )
-        .await
-        .unwrap();
+        let (result, starts) = start_all(&registry, &starter).await;
+        result.unwrap();
         assert_eq!(starts.started.len(), MAX_STARTS_PER_TRIGGER);
         assert_eq!(starter.started().len(), MAX_STARTS_PER_TRIGGER);
         assert_eq!(starts.skipped.len(), 3);
