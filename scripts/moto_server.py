@@ -173,6 +173,36 @@ def _stamps_executed_update(method):
 
 Stack.update = _stamps_update(Stack.update)
 
+
+def _versioned_template_url(template_url, account_id, partition):
+    """A TemplateURL that names a version (`?versionId=`) gets that version,
+    as in AWS; moto reads the key's current object whatever the query says.
+    A version that does not exist is an error, as in AWS."""
+    from urllib.parse import parse_qs, urlparse
+
+    from moto.s3.models import s3_backends
+
+    url = urlparse(template_url)
+    version = parse_qs(url.query).get("versionId", [None])[0]
+    if version is None:
+        return _moto_template_from_url(template_url, account_id, partition)
+    bucket_name, key_name = url.path.lstrip("/").split("/", 1)
+    key = s3_backends[account_id][partition].get_object(bucket_name, key_name, version_id=version)
+    if key is None:
+        raise ValidationError(
+            message=f"S3 error: The specified version does not exist: {template_url}"
+        )
+    return key.value.decode("utf-8")
+
+
+import moto.cloudformation.models as _cfn_models
+import moto.cloudformation.responses as _cfn_responses
+import moto.cloudformation.utils as _cfn_utils
+
+_moto_template_from_url = _cfn_utils.get_stack_from_s3_url
+_cfn_models.get_stack_from_s3_url = _versioned_template_url
+_cfn_responses.get_stack_from_s3_url = _versioned_template_url
+
 def _one_stack_per_name(method):
     """CreateChangeSet of type CREATE for a name whose stack waits in
     REVIEW_IN_PROGRESS (a change set made and never executed) adds the change

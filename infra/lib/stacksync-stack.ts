@@ -308,8 +308,10 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     reconcileStep: true,
     permissions: (p) => [
       p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'),
-      // CloudFormation reads TemplateURL with the caller's permissions.
-      p.objects('TemplatesAndParameters', ['s3:GetObject'], ['templates', 'parameters']),
+      // CloudFormation reads TemplateURL with the caller's permissions; the
+      // URL names the object version template-upload compared.
+      p.objects('Templates', ['s3:GetObjectVersion'], ['templates']),
+      p.objects('Parameters', ['s3:GetObject'], ['parameters']),
       p.stacks(
         'cloudformation:DescribeStacks',
         'cloudformation:CreateChangeSet',
@@ -762,6 +764,8 @@ export class StackSyncStack extends Stack {
       this.functions[spec.id] = this.addFunction(spec);
     }
 
+    this.protectStoredObjects();
+
     // ---- the state machine ---------------------------------------------------------
     const stateMachineLogs = new logs.LogGroup(this, 'StateMachineLogs', {
       retention: this.logRetention,
@@ -911,6 +915,42 @@ export class StackSyncStack extends Stack {
       }),
     ];
     for (const alarm of alarms) alarm.addAlarmAction(notify);
+  }
+
+  /**
+   * What CloudFormation deploys is stored in the bucket by content: nobody
+   * but the step that stores an object may write or delete it (an
+   * administrator too; delete these statements first to empty the bucket).
+   * Target-account roles may read templates by version: CloudFormation
+   * there reads the TemplateURL with the assumed role's credentials.
+   */
+  private protectStoredObjects(): void {
+    const writers: [string, string, string[]][] = [
+      ['OnlyArtifactFetchWritesArtifacts', 'ArtifactFetch', ['artifacts/*']],
+      ['OnlyTemplateUploadWritesTemplates', 'TemplateUpload', ['templates/*', 'parameters/*']],
+    ];
+    for (const [sid, id, prefixes] of writers) {
+      this.bucket.addToResourcePolicy(
+        new iam.PolicyStatement({
+          sid,
+          effect: iam.Effect.DENY,
+          principals: [new iam.AnyPrincipal()],
+          actions: ['s3:PutObject', 's3:DeleteObject', 's3:DeleteObjectVersion'],
+          resources: prefixes.map((p) => this.bucket.arnForObjects(p)),
+          conditions: { ArnNotEquals: { 'aws:PrincipalArn': this.functions[id].role!.roleArn } },
+        }),
+      );
+    }
+    if (this.targetAccountRoleArns.length > 0) {
+      this.bucket.addToResourcePolicy(
+        new iam.PolicyStatement({
+          sid: 'TargetAccountsReadTemplates',
+          principals: this.targetAccountRoleArns.map((arn) => new iam.ArnPrincipal(arn)),
+          actions: ['s3:GetObjectVersion'],
+          resources: [this.bucket.arnForObjects('templates/*')],
+        }),
+      );
+    }
   }
 
   private addFunction(spec: FunctionSpec): lambda.Function {

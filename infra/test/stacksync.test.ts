@@ -604,6 +604,53 @@ describe('registry and bucket', () => {
       });
     }
   });
+
+  test('stored objects: only the step that stores them may write or delete them; target roles read templates by version', () => {
+    const defaults = lazyDefaults();
+    const bucketId = logicalId(defaults, defaults.stack.bucket);
+    const role = (id: string) => ({ 'Fn::GetAtt': [logicalId(defaults, defaults.stack.functions[id].role!), 'Arn'] });
+    const objects = (prefix: string) => ({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [bucketId, 'Arn'] }, `/${prefix}`]] });
+    const deny = (sid: string, id: string, prefixes: string[]) =>
+      Match.objectLike({
+        Sid: sid,
+        Effect: 'Deny',
+        Principal: { AWS: '*' },
+        Action: ['s3:DeleteObject', 's3:DeleteObjectVersion', 's3:PutObject'],
+        Resource: prefixes.length === 1 ? objects(prefixes[0]) : prefixes.map(objects),
+        Condition: { ArnNotEquals: { 'aws:PrincipalArn': role(id) } },
+      });
+    const policy = (statements: object[]) => ({
+      Bucket: { Ref: bucketId },
+      PolicyDocument: { Statement: Match.arrayWith(statements) },
+    });
+    defaults.template.hasResourceProperties(
+      'AWS::S3::BucketPolicy',
+      policy([
+        deny('OnlyArtifactFetchWritesArtifacts', 'ArtifactFetch', ['artifacts/*']),
+        deny('OnlyTemplateUploadWritesTemplates', 'TemplateUpload', ['parameters/*', 'templates/*']),
+      ]),
+    );
+    const [, bucketPolicy] = Object.entries(defaults.json.Resources).find(
+      ([, r]: [string, any]) => r.Type === 'AWS::S3::BucketPolicy' && r.Properties.Bucket.Ref === bucketId,
+    )! as [string, any];
+    assert.ok(
+      !bucketPolicy.Properties.PolicyDocument.Statement.some((st: any) => st.Sid === 'TargetAccountsReadTemplates'),
+      'no target roles, no grant',
+    );
+    const target = 'arn:aws:iam::210987654321:role/stacksync-target';
+    const withTargets = synth({ targetAccountRoleArns: [target] });
+    withTargets.template.hasResourceProperties(
+      'AWS::S3::BucketPolicy',
+      policy([
+        Match.objectLike({
+          Sid: 'TargetAccountsReadTemplates',
+          Effect: 'Allow',
+          Principal: { AWS: target },
+          Action: 's3:GetObjectVersion',
+        }),
+      ]),
+    );
+  });
 });
 
 describe('state machine, alarms, outputs', () => {
@@ -888,7 +935,8 @@ describe('IAM', () => {
       ],
       'change-set': [
         registry,
-        st('TemplatesAndParameters', ['s3:GetObject'], ['BUCKET/templates/*', 'BUCKET/parameters/*']),
+        st('Templates', ['s3:GetObjectVersion'], ['BUCKET/templates/*']),
+        st('Parameters', ['s3:GetObject'], ['BUCKET/parameters/*']),
         st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:CreateChangeSet', 'cloudformation:DescribeChangeSet', 'cloudformation:ExecuteChangeSet', 'cloudformation:TagResource', 'cloudformation:UntagResource', 'cloudformation:DeleteChangeSet', 'cloudformation:ListChangeSets', 'cloudformation:ContinueUpdateRollback', 'cloudformation:DescribeStackEvents', 'cloudformation:GetTemplate'], [S]),
         st('Transforms', ['cloudformation:CreateChangeSet'], ['arn:<AWS::Partition>:cloudformation:*:aws:transform/*']),
         pass,
@@ -997,7 +1045,8 @@ describe('IAM', () => {
       const found = identityStatements(s.json).filter(
         (x) =>
           SOURCE_SIDS.includes(String(x.statement.Sid)) ||
-          arr(x.statement.Action).some((a) => /^(ssm|codecommit):|^s3:GetObjectVersion$/.test(a)),
+          // (change-set's `Templates` reads the artifact bucket's templates by version, not sources.)
+          (x.statement.Sid !== 'Templates' && arr(x.statement.Action).some((a) => /^(ssm|codecommit):|^s3:GetObjectVersion$/.test(a))),
       );
       assert.equal(found.length, withProps ? 2 * SOURCE_SIDS.length : 0);
       for (const { roles, statement } of found) assert.ok(roles.length === 1 && readers.includes(roles[0]), statement.Sid);

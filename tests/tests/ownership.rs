@@ -7,7 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use stacksync::asl::Outcome;
+use serde_json::Value;
+use stacksync::asl::{AslError, Outcome, TaskRunner};
 use stacksync::registry::Entries;
 use stacksync::stack_status::StackStatus as S;
 use stacksync::status::{Phase, StallReason};
@@ -174,4 +175,102 @@ async fn a_stack_whose_service_role_the_entry_does_not_name_is_refused() {
         !tags_of(&name).await.contains_key("team"),
         "nothing deployed under the unnamed role"
     );
+}
+
+const SUBSTITUTED: &[u8] =
+    b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n  Planted: {Type: AWS::SNS::Topic}\n";
+
+/// Templates are stored by the hash of their bytes and re-used: an object
+/// written over one in the bucket is found (compared byte for byte), written
+/// again, and never deployed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_template_object_overwritten_in_the_bucket_is_not_deployed() {
+    let repo = GitRepo::new("integrity");
+    repo.commit(&[("t.yaml", OURS)], "ours");
+    let h = Harness::new("integrity").await;
+    let name = unique_name("tpl").replace('-', "x");
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n",
+        repo.file_url()
+    ))
+    .await;
+    assert!(ok(&h.reconcile(&name).await));
+    let key = stacksync::naming::template_key(&stacksync::hash::sha256_hex(OURS));
+    let bucket = h.steps.blobs.bucket().to_owned();
+    Emulator::shared()
+        .put_object(&bucket, &key, SUBSTITUTED.to_vec())
+        .await;
+
+    // A forced run: a change set of the same revision, its template re-used.
+    let forced = serde_json::json!({"stackId": name, "trigger": {"kind": "manual", "force": true}});
+    assert!(ok(&h.reconcile_with(&name, forced).await));
+    assert_eq!(
+        resources_of(&name).await,
+        ["Queue"],
+        "the template from Git"
+    );
+    assert_eq!(object(&bucket, &key).await, OURS, "written again");
+}
+
+/// The object is written over after template-upload compared it and before
+/// CloudFormation reads it: the change set's `TemplateURL` names the version
+/// that was compared, so CloudFormation still reads the template from Git.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_template_overwritten_between_the_check_and_the_change_set_is_not_deployed() {
+    let repo = GitRepo::new("integrity-race");
+    repo.commit(&[("t.yaml", OURS)], "ours");
+    let h = Harness::new("integrity-race").await;
+    let name = unique_name("race").replace('-', "x");
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n",
+        repo.file_url()
+    ))
+    .await;
+    let bucket = h.steps.blobs.bucket().to_owned();
+    let runner = Overwriting {
+        inner: h.functions(),
+        bucket: bucket.clone(),
+    };
+    let (_, outcome) = h.reconcile_by(&runner, &name).await;
+    assert!(ok(&outcome), "{outcome:?}");
+    assert_eq!(resources_of(&name).await, ["Queue"], "the compared version");
+    let key = stacksync::naming::template_key(&stacksync::hash::sha256_hex(OURS));
+    assert_eq!(
+        object(&bucket, &key).await,
+        SUBSTITUTED,
+        "the race happened"
+    );
+}
+
+/// Runs the steps, writing over the stored template as soon as
+/// template-upload has returned.
+struct Overwriting<R> {
+    inner: R,
+    bucket: String,
+}
+
+impl<R: TaskRunner> TaskRunner for Overwriting<R> {
+    async fn run(&self, resource: &str, input: Value) -> Result<Value, AslError> {
+        let output = self.inner.run(resource, input).await?;
+        if resource.ends_with(":template-upload")
+            && let Some(key) = output["templateKey"].as_str()
+        {
+            Emulator::shared()
+                .put_object(&self.bucket, key, SUBSTITUTED.to_vec())
+                .await;
+        }
+        Ok(output)
+    }
+}
+
+async fn object(bucket: &str, key: &str) -> Vec<u8> {
+    let out = Emulator::shared()
+        .s3()
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .unwrap();
+    out.body.collect().await.unwrap().into_bytes().to_vec()
 }

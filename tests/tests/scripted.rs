@@ -570,7 +570,10 @@ async fn a_template_with_a_transform_is_deployed_with_auto_expand() {
         .template_url
         .rsplit_once("/templates/")
         .unwrap()
-        .1;
+        .1
+        .split('?')
+        .next()
+        .unwrap();
     let stored = h
         .steps
         .blobs

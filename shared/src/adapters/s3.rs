@@ -9,7 +9,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
 use super::port_error;
-use crate::ports::{Blobs, PortError, PortResult};
+use crate::ports::{Blobs, PortError, PortResult, Stored};
 
 /// One S3 bucket holding artifacts and templates.
 #[derive(Debug, Clone)]
@@ -30,9 +30,25 @@ impl S3Store {
         &self.bucket
     }
 
-    /// Creates the bucket if it is missing (local runs and tests; a deployment
-    /// gets it from the template).
+    /// Creates the bucket if it is missing, versioned like the deployed one
+    /// (local runs and tests; a deployment gets it from the template).
     pub async fn ensure_bucket(&self) -> PortResult<()> {
+        self.create_bucket().await?;
+        self.client
+            .put_bucket_versioning()
+            .bucket(&self.bucket)
+            .versioning_configuration(
+                aws_sdk_s3::types::VersioningConfiguration::builder()
+                    .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| port_error("PutBucketVersioning", &e))?;
+        Ok(())
+    }
+
+    async fn create_bucket(&self) -> PortResult<()> {
         match self
             .client
             .create_bucket()
@@ -50,6 +66,96 @@ impl S3Store {
                 Ok(())
             }
             Err(e) => Err(port_error("CreateBucket", &e)),
+        }
+    }
+}
+
+/// What a content-addressed key holds, against the bytes it should.
+enum Held {
+    Absent,
+    /// These bytes, in this version.
+    Same(Option<String>),
+    /// Other bytes.
+    Other,
+}
+
+/// An S3 version id, or `None` where the bucket keeps no versions (S3 says
+/// `null`).
+fn version_of(id: Option<&str>) -> Option<String> {
+    id.filter(|v| !v.is_empty() && *v != "null")
+        .map(str::to_owned)
+}
+
+impl S3Store {
+    /// Whether the object at `key` is exactly `body`, reading at most one
+    /// byte more than `body` holds.
+    async fn held(&self, key: &str, body: &[u8]) -> PortResult<Held> {
+        let out = match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => {
+                return Ok(Held::Absent);
+            }
+            Err(e) => return Err(port_error("GetObject", &e)),
+        };
+        let version = version_of(out.version_id());
+        if out.content_length().is_some_and(|n| n != body.len() as i64) {
+            return Ok(Held::Other);
+        }
+        let mut stream = out.body;
+        let mut data = Vec::with_capacity(body.len());
+        while let Some(chunk) = stream.try_next().await.map_err(|e| {
+            PortError::Transient(format!("GetObject s3://{}/{key}: {e}", self.bucket))
+        })? {
+            data.extend_from_slice(&chunk);
+            if data.len() > body.len() {
+                return Ok(Held::Other);
+            }
+        }
+        Ok(if data == body {
+            Held::Same(version)
+        } else {
+            Held::Other
+        })
+    }
+
+    /// Writes an object (only if absent, with `if_absent`). Returns
+    /// `Some(version written)`, or `None` when another writer got there
+    /// first.
+    async fn write(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        content_type: &str,
+        if_absent: bool,
+    ) -> PortResult<Option<Option<String>>> {
+        let mut put = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(content_type)
+            .body(ByteStream::from(body));
+        if if_absent {
+            put = put.if_none_match("*");
+        }
+        match put.send().await {
+            Ok(out) => Ok(Some(version_of(out.version_id()))),
+            Err(e)
+                if matches!(
+                    e.code(),
+                    Some("PreconditionFailed" | "ConditionalRequestConflict")
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(port_error("PutObject", &e)),
         }
     }
 }
@@ -79,28 +185,43 @@ impl Blobs for S3Store {
         body: Vec<u8>,
         content_type: &str,
     ) -> PortResult<bool> {
-        let result = self
-            .client
-            .put_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .if_none_match("*")
-            .content_type(content_type)
-            .body(ByteStream::from(body))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e)
-                if matches!(
-                    e.code(),
-                    Some("PreconditionFailed" | "ConditionalRequestConflict")
-                ) =>
-            {
-                Ok(false)
+        Ok(self.write(key, body, content_type, true).await?.is_some())
+    }
+
+    /// Makes a content-addressed key hold exactly `body` (see the port).
+    async fn store(&self, key: &str, body: Vec<u8>, content_type: &str) -> PortResult<Stored> {
+        // Twice at most: a concurrent first write makes ours a no-op, and
+        // the second look reads what it wrote.
+        for _ in 0..2 {
+            match self.held(key, &body).await? {
+                Held::Same(version) => {
+                    return Ok(Stored {
+                        version,
+                        restored: false,
+                    });
+                }
+                Held::Other => {
+                    let version = self.write(key, body, content_type, false).await?;
+                    return Ok(Stored {
+                        version: version.flatten(),
+                        restored: true,
+                    });
+                }
+                Held::Absent => {
+                    if let Some(version) = self.write(key, body.clone(), content_type, true).await?
+                    {
+                        return Ok(Stored {
+                            version,
+                            restored: false,
+                        });
+                    }
+                }
             }
-            Err(e) => Err(port_error("PutObject", &e)),
         }
+        Err(PortError::Transient(format!(
+            "s3://{}/{key} changed while it was being stored",
+            self.bucket
+        )))
     }
 
     /// Reads an object, refusing more than `max_bytes`.

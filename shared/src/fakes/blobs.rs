@@ -1,14 +1,37 @@
-//! The bucket in memory.
+//! The bucket in memory, versioned like the installation's bucket.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
-use crate::ports::{Blobs, PortError, PortResult};
+use crate::ports::{Blobs, PortError, PortResult, Stored};
 
-/// Objects by key.
+/// Objects by key, each with every version it had.
 #[derive(Debug, Default)]
 pub struct MemoryBlobs {
-    objects: Mutex<BTreeMap<String, Vec<u8>>>,
+    objects: Mutex<Objects>,
+}
+
+#[derive(Debug, Default)]
+struct Objects {
+    /// Key → versions, oldest first: (version id, bytes).
+    by_key: BTreeMap<String, Vec<(String, Vec<u8>)>>,
+    next_version: u64,
+}
+
+impl Objects {
+    fn current(&self, key: &str) -> Option<&(String, Vec<u8>)> {
+        self.by_key.get(key).and_then(|versions| versions.last())
+    }
+
+    fn write(&mut self, key: &str, body: Vec<u8>) -> String {
+        self.next_version += 1;
+        let version = format!("v{}", self.next_version);
+        self.by_key
+            .entry(key.to_owned())
+            .or_default()
+            .push((version.clone(), body));
+        version
+    }
 }
 
 impl MemoryBlobs {
@@ -16,29 +39,40 @@ impl MemoryBlobs {
         Self::default()
     }
 
-    /// An object's bytes, for assertions.
+    /// An object's bytes (its current version), for assertions.
     pub fn object(&self, key: &str) -> Option<Vec<u8>> {
-        self.objects().get(key).cloned()
+        self.objects().current(key).map(|(_, body)| body.clone())
+    }
+
+    /// The bytes of one version of an object, as a reader pinning it gets.
+    pub fn version(&self, key: &str, version: &str) -> Option<Vec<u8>> {
+        self.objects().by_key.get(key).and_then(|versions| {
+            versions
+                .iter()
+                .find(|(v, _)| v == version)
+                .map(|(_, body)| body.clone())
+        })
     }
 
     /// Every key, in order.
     pub fn keys(&self) -> Vec<String> {
-        self.objects().keys().cloned().collect()
+        self.objects().by_key.keys().cloned().collect()
     }
 
-    /// Puts (or replaces) an object, as a test's set-up (or an intruder) does.
+    /// Puts (or replaces) an object, as a test's set-up (or an intruder)
+    /// does: a new version.
     pub fn put(&self, key: &str, body: &[u8]) {
-        self.objects().insert(key.to_owned(), body.to_vec());
+        self.objects().write(key, body.to_vec());
     }
 
-    fn objects(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Vec<u8>>> {
+    fn objects(&self) -> std::sync::MutexGuard<'_, Objects> {
         self.objects.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl Blobs for MemoryBlobs {
     async fn exists(&self, key: &str) -> PortResult<bool> {
-        Ok(self.objects().contains_key(key))
+        Ok(self.objects().current(key).is_some())
     }
 
     async fn get(&self, key: &str, max_bytes: u64) -> PortResult<Vec<u8>> {
@@ -61,10 +95,25 @@ impl Blobs for MemoryBlobs {
         _content_type: &str,
     ) -> PortResult<bool> {
         let mut objects = self.objects();
-        if objects.contains_key(key) {
+        if objects.current(key).is_some() {
             return Ok(false);
         }
-        objects.insert(key.to_owned(), body);
+        objects.write(key, body);
         Ok(true)
+    }
+
+    async fn store(&self, key: &str, body: Vec<u8>, _content_type: &str) -> PortResult<Stored> {
+        let mut objects = self.objects();
+        let found = objects.current(key).cloned();
+        match found {
+            Some((version, held)) if held == body => Ok(Stored {
+                version: Some(version),
+                restored: false,
+            }),
+            found => Ok(Stored {
+                restored: found.is_some(),
+                version: Some(objects.write(key, body)),
+            }),
+        }
     }
 }

@@ -16,7 +16,7 @@ use crate::ports::source::{FetchError, Files, SourceLocation};
 use crate::ports::{
     Blobs, ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created,
     PortError, PortResult, SourceFetcher, StackEvent, StackInfo, StackSummary, Started, Starter,
-    Trigger,
+    Stored, Trigger,
 };
 use crate::registry::{
     Deliveries, Entries, Lease, Leases, RegistryError, Schedule, SourceRecord, StackEntry, Watched,
@@ -113,6 +113,11 @@ impl<T: Blobs> Blobs for Failing<T> {
     ) -> PortResult<bool> {
         self.check("PutObject")?;
         self.inner.put_if_absent(key, body, content_type).await
+    }
+
+    async fn store(&self, key: &str, body: Vec<u8>, content_type: &str) -> PortResult<Stored> {
+        self.check("GetObject")?;
+        self.inner.store(key, body, content_type).await
     }
 }
 

@@ -6,6 +6,17 @@ use std::future::Future;
 
 use super::PortResult;
 
+/// The object [`Blobs::store`] left at a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// The version that holds exactly the stored bytes (a versioned bucket),
+    /// for a reader to pin; `None` where the bucket keeps no versions.
+    pub version: Option<String>,
+    /// The key held other bytes (replaced outside stacksync) and was
+    /// written again.
+    pub restored: bool,
+}
+
 /// Objects by key.
 pub trait Blobs: Send + Sync {
     /// Whether an object exists.
@@ -20,4 +31,14 @@ pub trait Blobs: Send + Sync {
         body: Vec<u8>,
         content_type: &str,
     ) -> impl Future<Output = PortResult<bool>> + Send;
+    /// Makes the object at a content-addressed key hold exactly `body`:
+    /// reads what is there and compares it byte for byte; absent, it is
+    /// written; different (an overwrite by someone else), it is written again
+    /// as a new version. Returns the version that holds `body`.
+    fn store(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        content_type: &str,
+    ) -> impl Future<Output = PortResult<Stored>> + Send;
 }

@@ -20,7 +20,7 @@ mod executions;
 pub mod secrets;
 pub mod source;
 
-pub use blobs::Blobs;
+pub use blobs::{Blobs, Stored};
 pub use cloudformation::*;
 pub use executions::{Started, Starter, Trigger, TriggerKind};
 pub use secrets::{Accepted, SecretStore};

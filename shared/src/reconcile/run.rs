@@ -70,6 +70,11 @@ pub struct RunState {
     pub artifact_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_key: Option<String>,
+    /// The S3 version of `template_key` that template-upload read back and
+    /// compared: the change set's `TemplateURL` names it, so an object
+    /// written there since is not what CloudFormation deploys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_version: Option<String>,
     /// The merged parameters, as JSON in S3 (they may be too big for the state).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters_key: Option<String>,

@@ -105,7 +105,54 @@ impl<'a> Resolver<'a> {
     }
 
     fn resource_type(&self, logical: &str) -> Option<&str> {
-        self.template["Resources"][logical]["Type"].as_str()
+        let resources = &self.template["Resources"];
+        resources[logical]["Type"].as_str().or_else(|| {
+            // The role SAM makes for a function that names none: <Function>Role.
+            let function = logical.strip_suffix("Role")?;
+            (resources[function]["Type"].as_str() == Some("AWS::Serverless::Function"))
+                .then_some("AWS::IAM::Role")
+        })
+    }
+
+    /// The artifact bucket's policy statements that deny, for requests made
+    /// by `role_arn`: a statement whose `aws:PrincipalArn` condition leaves
+    /// that role out does not apply; in one that names it, that condition is
+    /// met. (Its allows are left out: the roles' own grants are checked.)
+    fn bucket_denies(&self, role_arn: &str) -> Result<Vec<Statement>, String> {
+        let mut denies = Vec::new();
+        for resource in self.template["Resources"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(_, r)| r)
+        {
+            let bucket = resource["Properties"]["Bucket"]["Ref"]
+                .as_str()
+                .unwrap_or_default();
+            if resource["Type"].as_str() != Some("AWS::S3::BucketPolicy")
+                || !bucket.starts_with("ArtifactBucket")
+            {
+                continue;
+            }
+            let document = self
+                .resolve(&resource["Properties"]["PolicyDocument"])?
+                .unwrap_or(Value::Null);
+            for mut statement in statements_of(&document)?.into_iter().filter(|s| !s.allow) {
+                let principal = vec![role_arn.to_owned()];
+                let mut applies = true;
+                statement.conditions.retain(|(operator, key, values)| {
+                    if key != "aws:PrincipalArn" {
+                        return true;
+                    }
+                    applies &= condition_holds(operator, values, Some(&principal)).unwrap_or(true);
+                    false
+                });
+                if applies {
+                    denies.push(statement);
+                }
+            }
+        }
+        Ok(denies)
     }
 
     /// The physical name of one of the installation's resources.
@@ -519,7 +566,8 @@ fn statements_of(document: &Value) -> Result<Vec<Statement>, String> {
 }
 
 /// Each SAM function's statements (`Policies` of `AWS::Serverless::Function`,
-/// inline documents only), by the binary it runs.
+/// inline documents only, and what the artifact bucket's policy denies its
+/// role), by the binary it runs.
 pub fn sam_roles(resolver: &Resolver<'_>) -> Result<BTreeMap<String, Vec<Statement>>, String> {
     let mut roles = BTreeMap::new();
     for (logical, resource) in resolver.template["Resources"]
@@ -545,13 +593,16 @@ pub fn sam_roles(resolver: &Resolver<'_>) -> Result<BTreeMap<String, Vec<Stateme
             }
             statements.extend(statements_of(policy)?);
         }
+        let role = resolver.get_att(&format!("{logical}Role"), "Arn")?;
+        statements.extend(resolver.bucket_denies(role.as_str().unwrap_or_default())?);
         roles.insert(binary.to_owned(), statements);
     }
     Ok(roles)
 }
 
 /// Each CDK function's statements (its role's inline policy, named after the
-/// binary, and every `AWS::IAM::Policy` attached to that role), by binary.
+/// binary, every `AWS::IAM::Policy` attached to that role, and what the
+/// artifact bucket's policy denies it), by binary.
 pub fn cdk_roles(resolver: &Resolver<'_>) -> Result<BTreeMap<String, Vec<Statement>>, String> {
     let resources = resolver.template["Resources"]
         .as_object()
@@ -585,6 +636,8 @@ pub fn cdk_roles(resolver: &Resolver<'_>) -> Result<BTreeMap<String, Vec<Stateme
                     statements.extend(statements_of(&document)?);
                 }
             }
+            let role = resolver.get_att(logical, "Arn")?;
+            statements.extend(resolver.bucket_denies(role.as_str().unwrap_or_default())?);
             roles.insert(binary.to_owned(), statements);
         }
     }
@@ -638,6 +691,28 @@ Resources:
                 Resource: !Ref Roles
                 Condition: { StringEquals: { "iam:PassedToService": cloudformation.amazonaws.com } }
               - !Ref AWS::NoValue
+  ArtifactBucketPolicy:
+    Type: AWS::S3::BucketPolicy
+    Properties:
+      Bucket: !Ref ArtifactBucket
+      PolicyDocument:
+        Statement:
+          - Effect: Deny
+            Principal: "*"
+            Action: s3:*
+            Resource: !Sub "${ArtifactBucket.Arn}/*"
+            Condition: { Bool: { "aws:SecureTransport": "false" } }
+          - Effect: Deny
+            Principal: "*"
+            Action: s3:PutObject
+            Resource: !Sub "${ArtifactBucket.Arn}/templates/*"
+            Condition: { ArnNotEquals: { "aws:PrincipalArn": !GetAtt UploaderRole.Arn } }
+          - Effect: Deny
+            Principal: "*"
+            Action: s3:PutObject
+            Resource: !Sub "${ArtifactBucket.Arn}/artifacts/*"
+            Condition: { ArnNotEquals: { "aws:PrincipalArn": !GetAtt FnRole.Arn } }
+  UploaderRole: { Type: AWS::IAM::Role }
 "#;
 
     fn request(action: &str, resource: &str, context: &[(&str, &str)]) -> Request {
@@ -663,10 +738,45 @@ Resources:
     }
 
     #[test]
+    fn the_bucket_policy_denies_a_role_what_it_reserves_for_another() {
+        let statements = roles("aws", &[]);
+        let put = |key: &str| {
+            request(
+                "s3:PutObject",
+                &format!("arn:aws:s3:::artifacts/{key}"),
+                &[],
+            )
+        };
+        // Fn's own grants do not include PutObject; with an allow for
+        // everything, only the bucket's denies decide.
+        let mut with_allow = statements.clone();
+        with_allow.push(
+            Statement::from_json(&json!({"Effect": "Allow", "Action": "*", "Resource": "*"}))
+                .unwrap(),
+        );
+        assert!(
+            !allowed(&with_allow, &put("templates/a")).unwrap(),
+            "reserved for UploaderRole"
+        );
+        assert!(
+            allowed(&with_allow, &put("artifacts/a")).unwrap(),
+            "its own prefix"
+        );
+        assert!(
+            allowed(
+                &with_allow,
+                &request("s3:GetObject", "arn:aws:s3:::artifacts/templates/a", &[])
+            )
+            .unwrap(),
+            "TLS: the deny for plain HTTP does not apply"
+        );
+    }
+
+    #[test]
     fn short_tags_resolve_to_the_installations_arns_in_each_partition() {
         let statements = roles("aws-cn", &[]);
         assert_eq!(
-            statements.len(),
+            statements.iter().filter(|s| s.allow).count(),
             3,
             "no roles: the PassRole statement is AWS::NoValue"
         );

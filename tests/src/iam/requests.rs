@@ -14,7 +14,8 @@
 //!   `ExecuteChangeSet` needs `TagResource` and `UntagResource` (it applies
 //!   the change set's tags, adding and removing).
 //! - CloudFormation reads a `TemplateURL` with the caller's credentials:
-//!   `s3:GetObject` on the template object.
+//!   `s3:GetObject` on the template object (`s3:GetObjectVersion` when the
+//!   URL names its version).
 //! - A template with a transform needs `cloudformation:CreateChangeSet` on
 //!   `arn:PARTITION:cloudformation:REGION:aws:transform/NAME`.
 //! - S3: `HeadObject` is `s3:GetObject` (`s3:GetObjectVersion` with a
@@ -266,10 +267,18 @@ pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>
                     if let Some(url) = &call.template_url {
                         // http://localhost:PORT/BUCKET/KEY (the emulator) or
                         // https://BUCKET.s3.REGION.SUFFIX/KEY: the key is what counts.
+                        // A URL that names a version (`?versionId=`) is
+                        // read as that version: s3:GetObjectVersion.
+                        let (url, query) = url.split_once('?').unwrap_or((url, ""));
                         let key = template_key(url)
                             .ok_or_else(|| format!("CreateChangeSet: template URL {url}"))?;
+                        let versioned = query.split('&').any(|p| p.starts_with("versionId="));
                         out.push(Request::new(
-                            "s3:GetObject",
+                            if versioned {
+                                "s3:GetObjectVersion"
+                            } else {
+                                "s3:GetObject"
+                            },
                             format!("arn:{}:s3:::{}/{key}", i.partition, i.bucket),
                         ));
                     }
@@ -443,6 +452,23 @@ mod tests {
                 "s3:GetObject on arn:aws:s3:::artifacts/templates/abc",
                 "cloudformation:CreateChangeSet on arn:aws:cloudformation:eu-west-1:aws:transform/Serverless-2016-10-31",
             ]
+        );
+    }
+
+    #[test]
+    fn a_template_url_that_names_its_version_is_read_as_that_version() {
+        let call = Call {
+            template_url: Some("http://localhost:5000/b/templates/abc?versionId=3%2FL4".into()),
+            ..cfn("CreateChangeSet")
+        };
+        let got: Vec<String> = requests(&call, &installation("aws"))
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            got[1],
+            "s3:GetObjectVersion on arn:aws:s3:::artifacts/templates/abc"
         );
     }
 

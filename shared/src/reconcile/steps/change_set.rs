@@ -224,9 +224,10 @@ where
             stack_name: spec.effective_stack_name().to_owned(),
             change_set_name: name.to_owned(),
             kind,
-            template_url: format!(
-                "{}/{template_key}",
-                self.config.template_url_base.trim_end_matches('/')
+            template_url: template_url(
+                &self.config.template_url_base,
+                template_key,
+                state.template_version.as_deref(),
             ),
             parameters,
             tags: crate::ownership::desired_tags(spec, &self.config.installation)
@@ -254,6 +255,29 @@ where
                 state.spec_version
             ),
         })
+    }
+}
+
+/// The change set's `TemplateURL`: the stored template, pinned to the
+/// version template-upload compared byte for byte (a versioned bucket), so
+/// that CloudFormation reads exactly those bytes even if the key is written
+/// again in between.
+fn template_url(base: &str, key: &str, version: Option<&str>) -> String {
+    let url = format!("{}/{key}", base.trim_end_matches('/'));
+    match version {
+        Some(version) => {
+            let encoded: String = version
+                .bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                        char::from(b).to_string()
+                    }
+                    other => format!("%{other:02X}"),
+                })
+                .collect();
+            format!("{url}?versionId={encoded}")
+        }
+        None => url,
     }
 }
 
@@ -312,6 +336,55 @@ mod tests {
             request
                 .template_url
                 .starts_with("https://bucket.s3.us-east-1.amazonaws.com/templates/")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_template_overwritten_after_it_was_checked_is_not_what_cloudformation_reads() {
+        let (t, state) = at_change_set(&[None], |_| {}).await;
+        let key = state.template_key.clone().unwrap();
+        let checked = state.template_version.clone().unwrap();
+        t.steps.blobs.inner.put(&key, b"Resources: {Evil: {}}");
+        t.steps.change_set(state).await.unwrap();
+        let url = t.cfn.script().requests[0].template_url.clone();
+        assert!(
+            url.ends_with(&format!("/{key}?versionId={checked}")),
+            "{url}"
+        );
+        assert_eq!(
+            t.steps.blobs.inner.version(&key, &checked).as_deref(),
+            Some(TEMPLATE)
+        );
+    }
+
+    #[tokio::test]
+    async fn parameters_overwritten_after_they_were_stored_are_refused_before_any_change_set() {
+        let (t, state) = at_change_set(&[None], |_| {}).await;
+        let key = state.parameters_key.clone().unwrap();
+        t.steps.blobs.inner.put(&key, br#"{"Admin":"true"}"#);
+        let err = t.steps.change_set(state).await.unwrap_err();
+        match err {
+            StepError::Stalled { reason, message } => {
+                assert_eq!(reason, StallReason::ArtifactUnavailable);
+                assert!(
+                    message.contains("no longer holds") && message.contains(&key),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(t.cfn.script().requests.is_empty(), "no change set made");
+    }
+
+    #[test]
+    fn a_template_url_pins_its_version_encoded_for_a_query() {
+        assert_eq!(
+            template_url("https://b.s3.amazonaws.com/", "templates/ab", None),
+            "https://b.s3.amazonaws.com/templates/ab"
+        );
+        assert_eq!(
+            template_url("https://b", "templates/ab", Some("3/L4kq+tz.x_~")),
+            "https://b/templates/ab?versionId=3%2FL4kq%2Btz.x_~"
         );
     }
 

@@ -368,6 +368,14 @@ where
             .get(key, 16 * 1024 * 1024)
             .await
             .map_err(StepError::port(StallReason::ArtifactUnavailable))?;
+        if *key != crate::naming::parameters_key(&bytes) {
+            return Err(StepError::stalled(
+                StallReason::ArtifactUnavailable,
+                format!(
+                    "{key} no longer holds the parameters its name is the hash of (written outside stacksync since the run stored it); nothing was deployed, and the next run stores them again"
+                ),
+            ));
+        }
         let map: BTreeMap<String, String> = serde_json::from_slice(&bytes).map_err(|e| {
             StepError::stalled(StallReason::ArtifactUnavailable, format!("{key}: {e}"))
         })?;

@@ -10,7 +10,7 @@ use super::{StepResult, Steps, short};
 use crate::artifact;
 use crate::hash::sha256_hex;
 use crate::naming::{parameters_key, template_key};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::clock::now_millis;
 use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher, StackInfo};
@@ -65,6 +65,7 @@ fn observed_seen(seen: &Seen) -> Observed<'_> {
 /// What the run deploys: the stored template and parameters, and their hash.
 struct Desired {
     template_key: String,
+    template_version: Option<String>,
     parameters_key: String,
     hash: String,
 }
@@ -85,6 +86,7 @@ where
         let desired = self.store_desired(&state, &entry).await?;
         state.parameters_key = Some(desired.parameters_key);
         state.template_key = Some(desired.template_key);
+        state.template_version = desired.template_version;
         let hash_matches = entry.status.applied_hash.as_deref() == Some(desired.hash.as_str());
         state.desired_hash = Some(desired.hash);
         state.next = Next::ChangeSet;
@@ -194,29 +196,37 @@ where
         // The merged parameters can be large (200 × 4 KB): they go to the
         // bucket, not into the run's state; change-set reads them back.
         let parameters_json = serde_json::to_vec(&parameters).map_err(invalid)?;
-        let desired = Desired {
-            template_key: template_key(&template_sha),
-            parameters_key: parameters_key(&parameters_json),
+        let template_key = template_key(&template_sha);
+        let parameters_key = parameters_key(&parameters_json);
+        let template_version = self.store(&template_key, template, "text/plain").await?;
+        self.store(&parameters_key, parameters_json, "application/json")
+            .await?;
+        Ok(Desired {
+            template_key,
+            template_version,
+            parameters_key,
             hash,
-        };
-        self.put_once(&desired.template_key, template, "text/plain")
-            .await?;
-        self.put_once(&desired.parameters_key, parameters_json, "application/json")
-            .await?;
-        Ok(desired)
+        })
     }
 
-    /// Stores an object whose key names its content, unless it is there.
-    async fn put_once(
+    /// Stores an object whose key names its content, checking what is
+    /// already there byte for byte: an object replaced outside stacksync is
+    /// written again (and said), never deployed. Returns the version that
+    /// holds these bytes.
+    async fn store(
         &self,
         key: &str,
         body: Vec<u8>,
         content_type: &str,
-    ) -> Result<(), StepError> {
-        if !self.blobs.exists(key).await? {
-            self.blobs.put_if_absent(key, body, content_type).await?;
+    ) -> Result<Option<String>, StepError> {
+        let stored = self.blobs.store(key, body, content_type).await?;
+        if stored.restored {
+            warn!(
+                key,
+                "the object held other bytes than its name says (replaced outside stacksync): written again"
+            );
         }
-        Ok(())
+        Ok(stored.version)
     }
 }
 
@@ -246,6 +256,29 @@ mod tests {
             t.cfn.operations().is_empty(),
             "no CloudFormation call before the change set"
         );
+    }
+
+    #[tokio::test]
+    async fn a_stored_template_replaced_outside_stacksync_is_written_again_and_that_version_pinned()
+    {
+        let t = Test::new().await;
+        let key = template_key(&sha256_hex(TEMPLATE));
+        t.steps
+            .blobs
+            .inner
+            .put(&key, b"Resources: {Substituted: {}}");
+        let state = uploaded(&t).await.unwrap();
+        assert_eq!(t.blob(&key).as_deref(), Some(TEMPLATE), "written again");
+        let version = state.template_version.unwrap();
+        assert_eq!(
+            t.steps.blobs.inner.version(&key, &version).as_deref(),
+            Some(TEMPLATE)
+        );
+
+        // A second run finds the right bytes and pins the same version.
+        t.release("run-1").await;
+        let again = uploaded(&t).await.unwrap();
+        assert_eq!(again.template_version, Some(version));
     }
 
     /// A run at the applied hash, on a stack that the last run left at
