@@ -60,11 +60,19 @@ fn recorded_calls() -> Vec<Call> {
     calls
 }
 
-/// The two deployments of one installation: (name, roles by function binary).
-fn deployments(
-    installation: &Installation,
-    fixture: &Value,
-) -> Vec<(&'static str, BTreeMap<String, Vec<Statement>>)> {
+/// One deployment of the installation, as IAM sees it.
+struct Deployment {
+    name: &'static str,
+    /// Each function's statements, by binary.
+    roles: BTreeMap<String, Vec<Statement>>,
+    /// What the artifact bucket's policy says to the `assumeRoleArn`
+    /// target role (CloudFormation in its account reads the template with
+    /// its credentials).
+    target_role: Vec<Statement>,
+}
+
+/// The two deployments of one installation.
+fn deployments(installation: &Installation, fixture: &Value) -> Vec<Deployment> {
     let sam = load_template(&std::fs::read_to_string(repo_root().join("template.yaml")).unwrap())
         .unwrap();
     let overrides = BTreeMap::from([
@@ -101,14 +109,26 @@ fn deployments(
             fixture["codeCommitRepositoryArns"].clone(),
         ),
     ]);
-    let sam_roles = sam_roles(&Resolver::new(&sam, installation, &overrides)).unwrap();
+    let sam = Resolver::new(&sam, installation, &overrides);
     let synthesized = repo_root().join("infra/dist/conformance.template.json");
     let cdk = std::fs::read_to_string(&synthesized).unwrap_or_else(|e| {
         panic!("{}: {e}; scripts/check-infra writes it (the CDK app synthesized for tests/fixtures/iam/installation.json)", synthesized.display())
     });
     let cdk = load_template(&cdk).unwrap();
-    let cdk_roles = cdk_roles(&Resolver::new(&cdk, installation, &BTreeMap::new())).unwrap();
-    vec![("template.yaml", sam_roles), ("the CDK app", cdk_roles)]
+    let cdk = Resolver::new(&cdk, installation, &BTreeMap::new());
+    let target = &installation.target_role_arn;
+    vec![
+        Deployment {
+            name: "template.yaml",
+            roles: sam_roles(&sam).unwrap(),
+            target_role: sam.bucket_policy(target).unwrap(),
+        },
+        Deployment {
+            name: "the CDK app",
+            roles: cdk_roles(&cdk).unwrap(),
+            target_role: cdk.bucket_policy(target).unwrap(),
+        },
+    ]
 }
 
 #[test]
@@ -132,10 +152,25 @@ fn every_recorded_call_is_allowed_by_its_functions_role_and_every_grant_is_used(
         ));
     }
 
+    // The cross-account template read is proven only if one was recorded.
+    if !calls
+        .iter()
+        .any(|c| c.assumed && c.operation == "CreateChangeSet")
+    {
+        problems.insert(
+            "no change set made as an assumeRoleArn target role was recorded: the bucket policy's grant to target roles is unproven".to_owned(),
+        );
+    }
+
     let mut used: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for partition in ["aws", "aws-cn", "aws-us-gov"] {
         let installation = Installation::in_partition(partition, &fixture);
-        for (deployment, roles) in deployments(&installation, &fixture) {
+        for Deployment {
+            name: deployment,
+            roles,
+            target_role,
+        } in deployments(&installation, &fixture)
+        {
             let deployed: BTreeSet<String> = roles.keys().cloned().collect();
             assert_eq!(deployed, functions, "{deployment}: one role per function");
             for call in &calls {
@@ -147,18 +182,29 @@ fn every_recorded_call_is_allowed_by_its_functions_role_and_every_grant_is_used(
                     }
                 };
                 for request in needed {
-                    if partition == "aws" {
+                    // A call made as the target role in its account: that
+                    // role's own policy (the user's) decides, but for the
+                    // template it reads from this installation's bucket,
+                    // which the bucket's policy must also allow it.
+                    let (statements, who) = match call.assumed {
+                        false => (&roles[&call.function], call.function.clone()),
+                        true if request.action.starts_with("s3:") => (
+                            &target_role,
+                            format!("the target role (for {})", call.function),
+                        ),
+                        true => continue,
+                    };
+                    if partition == "aws" && !call.assumed {
                         used.entry(call.function.clone())
                             .or_default()
                             .insert(request.action.clone());
                     }
-                    let statements = &roles[&call.function];
                     if !allowed(statements, &request).unwrap() {
                         // One line per role and action; the first call that needed it as the example.
                         denied
                             .entry(format!(
-                                "{deployment} ({partition}): {} may not {}",
-                                call.function, request.action
+                                "{deployment} ({partition}): {who} may not {}",
+                                request.action
                             ))
                             .or_insert_with(|| {
                                 format!(
@@ -208,7 +254,16 @@ fn without_roles_or_a_secret_the_optional_statements_are_not_granted() {
     let installation = Installation::in_partition("aws", &fixture);
     let sam = load_template(&std::fs::read_to_string(repo_root().join("template.yaml")).unwrap())
         .unwrap();
-    let roles = sam_roles(&Resolver::new(&sam, &installation, &BTreeMap::new())).unwrap();
+    let resolver = Resolver::new(&sam, &installation, &BTreeMap::new());
+    let roles = sam_roles(&resolver).unwrap();
+    assert!(
+        !resolver
+            .bucket_policy(&installation.target_role_arn)
+            .unwrap()
+            .iter()
+            .any(|s| s.allow),
+        "no target roles: the bucket grants them nothing"
+    );
     let granted = || roles.values().flatten().filter(|s| s.allow);
     let actions: BTreeSet<&String> = granted().flat_map(|s| &s.actions).collect();
     for optional in [

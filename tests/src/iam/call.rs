@@ -51,6 +51,11 @@ pub struct Call {
     pub transforms: Vec<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub tagged: bool,
+    /// Signed with temporary credentials from `sts:AssumeRole` (an access
+    /// key `ASIA…`): made as an `assumeRoleArn` target role in its own
+    /// account, not as the function's role.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub assumed: bool,
     /// Anything else the call names: a state machine or execution ARN, a
     /// secret, a parameter, a role to assume.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -76,6 +81,7 @@ pub fn from_wire(wire: &Wire<'_>) -> Result<Vec<Call>, String> {
     let mut call = Call {
         service: service.clone(),
         region,
+        assumed: access_key(wire.authorization).is_some_and(|k| k.starts_with("ASIA")),
         ..Call::default()
     };
     if let Some(target) = wire.target {
@@ -99,6 +105,12 @@ pub fn from_wire(wire: &Wire<'_>) -> Result<Vec<Call>, String> {
     call.tagged = form.keys().any(|k| k.starts_with("Tags.member."));
     call.target = form.get("RoleArn").cloned();
     Ok(vec![call])
+}
+
+/// `Credential=AKID/…` → AKID.
+fn access_key(authorization: Option<&str>) -> Option<&str> {
+    let credential = authorization?.split("Credential=").nth(1)?;
+    credential.split('/').next()
 }
 
 /// `Credential=AKID/DATE/REGION/SERVICE/aws4_request` → (service, region).
@@ -347,6 +359,15 @@ mod tests {
             Some("http://localhost:5000/b/templates/ab")
         );
         assert!(c.tagged);
+        assert!(!c.assumed, "the function's own credentials");
+    }
+
+    #[test]
+    fn a_call_signed_with_assumed_role_credentials_is_told_apart() {
+        let a = auth("cloudformation").replace("AKID", "ASIATCH6YDSY5XYY2LA3");
+        let body = b"Action=DescribeStacks&Version=2010-05-15&StackName=orders";
+        let c = &from_wire(&wire("POST", "http://h/", &a, None, body)).unwrap()[0];
+        assert!(c.assumed);
     }
 
     #[test]

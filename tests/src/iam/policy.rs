@@ -114,12 +114,12 @@ impl<'a> Resolver<'a> {
         })
     }
 
-    /// The artifact bucket's policy statements that deny, for requests made
-    /// by `role_arn`: a statement whose `aws:PrincipalArn` condition leaves
-    /// that role out does not apply; in one that names it, that condition is
-    /// met. (Its allows are left out: the roles' own grants are checked.)
-    fn bucket_denies(&self, role_arn: &str) -> Result<Vec<Statement>, String> {
-        let mut denies = Vec::new();
+    /// The artifact bucket's policy statements that apply to requests made
+    /// by `role_arn`: those whose `Principal` takes it in; a statement whose
+    /// `aws:PrincipalArn` condition leaves that role out does not apply, and
+    /// in one that names it, that condition is met.
+    pub fn bucket_policy(&self, role_arn: &str) -> Result<Vec<Statement>, String> {
+        let mut applying = Vec::new();
         for resource in self.template["Resources"]
             .as_object()
             .into_iter()
@@ -137,7 +137,10 @@ impl<'a> Resolver<'a> {
             let document = self
                 .resolve(&resource["Properties"]["PolicyDocument"])?
                 .unwrap_or(Value::Null);
-            for mut statement in statements_of(&document)?.into_iter().filter(|s| !s.allow) {
+            for mut statement in statements_of(&document)?
+                .into_iter()
+                .filter(|s| s.principals.iter().any(|p| p == "*" || glob(p, role_arn)))
+            {
                 let principal = vec![role_arn.to_owned()];
                 let mut applies = true;
                 statement.conditions.retain(|(operator, key, values)| {
@@ -148,10 +151,18 @@ impl<'a> Resolver<'a> {
                     false
                 });
                 if applies {
-                    denies.push(statement);
+                    applying.push(statement);
                 }
             }
         }
+        Ok(applying)
+    }
+
+    /// What the bucket's policy denies `role_arn` (its allows are left out:
+    /// a function's own grants are what is checked).
+    fn bucket_denies(&self, role_arn: &str) -> Result<Vec<Statement>, String> {
+        let mut denies = self.bucket_policy(role_arn)?;
+        denies.retain(|s| !s.allow);
         Ok(denies)
     }
 
@@ -412,6 +423,9 @@ pub struct Statement {
     pub not_resources: Vec<String>,
     /// (operator, key, values)
     pub conditions: Vec<(String, String, Vec<String>)>,
+    /// A resource policy's `Principal` (`AWS` ARNs, or `*`); empty in an
+    /// identity policy.
+    pub principals: Vec<String>,
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -446,6 +460,10 @@ impl Statement {
             resources: strings(&v["Resource"]),
             not_resources: strings(&v["NotResource"]),
             conditions,
+            principals: match &v["Principal"] {
+                Value::Object(by_kind) => strings(&by_kind["AWS"]),
+                other => strings(other),
+            },
         })
     }
 
