@@ -124,6 +124,10 @@ def main(path):
             trigger_env[fn] = env
         if config["Runtime"] != "provided.al2023" or "STACKSYNC_TABLE" not in env or "STACKSYNC_BUCKET" not in env:
             problems.append(f"{fn}Function is misconfigured: {config['Runtime']} {sorted(env)}")
+        # What the installation allows its entries reaches the steps (the deploy's parameters, and the defaults).
+        policy = {k: env.get(k) for k in ("STACKSYNC_STACK_NAME_PREFIX", "STACKSYNC_SERVICE_ROLE_ARNS", "STACKSYNC_REQUIRE_ROLE_ARN")}
+        if fn in steps and policy != {"STACKSYNC_STACK_NAME_PREFIX": "acme-", "STACKSYNC_SERVICE_ROLE_ARNS": "", "STACKSYNC_REQUIRE_ROLE_ARN": "true"}:
+            problems.append(f"{fn}Function has the policy {policy}")
         # The public and event-driven triggers have concurrency of their own (the parameters' defaults).
         reserved = lam.get_function(FunctionName=physical).get("Concurrency", {}).get("ReservedConcurrentExecutions")
         want_reserved = {"Webhook": 10, "Events": 5}.get(fn)
@@ -193,6 +197,9 @@ def main(path):
         problems.append(f"the webhook does not start ReconcileStateMachine: {webhook_env}")
     if "Webhook" not in trigger_env:
         problems.append("no webhook function deployed")
+    policy_outputs = {k: outputs.get(k) for k in ("StackNamePrefix", "ServiceRoleArns", "RequireRoleArn")}
+    if policy_outputs != {"StackNamePrefix": "acme-", "ServiceRoleArns": "-", "RequireRoleArn": "true"}:
+        problems.append(f"the policy outputs are {policy_outputs}")
     if not outputs.get("WebhookUrl", "").startswith("http"):
         problems.append(f"WebhookUrl output is {outputs.get('WebhookUrl')!r}")
 

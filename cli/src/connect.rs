@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use aws_config::SdkConfig;
 use stacksync::aws::{AwsOptions, load_config};
+use stacksync::ownership::InstallationPolicy;
 use stacksync::registry::{Entries, Registry, StackEntry};
 
 use crate::Cli;
@@ -15,6 +16,11 @@ use crate::error::Result;
 const TABLE_OUTPUT: &str = "RegistryTableName";
 const BUCKET_OUTPUT: &str = "ArtifactBucketName";
 const MACHINE_OUTPUT: &str = "StateMachineArn";
+/// What the installation allows its entries (installations deployed before
+/// these outputs have none: nothing is checked before the run).
+const PREFIX_OUTPUT: &str = "StackNamePrefix";
+const ROLES_OUTPUT: &str = "ServiceRoleArns";
+const REQUIRE_OUTPUT: &str = "RequireRoleArn";
 
 /// What every command but `validate` works with.
 #[derive(Debug, Clone)]
@@ -31,6 +37,9 @@ pub struct Resources {
     pub table: String,
     pub bucket: String,
     pub state_machine_arn: Option<String>,
+    /// The installation's policy on stack names and service roles, where
+    /// its outputs say it: `apply` and the local runner check it too.
+    pub policy: Option<InstallationPolicy>,
 }
 
 pub async fn connect(cli: &Cli) -> Result<Connection> {
@@ -83,7 +92,9 @@ async fn resolve(cli: &Cli, config: &SdkConfig) -> Result<Resources> {
         Some(installation) => installation_outputs(config, installation).await?,
         None => HashMap::new(),
     };
+    let policy = policy_of(&outputs)?;
     Ok(Resources {
+        policy,
         table: cli
             .table
             .clone()
@@ -99,6 +110,42 @@ async fn resolve(cli: &Cli, config: &SdkConfig) -> Result<Resources> {
             .clone()
             .or_else(|| outputs.remove(MACHINE_OUTPUT)),
     })
+}
+
+/// The installation's policy from its outputs (`*`: any stack name; `-`:
+/// no service role, since an output cannot be empty), if it has them.
+fn policy_of(outputs: &HashMap<String, String>) -> Result<Option<InstallationPolicy>> {
+    let (Some(prefix), Some(roles), Some(require)) = (
+        outputs.get(PREFIX_OUTPUT),
+        outputs.get(ROLES_OUTPUT),
+        outputs.get(REQUIRE_OUTPUT),
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(InstallationPolicy {
+        stack_name_prefix: if prefix == "*" {
+            String::new()
+        } else {
+            prefix.clone()
+        },
+        service_roles: Some(
+            roles
+                .split(',')
+                .map(str::trim)
+                .filter(|r| !r.is_empty() && *r != "-")
+                .map(str::to_owned)
+                .collect(),
+        ),
+        require_role_arn: match require.as_str() {
+            "true" => true,
+            "false" => false,
+            other => {
+                return Err(format!(
+                    "the installation's output {REQUIRE_OUTPUT} is {other:?}, not true or false"
+                ));
+            }
+        },
+    }))
 }
 
 /// The installation stack's outputs; all three a stacksync has must be there,

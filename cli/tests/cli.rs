@@ -622,8 +622,18 @@ async fn sync_local_creates_the_stack_and_reconcile_reports_failures_with_exit_1
 /// A stacksync "installation": a CloudFormation stack with the outputs that
 /// template.yaml and infra/ give, naming the given table, bucket and machine.
 async fn installation(table: &str, bucket: &str, machine: &str) -> String {
+    installation_with(table, bucket, machine, &[]).await
+}
+
+/// The same, with more outputs (`(key, value)`).
+async fn installation_with(
+    table: &str,
+    bucket: &str,
+    machine: &str,
+    more: &[(&str, &str)],
+) -> String {
     let name = unique_name("stacksync-installation");
-    let template = serde_json::json!({
+    let mut template = serde_json::json!({
         "Resources": {"Marker": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
         "Outputs": {
             "RegistryTableName": {"Value": table},
@@ -631,6 +641,9 @@ async fn installation(table: &str, bucket: &str, machine: &str) -> String {
             "StateMachineArn": {"Value": machine},
         }
     });
+    for (key, value) in more {
+        template["Outputs"][*key] = serde_json::json!({ "Value": value });
+    }
     Emulator::shared()
         .cloudformation()
         .create_stack()
@@ -811,4 +824,118 @@ async fn a_large_apply_goes_batch_by_batch_and_says_how_far_it_got() {
         "{}",
         stdout(&again)
     );
+}
+
+/// What the installation allows (its `StackNamePrefix`, `CloudFormationRoleArns`
+/// and `RequireRoleArn`) is checked by `apply` against its outputs, and by
+/// the deployed functions against their environment: an entry written past
+/// the CLI (an older one, a hand edit) is refused at its run, before its
+/// source is read or CloudFormation is asked anything.
+#[tokio::test(flavor = "multi_thread")]
+async fn entries_the_installation_does_not_allow_are_refused_by_apply_and_by_the_deployed_run() {
+    let emulator = Emulator::shared();
+    let h = stacksync_testkit::harness::Harness::new("cli-policy").await;
+    let (table, bucket) = (
+        h.steps.registry.table().to_owned(),
+        h.steps.blobs.bucket().to_owned(),
+    );
+    let role = "arn:aws:iam::123456789012:role/cfn-exec";
+    let functions = emulator.deploy_functions_with(
+        &table,
+        &bucket,
+        &[
+            ("STACKSYNC_STACK_NAME_PREFIX", "team-"),
+            ("STACKSYNC_SERVICE_ROLE_ARNS", role),
+            ("STACKSYNC_REQUIRE_ROLE_ARN", "true"),
+        ],
+    );
+    let installation = installation_with(
+        &table,
+        &bucket,
+        &functions.state_machine_arn,
+        &[
+            ("StackNamePrefix", "team-"),
+            ("ServiceRoleArns", role),
+            ("RequireRoleArn", "true"),
+        ],
+    )
+    .await;
+    let run = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
+        cmd.args(args)
+            .env("STACKSYNC_INSTALLATION", &installation)
+            .env_remove("STACKSYNC_TABLE")
+            .env_remove("STACKSYNC_BUCKET")
+            .env_remove("STACKSYNC_STATE_MACHINE_ARN");
+        for (k, v) in Emulator::shared().env() {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    let dir = std::env::temp_dir().join(unique_name("cli-policy"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let source = "source: {git: 'https://git.example/infra.git', path: q.yaml}";
+    let bad = file(
+        "bad.yaml",
+        format!(
+            "stacks:\n  - name: orders\n    stackName: team-orders\n    {source}\n\
+             \x20 - name: other\n    roleArn: {role}\n    {source}\n\
+             \x20 - name: admin\n    stackName: team-admin\n    roleArn: arn:aws:iam::123456789012:role/admin\n    {source}\n"
+        ),
+    );
+    let refused = run(&["apply", "-f", &bad]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stdout(&refused));
+    let text = stderr(&refused);
+    for expected in [
+        "stacks[0] (orders): this installation requires a service role on every entry (RequireRoleArn)",
+        "stacks[1] (other): this installation manages only stacks whose names start with \"team-\"",
+        "stacks[2] (admin): roleArn arn:aws:iam::123456789012:role/admin is not among",
+        "nothing was applied",
+    ] {
+        assert!(text.contains(expected), "{expected}: {text}");
+    }
+    assert!(
+        h.steps.registry.list().await.unwrap().is_empty(),
+        "nothing written"
+    );
+
+    // Written past the CLI's check: the deployed run refuses it.
+    let repo = stacksync_testkit::git::GitRepo::new("cli-policy");
+    repo.commit(
+        &[("q.yaml", b"Resources:\n  Q: {Type: AWS::SQS::Queue}\n")],
+        "q",
+    );
+    h.apply(&format!(
+        "stacks:\n  - name: teamxorders\n    stackName: team-orders\n    source: {{git: '{}', path: q.yaml, insecure: true}}\n",
+        repo.file_url()
+    ))
+    .await;
+    let failed = run(&["reconcile", "teamxorders", "--wait"]);
+    assert_eq!(failed.status.code(), Some(1), "{}", stdout(&failed));
+    let entry = h.entry("teamxorders").await;
+    assert_eq!(
+        entry.status.stall_reason,
+        Some(stacksync::status::StallReason::NotAllowed),
+        "{:?}",
+        entry.status
+    );
+    assert!(
+        entry
+            .status
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("RequireRoleArn")),
+        "{:?}",
+        entry.status.message
+    );
+    assert_eq!(
+        entry.status.last_attempted_revision, None,
+        "the source was not read"
+    );
+    drop(functions);
 }

@@ -6,6 +6,7 @@ import type { LambdaArchitecture, StackSyncProps } from './stacksync-stack';
 /** The context keys the app reads (besides `stackName`, the CloudFormation stack's name). */
 export const CONTEXT_KEYS = [
   'stackNamePrefix',
+  'requireRoleArn',
   'cloudFormationRoleArns',
   'targetAccountRoleArns',
   'webhookSecretArn',
@@ -32,6 +33,13 @@ function list(value: unknown): string[] | undefined {
     .filter((v) => v !== '');
 }
 
+/** A boolean from the context: true or false (JSON, or `-c key=true`). */
+function bool(key: string, value: unknown): boolean {
+  if (value === true || value === 'true') return true;
+  if (value === false || value === 'false') return false;
+  throw new Error(`${key} "${String(value)}": true or false`);
+}
+
 export function propsFromContext(node: Node): StackSyncProps {
   const get = (key: (typeof CONTEXT_KEYS)[number]): unknown => node.tryGetContext(key);
   const days = get('logRetentionDays');
@@ -39,6 +47,7 @@ export function propsFromContext(node: Node): StackSyncProps {
   const number = (key: (typeof CONTEXT_KEYS)[number]): number | undefined => (get(key) === undefined ? undefined : Number(get(key)));
   return {
     stackNamePrefix: get('stackNamePrefix') === undefined ? undefined : String(get('stackNamePrefix')),
+    requireRoleArn: get('requireRoleArn') === undefined ? undefined : bool('requireRoleArn', get('requireRoleArn')),
     cloudFormationRoleArns: list(get('cloudFormationRoleArns')),
     targetAccountRoleArns: list(get('targetAccountRoleArns')),
     webhookSecretArn: get('webhookSecretArn') === undefined ? undefined : String(get('webhookSecretArn')).trim(),

@@ -40,10 +40,18 @@ export const SCHEDULE_EXPRESSION = /^(rate\([1-9][0-9]* (minute|minutes|hour|hou
 export interface StackSyncProps extends StackProps {
   /**
    * Only stacks whose names start with this prefix may be managed; scopes
-   * every CloudFormation permission to `stack/<prefix>*\/*`.
-   * @default '' (any stack of this account)
+   * every CloudFormation permission to `stack/<prefix>*\/*`, and runs refuse
+   * other names. `''` (on purpose): any stack of this account (stacksync
+   * still touches only the stacks it made or an entry adopts).
+   * @default 'stacksync-'
    */
   readonly stackNamePrefix?: string;
+  /**
+   * Every entry must name its service role (`roleArn`), one of
+   * `cloudFormationRoleArns`.
+   * @default true
+   */
+  readonly requireRoleArn?: boolean;
   /**
    * Service roles CloudFormation may be given (the stacks' `roleArn`); the
    * functions may pass only these (`iam:PassRole`, to CloudFormation only).
@@ -155,6 +163,18 @@ export interface Permissions {
   listBucket(sid: string): iam.PolicyStatement;
   /** `Stacks`: these CloudFormation actions on `stack/<stackNamePrefix>*\/*` (any region, this account). */
   stacks(...actions: string[]): iam.PolicyStatement;
+  /**
+   * `OwnStacks`: these CloudFormation actions on the same stacks, unless another installation tagged the stack
+   * as its own (`StringEqualsIfExists` on `aws:ResourceTag/stacksync:installation`: this one's, or untagged).
+   */
+  ownStacks(...actions: string[]): iam.PolicyStatement;
+  /**
+   * `ChangeSets`: cloudformation:CreateChangeSet on the same stacks, only tagging the stack as this installation's
+   * (`aws:RequestTag/stacksync:installation`), and not on another installation's.
+   */
+  changeSets(): iam.PolicyStatement;
+  /** `DeleteOwnStacks`: cloudformation:DeleteStack only on stacks tagged as this installation's. */
+  deleteOwnStacks(): iam.PolicyStatement;
   /** `ListStacks`: cloudformation:ListStacks, which has no resource-level permission (resource `*`). */
   listStacks(): iam.PolicyStatement;
   /** `Transforms`: cloudformation:CreateChangeSet on every AWS-owned transform (`arn:PARTITION:cloudformation:*:aws:transform/*`). */
@@ -257,6 +277,9 @@ export interface FunctionSpec {
   readonly reservedConcurrency?: (v: StackValues) => number;
 }
 
+/** The tag naming the installation that made a stack (shared/src/ownership.rs). */
+export const INSTALLATION_TAG = 'stacksync:installation';
+
 /** The functions, as in template.yaml. A new function is one more row. */
 export const FUNCTIONS: readonly FunctionSpec[] = [
   {
@@ -290,13 +313,8 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.listBucket('ObjectExists'),
       // GetTemplate: is the stack still what the last run left (template and parameters)? In sync otherwise:
       // termination protection and the stack policy put back where they differ.
-      p.stacks(
-        'cloudformation:DescribeStacks',
-        'cloudformation:GetTemplate',
-        'cloudformation:UpdateTerminationProtection',
-        'cloudformation:GetStackPolicy',
-        'cloudformation:SetStackPolicy',
-      ),
+      p.stacks('cloudformation:DescribeStacks', 'cloudformation:GetTemplate', 'cloudformation:GetStackPolicy'),
+      p.ownStacks('cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'),
       ...p.assumeTargetRoles(),
     ],
   },
@@ -314,21 +332,24 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.objects('Parameters', ['s3:GetObject'], ['parameters']),
       p.stacks(
         'cloudformation:DescribeStacks',
-        'cloudformation:CreateChangeSet',
         // Before executing: is it already executing (a retried step)?
         'cloudformation:DescribeChangeSet',
-        'cloudformation:ExecuteChangeSet',
-        // CreateChangeSet with tags and ExecuteChangeSet tag the stack (AWS's Service Authorization Reference).
-        'cloudformation:TagResource',
-        'cloudformation:UntagResource',
-        'cloudformation:DeleteChangeSet',
         'cloudformation:ListChangeSets',
-        'cloudformation:ContinueUpdateRollback',
         // The failed resource's reason, when a rollback stays failed.
         'cloudformation:DescribeStackEvents',
         // The stack as the run leaves it (in sync), for later runs to compare.
         'cloudformation:GetTemplate',
       ),
+      p.ownStacks(
+        'cloudformation:ExecuteChangeSet',
+        // CreateChangeSet with tags and ExecuteChangeSet tag the stack (AWS's Service Authorization Reference).
+        'cloudformation:TagResource',
+        'cloudformation:UntagResource',
+        'cloudformation:DeleteChangeSet',
+        'cloudformation:ContinueUpdateRollback',
+      ),
+      // Every change set tags its stack as this installation's.
+      p.changeSets(),
       // A template with a transform (AWS::Serverless, AWS::Include, ...) needs CreateChangeSet on the transform too.
       p.transforms(),
       ...p.passServiceRoles(),
@@ -347,14 +368,12 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.stacks(
         'cloudformation:DescribeStacks',
         'cloudformation:DescribeChangeSet',
-        'cloudformation:DeleteChangeSet',
         'cloudformation:DescribeStackEvents',
-        'cloudformation:UpdateTerminationProtection',
         'cloudformation:GetStackPolicy',
-        'cloudformation:SetStackPolicy',
         // The stack as the run leaves it, for later runs to compare.
         'cloudformation:GetTemplate',
       ),
+      p.ownStacks('cloudformation:DeleteChangeSet', 'cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'),
       ...p.assumeTargetRoles(),
     ],
   },
@@ -366,13 +385,11 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     reconcileStep: true,
     permissions: (p) => [
       p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'),
-      p.stacks(
-        'cloudformation:DescribeStacks',
-        // stacksync turned protection on (terminationProtection); it lifts it to delete.
-        'cloudformation:UpdateTerminationProtection',
-        'cloudformation:DeleteStack',
-        'cloudformation:DescribeStackEvents',
-      ),
+      p.stacks('cloudformation:DescribeStacks', 'cloudformation:DescribeStackEvents'),
+      // stacksync turned protection on (terminationProtection); it lifts it to delete.
+      p.ownStacks('cloudformation:UpdateTerminationProtection'),
+      // Never an untagged stack, nor another installation's.
+      p.deleteOwnStacks(),
       ...p.passServiceRoles(),
       ...p.assumeTargetRoles(),
     ],
@@ -386,7 +403,8 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     permissions: (p) => [
       p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'),
       // The failed run's change set, made and never executed, is deleted.
-      p.stacks('cloudformation:DescribeChangeSet', 'cloudformation:DeleteChangeSet'),
+      p.stacks('cloudformation:DescribeChangeSet'),
+      p.ownStacks('cloudformation:DeleteChangeSet'),
       ...p.assumeTargetRoles(),
     ],
   },
@@ -579,6 +597,7 @@ export class StackSyncStack extends Stack {
   readonly stateMachine: sfn.StateMachine;
 
   private readonly stackNamePrefix: string;
+  private readonly requireRoleArn: boolean;
   private readonly cloudFormationRoleArns: string[];
   private readonly targetAccountRoleArns: string[];
   private readonly webhookSecretArn: string | undefined;
@@ -606,7 +625,8 @@ export class StackSyncStack extends Stack {
       ...props,
     });
 
-    this.stackNamePrefix = props.stackNamePrefix ?? '';
+    this.stackNamePrefix = props.stackNamePrefix ?? 'stacksync-';
+    this.requireRoleArn = props.requireRoleArn ?? true;
     if (!/^[A-Za-z0-9-]*$/.test(this.stackNamePrefix)) {
       throw new Error(`stackNamePrefix "${this.stackNamePrefix}": only letters, digits and "-"`);
     }
@@ -844,6 +864,19 @@ export class StackSyncStack extends Stack {
       description: 'the reconcile state machine',
       value: this.stateMachine.stateMachineArn,
     });
+    // What the installation allows its entries: `stacksync apply` checks specs against it.
+    new CfnOutput(this, 'StackNamePrefix', {
+      description: 'only stacks whose names start so are managed',
+      value: this.stackNamePrefix === '' ? '*' : this.stackNamePrefix,
+    });
+    new CfnOutput(this, 'ServiceRoleArns', {
+      description: 'the service roles entries may name as roleArn',
+      value: this.cloudFormationRoleArns.length === 0 ? '-' : this.cloudFormationRoleArns.join(','),
+    });
+    new CfnOutput(this, 'RequireRoleArn', {
+      description: 'whether every entry must name roleArn',
+      value: String(this.requireRoleArn),
+    });
     for (const spec of FUNCTIONS) {
       if (!spec.publicUrl) continue;
       new CfnOutput(this, `${spec.id}Url`, {
@@ -991,6 +1024,10 @@ export class StackSyncStack extends Stack {
         // Template URLs in the installation's partition (amazonaws.com.cn in China, ...).
         STACKSYNC_TEMPLATE_URL_BASE: `https://${this.bucket.bucketRegionalDomainName}`,
         STACKSYNC_LOG: 'info',
+        // What the installation allows its entries (the steps check it).
+        STACKSYNC_STACK_NAME_PREFIX: this.stackNamePrefix,
+        STACKSYNC_SERVICE_ROLE_ARNS: this.cloudFormationRoleArns.join(','),
+        STACKSYNC_REQUIRE_ROLE_ARN: String(this.requireRoleArn),
         ...spec.environment?.(this.stackValues(spec)),
       },
     });
@@ -1058,6 +1095,8 @@ export class StackSyncStack extends Stack {
 
   private permissions(spec: FunctionSpec): Permissions {
     const stacksArn = this.stacksArn();
+    // The stack's stacksync:installation tag names this installation (its registry table).
+    const ours = { [`aws:ResourceTag/${INSTALLATION_TAG}`]: this.table.tableName };
     return {
       registry: (...actions) =>
         new iam.PolicyStatement({ sid: 'Registry', actions, resources: [this.table.tableArn] }),
@@ -1066,6 +1105,22 @@ export class StackSyncStack extends Stack {
       listBucket: (sid) =>
         new iam.PolicyStatement({ sid, actions: ['s3:ListBucket'], resources: [this.bucket.bucketArn] }),
       stacks: (...actions) => new iam.PolicyStatement({ sid: 'Stacks', actions, resources: [stacksArn] }),
+      ownStacks: (...actions) =>
+        new iam.PolicyStatement({ sid: 'OwnStacks', actions, resources: [stacksArn], conditions: { StringEqualsIfExists: ours } }),
+      changeSets: () =>
+        new iam.PolicyStatement({
+          sid: 'ChangeSets',
+          actions: ['cloudformation:CreateChangeSet'],
+          resources: [stacksArn],
+          conditions: { StringEquals: { [`aws:RequestTag/${INSTALLATION_TAG}`]: this.table.tableName }, StringEqualsIfExists: ours },
+        }),
+      deleteOwnStacks: () =>
+        new iam.PolicyStatement({
+          sid: 'DeleteOwnStacks',
+          actions: ['cloudformation:DeleteStack'],
+          resources: [stacksArn],
+          conditions: { StringEquals: ours },
+        }),
       listStacks: () => new iam.PolicyStatement({ sid: 'ListStacks', actions: ['cloudformation:ListStacks'], resources: ['*'] }),
       transforms: () =>
         new iam.PolicyStatement({ sid: 'Transforms', actions: ['cloudformation:CreateChangeSet'], resources: [this.transformsArn()] }),

@@ -315,7 +315,15 @@ describe('functions', () => {
     const globals = TEMPLATE_YAML.split(/^Globals:$/m)[1].split(/^Resources:$/m)[0];
     const envNames = (text: string) => [...text.matchAll(/^ +(STACKSYNC_[A-Z_]+):/gm)].map((m) => m[1]);
     const timeout = (text: string) => text.match(/^ +Timeout: (\d+)$/m)?.[1];
-    assert.deepEqual(envNames(globals), ['STACKSYNC_TABLE', 'STACKSYNC_BUCKET', 'STACKSYNC_TEMPLATE_URL_BASE', 'STACKSYNC_LOG']);
+    assert.deepEqual(envNames(globals), [
+      'STACKSYNC_TABLE',
+      'STACKSYNC_BUCKET',
+      'STACKSYNC_TEMPLATE_URL_BASE',
+      'STACKSYNC_LOG',
+      'STACKSYNC_STACK_NAME_PREFIX',
+      'STACKSYNC_SERVICE_ROLE_ARNS',
+      'STACKSYNC_REQUIRE_ROLE_ARN',
+    ]);
     for (const spec of FUNCTIONS) {
       const yaml = templateResource(`${spec.id}Function`);
       assert.match(yaml, new RegExp(`Binary: ${spec.binary} `), `${spec.id}Function is ${spec.binary}`);
@@ -325,18 +333,21 @@ describe('functions', () => {
     }
   });
 
-  test('the environment: table, bucket, template URL base, log level; the triggers also the state machine ARN, the webhook its secret ARN, the scheduler its cap and schedule', () => {
+  test('the environment: table, bucket, template URL base, log level, what the installation allows; the triggers also the state machine ARN, the webhook its secret ARN, the scheduler its cap and schedule', () => {
     const defaults = lazyDefaults();
     const full = lazyFull();
-    for (const [s, secret, maxStarts, schedule] of [
-      [defaults, '', '50', 'rate(5 minutes)'],
-      [full, WEBHOOK_SECRET, '200', 'rate(2 minutes)'],
+    for (const [s, secret, maxStarts, schedule, prefix, roles] of [
+      [defaults, '', '50', 'rate(5 minutes)', 'stacksync-', ''],
+      [full, WEBHOOK_SECRET, '200', 'rate(2 minutes)', PREFIX, CFN_ROLES.join(',')],
     ] as const) {
       const common = {
         STACKSYNC_TABLE: { Ref: logicalId(s, s.stack.table) },
         STACKSYNC_BUCKET: { Ref: logicalId(s, s.stack.bucket) },
         STACKSYNC_TEMPLATE_URL_BASE: { 'Fn::Join': ['', ['https://', { 'Fn::GetAtt': [logicalId(s, s.stack.bucket), 'RegionalDomainName'] }]] },
         STACKSYNC_LOG: 'info',
+        STACKSYNC_STACK_NAME_PREFIX: prefix,
+        STACKSYNC_SERVICE_ROLE_ARNS: roles,
+        STACKSYNC_REQUIRE_ROLE_ARN: 'true',
       };
       const machine = { STACKSYNC_STATE_MACHINE_ARN: { Ref: logicalId(s, s.stack.stateMachine) } };
       const expected: Record<string, [Record<string, unknown>, number]> = {
@@ -454,6 +465,7 @@ describe('functions', () => {
     const app = new App({
       context: {
         stackNamePrefix: 'prod-',
+        requireRoleArn: 'false',
         cloudFormationRoleArns: `${CFN_ROLES[0]}, ${CFN_ROLES[1]}`,
         targetAccountRoleArns: TARGET_ROLES,
         webhookSecretArn: WEBHOOK_SECRET,
@@ -472,6 +484,7 @@ describe('functions', () => {
     });
     assert.deepEqual(propsFromContext(app.node), {
       stackNamePrefix: 'prod-',
+      requireRoleArn: false,
       cloudFormationRoleArns: CFN_ROLES,
       targetAccountRoleArns: TARGET_ROLES,
       webhookSecretArn: WEBHOOK_SECRET,
@@ -488,6 +501,7 @@ describe('functions', () => {
       eventsReservedConcurrency: 2,
     });
     assert.equal(propsFromContext(new App().node).webhookSecretArn, undefined);
+    assert.throws(() => propsFromContext(new App({ context: { requireRoleArn: 'yes' } }).node), /requireRoleArn "yes": true or false/);
   });
 });
 
@@ -747,8 +761,18 @@ describe('state machine, alarms, outputs', () => {
     defaults.template.hasOutput('StateMachineArn', { Value: { Ref: logicalId(defaults, defaults.stack.stateMachine) } });
     assert.deepEqual(
       Object.keys(defaults.json.Outputs ?? {}).sort(),
-      ['ArtifactBucketName', 'RegistryTableName', 'StateMachineArn', 'WebhookUrl'],
+      ['ArtifactBucketName', 'RegistryTableName', 'RequireRoleArn', 'ServiceRoleArns', 'StackNamePrefix', 'StateMachineArn', 'WebhookUrl'],
     );
+    // What the installation allows, for `stacksync apply` (an output cannot be empty: `*` any name, `-` no role).
+    defaults.template.hasOutput('StackNamePrefix', { Value: 'stacksync-' });
+    defaults.template.hasOutput('ServiceRoleArns', { Value: '-' });
+    defaults.template.hasOutput('RequireRoleArn', { Value: 'true' });
+    const full = lazyFull();
+    full.template.hasOutput('StackNamePrefix', { Value: PREFIX });
+    full.template.hasOutput('ServiceRoleArns', { Value: CFN_ROLES.join(',') });
+    synth({ stackNamePrefix: '', requireRoleArn: false }).template.hasOutput('StackNamePrefix', { Value: '*' });
+    assert.match(TEMPLATE_YAML, /\n {2}StackNamePrefix:\n {4}Description: .*\n {4}Value: !If \[AnyStackName, "\*", !Ref StackNamePrefix\]\n/);
+    assert.match(TEMPLATE_YAML, /\n {2}ServiceRoleArns:\n {4}Description: .*\n {4}Value: !If \[CanPassRoles, !Join \[",", !Ref CloudFormationRoleArns\], "-"\]\n/);
     // WebhookUrl: the webhook's Function URL, as template.yaml (!GetAtt WebhookFunctionUrl.FunctionUrl).
     const [urlId, url] = only(defaults.json, 'AWS::Lambda::Url');
     defaults.template.hasOutput('WebhookUrl', {
@@ -801,7 +825,7 @@ describe('state machine, alarms, outputs', () => {
       detail: { status: ['ABORTED', 'TIMED_OUT', 'FAILED'], stateMachineArn: [{ Ref: logicalId(s, s.stack.stateMachine) }] },
     });
     // Without source buckets there is no S3 rule at all (template.yaml: Condition HasSourceBuckets).
-    for (const [s, prefix, buckets] of [[lazyDefaults(), '', []], [lazyFull(), PREFIX, SOURCE_BUCKETS]] as const) {
+    for (const [s, prefix, buckets] of [[lazyDefaults(), 'stacksync-', []], [lazyFull(), PREFIX, SOURCE_BUCKETS]] as const) {
       const expected: Record<string, { fn: string; schedule?: string; pattern?: Record<string, unknown> }> = {
         SchedulerFunctionSchedule: { fn: 'Scheduler', schedule: s === lazyFull() ? 'rate(2 minutes)' : 'rate(5 minutes)' },
         EventsFunctionCodeCommitPush: { fn: 'Events', pattern: codeCommit },
@@ -909,6 +933,10 @@ describe('IAM', () => {
     const assume = { sid: 'TargetAccounts', actions: ['sts:AssumeRole'], resources: TARGET_ROLES, condition: undefined };
     const st = (sid: string, actions: string[], resources: string[]) => ({ sid, actions: actions.sort(), resources: resources.sort(), condition: undefined });
     const registry = st('Registry', ['dynamodb:GetItem', 'dynamodb:UpdateItem'], ['TABLE']);
+    // Changes only to stacks no other installation tagged as its own; deletes only of its own.
+    const tableName = { Ref: logicalId(full, full.stack.table) };
+    const ours = { 'aws:ResourceTag/stacksync:installation': tableName };
+    const own = (...actions: string[]) => ({ ...st('OwnStacks', actions, [S]), condition: { StringEqualsIfExists: ours } });
     const keys = (...prefixes: string[]) => ({ 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': prefixes } });
     const s3 = (name: string) => `arn:<AWS::Partition>:s3:::${name}`;
     const sources = [
@@ -930,14 +958,20 @@ describe('IAM', () => {
         st('ReadArtifacts', ['s3:GetObject'], ['BUCKET/artifacts/*']),
         st('StoreTemplates', ['s3:GetObject', 's3:PutObject'], ['BUCKET/templates/*', 'BUCKET/parameters/*']),
         st('ObjectExists', ['s3:ListBucket'], ['BUCKET']),
-        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:GetTemplate', 'cloudformation:UpdateTerminationProtection', 'cloudformation:GetStackPolicy', 'cloudformation:SetStackPolicy'], [S]),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:GetTemplate', 'cloudformation:GetStackPolicy'], [S]),
+        own('cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'),
         assume,
       ],
       'change-set': [
         registry,
         st('Templates', ['s3:GetObjectVersion'], ['BUCKET/templates/*']),
         st('Parameters', ['s3:GetObject'], ['BUCKET/parameters/*']),
-        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:CreateChangeSet', 'cloudformation:DescribeChangeSet', 'cloudformation:ExecuteChangeSet', 'cloudformation:TagResource', 'cloudformation:UntagResource', 'cloudformation:DeleteChangeSet', 'cloudformation:ListChangeSets', 'cloudformation:ContinueUpdateRollback', 'cloudformation:DescribeStackEvents', 'cloudformation:GetTemplate'], [S]),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:ListChangeSets', 'cloudformation:DescribeStackEvents', 'cloudformation:GetTemplate'], [S]),
+        own('cloudformation:ExecuteChangeSet', 'cloudformation:TagResource', 'cloudformation:UntagResource', 'cloudformation:DeleteChangeSet', 'cloudformation:ContinueUpdateRollback'),
+        {
+          ...st('ChangeSets', ['cloudformation:CreateChangeSet'], [S]),
+          condition: { StringEquals: { 'aws:RequestTag/stacksync:installation': tableName }, StringEqualsIfExists: ours },
+        },
         st('Transforms', ['cloudformation:CreateChangeSet'], ['arn:<AWS::Partition>:cloudformation:*:aws:transform/*']),
         pass,
         assume,
@@ -945,16 +979,19 @@ describe('IAM', () => {
       'poll-status': [
         registry,
         st('Parameters', ['s3:GetObject'], ['BUCKET/parameters/*']),
-        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:DeleteChangeSet', 'cloudformation:DescribeStackEvents', 'cloudformation:UpdateTerminationProtection', 'cloudformation:GetStackPolicy', 'cloudformation:SetStackPolicy', 'cloudformation:GetTemplate'], [S]),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:DescribeStackEvents', 'cloudformation:GetStackPolicy', 'cloudformation:GetTemplate'], [S]),
+        own('cloudformation:DeleteChangeSet', 'cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'),
         assume,
       ],
       delete: [
         st('Registry', ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'], ['TABLE']),
-        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:UpdateTerminationProtection', 'cloudformation:DeleteStack', 'cloudformation:DescribeStackEvents'], [S]),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeStackEvents'], [S]),
+        own('cloudformation:UpdateTerminationProtection'),
+        { ...st('DeleteOwnStacks', ['cloudformation:DeleteStack'], [S]), condition: { StringEquals: ours } },
         pass,
         assume,
       ],
-      finalize: [registry, st('Stacks', ['cloudformation:DescribeChangeSet', 'cloudformation:DeleteChangeSet'], [S]), assume],
+      finalize: [registry, st('Stacks', ['cloudformation:DescribeChangeSet'], [S]), own('cloudformation:DeleteChangeSet'), assume],
       webhook: [
         { ...st('Deliveries', ['dynamodb:PutItem'], ['TABLE']), condition: keys('delivery#*') },
         st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
@@ -1067,14 +1104,17 @@ describe('IAM', () => {
     // finalize: the failed run's unexecuted change set is deleted.
     const defaults = lazyDefaults();
     const full = lazyFull();
-    for (const [s, prefix] of [[full, PREFIX], [defaults, '']] as const) {
+    for (const [s, prefix] of [[full, PREFIX], [defaults, 'stacksync-']] as const) {
       const cfn = identityStatements(s.json).filter(
         (x) =>
           arr(x.statement.Action).some((a) => a.startsWith('cloudformation:')) &&
           x.statement.Sid !== 'Transforms' &&
           x.statement.Sid !== 'ListStacks',
       );
-      assert.equal(cfn.length, 5, 'template-upload, change-set, poll-status, delete, finalize');
+      const withStacks = new Set(cfn.flatMap((x) => x.roles));
+      assert.equal(withStacks.size, 5, 'template-upload, change-set, poll-status, delete, finalize');
+      // Stacks (reads), OwnStacks (changes) in each; ChangeSets in change-set, DeleteOwnStacks in delete.
+      assert.equal(cfn.length, 12);
       const listing = identityStatements(s.json).filter((x) => x.statement.Sid === 'ListStacks');
       assert.equal(listing.length, 1, 'scheduler only');
       assert.deepEqual(listing[0].roles, [logicalId(s, s.stack.functions.Scheduler.role as any)]);

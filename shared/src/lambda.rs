@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use crate::adapters::secrets::{SecretLocation, Secrets};
 use crate::adapters::stepfunctions::Executions;
 use crate::aws::{AwsOptions, load_config};
+use crate::ownership::InstallationPolicy;
 use crate::reconcile::run::StepError;
 use crate::reconcile::steps::StepName;
 use crate::registry::Registry;
@@ -32,7 +33,8 @@ fn diagnostic(e: StepError) -> Diagnostic {
 ///
 /// Environment: `STACKSYNC_TABLE`, `STACKSYNC_BUCKET` (required);
 /// `AWS_ENDPOINT_URL` (a local emulator), `STACKSYNC_TEMPLATE_URL_BASE`,
-/// `STACKSYNC_LOG` (optional).
+/// `STACKSYNC_LOG`, and the installation's policy
+/// ([`installation_policy`]) (optional).
 ///
 /// Not `async` on purpose: the runtime is built and driven here, so the whole
 /// future is compiled once, in this crate. An `async fn` awaited from each
@@ -87,14 +89,45 @@ async fn serve(step: StepName) -> Result<(), lambda_runtime::Error> {
     let config = load_config(&AwsOptions::default()).await;
     let registry = Registry::new(aws_sdk_dynamodb::Client::new(&config), table);
     // A deployed function: unauthenticated transports need `insecure`.
-    let steps = sdk_steps(&config, registry, &bucket, endpoint.as_deref(), false)
+    let mut steps = sdk_steps(&config, registry, &bucket, endpoint.as_deref(), false)
         .await
         .map_err(|e| e.to_string())?;
+    steps.config.policy = installation_policy()?;
     let steps = &steps;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         steps.run(step, event.payload).await.map_err(diagnostic)
     }))
     .await
+}
+
+/// What the installation allows its entries, from its parameters:
+/// `STACKSYNC_STACK_NAME_PREFIX` (`StackNamePrefix`),
+/// `STACKSYNC_SERVICE_ROLE_ARNS` (`CloudFormationRoleArns`, comma-separated;
+/// unset: not known, and any attached role must be named) and
+/// `STACKSYNC_REQUIRE_ROLE_ARN` (`true` or `false`, `RequireRoleArn`).
+fn installation_policy() -> Result<InstallationPolicy, lambda_runtime::Error> {
+    let require = match std::env::var("STACKSYNC_REQUIRE_ROLE_ARN").as_deref() {
+        Ok("true") => true,
+        Ok("false") | Err(_) => false,
+        Ok(other) => {
+            return Err(
+                format!("STACKSYNC_REQUIRE_ROLE_ARN must be true or false, not {other:?}").into(),
+            );
+        }
+    };
+    Ok(InstallationPolicy {
+        stack_name_prefix: std::env::var("STACKSYNC_STACK_NAME_PREFIX").unwrap_or_default(),
+        service_roles: std::env::var("STACKSYNC_SERVICE_ROLE_ARNS")
+            .ok()
+            .map(|list| {
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|r| !r.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            }),
+        require_role_arn: require,
+    })
 }
 
 /// Runs the webhook function (behind a Lambda Function URL).

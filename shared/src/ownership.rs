@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::spec::StackSpec;
+use crate::status::StallReason;
 
 /// The tag naming the installation (its registry table) that made a stack.
 pub const INSTALLATION_TAG: &str = "stacksync:installation";
@@ -63,21 +64,118 @@ pub fn owner(
     ))
 }
 
-/// Why a run must not deploy to a stack that has the service role
-/// `attached` when the spec names `named`: without `roleArn`, CloudFormation
-/// uses the stack's role, and no `iam:PassRole` check applies, so whoever
-/// writes the registry could deploy under any role once attached to the
-/// stack. `None`: the run may go on (no role, or the spec names one, which
-/// passing checks).
-pub fn unnamed_role(attached: Option<&str>, named: Option<&str>, stack: &str) -> Option<String> {
-    match (attached, named) {
-        (Some(role), None) => Some(format!(
-            "the stack {stack} deploys under the service role {role}, which the entry does not \
-             name: CloudFormation would use it without the installation's check on the roles it \
-             may pass. Set roleArn to it (or to another role the installation may pass)"
-        )),
-        _ => None,
+/// What a deployed installation allows its entries (its parameters, given
+/// to the functions): the local runner knows none of it and checks none
+/// (`Default`), leaving it to the credentials it runs with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstallationPolicy {
+    /// Only stacks whose names start so (`StackNamePrefix`; empty: any).
+    pub stack_name_prefix: String,
+    /// The service roles stacks may deploy under (`CloudFormationRoleArns`,
+    /// IAM wildcards `*` and `?`); `None`: not known (the local runner).
+    pub service_roles: Option<Vec<String>>,
+    /// Every entry must name its service role (`RequireRoleArn`).
+    pub require_role_arn: bool,
+}
+
+impl InstallationPolicy {
+    /// Why the installation refuses `spec` before anything is fetched or
+    /// called: its stack name, its missing or unlisted `roleArn`.
+    pub fn refuses_spec(&self, spec: &StackSpec) -> Option<String> {
+        let stack = spec.effective_stack_name();
+        if !stack.starts_with(&self.stack_name_prefix) {
+            return Some(format!(
+                "this installation manages only stacks whose names start with {:?}                  (StackNamePrefix): set stackName to such a name",
+                self.stack_name_prefix
+            ));
+        }
+        match spec.role_arn.as_deref() {
+            None if self.require_role_arn => Some(format!(
+                "this installation requires a service role on every entry (RequireRoleArn):                  set roleArn to one of {}",
+                self.listed()
+            )),
+            Some(role) if !self.may_pass(role) => Some(format!(
+                "roleArn {role} is not among the service roles this installation may pass                  ({}): name one of them, or add it to CloudFormationRoleArns",
+                self.listed()
+            )),
+            _ => None,
+        }
     }
+
+    /// Why a run must not deploy to (or delete) a stack that has the
+    /// service role `attached` when the spec names `named`: without
+    /// `roleArn`, CloudFormation uses the stack's role, and no
+    /// `iam:PassRole` check applies, so whoever writes the registry could
+    /// deploy under any role once attached to the stack. A role among the
+    /// installation's own is fine; where those are not known (the local
+    /// runner), any attached role must be named.
+    pub fn refuses_role(
+        &self,
+        attached: Option<&str>,
+        named: Option<&str>,
+        stack: &str,
+    ) -> Option<(StallReason, String)> {
+        let (Some(role), None) = (attached, named) else {
+            return None;
+        };
+        match &self.service_roles {
+            Some(_) if self.may_pass(role) => None,
+            Some(_) => Some((
+                StallReason::NotAllowed,
+                format!(
+                    "the stack {stack} deploys under the service role {role}, which is not among                      the roles this installation may pass ({}), and the entry names none:                      CloudFormation would use it unchecked. Set roleArn to an allowed role",
+                    self.listed()
+                ),
+            )),
+            None => Some((
+                StallReason::ServiceRoleNotNamed,
+                format!(
+                    "the stack {stack} deploys under the service role {role}, which the entry                      does not name: CloudFormation would use it without the installation's check                      on the roles it may pass. Set roleArn to it (or to another role the                      installation may pass)"
+                ),
+            )),
+        }
+    }
+
+    /// Whether `role` is one of the installation's service roles (always,
+    /// where they are not known).
+    fn may_pass(&self, role: &str) -> bool {
+        self.service_roles
+            .as_ref()
+            .is_none_or(|roles| roles.iter().any(|p| wildcard(p, role)))
+    }
+
+    fn listed(&self) -> String {
+        match self.service_roles.as_deref() {
+            Some([]) => "none: CloudFormationRoleArns is empty".to_owned(),
+            Some(roles) => roles.join(", "),
+            None => "the roles it may pass".to_owned(),
+        }
+    }
+}
+
+/// IAM's wildcards in an ARN: `*` any run of characters, `?` one.
+fn wildcard(pattern: &str, text: &str) -> bool {
+    let (p, t) = (pattern.as_bytes(), text.as_bytes());
+    let (mut pi, mut ti) = (0, 0);
+    // The last `*` seen, and where in the text it was tried from.
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            // Let the star take one more character.
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
 }
 
 /// Whether a change set is one stacksync made (its names start so):
@@ -132,15 +230,88 @@ mod tests {
     }
 
     #[test]
-    fn a_stacks_role_must_be_named_by_the_entry() {
+    fn a_stacks_role_must_be_named_by_the_entry_where_the_allowed_roles_are_not_known() {
         let admin = "arn:aws:iam::1:role/cdk-exec";
-        let why = unnamed_role(Some(admin), None, "orders").unwrap();
+        let local = InstallationPolicy::default();
+        let (reason, why) = local.refuses_role(Some(admin), None, "orders").unwrap();
+        assert_eq!(reason, StallReason::ServiceRoleNotNamed);
         assert!(why.contains(admin) && why.contains("Set roleArn"), "{why}");
-        assert_eq!(unnamed_role(Some(admin), Some(admin), "orders"), None);
+        assert_eq!(local.refuses_role(Some(admin), Some(admin), "orders"), None);
         assert_eq!(
-            unnamed_role(Some(admin), Some("arn:aws:iam::1:role/other"), "orders"),
+            local.refuses_role(Some(admin), Some("arn:aws:iam::1:role/other"), "orders"),
             None
         );
-        assert_eq!(unnamed_role(None, None, "orders"), None);
+        assert_eq!(local.refuses_role(None, None, "orders"), None);
+    }
+
+    fn deployed() -> InstallationPolicy {
+        InstallationPolicy {
+            stack_name_prefix: "team-".into(),
+            service_roles: Some(vec![
+                "arn:aws:iam::1:role/cfn-exec".into(),
+                "arn:aws:iam::2:role/deploy-*".into(),
+            ]),
+            require_role_arn: true,
+        }
+    }
+
+    #[test]
+    fn an_attached_role_outside_the_installations_list_is_refused_and_one_inside_it_is_not() {
+        let policy = deployed();
+        let (reason, why) = policy
+            .refuses_role(Some("arn:aws:iam::1:role/cdk-exec"), None, "team-a")
+            .unwrap();
+        assert_eq!(reason, StallReason::NotAllowed);
+        assert!(why.contains("arn:aws:iam::1:role/cfn-exec"), "{why}");
+        assert_eq!(
+            policy.refuses_role(Some("arn:aws:iam::2:role/deploy-x"), None, "team-a"),
+            None,
+            "one the installation may pass anyway"
+        );
+    }
+
+    #[test]
+    fn a_deployed_installation_refuses_names_outside_its_prefix_and_missing_or_unlisted_roles() {
+        let policy = deployed();
+        let mut s = spec("team-orders");
+        s.role_arn = Some("arn:aws:iam::1:role/cfn-exec".into());
+        assert_eq!(policy.refuses_spec(&s), None);
+
+        let mut outside = s.clone();
+        outside.stack_name = Some("orders".into());
+        let why = policy.refuses_spec(&outside).unwrap();
+        assert!(
+            why.contains("\"team-\"") && why.contains("StackNamePrefix"),
+            "{why}"
+        );
+
+        let mut unnamed = s.clone();
+        unnamed.role_arn = None;
+        let why = policy.refuses_spec(&unnamed).unwrap();
+        assert!(why.contains("RequireRoleArn"), "{why}");
+        let optional = InstallationPolicy {
+            require_role_arn: false,
+            ..deployed()
+        };
+        assert_eq!(optional.refuses_spec(&unnamed), None);
+
+        let mut other = s.clone();
+        other.role_arn = Some("arn:aws:iam::1:role/admin".into());
+        let why = policy.refuses_spec(&other).unwrap();
+        assert!(why.contains("CloudFormationRoleArns"), "{why}");
+        other.role_arn = Some("arn:aws:iam::2:role/deploy-prod".into());
+        assert_eq!(policy.refuses_spec(&other), None, "by wildcard");
+
+        assert_eq!(InstallationPolicy::default().refuses_spec(&unnamed), None);
+    }
+
+    #[test]
+    fn wildcards_match_as_iam_matches_them() {
+        assert!(wildcard("a*c", "abbc"));
+        assert!(wildcard("a*", "a"));
+        assert!(wildcard("a?c", "abc"));
+        assert!(!wildcard("a?c", "ac"));
+        assert!(!wildcard("arn:*:role/x", "arn:aws:iam::1:role/xy"));
+        assert!(wildcard("*", ""));
     }
 }

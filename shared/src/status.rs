@@ -114,6 +114,10 @@ pub enum StallReason {
     /// The stack has a service role the entry does not name: without
     /// `roleArn`, CloudFormation would deploy under it unchecked.
     ServiceRoleNotNamed,
+    /// The installation does not allow what the entry asks: a stack name
+    /// outside its `StackNamePrefix`, a service role outside its
+    /// `CloudFormationRoleArns`, or no `roleArn` where it requires one.
+    NotAllowed,
     /// A run's state lacks what a step needs (a broken contract between
     /// the state machine and the steps).
     ContractViolated,
@@ -132,7 +136,7 @@ pub enum StallReason {
 }
 
 impl StallReason {
-    pub const ALL: [StallReason; 22] = [
+    pub const ALL: [StallReason; 23] = [
         Self::NotRegistered,
         Self::Unsupported,
         Self::SourceUnavailable,
@@ -149,6 +153,7 @@ impl StallReason {
         Self::StackBlocked,
         Self::NotOwned,
         Self::ServiceRoleNotNamed,
+        Self::NotAllowed,
         Self::ContractViolated,
         Self::RegistryRefused,
         Self::RetriesExhausted,
@@ -193,6 +198,7 @@ impl StallReason {
             Self::StackBlocked => "StackBlocked",
             Self::NotOwned => "NotOwned",
             Self::ServiceRoleNotNamed => "ServiceRoleNotNamed",
+            Self::NotAllowed => "NotAllowed",
             Self::ContractViolated => "ContractViolated",
             Self::RegistryRefused => "RegistryRefused",
             Self::RetriesExhausted => "RetriesExhausted",

@@ -63,6 +63,8 @@ pub async fn sdk_steps(
         config: StepConfig {
             local,
             installation,
+            // A deployed function sets its installation's (`crate::lambda`).
+            policy: Default::default(),
             template_url_base: template_url_base(
                 bucket,
                 &region,

@@ -22,7 +22,7 @@ use stacksync::registry::plan::plan_apply;
 use stacksync::registry::{Entries, Registry, Specs};
 use stacksync::wiring::sdk_steps;
 
-use crate::iam::as_function;
+use crate::iam::{as_function, as_installation};
 use crate::scripted::Recorded;
 use crate::{Emulator, unique_name};
 
@@ -30,7 +30,7 @@ use crate::{Emulator, unique_name};
 /// own function, so the AWS calls it makes are recorded under that
 /// function's role (the IAM conformance test).
 #[derive(Debug)]
-pub struct AsFunctions<'a, R>(pub &'a R);
+pub struct AsFunctions<'a, R>(pub &'a R, pub String);
 
 impl<R: TaskRunner> TaskRunner for AsFunctions<'_, R> {
     async fn run(&self, resource: &str, input: Value) -> Result<Value, AslError> {
@@ -39,7 +39,8 @@ impl<R: TaskRunner> TaskRunner for AsFunctions<'_, R> {
             .ok_or_else(|| AslError::new("States.TaskFailed", format!("no function {name}")))?;
         // On the heap: debug builds keep every layer of a step's future in
         // the poll's stack frames, and test threads have 2 MiB.
-        Box::pin(as_function(step.function(), self.0.run(resource, input))).await
+        let run = as_installation(self.1.clone(), self.0.run(resource, input));
+        Box::pin(as_function(step.function(), run)).await
     }
 }
 
@@ -133,7 +134,10 @@ impl Harness<SdkCloudFormationFactory> {
     }
 }
 
-impl<F: CloudFormationFactory> Harness<Recorded<F>> {
+impl<F: CloudFormationFactory> Harness<Recorded<F>>
+where
+    F::Port: crate::scripted::StackInstallation,
+{
     /// Real registry, bucket and Git; `cloudformation` (a scripted fake)
     /// instead of the emulator's, its calls recorded for the IAM test.
     pub async fn with_port(prefix: &str, cloudformation: F) -> Self {
@@ -194,7 +198,7 @@ impl<F: CloudFormationFactory> Harness<F> {
 
     /// Runs one execution with the given input.
     pub async fn reconcile_with(&self, name: &str, input: Value) -> Outcome {
-        self.execute(&AsFunctions(&self.steps), name, input).await.1
+        self.execute(&self.functions(), name, input).await.1
     }
 
     /// Runs one execution of `name` (a manual trigger) whose Task states
@@ -235,7 +239,7 @@ impl<F: CloudFormationFactory> Harness<F> {
 
     /// The steps as the deployed machine runs them (each as its function).
     pub fn functions(&self) -> AsFunctions<'_, Steps<Registry, S3Store, F, Counting<Sources>>> {
-        AsFunctions(&self.steps)
+        AsFunctions(&self.steps, self.steps.config.installation.clone())
     }
 
     /// The entry as it is now.

@@ -9,28 +9,55 @@ use stacksync::ports::{
 };
 
 use crate::iam::call::Call;
-use crate::iam::record::{record, recording, template_transforms};
+use crate::iam::record::{TAG_CONDITIONED, record, recording, template_transforms};
 
 /// A CloudFormation port (or factory) whose calls are recorded under the
 /// function that makes them.
 #[derive(Debug, Clone)]
 pub struct Recorded<T>(pub T);
 
-fn cfn_call(operation: &str, stack: &str, role_arn: Option<&str>) {
-    if recording() {
-        record(Call {
-            service: "cloudformation".into(),
-            operation: operation.into(),
-            region: "us-east-1".into(),
-            status: 200,
-            stack: Some(stack.into()),
-            role_arn: role_arn.map(str::to_owned),
-            ..Call::default()
-        });
+/// What the scripted stack's `stacksync:installation` tag is now (for IAM's
+/// `aws:ResourceTag`).
+pub trait StackInstallation {
+    fn stack_installation(&self, stack: &str) -> Option<String>;
+}
+
+impl StackInstallation for ScriptedCloudFormation {
+    fn stack_installation(&self, stack: &str) -> Option<String> {
+        let script = self.script();
+        // A stack that is not there has no tags.
+        if script.stack.front().is_some_and(Option::is_none) {
+            return None;
+        }
+        script
+            .stack_tags(stack)
+            .get(stacksync::ownership::INSTALLATION_TAG)
+            .cloned()
     }
 }
 
-impl<T: CloudFormationFactory> CloudFormationFactory for Recorded<T> {
+impl<T: StackInstallation> Recorded<T> {
+    fn call(&self, operation: &str, stack: &str, role_arn: Option<&str>) {
+        if recording() {
+            let tagged = TAG_CONDITIONED.contains(&operation);
+            record(Call {
+                service: "cloudformation".into(),
+                operation: operation.into(),
+                region: "us-east-1".into(),
+                status: 200,
+                stack: Some(stack.into()),
+                role_arn: role_arn.map(str::to_owned),
+                stack_installation: tagged.then(|| self.0.stack_installation(stack)).flatten(),
+                ..Call::default()
+            });
+        }
+    }
+}
+
+impl<T: CloudFormationFactory> CloudFormationFactory for Recorded<T>
+where
+    T::Port: StackInstallation,
+{
     type Port = Recorded<T::Port>;
 
     async fn for_stack(
@@ -56,19 +83,19 @@ impl<T: CloudFormationFactory> CloudFormationFactory for Recorded<T> {
     }
 }
 
-impl<T: CloudFormation> CloudFormation for Recorded<T> {
+impl<T: CloudFormation + StackInstallation> CloudFormation for Recorded<T> {
     async fn describe_stack(&self, stack: &str) -> PortResult<Option<StackInfo>> {
-        cfn_call("DescribeStacks", stack, None);
+        self.call("DescribeStacks", stack, None);
         self.0.describe_stack(stack).await
     }
 
     async fn list_stacks(&self) -> PortResult<Vec<StackSummary>> {
-        cfn_call("ListStacks", "", None);
+        self.call("ListStacks", "", None);
         self.0.list_stacks().await
     }
 
     async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {
-        cfn_call("GetTemplate", stack, None);
+        self.call("GetTemplate", stack, None);
         self.0.template_body(stack).await
     }
 
@@ -84,6 +111,12 @@ impl<T: CloudFormation> CloudFormation for Recorded<T> {
                 template_url: Some(request.template_url.clone()),
                 transforms: template_transforms(&request.template_url),
                 tagged: !request.tags.is_empty(),
+                request_installation: request
+                    .tags
+                    .iter()
+                    .find(|(k, _)| k == stacksync::ownership::INSTALLATION_TAG)
+                    .map(|(_, v)| v.clone()),
+                stack_installation: self.0.stack_installation(&request.stack_name),
                 ..Call::default()
             });
         }
@@ -95,22 +128,22 @@ impl<T: CloudFormation> CloudFormation for Recorded<T> {
         stack: &str,
         name: &str,
     ) -> PortResult<Option<ChangeSetInfo>> {
-        cfn_call("DescribeChangeSet", stack, None);
+        self.call("DescribeChangeSet", stack, None);
         self.0.describe_change_set(stack, name).await
     }
 
     async fn execute_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
-        cfn_call("ExecuteChangeSet", stack, None);
+        self.call("ExecuteChangeSet", stack, None);
         self.0.execute_change_set(stack, name).await
     }
 
     async fn delete_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
-        cfn_call("DeleteChangeSet", stack, None);
+        self.call("DeleteChangeSet", stack, None);
         self.0.delete_change_set(stack, name).await
     }
 
     async fn list_change_sets(&self, stack: &str) -> PortResult<Vec<String>> {
-        cfn_call("ListChangeSets", stack, None);
+        self.call("ListChangeSets", stack, None);
         self.0.list_change_sets(stack).await
     }
 
@@ -120,7 +153,7 @@ impl<T: CloudFormation> CloudFormation for Recorded<T> {
         role_arn: Option<&str>,
         attempt: &str,
     ) -> PortResult<()> {
-        cfn_call("DeleteStack", stack, role_arn);
+        self.call("DeleteStack", stack, role_arn);
         self.0.delete_stack(stack, role_arn, attempt).await
     }
 
@@ -129,27 +162,27 @@ impl<T: CloudFormation> CloudFormation for Recorded<T> {
         stack: &str,
         role_arn: Option<&str>,
     ) -> PortResult<()> {
-        cfn_call("ContinueUpdateRollback", stack, role_arn);
+        self.call("ContinueUpdateRollback", stack, role_arn);
         self.0.continue_update_rollback(stack, role_arn).await
     }
 
     async fn set_termination_protection(&self, stack: &str, enabled: bool) -> PortResult<()> {
-        cfn_call("UpdateTerminationProtection", stack, None);
+        self.call("UpdateTerminationProtection", stack, None);
         self.0.set_termination_protection(stack, enabled).await
     }
 
     async fn set_stack_policy(&self, stack: &str, policy_json: &str) -> PortResult<()> {
-        cfn_call("SetStackPolicy", stack, None);
+        self.call("SetStackPolicy", stack, None);
         self.0.set_stack_policy(stack, policy_json).await
     }
 
     async fn stack_policy(&self, stack: &str) -> PortResult<Option<String>> {
-        cfn_call("GetStackPolicy", stack, None);
+        self.call("GetStackPolicy", stack, None);
         self.0.stack_policy(stack).await
     }
 
     async fn events_since(&self, stack: &str, since: i64) -> PortResult<Vec<StackEvent>> {
-        cfn_call("DescribeStackEvents", stack, None);
+        self.call("DescribeStackEvents", stack, None);
         self.0.events_since(stack, since).await
     }
 }

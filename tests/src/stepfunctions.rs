@@ -111,6 +111,17 @@ impl Emulator {
     /// Starts the six function binaries, creates their functions and the
     /// reconcile state machine in the emulator, and turns on its interpreter.
     pub fn deploy_functions(&self, table: &str, bucket: &str) -> Functions {
+        self.deploy_functions_with(table, bucket, &[])
+    }
+
+    /// The same, with more environment for the functions (the installation's
+    /// parameters, as template.yaml gives them).
+    pub fn deploy_functions_with(
+        &self,
+        table: &str,
+        bucket: &str,
+        environment: &[(&str, &str)],
+    ) -> Functions {
         let runtime = self
             .lambda_runtime()
             .expect("the emulator serves a Lambda Runtime API (scripts/moto_server.py)")
@@ -169,6 +180,9 @@ impl Emulator {
                 .env("STACKSYNC_LOG", "warn")
                 .stdin(Stdio::null());
             for (k, v) in self.env() {
+                cmd.env(k, v);
+            }
+            for (k, v) in environment {
                 cmd.env(k, v);
             }
             functions

@@ -286,3 +286,130 @@ fn without_roles_or_a_secret_the_optional_statements_are_not_granted() {
         );
     }
 }
+
+/// IAM holds stacksync to its own stacks too, whatever its code does: a
+/// change only to a stack no other installation tagged as its own
+/// (`aws:ResourceTag/stacksync:installation`), a change set only if it tags
+/// the stack as this installation's (`aws:RequestTag/…`), a delete only of
+/// a stack tagged as this installation's. In both deployments.
+#[test]
+fn the_roles_change_only_stacks_no_other_installation_owns_and_delete_only_their_own() {
+    let fixture = fixture();
+    let installation = Installation::in_partition("aws", &fixture);
+    // The caller runs as the installation "mine" (each test's table is the
+    // fixture's installation); None: untagged, or not in the request.
+    let call = |function: &str,
+                operation: &str,
+                stack_tag: Option<&str>,
+                request_tag: Option<&str>| Call {
+        function: function.to_owned(),
+        service: "cloudformation".to_owned(),
+        operation: operation.to_owned(),
+        region: "us-east-1".to_owned(),
+        stack: Some("stacksync-orders".to_owned()),
+        installation: Some("mine".to_owned()),
+        stack_installation: stack_tag.map(str::to_owned),
+        request_installation: request_tag.map(str::to_owned),
+        tagged: request_tag.is_some(),
+        ..Call::default()
+    };
+    let cases = [
+        // (call, allowed)
+        (
+            call("change-set", "ExecuteChangeSet", Some("mine"), None),
+            true,
+        ),
+        (call("change-set", "ExecuteChangeSet", None, None), true),
+        (
+            call("change-set", "ExecuteChangeSet", Some("theirs"), None),
+            false,
+        ),
+        (
+            call("change-set", "DeleteChangeSet", Some("theirs"), None),
+            false,
+        ),
+        (
+            call("change-set", "ContinueUpdateRollback", Some("theirs"), None),
+            false,
+        ),
+        (
+            call("change-set", "CreateChangeSet", None, Some("mine")),
+            true,
+        ),
+        (
+            call("change-set", "CreateChangeSet", Some("mine"), Some("mine")),
+            true,
+        ),
+        (call("change-set", "CreateChangeSet", None, None), false),
+        (
+            call("change-set", "CreateChangeSet", None, Some("theirs")),
+            false,
+        ),
+        (
+            call(
+                "change-set",
+                "CreateChangeSet",
+                Some("theirs"),
+                Some("mine"),
+            ),
+            false,
+        ),
+        (
+            call("template-upload", "SetStackPolicy", Some("theirs"), None),
+            false,
+        ),
+        (
+            call("template-upload", "UpdateTerminationProtection", None, None),
+            true,
+        ),
+        (
+            call("poll-status", "DeleteChangeSet", Some("theirs"), None),
+            false,
+        ),
+        (
+            call("finalize", "DeleteChangeSet", Some("mine"), None),
+            true,
+        ),
+        (
+            call("finalize", "DeleteChangeSet", Some("theirs"), None),
+            false,
+        ),
+        (call("delete", "DeleteStack", Some("mine"), None), true),
+        (call("delete", "DeleteStack", None, None), false),
+        (call("delete", "DeleteStack", Some("theirs"), None), false),
+        (
+            call(
+                "delete",
+                "UpdateTerminationProtection",
+                Some("theirs"),
+                None,
+            ),
+            false,
+        ),
+        // Reading is not limited: a run must see a stack to refuse it.
+        (
+            call("change-set", "DescribeStacks", Some("theirs"), None),
+            true,
+        ),
+    ];
+    for deployment in deployments(&installation, &fixture) {
+        for (call, expected) in &cases {
+            let role = &deployment.roles[&call.function];
+            let needed = requests(call, &installation).unwrap();
+            let allowed = needed
+                .iter()
+                .filter(|r| r.action.starts_with("cloudformation:"))
+                .all(|r| allowed(role, r).unwrap());
+            assert_eq!(
+                allowed,
+                *expected,
+                "{}: {} {} (stack tag {:?}, request tag {:?})",
+                deployment.name,
+                call.function,
+                call.operation,
+                call.stack_installation,
+                call.request_installation
+            );
+        }
+    }
+}

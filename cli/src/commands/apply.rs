@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 use stacksync::StackSpec;
 use stacksync::clock::now_millis;
+use stacksync::ownership::InstallationPolicy;
 use stacksync::registry::plan::{
     Action, Change, Plan, PlanConflict, plan_apply_at, prune_needs_confirmation,
 };
@@ -15,6 +16,7 @@ use stacksync::registry::{Applied, ApplyStopped, Registry, Specs, apply_plan};
 
 use super::validate::read_manifest;
 use crate::Output;
+use crate::connect::Connection;
 use crate::error::Result;
 use crate::output::{Table, print_structured};
 
@@ -46,13 +48,13 @@ impl Prune {
 }
 
 pub async fn apply(
-    registry: &Registry,
+    aws: &Connection,
     file: &Path,
     prune: Prune,
     dry_run: bool,
     format: Output,
 ) -> Result {
-    apply_file(registry, file, prune, dry_run, format)
+    apply_file(aws, file, prune, dry_run, format)
         .await
         .map(drop)
 }
@@ -69,13 +71,17 @@ struct ApplyReport<'a> {
 /// Plans the changes `file` makes to the registry, writes them (unless
 /// `dry_run`) and prints them. Returns the file's specs, for `sync`.
 pub async fn apply_file(
-    registry: &Registry,
+    aws: &Connection,
     file: &Path,
     prune: Prune,
     dry_run: bool,
     format: Output,
 ) -> Result<Vec<StackSpec>> {
+    let registry = &aws.registry;
     let desired = read_manifest(file, !dry_run)?;
+    if let Some(policy) = &aws.resources.policy {
+        allowed_by(policy, file, &desired, dry_run)?;
+    }
     let current = registry.list().await.map_err(|e| e.to_string())?;
     let home = registry.region();
     let plan = plan_apply_at(&desired, &current, prune.enabled(), home.as_deref()).map_err(
@@ -142,6 +148,34 @@ fn stopped_message(stopped: &ApplyStopped, file: &Path) -> String {
         total - written,
         file.display()
     )
+}
+
+/// Refuses a file with entries the installation would refuse at their
+/// first run (a stack name outside its prefix, a missing or unlisted
+/// `roleArn`), one line per entry, as the file's own problems read.
+fn allowed_by(
+    policy: &InstallationPolicy,
+    file: &Path,
+    desired: &[StackSpec],
+    dry_run: bool,
+) -> Result {
+    let refused: Vec<String> = desired
+        .iter()
+        .enumerate()
+        .filter_map(|(index, spec)| {
+            let why = policy.refuses_spec(spec)?;
+            Some(format!(
+                "{}: stacks[{index}] ({}): {why}",
+                file.display(),
+                spec.name
+            ))
+        })
+        .collect();
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let outcome = if dry_run { "" } else { "; nothing was applied" };
+    Err(format!("{}{outcome}", refused.join("\n")))
 }
 
 /// One line per conflict, in the form of the file's own problems (file,

@@ -34,15 +34,9 @@ pub async fn run(cli: Cli) -> Result {
             prune,
             yes,
             dry_run,
-        } => apply::apply(
-            &aws.registry,
-            &file,
-            apply::Prune::of(prune, yes),
-            dry_run,
-            format,
-        )
-        .await
-        .map(drop),
+        } => apply::apply(&aws, &file, apply::Prune::of(prune, yes), dry_run, format)
+            .await
+            .map(drop),
         Command::List => registry::list(&aws.registry, format).await,
         Command::Get { name } => registry::get(&aws.registry, &name, format).await,
         Command::Delete { name } => registry::delete(&aws.registry, &name, format).await,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use stacksync::adapters::stepfunctions::ExecutionSummary;
 use stacksync::clock::rfc3339;
-use stacksync::registry::{Entries, Registry, Specs};
+use stacksync::registry::{Entries, Specs};
 
 use super::apply::{Prune, apply_file};
 use super::status::{print_outcome, print_status};
@@ -133,7 +133,7 @@ async fn sync_local(
     prune: Prune,
     speedup: f64,
 ) -> Result<Vec<String>> {
-    let names = apply_for_sync(&aws.registry, file, prune).await?;
+    let names = apply_for_sync(aws, file, prune).await?;
     let runner = local_runner(aws, speedup).await?;
     let mut failed = Vec::new();
     for name in names {
@@ -155,7 +155,7 @@ async fn sync_deployed(
 ) -> Result<Vec<String>> {
     // Fail before writing anything if there is nothing to run the reconciles.
     let deployed = Deployed::new(&aws.config, &aws.resources)?;
-    let names = apply_for_sync(&aws.registry, file, prune).await?;
+    let names = apply_for_sync(aws, file, prune).await?;
     let mut failed = Vec::new();
     for name in names {
         if !deployed
@@ -170,9 +170,9 @@ async fn sync_deployed(
 
 /// Applies `file`, and returns what to reconcile: its entries, and every
 /// entry being deleted (pruned now or before), whose reconcile deletes it.
-async fn apply_for_sync(registry: &Registry, file: &Path, prune: Prune) -> Result<Vec<String>> {
-    let desired = apply_file(registry, file, prune, false, Output::Table).await?;
-    let entries = registry.list().await.map_err(|e| e.to_string())?;
+async fn apply_for_sync(aws: &Connection, file: &Path, prune: Prune) -> Result<Vec<String>> {
+    let desired = apply_file(aws, file, prune, false, Output::Table).await?;
+    let entries = aws.registry.list().await.map_err(|e| e.to_string())?;
     Ok(entries
         .into_iter()
         .filter(|e| e.deletion_requested_at.is_some() || desired.iter().any(|s| s.name == e.name))
@@ -182,13 +182,18 @@ async fn apply_for_sync(registry: &Registry, file: &Path, prune: Prune) -> Resul
 
 /// The in-process runner, on the same registry as the rest of the command.
 async fn local_runner(aws: &Connection, speedup: f64) -> Result<LocalRunner> {
-    LocalRunner::new(
+    let mut runner = LocalRunner::new(
         &aws.config,
         aws.registry.clone(),
         &aws.resources.bucket,
         speedup,
     )
-    .await
+    .await?;
+    // Against a deployed installation, what it allows holds locally too.
+    if let Some(policy) = &aws.resources.policy {
+        runner.steps.config.policy = policy.clone();
+    }
+    Ok(runner)
 }
 
 pub async fn history(aws: &Connection, name: &str, limit: usize, format: Output) -> Result {

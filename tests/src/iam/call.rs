@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use stacksync::ownership::INSTALLATION_TAG;
 use stacksync::registry::schema::PK;
 
 /// One AWS API call made by one function during one test.
@@ -56,6 +57,16 @@ pub struct Call {
     /// account, not as the function's role.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub assumed: bool,
+    /// CloudFormation, for IAM's tag conditions: the installation (registry
+    /// table) the caller runs as, the `stacksync:installation` tag the
+    /// request gives the stack (`aws:RequestTag/…`), and the one the stack
+    /// had when the call was made (`aws:ResourceTag/…`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub installation: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_installation: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack_installation: Option<String>,
     /// Anything else the call names: a state machine or execution ARN, a
     /// secret, a parameter, a role to assume.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -103,6 +114,13 @@ pub fn from_wire(wire: &Wire<'_>) -> Result<Vec<Call>, String> {
     call.role_arn = form.get("RoleARN").cloned();
     call.template_url = form.get("TemplateURL").cloned();
     call.tagged = form.keys().any(|k| k.starts_with("Tags.member."));
+    call.request_installation = form
+        .iter()
+        .find(|(k, v)| {
+            k.starts_with("Tags.member.") && k.ends_with(".Key") && *v == INSTALLATION_TAG
+        })
+        .and_then(|(k, _)| form.get(&format!("{}.Value", k.trim_end_matches(".Key"))))
+        .cloned();
     call.target = form.get("RoleArn").cloned();
     Ok(vec![call])
 }
@@ -217,6 +235,19 @@ pub fn parse_form(body: &[u8]) -> BTreeMap<String, String> {
         .map(|kv| {
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
             (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+/// `a/b c` → `a%2Fb%20c`: a value for a form (every byte but the
+/// unreserved ones escaped).
+pub fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            other => format!("%{other:02X}"),
         })
         .collect()
 }
@@ -360,6 +391,13 @@ mod tests {
         );
         assert!(c.tagged);
         assert!(!c.assumed, "the function's own credentials");
+        assert_eq!(
+            c.request_installation, None,
+            "no stacksync:installation tag"
+        );
+        let body = b"Action=CreateChangeSet&StackName=orders&Tags.member.1.Key=team&Tags.member.1.Value=a&Tags.member.2.Key=stacksync%3Ainstallation&Tags.member.2.Value=registry-a";
+        let c = &from_wire(&wire("POST", "http://h/", &a, None, body)).unwrap()[0];
+        assert_eq!(c.request_installation.as_deref(), Some("registry-a"));
     }
 
     #[test]

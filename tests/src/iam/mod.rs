@@ -9,4 +9,4 @@ pub mod policy;
 pub mod record;
 pub mod requests;
 
-pub use record::{as_function, current_function};
+pub use record::{as_function, as_installation, current_function};

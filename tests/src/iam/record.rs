@@ -34,6 +34,7 @@ pub const CALLS_DIR_ENV: &str = "STACKSYNC_IAM_CALLS";
 
 tokio::task_local! {
     static FUNCTION: &'static str;
+    static INSTALLATION: String;
 }
 
 /// Runs `future` as the function `function` (`change-set`, `webhook`, …):
@@ -42,9 +43,20 @@ pub async fn as_function<F: Future>(function: &'static str, future: F) -> F::Out
     FUNCTION.scope(function, future).await
 }
 
+/// Runs `future` as a function of the installation `installation` (its
+/// registry table): IAM's tag conditions compare the stacks' and the
+/// requests' `stacksync:installation` tags with it.
+pub async fn as_installation<F: Future>(installation: String, future: F) -> F::Output {
+    INSTALLATION.scope(installation, future).await
+}
+
 /// The function the current task runs as, if any.
 pub fn current_function() -> Option<&'static str> {
     FUNCTION.try_with(|f| *f).ok()
+}
+
+fn current_installation() -> Option<String> {
+    INSTALLATION.try_with(Clone::clone).ok()
 }
 
 /// The file this process appends to, when recording is on.
@@ -85,6 +97,9 @@ pub fn record(mut call: Call) {
     };
     call.function = function.to_owned();
     call.test = test_name().to_owned();
+    if call.installation.is_none() {
+        call.installation = current_installation();
+    }
     let mut line = serde_json::to_string(&call).unwrap_or_default();
     line.push('\n');
     let mut file = sink
@@ -154,7 +169,14 @@ struct Recording {
 impl HttpConnector for Recording {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
         // Read here, in the caller's task, where the function is known.
-        let calls = recording().then(|| calls_of(&request));
+        let calls = recording().then(|| {
+            let installation = current_installation();
+            let mut calls = calls_of(&request);
+            for call in &mut calls {
+                call.installation.clone_from(&installation);
+            }
+            calls
+        });
         let function = current_function();
         let response = self.inner.call(request);
         HttpConnectorFuture::new(async move {
@@ -194,6 +216,52 @@ fn calls_of(request: &HttpRequest) -> Vec<Call> {
         {
             call.transforms = template_transforms(url);
         }
+        if TAG_CONDITIONED.contains(&call.operation.as_str())
+            && !call.assumed
+            && let Some(stack) = &call.stack
+        {
+            call.stack_installation = stack_installation(stack, &call.region);
+        }
     }
     calls
+}
+
+/// The CloudFormation calls whose roles condition on the stack's tags.
+pub const TAG_CONDITIONED: [&str; 9] = [
+    "CreateChangeSet",
+    "ExecuteChangeSet",
+    "DeleteChangeSet",
+    "DeleteStack",
+    "ContinueUpdateRollback",
+    "UpdateTerminationProtection",
+    "SetStackPolicy",
+    "TagResource",
+    "UntagResource",
+];
+
+/// The `stacksync:installation` tag of the stack `stack` (a name or an id)
+/// in the emulator, as it is before the call is sent: what IAM's
+/// `aws:ResourceTag` sees. `None`: untagged, or no such stack.
+pub fn stack_installation(stack: &str, region: &str) -> Option<String> {
+    let auth = format!(
+        "AWS4-HMAC-SHA256 Credential=recorder/20260101/{region}/cloudformation/aws4_request, \
+         SignedHeaders=host, Signature=0"
+    );
+    let body = format!(
+        "Action=DescribeStacks&Version=2010-05-15&StackName={}",
+        super::call::percent_encode(stack)
+    );
+    let answer = crate::Emulator::shared().raw_request(
+        "POST",
+        "/",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        &body,
+    );
+    let key = format!("<Key>{}</Key>", stacksync::ownership::INSTALLATION_TAG);
+    let after = &answer[answer.find(&key)? + key.len()..];
+    let value = after.split_once("<Value>")?.1.split_once("</Value>")?.0;
+    Some(value.to_owned())
 }

@@ -31,6 +31,7 @@
 //! `source-…`), every secret the webhook's when the webhook reads it and a
 //! source secret otherwise.
 
+use stacksync::ownership::INSTALLATION_TAG;
 use std::collections::BTreeMap;
 
 use super::call::Call;
@@ -160,11 +161,15 @@ impl Request {
     }
 
     fn with(mut self, key: &str, value: &str) -> Request {
+        self.add(key, value);
+        self
+    }
+
+    fn add(&mut self, key: &str, value: &str) {
         self.context
             .entry(key.to_owned())
             .or_default()
             .push(value.to_owned());
-        self
     }
 }
 
@@ -262,7 +267,7 @@ pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>
             match op {
                 "CreateChangeSet" => {
                     if call.tagged {
-                        out.push(Request::new("cloudformation:TagResource", on_stack));
+                        out.push(Request::new("cloudformation:TagResource", on_stack.clone()));
                     }
                     if let Some(url) = &call.template_url {
                         // http://localhost:PORT/BUCKET/KEY (the emulator) or
@@ -295,9 +300,39 @@ pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>
                 }
                 "ExecuteChangeSet" => {
                     out.push(Request::new("cloudformation:TagResource", on_stack.clone()));
-                    out.push(Request::new("cloudformation:UntagResource", on_stack));
+                    out.push(Request::new(
+                        "cloudformation:UntagResource",
+                        on_stack.clone(),
+                    ));
                 }
                 _ => {}
+            }
+            // IAM's tag conditions: the stack's `stacksync:installation` tag
+            // and the one the request gives it; the caller's own
+            // installation (each test's table) is this installation's.
+            let tag = |value: &Option<String>| {
+                value.as_ref().map(|v| {
+                    if call.installation.as_ref() == Some(v) {
+                        i.table.clone()
+                    } else {
+                        v.clone()
+                    }
+                })
+            };
+            let (resource_tag, request_tag) = (
+                tag(&call.stack_installation),
+                tag(&call.request_installation),
+            );
+            for request in out
+                .iter_mut()
+                .filter(|r| r.resource == on_stack && r.action.starts_with("cloudformation:"))
+            {
+                if let Some(value) = &resource_tag {
+                    request.add(&format!("aws:ResourceTag/{INSTALLATION_TAG}"), value);
+                }
+                if let Some(value) = &request_tag {
+                    request.add(&format!("aws:RequestTag/{INSTALLATION_TAG}"), value);
+                }
             }
             out
         }

@@ -54,6 +54,9 @@ where
             return self.finish(state, &entry, status, "suspended").await;
         }
         self.transport_allowed(&entry)?;
+        if let Some(why) = self.config.policy.refuses_spec(&entry.spec) {
+            return Err(StepError::stalled(StallReason::NotAllowed, why));
+        }
         let revision = self.resolve(&state, &entry).await?;
         if !state.trigger.force && entry.status.gave_up_at(entry.spec_version, Some(&revision)) {
             // Nothing changed since the run that gave up: trying again would
@@ -272,6 +275,30 @@ mod tests {
                 other => panic!("{url} insecure={insecure} local={local}: {other:?}"),
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_deployed_installation_refuses_an_entry_it_does_not_allow_before_reading_the_source()
+    {
+        let mut t = Test::new().await;
+        t.steps.config.policy = crate::ownership::InstallationPolicy {
+            stack_name_prefix: String::new(),
+            service_roles: Some(vec!["arn:aws:iam::1:role/cfn-exec".into()]),
+            require_role_arn: true,
+        };
+        let err = t.steps.artifact_fetch(t.input("run-1")).await.unwrap_err();
+        assert_eq!(err.name(), "StackSync.Stalled.NotAllowed");
+        assert!(
+            err.message().contains("RequireRoleArn")
+                && err.message().contains("arn:aws:iam::1:role/cfn-exec"),
+            "{}",
+            err.message()
+        );
+        assert_eq!(t.steps.sources.calls(), (0, 0), "nothing read");
+        assert!(
+            t.cfn.script().calls.is_empty(),
+            "nothing asked of CloudFormation"
+        );
     }
 
     #[tokio::test]

@@ -110,8 +110,8 @@ where
     }
 
     /// Refuses (`NotOwned`) a stack this entry did not make and does not
-    /// adopt, logging an adoption; and (`ServiceRoleNotNamed`) a stack whose
-    /// service role the entry does not name.
+    /// adopt, logging an adoption; and a stack whose service role the entry
+    /// does not name, unless it is one the installation may pass.
     fn ours_to_touch(
         &self,
         state: &RunState,
@@ -128,14 +128,7 @@ where
             }
             Owner::Foreign(why) => return Err(StepError::stalled(StallReason::NotOwned, why)),
         }
-        match crate::ownership::unnamed_role(
-            found.role_arn.as_deref(),
-            entry.spec.role_arn.as_deref(),
-            entry.spec.effective_stack_name(),
-        ) {
-            Some(why) => Err(StepError::stalled(StallReason::ServiceRoleNotNamed, why)),
-            None => Ok(()),
-        }
+        self.role_allowed(entry, found)
     }
 
     /// Executes the change set poll-status found ready, unless a retried
@@ -297,6 +290,33 @@ mod tests {
         let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
         let state = t.steps.template_upload(state).await.unwrap();
         (t, state)
+    }
+
+    #[tokio::test]
+    async fn an_attached_role_the_installation_may_pass_needs_no_naming_and_another_is_refused() {
+        for (attached, refused) in [
+            ("arn:aws:iam::123456789012:role/deploy-orders", false),
+            ("arn:aws:iam::123456789012:role/cdk-exec", true),
+        ] {
+            let (mut t, state) = at_change_set(&[Some(S::UpdateComplete)], |_| {}).await;
+            t.cfn.script().role_arn = Some(attached.into());
+            t.steps.config.policy = crate::ownership::InstallationPolicy {
+                service_roles: Some(vec!["arn:aws:iam::123456789012:role/deploy-*".into()]),
+                ..Default::default()
+            };
+            match t.steps.change_set(state).await {
+                Err(e) if refused => {
+                    assert_eq!(e.name(), "StackSync.Stalled.NotAllowed");
+                    assert!(e.message().contains(attached), "{}", e.message());
+                    assert!(t.cfn.script().requests.is_empty(), "no change set");
+                }
+                Ok(state) if !refused => {
+                    assert_eq!(state.wait_on, Some(WaitOn::ChangeSet));
+                    assert_eq!(t.cfn.script().requests[0].role_arn, None);
+                }
+                other => panic!("{attached}: {other:?}"),
+            }
+        }
     }
 
     #[tokio::test]

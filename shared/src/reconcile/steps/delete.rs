@@ -75,6 +75,10 @@ where
                 self.drop_entry(state, &entry, outcome).await
             }
             DeleteDecision::Delete => {
+                if let Some(found) = stack.as_ref() {
+                    // DeleteStack without RoleARN runs under the stack's role.
+                    self.role_allowed(&entry, found)?;
+                }
                 if spec.termination_protection && state.delete_requests == 0 {
                     // stacksync turned it on; the entry's removal turns it off.
                     cfn.set_termination_protection(stack_name, false).await?;
@@ -174,6 +178,22 @@ mod tests {
         );
         assert!(
             calls.contains(&format!("UpdateTerminationProtection {NAME} false")),
+            "{calls:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stack_under_a_role_the_entry_does_not_name_is_not_deleted_under_it() {
+        let (t, state) = deleting(&[Some(S::CreateComplete)], |e| {
+            e.spec.destroy_on_delete = true;
+        })
+        .await;
+        t.cfn.script().role_arn = Some("arn:aws:iam::1:role/cdk-exec".into());
+        let err = t.steps.delete(state).await.unwrap_err();
+        assert_eq!(err.name(), "StackSync.Stalled.ServiceRoleNotNamed");
+        let calls = t.cfn.script().calls.clone();
+        assert!(
+            !calls.iter().any(|c| c.starts_with("DeleteStack")),
             "{calls:?}"
         );
     }

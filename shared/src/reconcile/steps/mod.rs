@@ -128,6 +128,9 @@ pub struct StepConfig {
     /// The installation, as its stacks' `stacksync:installation` tag names
     /// it: the registry table's name.
     pub installation: String,
+    /// What a deployed installation allows its entries (stack names,
+    /// service roles); the local runner's checks none.
+    pub policy: crate::ownership::InstallationPolicy,
 }
 
 /// The steps, with the ports they use.
@@ -254,6 +257,20 @@ where
             &stack.tags,
             entry.status.seen.as_ref().map(|s| s.stack_id.as_str()),
         )
+    }
+
+    /// Refuses (`ServiceRoleNotNamed`, `NotAllowed`) a stack whose service
+    /// role CloudFormation would use unchecked: one the entry does not name
+    /// and the installation may not pass.
+    fn role_allowed(&self, entry: &StackEntry, stack: &StackInfo) -> Result<(), StepError> {
+        match self.config.policy.refuses_role(
+            stack.role_arn.as_deref(),
+            entry.spec.role_arn.as_deref(),
+            entry.spec.effective_stack_name(),
+        ) {
+            Some((reason, why)) => Err(StepError::stalled(reason, why)),
+            None => Ok(()),
+        }
     }
 
     async fn port(&self, spec: &StackSpec) -> Result<F::Port, StepError> {

@@ -62,6 +62,7 @@ impl Test {
                 config: StepConfig {
                     local: false,
                     installation: crate::fakes::TEST_INSTALLATION.into(),
+                    policy: Default::default(),
                     template_url_base: "https://bucket.s3.us-east-1.amazonaws.com".into(),
                 },
             },
