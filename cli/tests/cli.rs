@@ -281,6 +281,58 @@ async fn an_entry_that_would_take_over_another_entrys_stack_is_refused() {
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
+/// Two applies started together, each registering one stack under its own
+/// entry name: each planned from a registry without the other, so only the
+/// stack's claim, written with the entry, can keep them apart.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_applies_at_once_of_one_stack_leave_one_entry() {
+    let (cli, registry) = Cli::new("cli-race").await;
+    for round in 0..5 {
+        let stack = format!("race-stack-{round}");
+        let file = |name: &str| {
+            cli.file(
+                &format!("{name}-{round}.yaml"),
+                &format!(
+                    "stacks:\n  - name: {name}-{round}\n    stackName: {stack}\n    source: {{ git: https://h/r.git, path: t.yaml }}\n"
+                ),
+            )
+        };
+        let (a, b) = (file("team-a"), file("team-b"));
+        let start = |file: &str| {
+            cli.command(&["apply", "-f", file])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (first, second) = (start(&a), start(&b));
+        let outs = [
+            first.wait_with_output().unwrap(),
+            second.wait_with_output().unwrap(),
+        ];
+        let won: Vec<bool> = outs.iter().map(|o| o.status.success()).collect();
+        assert_eq!(
+            won.iter().filter(|w| **w).count(),
+            1,
+            "round {round}: {outs:?}"
+        );
+        let lost = outs.iter().find(|o| !o.status.success()).unwrap();
+        assert!(
+            stderr(lost).contains("already manages the CloudFormation stack")
+                && stderr(lost).contains("nothing was applied"),
+            "{}",
+            stderr(lost)
+        );
+        let entries: Vec<String> = snapshot(&registry)
+            .await
+            .into_iter()
+            .filter(|e| e.spec.effective_stack_name() == stack)
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(entries.len(), 1, "round {round}: {entries:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn apply_dry_run_prune_and_reapply_say_what_they_do() {
     let (cli, registry) = Cli::new("cli-apply").await;
@@ -806,8 +858,11 @@ async fn a_large_apply_goes_batch_by_batch_and_says_how_far_it_got() {
     let progress = stderr(&out);
     assert_eq!(
         progress.lines().collect::<Vec<_>>(),
+        // 50 new entries a transaction: each with the claim of its stack.
         [
+            "applied 50 of 250 changes",
             "applied 100 of 250 changes",
+            "applied 150 of 250 changes",
             "applied 200 of 250 changes",
             "applied 250 of 250 changes"
         ],

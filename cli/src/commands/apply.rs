@@ -1,6 +1,7 @@
 //! `stacksync apply -f FILE`: register the file's entries, update the changed
 //! ones, and with `--prune` mark the others for deletion: all of it or none
-//! up to 100 changes, batch by batch (with progress, resumable) beyond.
+//! up to one transaction (50 new entries: each with the claim of its stack),
+//! batch by batch (with progress, resumable) beyond.
 
 use std::path::Path;
 
@@ -11,7 +12,7 @@ use stacksync::ownership::InstallationPolicy;
 use stacksync::registry::plan::{
     Action, Change, Plan, PlanConflict, plan_apply_at, prune_needs_confirmation,
 };
-use stacksync::registry::specs::MAX_TRANSACTION_ITEMS;
+use stacksync::registry::specs::{MAX_TRANSACTION_ITEMS, batches};
 use stacksync::registry::{Applied, ApplyStopped, Registry, Specs, apply_plan};
 
 use super::validate::read_manifest;
@@ -118,12 +119,12 @@ pub async fn apply_file(
     Ok(desired)
 }
 
-/// Writes the plan: one transaction up to 100 changes, else batch by batch
+/// Writes the plan: one transaction while it fits one, else batch by batch
 /// with progress on stderr. A stopped apply says what was written, and that
 /// applying the same file again finishes it.
 async fn write(registry: &Registry, plan: &Plan, file: &Path) -> Result {
-    let total = plan.writes().count();
-    let batches = total.div_ceil(MAX_TRANSACTION_ITEMS);
+    let writes: Vec<&Change> = plan.writes().collect();
+    let batches = batches(&writes).len();
     let progress = |a: Applied| {
         if batches > 1 {
             warn_user!("applied {} of {} changes", a.written, a.total);
@@ -141,9 +142,9 @@ fn stopped_message(stopped: &ApplyStopped, file: &Path) -> String {
         return format!("{}; nothing was applied", stopped.error);
     }
     format!(
-        "{}; {written} of {total} changes were applied (in batches of {MAX_TRANSACTION_ITEMS}, in \
-         the file's order), the other {} were not: apply {} again to finish (what is applied \
-         already shows as unchanged)",
+        "{}; {written} of {total} changes were applied (in batches of at most \
+         {MAX_TRANSACTION_ITEMS} items, in the file's order), the other {} were not: apply {} \
+         again to finish (what is applied already shows as unchanged)",
         stopped.error,
         total - written,
         file.display()

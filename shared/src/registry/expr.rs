@@ -23,6 +23,8 @@ pub const FINAL_STATUS: &str = "SET #status = :status, #watch = :watch REMOVE #l
 pub const FINAL_STATUS_DUE: &str = "SET #status = :status, #watch = :watch, #nextReconcileAt = :due REMOVE #leaseOwner, #leaseExpiresAt, #leaseTakenAt";
 /// A new item: only if no item has the key.
 pub const ABSENT: &str = "attribute_not_exists(#pk)";
+/// A stack's claim: free, or this entry's already.
+pub const CLAIM_FREE_OR_MINE: &str = "attribute_not_exists(#pk) OR #name = :name";
 /// The entry is still as the plan saw it, and not being deleted.
 pub const SPEC_AT_VERSION: &str =
     "#specVersion = :expected AND attribute_not_exists(#deletionRequestedAt)";

@@ -275,18 +275,15 @@ impl Leases for Registry {
     }
 
     async fn remove(&self, name: &str, owner: &str) -> Result<()> {
-        let removed = self
-            .write_if(
-                stack_key(name),
-                Write::Delete,
-                expr::HOLDS_LEASE_AND_DELETING,
-                vec![(":owner", s(owner))],
-            )
-            .await?;
-        if removed {
+        // Gone: removed by this very call, retried after its answer was lost.
+        let Some(entry) = super::specs::Entries::get(self, name).await? else {
+            return Ok(());
+        };
+        // Its claim goes with it (the spec cannot change while it is
+        // being deleted: apply refuses such an entry).
+        if self.remove_claimed(name, owner, &entry.spec).await? {
             return Ok(());
         }
-        // Gone: removed by this very call, retried after its answer was lost.
         let Some(entry) = super::specs::Entries::get(self, name).await? else {
             return Ok(());
         };

@@ -12,10 +12,11 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use super::claims::claim_conflict;
 use super::leases::written_already;
 use super::plan::{Action, Change};
 use super::schedule::{SourceRecord, Watched};
-use super::schema::{SCHED_SHARDS, sched_shard};
+use super::schema::{SCHED_SHARDS, claim_key, sched_shard};
 use super::{
     Deliveries, Entries, Lease, Leases, RegistryError, Result, Schedule, Specs, StackEntry,
 };
@@ -29,6 +30,9 @@ struct State {
     sources: BTreeMap<String, SourceRecord>,
     /// Delivery id → expiry (epoch seconds).
     deliveries: BTreeMap<String, i64>,
+    /// The region of a spec that names none (the DynamoDB registry's is
+    /// its client's).
+    home: Option<String>,
 }
 
 /// The registry, in memory.
@@ -40,6 +44,12 @@ pub struct MemoryRegistry {
 impl MemoryRegistry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// With `region` as the region of specs that name none.
+    pub fn with_home_region(self, region: &str) -> Self {
+        self.state().home = Some(region.to_owned());
+        self
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -127,6 +137,9 @@ impl Entries for MemoryRegistry {
 /// Why one change of a plan cannot be written, as DynamoDB's cancelled
 /// transaction would say.
 fn refused(state: &State, change: &Change) -> Option<RegistryError> {
+    if let Some(conflict) = claimed(state, change) {
+        return Some(conflict);
+    }
     let current = state.entries.get(&change.name);
     let detail = match (&change.action, current) {
         (Action::Create, Some(_)) => "it was created meanwhile".to_owned(),
@@ -144,6 +157,19 @@ fn refused(state: &State, change: &Change) -> Option<RegistryError> {
         name: change.name.clone(),
         detail,
     })
+}
+
+/// Another entry drives the stack a change's spec would (each entry's
+/// claim, as the DynamoDB registry keeps it, is its spec's stack).
+fn claimed(state: &State, change: &Change) -> Option<RegistryError> {
+    let spec = change.spec.as_ref()?;
+    let home = state.home.as_deref();
+    let key = claim_key(spec, home);
+    let holder = state
+        .entries
+        .values()
+        .find(|e| e.name != change.name && claim_key(&e.spec, home) == key)?;
+    Some(claim_conflict(&change.name, &key, Some(&holder.name)))
 }
 
 fn write_change(state: &mut State, change: &Change, now: EpochMillis) {
@@ -494,6 +520,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_memory_registry_keeps_the_registry_contract() {
-        super::super::contract::check(&MemoryRegistry::new(), "memory").await;
+        let registry = MemoryRegistry::new().with_home_region(super::super::contract::HOME);
+        super::super::contract::check(&registry, "memory").await;
     }
 }

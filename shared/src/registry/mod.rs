@@ -18,6 +18,7 @@
 //! — and a lost race comes back as a typed [`RegistryError`] (or `false`),
 //! never as a silent overwrite.
 
+pub mod claims;
 pub mod deliveries;
 pub mod expr;
 pub mod item;

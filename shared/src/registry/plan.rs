@@ -36,6 +36,10 @@ pub struct Change {
     /// The spec to write (create and update only).
     #[serde(skip)]
     pub spec: Option<StackSpec>,
+    /// The spec it replaces (update only): the stack it drove is given up
+    /// if the new spec drives another.
+    #[serde(skip)]
+    pub previous: Option<StackSpec>,
 }
 
 /// The changes `apply` makes, in name order.
@@ -121,6 +125,7 @@ fn pruned<'a>(
                 destroys_stack: entry.spec.destroy_on_delete,
             },
             spec: None,
+            previous: None,
         })
 }
 
@@ -155,61 +160,13 @@ pub fn plan_apply_at(
     let mut changes = Vec::new();
 
     for (index, spec) in desired.iter().enumerate() {
-        let stack = spec.stack_key(home);
-        let in_registry = current
-            .iter()
-            .find(|e| e.name != spec.name && e.spec.stack_key(home) == stack)
-            .map(|e| format!("the registry entry {:?}", e.name));
-        let in_file = desired[..index]
-            .iter()
-            .find(|s| s.name != spec.name && s.stack_key(home) == stack)
-            .map(|s| format!("the entry {:?} of the file", s.name));
-        if let Some(other) = in_registry.or(in_file) {
-            conflicts.push(PlanConflict {
-                name: spec.name.clone(),
-                field: "stackName",
-                message: format!(
-                    "{other} already manages the CloudFormation stack {:?}{}{}",
-                    stack.2,
-                    stack.1.map(|r| format!(" in {r}")).unwrap_or_default(),
-                    stack
-                        .0
-                        .map(|a| format!(" of account {a}"))
-                        .unwrap_or_default()
-                ),
-            });
+        if let Some(conflict) = drives_anothers_stack(spec, &desired[..index], current, home) {
+            conflicts.push(conflict);
             continue;
         }
-        match by_name.get(spec.name.as_str()) {
-            None => changes.push(Change {
-                name: spec.name.clone(),
-                action: Action::Create,
-                spec: Some(spec.clone()),
-            }),
-            Some(entry) if entry.deletion_requested_at.is_some() => {
-                conflicts.push(PlanConflict {
-                    name: spec.name.clone(),
-                    field: "name",
-                    message: "this entry is being deleted; apply it again once `stacksync get` \
-                              no longer finds it"
-                        .into(),
-                });
-            }
-            Some(entry) if entry.spec_hash == spec.content_hash() => changes.push(Change {
-                name: spec.name.clone(),
-                action: Action::Unchanged {
-                    version: entry.spec_version,
-                },
-                spec: None,
-            }),
-            Some(entry) => changes.push(Change {
-                name: spec.name.clone(),
-                action: Action::Update {
-                    from: entry.spec_version,
-                    changed: changed_fields(&entry.spec, spec),
-                },
-                spec: Some(spec.clone()),
-            }),
+        match planned(spec, by_name.get(spec.name.as_str()).copied()) {
+            Ok(change) => changes.push(change),
+            Err(conflict) => conflicts.push(conflict),
         }
     }
     if prune {
@@ -220,6 +177,78 @@ pub fn plan_apply_at(
     }
     changes.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Plan { changes })
+}
+
+/// The stack `spec` drives is driven by another entry: of the registry, or
+/// of the file before it (`earlier`).
+fn drives_anothers_stack(
+    spec: &StackSpec,
+    earlier: &[StackSpec],
+    current: &[StackEntry],
+    home: Option<&str>,
+) -> Option<PlanConflict> {
+    let stack = spec.stack_key(home);
+    let in_registry = current
+        .iter()
+        .find(|e| e.name != spec.name && e.spec.stack_key(home) == stack)
+        .map(|e| format!("the registry entry {:?}", e.name));
+    let in_file = earlier
+        .iter()
+        .find(|s| s.name != spec.name && s.stack_key(home) == stack)
+        .map(|s| format!("the entry {:?} of the file", s.name));
+    let other = in_registry.or(in_file)?;
+    Some(PlanConflict {
+        name: spec.name.clone(),
+        field: "stackName",
+        message: format!(
+            "{other} already manages the CloudFormation stack {:?}{}{}",
+            stack.2,
+            stack.1.map(|r| format!(" in {r}")).unwrap_or_default(),
+            stack
+                .0
+                .map(|a| format!(" of account {a}"))
+                .unwrap_or_default()
+        ),
+    })
+}
+
+/// What applying `spec` does to its entry (`entry`, if registered).
+fn planned(spec: &StackSpec, entry: Option<&StackEntry>) -> Result<Change, PlanConflict> {
+    let (action, previous) = match entry {
+        None => (Action::Create, None),
+        Some(entry) if entry.deletion_requested_at.is_some() => {
+            return Err(PlanConflict {
+                name: spec.name.clone(),
+                field: "name",
+                message: "this entry is being deleted; apply it again once `stacksync get` \
+                          no longer finds it"
+                    .into(),
+            });
+        }
+        Some(entry) if entry.spec_hash == spec.content_hash() => {
+            return Ok(Change {
+                name: spec.name.clone(),
+                action: Action::Unchanged {
+                    version: entry.spec_version,
+                },
+                spec: None,
+                previous: None,
+            });
+        }
+        Some(entry) => (
+            Action::Update {
+                from: entry.spec_version,
+                changed: changed_fields(&entry.spec, spec),
+            },
+            Some(entry.spec.clone()),
+        ),
+    };
+    Ok(Change {
+        name: spec.name.clone(),
+        action,
+        spec: Some(spec.clone()),
+        previous,
+    })
 }
 
 /// The fields that differ (`tags`, `source.path`), for people to read.

@@ -7,6 +7,7 @@
 //! | a stack | `stack#<name>` | `name`, `schemaVersion`, `spec` (map), `specVersion`, `specHash`, `status` (map), `suspended`, `deletionRequestedAt`, `leaseOwner`, `leaseExpiresAt`, `nextReconcileAt`, `schedShard`, `sourceKey`, `createdAt`, `updatedAt` |
 //! | a webhook delivery | `delivery#<id>` | `expiresAt` (TTL) |
 //! | a source the scheduler watches | `source#<sourceKey>` | `url`, `ref`, `head`, `followersCheckedAt`, `schedShard` = `sources`, `nextReconcileAt` = 0 |
+//! | a stack an entry drives | `claim#<account>#<region>#<stack name>` | `name` (the entry's) |
 //!
 //! Stack items also carry `stackName` (the CloudFormation stack's name, for
 //! the `by-stack-name` index that CloudFormation events are matched through)
@@ -25,6 +26,11 @@ pub const PK: &str = "pk";
 pub const STACK_PREFIX: &str = "stack#";
 /// Prefix of the partition key of webhook-delivery items.
 pub const DELIVERY_PREFIX: &str = "delivery#";
+/// Prefix of the partition key of claim items: one per CloudFormation stack
+/// an entry drives ([`claim_key`]), naming the entry, written in the same
+/// transaction as the entry, so that two entries never drive one stack,
+/// however many applies run at once.
+pub const CLAIM_PREFIX: &str = "claim#";
 /// The TTL attribute (epoch seconds) of items that expire.
 pub const TTL_ATTRIBUTE: &str = "expiresAt";
 
@@ -62,6 +68,18 @@ pub const SCHED_SHARDS: u32 = 4;
 /// not know, is read (listed, shown, scheduled) but never acted on: a run
 /// of it ends `Failed (Unsupported)`, saying why.
 pub const ITEM_SCHEMA_VERSION: u64 = 1;
+
+/// The claim item's key of the stack `spec` drives: its account (the
+/// `assumeRoleArn`'s; empty: the installation's), its region (`home`, the
+/// registry's, when the spec names none) and its name.
+pub fn claim_key(spec: &crate::spec::StackSpec, home: Option<&str>) -> String {
+    let (account, region, name) = spec.stack_key(home);
+    format!(
+        "{CLAIM_PREFIX}{}#{}#{name}",
+        account.unwrap_or_default(),
+        region.unwrap_or_default()
+    )
+}
 
 /// Attribute names.
 pub mod attr {

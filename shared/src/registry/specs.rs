@@ -11,6 +11,7 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
+use super::claims::{Part, claim_conflict, holder_of, items_of};
 use super::expr::{self, Write, names};
 use super::item::{n, s, to_attr_of};
 use super::plan::{self, Action, Change, Plan};
@@ -23,7 +24,7 @@ use crate::clock::EpochMillis;
 use crate::spec::StackSpec;
 use crate::status::Timestamp;
 
-/// DynamoDB allows at most 100 actions in one transaction.
+/// DynamoDB allows at most 100 actions (items) in one transaction.
 pub const MAX_TRANSACTION_ITEMS: usize = 100;
 
 /// Reading entries.
@@ -50,10 +51,12 @@ pub trait Specs: Entries {
     fn list_all(&self) -> impl Future<Output = Result<(Vec<StackEntry>, Vec<Unreadable>)>> + Send {
         async move { Ok((self.list().await?, Vec::new())) }
     }
-    /// Writes one batch of a plan (at most [`MAX_TRANSACTION_ITEMS`]
-    /// changes) in one transaction: all of it or none of it. Each write is
-    /// conditioned on the `specVersion` the plan was made from, so an entry
-    /// changed by someone else since fails the whole batch with
+    /// Writes one batch of a plan (changes of at most
+    /// [`MAX_TRANSACTION_ITEMS`] items, [`items_of`]) in one transaction: all
+    /// of it or none of it. Each write is conditioned on the `specVersion`
+    /// the plan was made from, and each entry claims the stack it drives
+    /// (`registry::claims`), so an entry changed by someone else since, or a
+    /// stack another entry drives, fails the whole batch with
     /// [`RegistryError::Conflict`] naming that entry.
     fn apply_batch(
         &self,
@@ -126,7 +129,7 @@ pub async fn apply_plan<S: Specs + ?Sized>(
         written: 0,
         total: writes.len(),
     };
-    for batch in writes.chunks(MAX_TRANSACTION_ITEMS) {
+    for batch in batches(&writes) {
         if let Err(error) = specs.apply_batch(batch, now).await {
             return Err(ApplyStopped { applied, error });
         }
@@ -134,6 +137,25 @@ pub async fn apply_plan<S: Specs + ?Sized>(
         progress(applied);
     }
     Ok(applied.written)
+}
+
+/// The writes in order, cut into batches of at most
+/// [`MAX_TRANSACTION_ITEMS`] items each.
+pub fn batches<'a, 'c>(writes: &'a [&'c Change]) -> Vec<&'a [&'c Change]> {
+    let mut out = Vec::new();
+    let (mut start, mut items) = (0, 0);
+    for (i, change) in writes.iter().enumerate() {
+        let more = items_of(change);
+        if items + more > MAX_TRANSACTION_ITEMS && i > start {
+            out.push(&writes[start..i]);
+            (start, items) = (i, 0);
+        }
+        items += more;
+    }
+    if start < writes.len() {
+        out.push(&writes[start..]);
+    }
+    out
 }
 
 impl Registry {
@@ -190,7 +212,19 @@ impl Registry {
         Ok(found)
     }
 
-    /// One write of a plan, conditioned on what the plan was made from.
+    /// The writes of one change of a plan: the entry, conditioned on what
+    /// the plan was made from, and the claims of the stacks it drives.
+    fn transact_items(
+        &self,
+        change: &plan::Change,
+        now: EpochMillis,
+    ) -> Result<Vec<(TransactWriteItem, Part)>> {
+        let mut items = vec![(self.transact_item(change, now)?, Part::Entry)];
+        items.extend(self.claim_items(change)?);
+        Ok(items)
+    }
+
+    /// The entry's write of a change of a plan.
     fn transact_item(&self, change: &plan::Change, now: EpochMillis) -> Result<TransactWriteItem> {
         let key = stack_key(&change.name);
         let values = |extra: Vec<(&str, AttributeValue)>| -> HashMap<String, AttributeValue> {
@@ -268,6 +302,7 @@ impl Registry {
         &self,
         err: SdkError<TransactWriteItemsError, HttpResponse>,
         batch: &[&plan::Change],
+        parts: &[(usize, Part)],
     ) -> RegistryError {
         if let SdkError::ServiceError(service) = &err
             && let TransactWriteItemsError::TransactionCanceledException(cancel) = service.err()
@@ -277,8 +312,13 @@ impl Registry {
                 .iter()
                 .position(|r| r.code() == Some("ConditionalCheckFailed"));
             if let Some(i) = lost
-                && let Some(change) = batch.get(i)
+                && let Some((index, part)) = parts.get(i)
+                && let Some(change) = batch.get(*index)
             {
+                if let Part::Claim(key) | Part::Release(key) = part {
+                    let holder = reasons[i].item().and_then(holder_of);
+                    return claim_conflict(&change.name, key, holder.as_deref());
+                }
                 let detail = match change.action {
                     Action::Create => "it was created meanwhile".to_owned(),
                     Action::Update { from, .. } | Action::Prune { version: from, .. } => {
@@ -358,9 +398,14 @@ impl Specs for Registry {
     }
 
     async fn apply_batch(&self, batch: &[&Change], now: EpochMillis) -> Result<()> {
-        let mut items = Vec::with_capacity(batch.len());
-        for change in batch {
-            items.push(self.transact_item(change, now)?);
+        let mut items = Vec::with_capacity(batch.len() * 2);
+        // Which change each item is of, and what it is.
+        let mut parts = Vec::with_capacity(batch.len() * 2);
+        for (index, change) in batch.iter().enumerate() {
+            for (item, part) in self.transact_items(change, now)? {
+                items.push(item);
+                parts.push((index, part));
+            }
         }
         // The idempotency token lets the SDK retry this very call safely.
         // It must be unique to this call: two writers with equal tokens
@@ -374,7 +419,7 @@ impl Specs for Registry {
             .send()
             .await
             .map(drop)
-            .map_err(|err| self.transaction_error(err, batch))
+            .map_err(|err| self.transaction_error(err, batch, &parts))
     }
 
     async fn request_deletion(&self, name: &str, now: EpochMillis) -> Result<bool> {

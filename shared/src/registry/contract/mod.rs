@@ -13,9 +13,11 @@ use crate::source::source_key;
 use crate::status::{Phase, Status, Timestamp};
 
 mod bulk;
+mod claims;
 mod sources;
 
 use bulk::{large_apply, prunes_last};
+pub use claims::HOME;
 use sources::{ended_holds, sources};
 
 const NOW: i64 = 1_800_000_000_000;
@@ -34,7 +36,8 @@ fn plan(current: &[super::StackEntry], names: &[&str], prune: bool) -> Plan {
 }
 
 /// Runs the whole contract; panics (naming `label` and the step) on the
-/// first difference.
+/// first difference. The registry takes [`HOME`] as the region of specs
+/// that name none.
 pub async fn check<R>(registry: &R, label: &str)
 where
     R: Entries + Specs + Leases + Schedule + Deliveries,
@@ -49,6 +52,7 @@ where
     ended_holds(registry, label).await;
     large_apply(registry, label).await;
     prunes_last(registry, label).await;
+    claims::claims(registry, label).await;
 }
 
 async fn specs<R: Entries + Specs>(r: &R, label: &str) {
