@@ -64,6 +64,38 @@ for _name in (
     if hasattr(DynamoDBBackend, _name):
         setattr(DynamoDBBackend, _name, _serialized(getattr(DynamoDBBackend, _name)))
 
+# ---- TransactWriteItems: unused ExpressionAttributeValues are refused --------
+# AWS refuses a value no expression of the item uses, in a transaction as in
+# UpdateItem; moto checks names there but not values, so a write that AWS
+# refuses (every apply that updated an entry once did) passed here.
+import re as _re
+from moto.dynamodb.exceptions import MockValidationException as _Invalid
+from moto.dynamodb.responses import DynamoHandler as _DynamoHandler
+
+
+def _values_used(method):
+    @functools.wraps(method)
+    def wrapper(self):
+        for item in self.body.get("TransactItems", []):
+            for op in item.values():
+                text = " ".join(
+                    op.get(k) or ""
+                    for k in ("UpdateExpression", "ConditionExpression")
+                )
+                used = set(_re.findall(r":[A-Za-z0-9_]+", text))
+                for name in op.get("ExpressionAttributeValues") or {}:
+                    if name not in used:
+                        raise _Invalid(
+                            "Value provided in ExpressionAttributeValues unused in "
+                            f"expressions: keys: {{{name}}}"
+                        )
+        return method(self)
+
+    return wrapper
+
+
+_DynamoHandler.transact_write_items = _values_used(_DynamoHandler.transact_write_items)
+
 # ---- Query through a narrow index: copy only what the index holds -----------
 from moto.dynamodb.models import table as _table_module
 from moto.dynamodb.models.dynamo_type import Item as _Item

@@ -29,7 +29,7 @@ pub const CLAIM_FREE_OR_MINE: &str = "attribute_not_exists(#pk) OR #name = :name
 pub const SPEC_AT_VERSION: &str =
     "#specVersion = :expected AND attribute_not_exists(#deletionRequestedAt)";
 /// A changed spec: new version, due at once.
-pub const UPDATE_SPEC: &str = "SET #spec = :spec, #specHash = :specHash, #sourceKey = :sourceKey, #stackName = :stackName, #specVersion = :next, #updatedAt = :now, #nextReconcileAt = :due";
+pub const UPDATE_SPEC: &str = "SET #spec = :spec, #schemaVersion = :schemaVersion, #specHash = :specHash, #sourceKey = :sourceKey, #stackName = :stackName, #specVersion = :next, #updatedAt = :now, #nextReconcileAt = :due";
 /// Deletion requested: due at once.
 pub const MARK_DELETION: &str = "SET #deletionRequestedAt = :now, #nextReconcileAt = :due";
 /// The entry exists and its deletion was not requested yet.
