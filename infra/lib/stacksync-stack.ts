@@ -185,13 +185,19 @@ export interface Permissions {
   assumeTargetRoles(): iam.PolicyStatement[];
   /** These DynamoDB actions on the registry table, under a Sid of the row's own (the `Registry` statement is `registry`). */
   table(sid: string, ...actions: string[]): iam.PolicyStatement;
-  /** Sid Deliveries: dynamodb:PutItem on the table, only items whose key starts with `delivery#`. */
+  /** Sid Deliveries: dynamodb:PutItem on the table, only items whose key starts with `delivery#`, only their key and expiry. */
   deliveries(): iam.PolicyStatement;
   /**
    * These DynamoDB actions on the table, only on items whose key starts with
-   * one of `keyPrefixes` (`ForAllValues:StringLike` on `dynamodb:LeadingKeys`, each prefix + `*`).
+   * one of `keyPrefixes` (`ForAllValues:StringLike` on `dynamodb:LeadingKeys`, each prefix + `*`), naming only
+   * `attributes` (`ForAllValues:StringEquals` on `dynamodb:Attributes`; writes return nothing of the item).
    */
-  keys(sid: string, actions: string[], keyPrefixes: string[]): iam.PolicyStatement;
+  keys(sid: string, actions: string[], keyPrefixes: string[], attributes: string[]): iam.PolicyStatement;
+  /**
+   * `SourceIndex`: dynamodb:Query on the `by-source` index, reading only what a trigger needs of a source's
+   * followers (`FOLLOWER_ATTRIBUTES`, `dynamodb:Select` SPECIFIC_ATTRIBUTES): nothing of their specs.
+   */
+  followers(): iam.PolicyStatement;
   /** These DynamoDB actions on `<table ARN>/index/<indexName>`, one of the registry's GSIs. */
   index(sid: string, indexName: string, ...actions: string[]): iam.PolicyStatement;
   /**
@@ -276,6 +282,22 @@ export interface FunctionSpec {
   /** Concurrency reserved for the function (template.yaml's `ReservedConcurrentExecutions`); 0 or none: no reservation. */
   readonly reservedConcurrency?: (v: StackValues) => number;
 }
+
+/**
+ * What a trigger may read of a source's followers through `by-source` (shared/src/registry/followers.rs, and the
+ * index's key): nothing of their specs.
+ */
+export const FOLLOWER_ATTRIBUTES = [
+  'pk',
+  'sourceKey',
+  'name',
+  'suspended',
+  'specSuspend',
+  'deletionRequestedAt',
+  'leaseExpiresAt',
+  'status',
+  'watch',
+];
 
 /** The tag naming the installation that made a stack (shared/src/ownership.rs). */
 export const INSTALLATION_TAG = 'stacksync:installation';
@@ -429,7 +451,7 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     permissions: (p) => [
       // Delivery ids (delivery#...), so that a redelivered push starts nothing twice.
       p.deliveries(),
-      p.index('SourceIndex', 'by-source', 'dynamodb:Query'),
+      p.followers(),
       p.startReconcile(),
       ...p.webhookSecret(),
     ],
@@ -454,14 +476,21 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     }),
     permissions: (p) => [
       p.index('DueIndex', 'by-next-reconcile', 'dynamodb:Query'),
-      p.index('SourceIndex', 'by-source', 'dynamodb:Query'),
+      p.followers(),
       p.index('WatchIndex', 'by-shard', 'dynamodb:Query'),
       // The health check: one listing per account and region.
       p.listStacks(),
       // A stack's nextReconcileAt and a source#'s head only: never a spec, lease or status.
-      p.keys('MoveDue', ['dynamodb:UpdateItem'], ['stack#', 'source#']),
+      p.keys('MoveDue', ['dynamodb:UpdateItem'], ['stack#'], ['pk', 'nextReconcileAt']),
+      // The sources it watches: their ref, head and the secret they are listed with.
+      p.keys(
+        'RecordSources',
+        ['dynamodb:UpdateItem'],
+        ['source#'],
+        ['pk', 'url', 'ref', 'schedShard', 'nextReconcileAt', 'head', 'followersCheckedAt', 'credentialsSecret'],
+      ),
       // A source no stack follows any more; never a stack's entry.
-      p.keys('ForgetSource', ['dynamodb:DeleteItem'], ['source#']),
+      p.keys('ForgetSource', ['dynamodb:DeleteItem'], ['source#'], ['pk', 'head']),
       p.startReconcile(),
       ...p.assumeTargetRoles(),
       // Listing private sources' refs and S3 sources' versions.
@@ -517,10 +546,15 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       },
     }),
     permissions: (p) => [
-      p.index('SourceIndex', 'by-source', 'dynamodb:Query'),
+      p.followers(),
       p.index('StackNameIndex', 'by-stack-name', 'dynamodb:Query'),
       // An out-of-band change only makes the stack due; an ended execution's hold is released (GetItem: whose?).
-      p.keys('MarkDue', ['dynamodb:GetItem', 'dynamodb:UpdateItem'], ['stack#']),
+      p.keys(
+        'MarkDue',
+        ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
+        ['stack#'],
+        ['pk', 'nextReconcileAt', 'status', 'watch', 'leaseOwner', 'leaseExpiresAt', 'leaseTakenAt'],
+      ),
       p.startReconcile(),
     ],
   },
@@ -1145,14 +1179,32 @@ export class StackSyncStack extends Stack {
           sid: 'Deliveries',
           actions: ['dynamodb:PutItem'],
           resources: [this.table.tableArn],
-          conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['delivery#*'] } },
+          conditions: {
+            'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['delivery#*'] },
+            'ForAllValues:StringEquals': { 'dynamodb:Attributes': ['pk', 'expiresAt'] },
+            StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
+          },
         }),
-      keys: (sid, actions, keyPrefixes) =>
+      keys: (sid, actions, keyPrefixes, attributes) =>
         new iam.PolicyStatement({
           sid,
           actions,
           resources: [this.table.tableArn],
-          conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': keyPrefixes.map((k) => `${k}*`) } },
+          conditions: {
+            'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': keyPrefixes.map((k) => `${k}*`) },
+            'ForAllValues:StringEquals': { 'dynamodb:Attributes': attributes },
+            StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
+          },
+        }),
+      followers: () =>
+        new iam.PolicyStatement({
+          sid: 'SourceIndex',
+          actions: ['dynamodb:Query'],
+          resources: [`${this.table.tableArn}/index/by-source`],
+          conditions: {
+            'ForAllValues:StringEquals': { 'dynamodb:Attributes': FOLLOWER_ATTRIBUTES },
+            StringEquals: { 'dynamodb:Select': 'SPECIFIC_ATTRIBUTES' },
+          },
         }),
       index: (sid, indexName, ...actions) => {
         if (!REGISTRY_INDEXES.includes(indexName)) {

@@ -937,7 +937,22 @@ describe('IAM', () => {
     const tableName = { Ref: logicalId(full, full.stack.table) };
     const ours = { 'aws:ResourceTag/stacksync:installation': tableName };
     const own = (...actions: string[]) => ({ ...st('OwnStacks', actions, [S]), condition: { StringEqualsIfExists: ours } });
-    const keys = (...prefixes: string[]) => ({ 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': prefixes } });
+    // Items by key prefix, naming only these attributes, returning nothing of the item.
+    const keys = (prefixes: string[], attributes: string[]) => ({
+      'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': prefixes },
+      'ForAllValues:StringEquals': { 'dynamodb:Attributes': attributes },
+      StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
+    });
+    // What a trigger reads of a source's followers: nothing of their specs.
+    const followers = {
+      ...st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
+      condition: {
+        'ForAllValues:StringEquals': {
+          'dynamodb:Attributes': ['pk', 'sourceKey', 'name', 'suspended', 'specSuspend', 'deletionRequestedAt', 'leaseExpiresAt', 'status', 'watch'],
+        },
+        StringEquals: { 'dynamodb:Select': 'SPECIFIC_ATTRIBUTES' },
+      },
+    };
     const s3 = (name: string) => `arn:<AWS::Partition>:s3:::${name}`;
     const sources = [
       st('SourceSecrets', ['secretsmanager:GetSecretValue'], [...SOURCE_SECRETS]),
@@ -993,26 +1008,33 @@ describe('IAM', () => {
       ],
       finalize: [registry, st('Stacks', ['cloudformation:DescribeChangeSet'], [S]), own('cloudformation:DeleteChangeSet'), assume],
       webhook: [
-        { ...st('Deliveries', ['dynamodb:PutItem'], ['TABLE']), condition: keys('delivery#*') },
-        st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
+        { ...st('Deliveries', ['dynamodb:PutItem'], ['TABLE']), condition: keys(['delivery#*'], ['pk', 'expiresAt']) },
+        followers,
         st('StartReconcile', ['states:StartExecution'], ['STATE_MACHINE']),
         st('Secret', ['secretsmanager:GetSecretValue'], [WEBHOOK_SECRET]),
       ],
       scheduler: [
         st('DueIndex', ['dynamodb:Query'], ['TABLE/index/by-next-reconcile']),
-        st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
+        followers,
         st('WatchIndex', ['dynamodb:Query'], ['TABLE/index/by-shard']),
         st('ListStacks', ['cloudformation:ListStacks'], ['*']),
-        { ...st('MoveDue', ['dynamodb:UpdateItem'], ['TABLE']), condition: keys('stack#*', 'source#*') },
-        { ...st('ForgetSource', ['dynamodb:DeleteItem'], ['TABLE']), condition: keys('source#*') },
+        { ...st('MoveDue', ['dynamodb:UpdateItem'], ['TABLE']), condition: keys(['stack#*'], ['pk', 'nextReconcileAt']) },
+        {
+          ...st('RecordSources', ['dynamodb:UpdateItem'], ['TABLE']),
+          condition: keys(['source#*'], ['pk', 'url', 'ref', 'schedShard', 'nextReconcileAt', 'head', 'followersCheckedAt', 'credentialsSecret']),
+        },
+        { ...st('ForgetSource', ['dynamodb:DeleteItem'], ['TABLE']), condition: keys(['source#*'], ['pk', 'head']) },
         st('StartReconcile', ['states:StartExecution'], ['STATE_MACHINE']),
         assume,
         ...sources,
       ],
       events: [
-        st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
+        followers,
         st('StackNameIndex', ['dynamodb:Query'], ['TABLE/index/by-stack-name']),
-        { ...st('MarkDue', ['dynamodb:GetItem', 'dynamodb:UpdateItem'], ['TABLE']), condition: keys('stack#*') },
+        {
+          ...st('MarkDue', ['dynamodb:GetItem', 'dynamodb:UpdateItem'], ['TABLE']),
+          condition: keys(['stack#*'], ['pk', 'nextReconcileAt', 'status', 'watch', 'leaseOwner', 'leaseExpiresAt', 'leaseTakenAt']),
+        },
         st('StartReconcile', ['states:StartExecution'], ['STATE_MACHINE']),
       ],
     };

@@ -413,3 +413,170 @@ fn the_roles_change_only_stacks_no_other_installation_owns_and_delete_only_their
         }
     }
 }
+
+/// The trigger functions may name only the attributes they own
+/// (`dynamodb:Attributes`): the webhook reads of a source's followers
+/// nothing of their specs, and writes only delivery ids; the scheduler and
+/// the events function write due times, sources and ended holds, never a
+/// spec. In both deployments.
+#[test]
+fn the_triggers_name_only_the_attributes_they_own() {
+    let fixture = fixture();
+    let installation = Installation::in_partition("aws", &fixture);
+    let follower: Vec<&str> = vec![
+        "pk",
+        "name",
+        "suspended",
+        "specSuspend",
+        "deletionRequestedAt",
+        "leaseExpiresAt",
+        "sourceKey",
+        "status",
+        "watch",
+    ];
+    let call = |function: &str, operation: &str, key: Option<&str>, attributes: &[&str]| Call {
+        function: function.to_owned(),
+        service: "dynamodb".to_owned(),
+        operation: operation.to_owned(),
+        region: "us-east-1".to_owned(),
+        table: Some("stacksync-registry".to_owned()),
+        key: key.map(str::to_owned),
+        attributes: attributes.iter().map(|a| (*a).to_owned()).collect(),
+        ..Call::default()
+    };
+    let query = |function: &str, attributes: &[&str], select: Option<&str>| Call {
+        index: Some("by-source".to_owned()),
+        select: select.map(str::to_owned),
+        ..call(function, "Query", None, attributes)
+    };
+    let with_spec: Vec<&str> = follower.iter().copied().chain(["spec"]).collect();
+    let cases = [
+        (
+            query("webhook", &follower, Some("SPECIFIC_ATTRIBUTES")),
+            true,
+        ),
+        (
+            query("webhook", &with_spec, Some("SPECIFIC_ATTRIBUTES")),
+            false,
+        ),
+        (query("webhook", &["sourceKey"], None), false),
+        (
+            query("webhook", &["sourceKey"], Some("ALL_ATTRIBUTES")),
+            false,
+        ),
+        (
+            query("scheduler", &with_spec, Some("SPECIFIC_ATTRIBUTES")),
+            false,
+        ),
+        (
+            query("events", &follower, Some("SPECIFIC_ATTRIBUTES")),
+            true,
+        ),
+        (
+            call(
+                "webhook",
+                "PutItem",
+                Some("delivery#1"),
+                &["pk", "expiresAt"],
+            ),
+            true,
+        ),
+        (
+            call(
+                "webhook",
+                "PutItem",
+                Some("delivery#1"),
+                &["pk", "expiresAt", "spec"],
+            ),
+            false,
+        ),
+        (
+            Call {
+                return_values: Some("ALL_OLD".to_owned()),
+                ..call(
+                    "webhook",
+                    "PutItem",
+                    Some("delivery#1"),
+                    &["pk", "expiresAt"],
+                )
+            },
+            false,
+        ),
+        (
+            call(
+                "scheduler",
+                "UpdateItem",
+                Some("stack#a"),
+                &["pk", "nextReconcileAt"],
+            ),
+            true,
+        ),
+        (
+            call(
+                "scheduler",
+                "UpdateItem",
+                Some("stack#a"),
+                &["pk", "nextReconcileAt", "spec"],
+            ),
+            false,
+        ),
+        (
+            call("scheduler", "UpdateItem", Some("stack#a"), &["pk", "head"]),
+            false,
+        ),
+        (
+            call(
+                "scheduler",
+                "UpdateItem",
+                Some("source#k"),
+                &["pk", "head", "followersCheckedAt"],
+            ),
+            true,
+        ),
+        (
+            call("scheduler", "DeleteItem", Some("source#k"), &["pk", "head"]),
+            true,
+        ),
+        (
+            call(
+                "events",
+                "UpdateItem",
+                Some("stack#a"),
+                &["pk", "status", "watch", "leaseOwner"],
+            ),
+            true,
+        ),
+        (
+            call("events", "UpdateItem", Some("stack#a"), &["pk", "spec"]),
+            false,
+        ),
+        (
+            call(
+                "events",
+                "UpdateItem",
+                Some("stack#a"),
+                &["pk", "specVersion"],
+            ),
+            false,
+        ),
+    ];
+    for deployment in deployments(&installation, &fixture) {
+        for (call, expected) in &cases {
+            let role = &deployment.roles[&call.function];
+            let needed = requests(call, &installation).unwrap();
+            let allowed = needed.iter().all(|r| allowed(role, r).unwrap());
+            assert_eq!(
+                allowed,
+                *expected,
+                "{}: {} {} {:?} {:?} (select {:?}, returns {:?})",
+                deployment.name,
+                call.function,
+                call.operation,
+                call.key,
+                call.attributes,
+                call.select,
+                call.return_values
+            );
+        }
+    }
+}

@@ -19,7 +19,8 @@ use crate::ports::{
     Stored, Trigger,
 };
 use crate::registry::{
-    Deliveries, Entries, Lease, Leases, RegistryError, Schedule, SourceRecord, StackEntry, Watched,
+    Deliveries, Entries, Follower, Lease, Leases, RegistryError, Schedule, SourceRecord,
+    StackEntry, Watched,
 };
 use crate::status::Status;
 
@@ -265,9 +266,9 @@ impl<T: Entries> Entries for Failing<T> {
         self.inner.get(name).await
     }
 
-    async fn by_source(&self, key: &str) -> Result<Vec<StackEntry>, RegistryError> {
+    async fn followers(&self, key: &str) -> Result<Vec<Follower>, RegistryError> {
         self.check_registry("Query")?;
-        self.inner.by_source(key).await
+        self.inner.followers(key).await
     }
 
     async fn by_stack_name(&self, stack_name: &str) -> Result<Vec<StackEntry>, RegistryError> {

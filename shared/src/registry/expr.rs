@@ -23,13 +23,18 @@ pub const FINAL_STATUS: &str = "SET #status = :status, #watch = :watch REMOVE #l
 pub const FINAL_STATUS_DUE: &str = "SET #status = :status, #watch = :watch, #nextReconcileAt = :due REMOVE #leaseOwner, #leaseExpiresAt, #leaseTakenAt";
 /// A new item: only if no item has the key.
 pub const ABSENT: &str = "attribute_not_exists(#pk)";
+/// A source's followers, through the `by-source` index.
+pub const SOURCE_IS: &str = "#sourceKey = :value";
+/// What the triggers read of a follower (`registry::followers`): nothing of
+/// its spec.
+pub const FOLLOWER: &str = "#pk, #name, #suspended, #specSuspend, #deletionRequestedAt, #leaseExpiresAt, #status.#lastAttemptedRevision, #watch.#phase";
 /// A stack's claim: free, or this entry's already.
 pub const CLAIM_FREE_OR_MINE: &str = "attribute_not_exists(#pk) OR #name = :name";
 /// The entry is still as the plan saw it, and not being deleted.
 pub const SPEC_AT_VERSION: &str =
     "#specVersion = :expected AND attribute_not_exists(#deletionRequestedAt)";
 /// A changed spec: new version, due at once.
-pub const UPDATE_SPEC: &str = "SET #spec = :spec, #schemaVersion = :schemaVersion, #specHash = :specHash, #sourceKey = :sourceKey, #stackName = :stackName, #specVersion = :next, #updatedAt = :now, #nextReconcileAt = :due";
+pub const UPDATE_SPEC: &str = "SET #spec = :spec, #schemaVersion = :schemaVersion, #specHash = :specHash, #specSuspend = :specSuspend, #sourceKey = :sourceKey, #stackName = :stackName, #specVersion = :next, #updatedAt = :now, #nextReconcileAt = :due";
 /// Deletion requested: due at once.
 pub const MARK_DELETION: &str = "SET #deletionRequestedAt = :now, #nextReconcileAt = :due";
 /// The entry exists and its deletion was not requested yet.

@@ -13,6 +13,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use super::claims::claim_conflict;
+use super::followers::{Follower, follower_of};
 use super::leases::written_already;
 use super::plan::{Action, Change};
 use super::schedule::{SourceRecord, Watched};
@@ -117,12 +118,15 @@ impl Entries for MemoryRegistry {
         Ok(self.entry(name))
     }
 
-    async fn by_source(&self, key: &str) -> Result<Vec<StackEntry>> {
+    async fn followers(&self, key: &str) -> Result<Vec<Follower>> {
         Ok(entries_where(
             &self.state(),
             |e| source_key(e.spec.source.url(), e.spec.effective_ref()),
             key,
-        ))
+        )
+        .iter()
+        .map(follower_of)
+        .collect())
     }
 
     async fn by_stack_name(&self, stack_name: &str) -> Result<Vec<StackEntry>> {

@@ -21,6 +21,7 @@
 pub mod claims;
 pub mod deliveries;
 pub mod expr;
+pub mod followers;
 pub mod item;
 pub mod leases;
 pub mod plan;
@@ -43,6 +44,7 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use serde::Serialize;
 
 pub use deliveries::Deliveries;
+pub use followers::Follower;
 pub use leases::{LEASE_TTL, Lease, Leases, lease_ttl};
 pub use schedule::{Schedule, SourceRecord, Watched};
 pub use specs::{Applied, ApplyStopped, Entries, Specs, apply_plan};
@@ -348,6 +350,10 @@ fn spec_attributes(spec: &StackSpec) -> HashMap<String, AttributeValue> {
             n(schema::ITEM_SCHEMA_VERSION),
         ),
         (attr::SPEC_HASH.to_owned(), s(spec.content_hash())),
+        (
+            attr::SPEC_SUSPEND.to_owned(),
+            AttributeValue::Bool(spec.suspend),
+        ),
         (attr::STACK_NAME.to_owned(), s(spec.effective_stack_name())),
         (
             attr::SOURCE_KEY.to_owned(),

@@ -90,6 +90,9 @@ pub mod attr {
     pub const SCHEMA_VERSION: &str = "schemaVersion";
     pub const STATUS: &str = "status";
     pub const SUSPENDED: &str = "suspended";
+    /// The spec's own `suspend`, beside it, for readers that may not read
+    /// the spec (the triggers).
+    pub const SPEC_SUSPEND: &str = "specSuspend";
     pub const DELETION_REQUESTED_AT: &str = "deletionRequestedAt";
     pub const LEASE_OWNER: &str = "leaseOwner";
     pub const LEASE_EXPIRES_AT: &str = "leaseExpiresAt";

@@ -13,6 +13,7 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
 use super::claims::{Part, claim_conflict, holder_of, items_of};
 use super::expr::{self, Write, names};
+use super::followers::Follower;
 use super::item::{n, s, to_attr_of};
 use super::plan::{self, Action, Change, Plan};
 use super::schema::{self, PK, STACK_PREFIX, attr, stack_key};
@@ -31,9 +32,10 @@ pub const MAX_TRANSACTION_ITEMS: usize = 100;
 pub trait Entries: Send + Sync {
     /// One entry, read consistently; `None` when there is none.
     fn get(&self, name: &str) -> impl Future<Output = Result<Option<StackEntry>>> + Send;
-    /// Every entry that follows the source `key` ([`crate::source::source_key`]),
-    /// by name: reads proportional to the followers, not to the registry.
-    fn by_source(&self, key: &str) -> impl Future<Output = Result<Vec<StackEntry>>> + Send;
+    /// Every stack that follows the source `key` ([`crate::source::source_key`]),
+    /// by name, as the triggers need it (nothing of its spec): reads
+    /// proportional to the followers, not to the registry.
+    fn followers(&self, key: &str) -> impl Future<Output = Result<Vec<Follower>>> + Send;
     /// Every entry whose CloudFormation stack is named `stack_name` (in any
     /// region: the caller compares), by name.
     fn by_stack_name(
@@ -364,9 +366,8 @@ impl Entries for Registry {
         out.item().map(decode_entry).transpose()
     }
 
-    async fn by_source(&self, key: &str) -> Result<Vec<StackEntry>> {
-        self.by_index(schema::INDEX_BY_SOURCE, attr::SOURCE_KEY, key)
-            .await
+    async fn followers(&self, key: &str) -> Result<Vec<Follower>> {
+        self.followers_of(key).await
     }
 
     async fn by_stack_name(&self, stack_name: &str) -> Result<Vec<StackEntry>> {

@@ -159,11 +159,11 @@ pub async fn start_followers_at<R: Entries, X: Starter>(
     let mut seen = BTreeSet::new();
     let mut to_start = Vec::new();
     for key in keys {
-        for entry in registry.by_source(key).await? {
+        for entry in registry.followers(key).await? {
             if !seen.insert(entry.name.clone()) {
                 continue;
             }
-            if entry.is_suspended() {
+            if entry.suspended {
                 starts.skipped.push(Skipped {
                     stack: entry.name,
                     execution: None,

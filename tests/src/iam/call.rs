@@ -32,6 +32,15 @@ pub struct Call {
     pub index: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// DynamoDB, for fine-grained access control: the top-level attributes
+    /// the request names (`dynamodb:Attributes`: its expressions, its item,
+    /// its key), and its `Select` and `ReturnValues`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attributes: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub select: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub return_values: Option<String>,
     /// S3: the bucket, the object key and version.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bucket: Option<String>,
@@ -163,6 +172,8 @@ fn json_protocol(call: Call, body: &Value) -> Vec<Call> {
                     operation: operation.to_owned(),
                     table: text(&op["TableName"]),
                     key: key_of(&op["Key"]).or_else(|| key_of(&op["Item"])),
+                    attributes: attributes_named(op),
+                    return_values: text(&op["ReturnValues"]),
                     ..call.clone()
                 })
             })
@@ -176,6 +187,14 @@ fn json_protocol(call: Call, body: &Value) -> Vec<Call> {
             }),
             index: text(&body["IndexName"]),
             key: key_of(&body["Key"]).or_else(|| key_of(&body["Item"])),
+            attributes: attributes_named(body),
+            // A projection without `Select` selects those attributes.
+            select: text(&body["Select"]).or_else(|| {
+                body["ProjectionExpression"]
+                    .is_string()
+                    .then(|| "SPECIFIC_ATTRIBUTES".to_owned())
+            }),
+            return_values: text(&body["ReturnValues"]),
             target: text(&body["stateMachineArn"])
                 .or_else(|| text(&body["executionArn"]))
                 .or_else(|| text(&body["SecretId"]))
@@ -183,6 +202,90 @@ fn json_protocol(call: Call, body: &Value) -> Vec<Call> {
             ..call
         }],
     }
+}
+
+/// The top-level attributes a DynamoDB request names: those of its
+/// expressions (through `ExpressionAttributeNames`), of its item and of its
+/// key, sorted, each once.
+fn attributes_named(request: &Value) -> Vec<String> {
+    let aliases = &request["ExpressionAttributeNames"];
+    let mut names = std::collections::BTreeSet::new();
+    for field in [
+        "UpdateExpression",
+        "ConditionExpression",
+        "ProjectionExpression",
+        "KeyConditionExpression",
+        "FilterExpression",
+    ] {
+        let Some(expression) = request[field].as_str() else {
+            continue;
+        };
+        names.extend(top_level_names(expression, aliases));
+    }
+    for field in ["Item", "Key"] {
+        if let Some(map) = request[field].as_object() {
+            names.extend(map.keys().cloned());
+        }
+    }
+    names.into_iter().collect()
+}
+
+/// The top-level attribute of each path in an expression: `#a.#b[0]` → a
+/// (aliases resolved), a bare name → itself; keywords, functions and
+/// `:values` left out.
+fn top_level_names(expression: &str, aliases: &Value) -> Vec<String> {
+    const WORDS: [&str; 16] = [
+        "SET",
+        "REMOVE",
+        "ADD",
+        "DELETE",
+        "AND",
+        "OR",
+        "NOT",
+        "BETWEEN",
+        "IN",
+        "attribute_exists",
+        "attribute_not_exists",
+        "attribute_type",
+        "begins_with",
+        "contains",
+        "size",
+        "if_not_exists",
+    ];
+    let mut out = Vec::new();
+    let mut chars = expression.char_indices().peekable();
+    // Whether the path being read is past its first part (after `.` or `[`).
+    let mut inside_path = false;
+    while let Some((start, c)) = chars.next() {
+        let word = c == '#' || c == ':' || c.is_ascii_alphabetic() || c == '_';
+        if !word {
+            inside_path =
+                matches!(c, '.' | '[') || (inside_path && (c == ']' || c.is_ascii_digit()));
+            continue;
+        }
+        let mut end = start + c.len_utf8();
+        while let Some(&(i, n)) = chars.peek() {
+            if n.is_ascii_alphanumeric() || n == '_' {
+                end = i + n.len_utf8();
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        let token = &expression[start..end];
+        let first_of_path = !inside_path;
+        inside_path = false;
+        let follows_call = chars.peek().is_some_and(|&(_, n)| n == '(');
+        if !first_of_path || token.starts_with(':') || follows_call || WORDS.contains(&token) {
+            continue;
+        }
+        let name = match token.strip_prefix('#') {
+            Some(_) => aliases[token].as_str().unwrap_or(token).to_owned(),
+            None => token.to_owned(),
+        };
+        out.push(name);
+    }
+    out
 }
 
 /// S3's REST protocol (path style, as the emulator is addressed): the
@@ -398,6 +501,32 @@ mod tests {
         let body = b"Action=CreateChangeSet&StackName=orders&Tags.member.1.Key=team&Tags.member.1.Value=a&Tags.member.2.Key=stacksync%3Ainstallation&Tags.member.2.Value=registry-a";
         let c = &from_wire(&wire("POST", "http://h/", &a, None, body)).unwrap()[0];
         assert_eq!(c.request_installation.as_deref(), Some("registry-a"));
+    }
+
+    #[test]
+    fn a_dynamodb_request_names_the_top_level_attributes_of_its_expressions_item_and_key() {
+        let aliases = serde_json::json!({"#status": "status", "#watch": "watch", "#n": "nextReconcileAt", "#p": "pk"});
+        assert_eq!(
+            top_level_names(
+                "SET #status = :s, #watch.#phase = :p REMOVE #n, leaseOwner",
+                &aliases
+            ),
+            ["status", "watch", "nextReconcileAt", "leaseOwner"]
+        );
+        assert_eq!(
+            top_level_names(
+                "attribute_exists(#p) AND (attribute_not_exists(#n) OR #n <= :now) AND size(tags[0].x) > :z",
+                &aliases
+            ),
+            ["pk", "nextReconcileAt", "nextReconcileAt", "tags"]
+        );
+        let body = serde_json::json!({
+            "Key": {"pk": {"S": "stack#a"}},
+            "UpdateExpression": "SET #n = :now",
+            "ConditionExpression": "attribute_exists(#p)",
+            "ExpressionAttributeNames": {"#n": "nextReconcileAt", "#p": "pk"},
+        });
+        assert_eq!(attributes_named(&body), ["nextReconcileAt", "pk"]);
     }
 
     #[test]

@@ -142,6 +142,26 @@ impl Installation {
     }
 }
 
+/// DynamoDB's fine-grained access control keys: the top-level attributes
+/// the request names (`dynamodb:Attributes`), what a read returns
+/// (`dynamodb:Select`: `SPECIFIC_ATTRIBUTES` with a projection, else all of
+/// them, as DynamoDB takes it) and what a write returns
+/// (`dynamodb:ReturnValues`, `NONE` unless asked).
+fn fine_grained(call: &Call, mut request: Request) -> Request {
+    for attribute in &call.attributes {
+        request.add("dynamodb:Attributes", attribute);
+    }
+    let reads = matches!(call.operation.as_str(), "GetItem" | "Query" | "Scan");
+    if reads {
+        let select = call.select.as_deref().unwrap_or("ALL_ATTRIBUTES");
+        request.add("dynamodb:Select", select);
+    } else {
+        let returned = call.return_values.as_deref().unwrap_or("NONE");
+        request.add("dynamodb:ReturnValues", returned);
+    }
+    request
+}
+
 /// One authorization IAM makes for a call.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Request {
@@ -203,14 +223,17 @@ pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>
             match op {
                 "GetItem" | "PutItem" | "UpdateItem" | "DeleteItem" | "ConditionCheckItem" => {
                     let key = call.key.as_deref().unwrap_or("");
-                    vec![Request::new(&action, table).with("dynamodb:LeadingKeys", key)]
+                    vec![fine_grained(
+                        call,
+                        Request::new(&action, table).with("dynamodb:LeadingKeys", key),
+                    )]
                 }
                 "Query" | "Scan" => {
                     let resource = match &call.index {
                         Some(index) => format!("{table}/index/{index}"),
                         None => table,
                     };
-                    vec![Request::new(&action, resource)]
+                    vec![fine_grained(call, Request::new(&action, resource))]
                 }
                 "BatchWriteItem" | "BatchGetItem" | "DescribeTable" => {
                     vec![Request::new(&action, table)]
@@ -565,21 +588,41 @@ mod tests {
             region: "us-east-1".into(),
             table: Some("t-123".into()),
             key: Some("stack#a".into()),
+            attributes: vec!["nextReconcileAt".into(), "pk".into()],
             ..Call::default()
         };
+        let update_request = &requests(&update, &installation("aws")).unwrap()[0];
         assert_eq!(
-            requests(&update, &installation("aws")).unwrap()[0].to_string(),
-            "dynamodb:UpdateItem on arn:aws:dynamodb:us-east-1:123456789012:table/registry [dynamodb:LeadingKeys=stack#a]"
+            update_request.resource,
+            "arn:aws:dynamodb:us-east-1:123456789012:table/registry"
+        );
+        let context = |r: &Request, key: &str| r.context.get(key).cloned().unwrap_or_default();
+        assert_eq!(context(update_request, "dynamodb:LeadingKeys"), ["stack#a"]);
+        assert_eq!(
+            context(update_request, "dynamodb:Attributes"),
+            ["nextReconcileAt", "pk"]
+        );
+        assert_eq!(
+            context(update_request, "dynamodb:ReturnValues"),
+            ["NONE"],
+            "a write returns nothing unless asked"
         );
         let query = Call {
             operation: "Query".into(),
             index: Some("by-source".into()),
             key: None,
+            attributes: vec!["sourceKey".into()],
             ..update
         };
+        let query_request = &requests(&query, &installation("aws")).unwrap()[0];
         assert_eq!(
-            requests(&query, &installation("aws")).unwrap()[0].resource,
+            query_request.resource,
             "arn:aws:dynamodb:us-east-1:123456789012:table/registry/index/by-source"
+        );
+        assert_eq!(
+            context(query_request, "dynamodb:Select"),
+            ["ALL_ATTRIBUTES"],
+            "no projection: every attribute"
         );
     }
 

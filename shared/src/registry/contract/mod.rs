@@ -115,10 +115,21 @@ async fn specs<R: Entries + Specs>(r: &R, label: &str) {
         ),
         "{label}: an update from a stale version"
     );
+    lookups(r, label).await;
+}
 
+/// Entries found by source (as followers), by stack name, and by name.
+async fn lookups<R: Entries>(r: &R, label: &str) {
     let key = source_key(URL, Some("main"));
-    let followers = r.by_source(&key).await.unwrap_or_default();
-    assert_eq!(followers.len(), 2, "{label}: by source {key}");
+    let followers = r.followers(&key).await.unwrap_or_default();
+    assert_eq!(
+        followers
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>(),
+        ["alpha", "beta"],
+        "{label}: by source {key}"
+    );
     let named = r.by_stack_name("beta").await.unwrap_or_default();
     assert_eq!(
         named.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use crate::clock::EpochMillis;
-use crate::registry::{StackEntry, Watched};
+use crate::registry::{Follower, StackEntry, Watched};
 use crate::seen::{Change, Observed, Seen};
 use crate::status::Phase;
 
@@ -153,21 +153,18 @@ pub enum FollowerAction {
 
 /// Decides for a follower of a source that moved to `head`.
 pub fn judge_follower(
-    entry: &StackEntry,
+    entry: &Follower,
     head: &str,
     now: EpochMillis,
     started: &BTreeSet<String>,
 ) -> FollowerAction {
-    if entry.deletion_requested_at.is_some()
-        || entry.is_suspended()
-        || started.contains(&entry.name)
-    {
+    if entry.deleting || entry.suspended || started.contains(&entry.name) {
         return FollowerAction::Settled;
     }
-    if entry.lease.as_ref().is_some_and(|l| l.expires_at.0 > now) {
+    if entry.lease_expires_at.is_some_and(|t| t > now) {
         return FollowerAction::Busy;
     }
-    let tried = entry.status.last_attempted_revision.as_deref();
+    let tried = entry.last_attempted_revision.as_deref();
     if tried.is_some_and(|t| t.eq_ignore_ascii_case(head)) {
         return FollowerAction::Settled;
     }
@@ -392,9 +389,10 @@ mod tests {
     fn a_follower_starts_only_when_behind_the_head_and_free() {
         let head = "b".repeat(40);
         let none = BTreeSet::new();
+        let entry = |name: &str| crate::registry::followers::follower_of(&entry(name));
         let at_head = {
             let mut e = entry("a");
-            e.status.last_attempted_revision = Some(head.to_uppercase());
+            e.last_attempted_revision = Some(head.to_uppercase());
             e
         };
         assert_eq!(
@@ -409,11 +407,7 @@ mod tests {
         assert_eq!(c.revision.as_deref(), Some(head.as_str()));
 
         let mut busy = entry("a");
-        busy.lease = Some(Lease {
-            owner: "run".into(),
-            expires_at: Timestamp(NOW + 1),
-            taken_at: None,
-        });
+        busy.lease_expires_at = Some(NOW + 1);
         assert_eq!(
             judge_follower(&busy, &head, NOW, &none),
             FollowerAction::Busy
@@ -431,7 +425,7 @@ mod tests {
         );
         let never = {
             let mut e = entry("a");
-            e.status.last_attempted_revision = None;
+            e.last_attempted_revision = None;
             e
         };
         assert!(matches!(

@@ -302,7 +302,7 @@ where
                 continue;
             }
             report.sources_examined += 1;
-            let followers = match self.registry.by_source(&record.key).await {
+            let followers = match self.registry.followers(&record.key).await {
                 Ok(followers) => followers,
                 Err(e) => {
                     // This source waits for the next run; the others go on.
