@@ -37,6 +37,7 @@ pub mod naming;
 pub mod ownership;
 pub mod partition;
 pub mod ports;
+pub mod preview;
 pub mod reconcile;
 pub mod registry;
 pub mod seen;

@@ -49,6 +49,21 @@ pub fn owner(
     if tagged || recorded == Some(stack_id) {
         return Owner::Ours;
     }
+    // Another installation's stack is never taken over, adopt or not: its
+    // own installation drives it (and IAM would refuse the change anyway).
+    let elsewhere = tags
+        .get(INSTALLATION_TAG)
+        .filter(|other| other.as_str() != installation);
+    if let Some(other) = elsewhere
+        && spec.adopt
+    {
+        return Owner::Foreign(format!(
+            "stacksync leaves the stack {} ({stack_id}) alone: it is managed by another \
+             installation ({other:?}), and adopt never takes over another installation's stack. \
+             Remove it from that installation first (its entry, or the stack's stacksync: tags)",
+            spec.effective_stack_name()
+        ));
+    }
     if spec.adopt {
         return Owner::Adopted;
     }
@@ -221,6 +236,18 @@ mod tests {
             owner(&adopting, "table-a", ID, &BTreeMap::new(), None),
             Owner::Adopted
         );
+        // Another installation's: never adopted.
+        match owner(&adopting, "table-b", ID, &ours, None) {
+            Owner::Foreign(why) => assert!(
+                why.contains("another installation (\"table-a\")") && why.contains("never"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // This installation's, made by another entry (renamed): adopted.
+        let mut renamed = adopting.clone();
+        renamed.name = "orders-v2".into();
+        assert_eq!(owner(&renamed, "table-a", ID, &ours, None), Owner::Adopted);
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! What stacksync observed and did for one stack: the status record.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::clock::{self, EpochMillis};
+use crate::preview::ResourceChange;
 use crate::seen::{OutOfBand, Seen};
 
 /// Longest status message kept; longer ones are cut (DynamoDB items are bounded).
@@ -326,6 +328,36 @@ pub struct Status {
     /// `None` once a run succeeds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failures: Option<Failures>,
+    /// The last time a run took over a stack stacksync did not make
+    /// (`adopt: true`): which, when, and what its change set did, as
+    /// described before it was executed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adoption: Option<Adoption>,
+}
+
+/// A stack taken over on purpose, and the preview of the change that took it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Adoption {
+    /// The stack adopted (its StackId).
+    pub stack_id: String,
+    /// Its tags before (another installation's `stacksync:` tags, if any).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub previous_tags: BTreeMap<String, String>,
+    /// The change set that adopted it, and the run that made it.
+    pub change_set: String,
+    pub run: String,
+    /// When it was previewed (just before it was executed).
+    pub at: Timestamp,
+    /// What the change set did, one row per resource (at most
+    /// [`crate::preview::MAX_RECORDED_CHANGES`]), and how many rows more.
+    pub changes: Vec<ResourceChange>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Status {

@@ -5,7 +5,7 @@
 pub use stacksync::fakes::{Script, ScriptedCloudFormation, failed, failure_event, pending, ready};
 use stacksync::ports::{
     ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, PortResult,
-    StackEvent, StackInfo, StackSummary,
+    ResourceChange, StackEvent, StackInfo, StackSummary,
 };
 
 use crate::iam::call::Call;
@@ -130,6 +130,11 @@ impl<T: CloudFormation + StackInstallation> CloudFormation for Recorded<T> {
     ) -> PortResult<Option<ChangeSetInfo>> {
         self.call("DescribeChangeSet", stack, None);
         self.0.describe_change_set(stack, name).await
+    }
+
+    async fn change_set_changes(&self, stack: &str, name: &str) -> PortResult<Vec<ResourceChange>> {
+        self.call("DescribeChangeSet", stack, None);
+        self.0.change_set_changes(stack, name).await
     }
 
     async fn execute_change_set(&self, stack: &str, name: &str) -> PortResult<()> {

@@ -74,10 +74,28 @@ async fn a_stack_stacksync_did_not_make_is_refused_unless_the_entry_adopts_it() 
     );
     assert_eq!(resources_of(&name).await, ["Theirs"], "left as it was");
 
-    // Adopted on purpose: updated to the template, and tagged as the entry's.
+    // Adopted on purpose: previewed first, then updated to the template,
+    // and tagged as the entry's.
     h.apply(&entry(true)).await;
     assert!(ok(&h.reconcile(&name).await));
-    assert_eq!(h.entry(&name).await.status.phase, Phase::Ready);
+    let status = h.entry(&name).await.status;
+    assert_eq!(status.phase, Phase::Ready);
+    let adoption = status.adoption.expect("the preview is recorded");
+    let rows: Vec<String> = adoption
+        .changes
+        .iter()
+        .map(|c| format!("{} {}", c.action, c.logical_id))
+        .collect();
+    assert_eq!(
+        rows,
+        ["Add Queue", "Remove Theirs"],
+        "what it would do, before it did"
+    );
+    assert!(adoption.stack_id.contains(&name), "{}", adoption.stack_id);
+    assert!(
+        adoption.previous_tags.is_empty(),
+        "it had no stacksync tags"
+    );
     assert_eq!(resources_of(&name).await, ["Queue"]);
     let tags = tags_of(&name).await;
     assert_eq!(tags["stacksync:entry"], name);

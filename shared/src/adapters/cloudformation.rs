@@ -19,8 +19,8 @@ use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use super::port_error;
 use crate::naming::request_token;
 use crate::ports::{
-    ChangeSetInfo, ChangeSetRequest, CloudFormation, Created, PortError, PortResult, StackEvent,
-    StackInfo, StackSummary,
+    ChangeSetInfo, ChangeSetRequest, CloudFormation, Created, PortError, PortResult,
+    ResourceChange, StackEvent, StackInfo, StackSummary,
 };
 use crate::stack_status::{
     ChangeSetKind, ChangeSetStatus, ExecutionStatus, StackStatus, is_empty_change_set_reason,
@@ -44,6 +44,34 @@ fn is_not_found<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> boo
         Some("ChangeSetNotFound" | "ChangeSetNotFoundException")
     ) || (err.code() == Some("ValidationError")
         && err.message().is_some_and(|m| m.contains("does not exist")))
+}
+
+/// One resource change as CloudFormation describes it: what a property
+/// change touches reads `Properties.Name` (other targets by their attribute
+/// alone: `Tags`, `Metadata`, …).
+fn resource_change(c: &aws_sdk_cloudformation::types::ResourceChange) -> ResourceChange {
+    let mut changed: Vec<String> = Vec::new();
+    for target in c.details().iter().filter_map(|d| d.target()) {
+        let attribute = target.attribute().map(|a| a.as_str()).unwrap_or("");
+        let what = match target.name() {
+            Some(name) if attribute == "Properties" => format!("Properties.{name}"),
+            _ => attribute.to_owned(),
+        };
+        if !what.is_empty() && !changed.contains(&what) {
+            changed.push(what);
+        }
+    }
+    ResourceChange {
+        action: c
+            .action()
+            .map(|a| a.as_str().to_owned())
+            .unwrap_or_default(),
+        logical_id: c.logical_resource_id().unwrap_or_default().to_owned(),
+        resource_type: c.resource_type().unwrap_or_default().to_owned(),
+        physical_id: c.physical_resource_id().map(str::to_owned),
+        replacement: c.replacement().map(|r| r.as_str().to_owned()),
+        changed,
+    }
 }
 
 fn millis(t: Option<&aws_smithy_types::DateTime>) -> i64 {
@@ -239,6 +267,38 @@ impl CloudFormation for SdkCloudFormation {
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(port_error("DescribeChangeSet", &e)),
         }
+    }
+
+    async fn change_set_changes(&self, stack: &str, name: &str) -> PortResult<Vec<ResourceChange>> {
+        let mut rows = Vec::new();
+        let mut next = None;
+        // Bounded: a change set lists at most a few thousand changes.
+        for _ in 0..100 {
+            let out = match self
+                .client
+                .describe_change_set()
+                .stack_name(stack)
+                .change_set_name(name)
+                .set_next_token(next.take())
+                .send()
+                .await
+            {
+                Ok(out) => out,
+                Err(e) if is_not_found(&e) => return Ok(Vec::new()),
+                Err(e) => return Err(port_error("DescribeChangeSet", &e)),
+            };
+            rows.extend(
+                out.changes()
+                    .iter()
+                    .filter_map(|c| c.resource_change())
+                    .map(resource_change),
+            );
+            match out.next_token {
+                Some(token) if !token.is_empty() => next = Some(token),
+                _ => break,
+            }
+        }
+        Ok(rows)
     }
 
     async fn execute_change_set(&self, stack: &str, name: &str) -> PortResult<()> {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::ports::{
     ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, PortError,
-    PortResult, StackEvent, StackInfo, StackSummary,
+    PortResult, ResourceChange, StackEvent, StackInfo, StackSummary,
 };
 use crate::stack_status::{ChangeSetStatus, ExecutionStatus, StackStatus};
 
@@ -55,6 +55,8 @@ pub struct Script {
     pub calls: Vec<String>,
     /// Every change set asked for, in full.
     pub requests: Vec<ChangeSetRequest>,
+    /// What a change set would do (`change_set_changes`).
+    pub changes: Vec<ResourceChange>,
 }
 
 impl Script {
@@ -101,6 +103,7 @@ impl Default for Script {
             connections: Vec::new(),
             calls: Vec::new(),
             requests: Vec::new(),
+            changes: Vec::new(),
         }
     }
 }
@@ -308,6 +311,15 @@ impl CloudFormation for ScriptedCloudFormation {
             s.change_set.front().cloned()
         };
         Ok(info)
+    }
+
+    async fn change_set_changes(
+        &self,
+        _stack: &str,
+        name: &str,
+    ) -> PortResult<Vec<ResourceChange>> {
+        self.call("DescribeChangeSet", name.to_owned())?;
+        Ok(self.script().changes.clone())
     }
 
     async fn execute_change_set(&self, _stack: &str, name: &str) -> PortResult<()> {

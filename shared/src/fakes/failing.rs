@@ -15,8 +15,8 @@ use crate::content::Wanted;
 use crate::ports::source::{FetchError, Files, SourceLocation};
 use crate::ports::{
     Blobs, ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created,
-    PortError, PortResult, SourceFetcher, StackEvent, StackInfo, StackSummary, Started, Starter,
-    Stored, Trigger,
+    PortError, PortResult, ResourceChange, SourceFetcher, StackEvent, StackInfo, StackSummary,
+    Started, Starter, Stored, Trigger,
 };
 use crate::registry::{
     Deliveries, Entries, Follower, Lease, Leases, RegistryError, Schedule, SourceRecord,
@@ -203,6 +203,11 @@ impl<T: CloudFormation> CloudFormation for Failing<T> {
     ) -> PortResult<Option<ChangeSetInfo>> {
         self.check("DescribeChangeSet")?;
         self.inner.describe_change_set(stack, name).await
+    }
+
+    async fn change_set_changes(&self, stack: &str, name: &str) -> PortResult<Vec<ResourceChange>> {
+        self.check("DescribeChangeSet")?;
+        self.inner.change_set_changes(stack, name).await
     }
 
     async fn execute_change_set(&self, stack: &str, name: &str) -> PortResult<()> {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 
 use super::PortResult;
+pub use crate::preview::ResourceChange;
 use crate::stack_status::{ChangeSetKind, ChangeSetStatus, ExecutionStatus, StackStatus};
 
 /// A stack as described.
@@ -128,6 +129,13 @@ pub trait CloudFormation: Send + Sync {
         stack: &str,
         name: &str,
     ) -> impl Future<Output = PortResult<Option<ChangeSetInfo>>> + Send;
+    /// What the change set would do, one row per resource change, every
+    /// page read (`DescribeChangeSet`); empty for one that is not there.
+    fn change_set_changes(
+        &self,
+        stack: &str,
+        name: &str,
+    ) -> impl Future<Output = PortResult<Vec<ResourceChange>>> + Send;
     fn execute_change_set(
         &self,
         stack: &str,

@@ -70,6 +70,11 @@ pub struct RunState {
     pub artifact_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_key: Option<String>,
+    /// The stack is one stacksync did not make, and the entry adopts it
+    /// (`adopt: true`): its change set is previewed (recorded and logged)
+    /// before it is executed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopting: bool,
     /// The S3 version of `template_key` that template-upload read back and
     /// compared: the change set's `TemplateURL` names it, so an object
     /// written there since is not what CloudFormation deploys.

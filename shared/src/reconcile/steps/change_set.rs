@@ -12,6 +12,7 @@ use crate::ports::{
     Blobs, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, SourceFetcher,
     StackInfo,
 };
+use crate::preview::bounded;
 use crate::reconcile::decide::{
     ChangeSetKind, FailedCreate, StackDecision, StackObservation, decide_stack,
 };
@@ -19,7 +20,7 @@ use crate::reconcile::run::{Next, RunState, StepError, WaitOn};
 use crate::registry::{StackEntry, StepRegistry};
 use crate::spec::{OnFailedCreate, StackSpec};
 use crate::stack_status::{ExecutionStatus, StackStatus};
-use crate::status::{Failures, StallReason};
+use crate::status::{Adoption, Failures, StallReason, Status, Timestamp};
 
 impl<R, B, F, S> Steps<R, B, F, S>
 where
@@ -28,7 +29,7 @@ where
     F: CloudFormationFactory,
     S: SourceFetcher,
 {
-    pub async fn change_set(&self, state: RunState) -> StepResult {
+    pub async fn change_set(&self, mut state: RunState) -> StepResult {
         let entry = self.resume(&state).await?;
         let cfn = self.port(&entry.spec).await?;
         if state.execute {
@@ -36,7 +37,7 @@ where
         }
         let stack_name = entry.spec.effective_stack_name();
         let stack = cfn.describe_stack(stack_name).await?;
-        self.ours_to_touch(&state, &entry, stack.as_ref())?;
+        state.adopting = self.ours_to_touch(&state, &entry, stack.as_ref())? == Owner::Adopted;
         // At the applied hash, unless the stack was changed outside
         // stacksync (or the run is forced): then Git wins.
         let hash_matches = entry.status.applied_hash.is_some()
@@ -117,18 +118,22 @@ where
         state: &RunState,
         entry: &StackEntry,
         stack: Option<&StackInfo>,
-    ) -> Result<(), StepError> {
+    ) -> Result<Owner, StepError> {
         let Some(found) = stack.filter(|s| s.status != StackStatus::DeleteComplete) else {
-            return Ok(());
+            return Ok(Owner::Ours);
         };
-        match self.owner_of(entry, found) {
+        let owner = self.owner_of(entry, found);
+        match &owner {
             Owner::Ours => {}
             Owner::Adopted => {
-                warn!(stack = %state.stack_id, stack_id = %found.stack_id, "adopting a stack stacksync did not make (adopt: true)");
+                warn!(stack = %state.stack_id, stack_id = %found.stack_id, "adopting a stack stacksync did not make (adopt: true); its change set is previewed before it runs");
             }
-            Owner::Foreign(why) => return Err(StepError::stalled(StallReason::NotOwned, why)),
+            Owner::Foreign(why) => {
+                return Err(StepError::stalled(StallReason::NotOwned, why.clone()));
+            }
         }
-        self.role_allowed(entry, found)
+        self.role_allowed(entry, found)?;
+        Ok(owner)
     }
 
     /// Executes the change set poll-status found ready, unless a retried
@@ -149,11 +154,50 @@ where
                 )
             });
         if !started {
+            if state.adopting {
+                self.preview_adoption(&state, entry, cfn, &name).await?;
+            }
             info!(stack = %state.stack_id, change_set = %name, "executing change set");
             cfn.execute_change_set(stack_name, &name).await?;
         }
         state.execute = false;
         wait(state, WaitOn::Execution, &entry.spec)
+    }
+
+    /// Before an adopting change set runs: what it will do to the stack,
+    /// recorded in the status (`adoption`, shown by `stacksync get`) and
+    /// logged, row by row, with the stack's tags before.
+    async fn preview_adoption(
+        &self,
+        state: &RunState,
+        entry: &StackEntry,
+        cfn: &F::Port,
+        name: &str,
+    ) -> Result<(), StepError> {
+        let stack_name = entry.spec.effective_stack_name();
+        let stack = cfn.describe_stack(stack_name).await?;
+        let (changes, more) = bounded(cfn.change_set_changes(stack_name, name).await?);
+        for change in &changes {
+            warn!(stack = %state.stack_id, change_set = %name, %change, "adoption: the change set will");
+        }
+        let adoption = Adoption {
+            stack_id: stack
+                .as_ref()
+                .map(|s| s.stack_id.clone())
+                .unwrap_or_default(),
+            previous_tags: stack.map(|s| s.tags).unwrap_or_default(),
+            change_set: name.to_owned(),
+            run: state.execution.clone(),
+            at: Timestamp(crate::clock::now_millis()),
+            changes,
+            more,
+        };
+        warn!(stack = %state.stack_id, stack_id = %adoption.stack_id, rows = adoption.changes.len() + more, "adopting: previewed, executing");
+        let status = Status {
+            adoption: Some(adoption),
+            ..entry.status.clone()
+        };
+        self.record(state, entry, status).await
     }
 
     /// Creates the run's change set (named from the stack and the desired
@@ -499,5 +543,35 @@ mod tests {
             ),
             "{err:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn an_adopted_stack_is_previewed_recorded_and_logged_before_its_change_set_runs() {
+        let (t, state) = at_change_set(&[Some(S::UpdateComplete)], |e| e.spec.adopt = true).await;
+        t.cfn.script().tags = Some(std::collections::BTreeMap::from([(
+            "team".into(),
+            "theirs".into(),
+        )]));
+        t.cfn.script().changes = vec![crate::preview::ResourceChange {
+            action: "Remove".into(),
+            logical_id: "Theirs".into(),
+            resource_type: "AWS::SNS::Topic".into(),
+            physical_id: None,
+            replacement: None,
+            changed: Vec::new(),
+        }];
+        let mut state = t.steps.change_set(state).await.unwrap();
+        assert!(state.adopting);
+        assert_eq!(t.entry().status.adoption, None, "not before it is ready");
+        state.execute = true;
+        t.steps.change_set(state).await.unwrap();
+        let adoption = t.entry().status.adoption.expect("recorded");
+        assert_eq!(adoption.changes[0].logical_id, "Theirs");
+        assert_eq!(adoption.previous_tags["team"], "theirs");
+        assert_eq!(adoption.run, "run-1");
+        let ops = t.cfn.operations();
+        let previewed = ops.iter().rposition(|o| o == "DescribeChangeSet").unwrap();
+        let executed = ops.iter().position(|o| o == "ExecuteChangeSet").unwrap();
+        assert!(previewed < executed, "previewed first: {ops:?}");
     }
 }

@@ -454,6 +454,7 @@ fn ready_status(state: &RunState, entry: &StackEntry, seen: Option<Seen>, messag
             .out_of_band
             .clone()
             .or_else(|| entry.status.out_of_band.clone()),
+        adoption: entry.status.adoption.clone(),
     }
 }
 

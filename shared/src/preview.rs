@@ -1,0 +1,100 @@
+//! What a change set would do, as people review it: one row per resource
+//! change, in CloudFormation's own terms (`Add`, `Modify`, `Remove`,
+//! `Import`, `Dynamic`; replacement `True`, `Conditional`, `False`), with the
+//! properties it changes. Recorded before an adoption runs, and shown by the
+//! CLI.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The most rows a status keeps of one preview (a registry item holds
+/// 400 KB; a stack has at most 500 resources, nested stacks more).
+pub const MAX_RECORDED_CHANGES: usize = 100;
+
+/// One resource change of a change set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceChange {
+    /// `Add`, `Modify`, `Remove`, `Import` or `Dynamic`.
+    pub action: String,
+    pub logical_id: String,
+    pub resource_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical_id: Option<String>,
+    /// For a `Modify`: `True`, `Conditional` or `False`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement: Option<String>,
+    /// What it changes: `Properties.VisibilityTimeout`, `Tags`, … (each
+    /// once, in CloudFormation's order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
+}
+
+impl ResourceChange {
+    /// Whether the change replaces (or may replace) the resource.
+    pub fn replaces(&self) -> bool {
+        matches!(self.replacement.as_deref(), Some("True" | "Conditional"))
+    }
+}
+
+impl fmt::Display for ResourceChange {
+    /// `Modify Queue (AWS::SQS::Queue), replacement False: Properties.VisibilityTimeout`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} ({})",
+            self.action, self.logical_id, self.resource_type
+        )?;
+        if let Some(replacement) = &self.replacement {
+            write!(f, ", replacement {replacement}")?;
+        }
+        if !self.changed.is_empty() {
+            write!(f, ": {}", self.changed.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// A change set's rows as a status keeps them: at most
+/// [`MAX_RECORDED_CHANGES`], and how many more there were.
+pub fn bounded(mut changes: Vec<ResourceChange>) -> (Vec<ResourceChange>, usize) {
+    let more = changes.len().saturating_sub(MAX_RECORDED_CHANGES);
+    changes.truncate(MAX_RECORDED_CHANGES);
+    (changes, more)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(action: &str, replacement: Option<&str>) -> ResourceChange {
+        ResourceChange {
+            action: action.into(),
+            logical_id: "Queue".into(),
+            resource_type: "AWS::SQS::Queue".into(),
+            physical_id: None,
+            replacement: replacement.map(str::to_owned),
+            changed: vec!["Properties.QueueName".into()],
+        }
+    }
+
+    #[test]
+    fn a_row_reads_as_cloudformation_says_it() {
+        assert_eq!(
+            change("Modify", Some("True")).to_string(),
+            "Modify Queue (AWS::SQS::Queue), replacement True: Properties.QueueName"
+        );
+        assert!(change("Modify", Some("Conditional")).replaces());
+        assert!(!change("Modify", Some("False")).replaces());
+        assert!(!change("Add", None).replaces());
+    }
+
+    #[test]
+    fn a_status_keeps_a_bounded_number_of_rows_and_counts_the_rest() {
+        let (kept, more) = bounded(vec![change("Add", None); MAX_RECORDED_CHANGES + 7]);
+        assert_eq!((kept.len(), more), (MAX_RECORDED_CHANGES, 7));
+        let (kept, more) = bounded(vec![change("Add", None); 3]);
+        assert_eq!((kept.len(), more), (3, 0));
+    }
+}
