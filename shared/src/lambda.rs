@@ -34,7 +34,8 @@ fn diagnostic(e: StepError) -> Diagnostic {
 /// Environment: `STACKSYNC_TABLE`, `STACKSYNC_BUCKET` (required);
 /// `AWS_ENDPOINT_URL` (a local emulator), `STACKSYNC_TEMPLATE_URL_BASE`,
 /// `STACKSYNC_LOG`, and the installation's policy
-/// ([`installation_policy`]) (optional).
+/// (`STACKSYNC_STACK_NAME_PREFIX`, `STACKSYNC_SERVICE_ROLE_ARNS`,
+/// `STACKSYNC_REQUIRE_ROLE_ARN`) (optional).
 ///
 /// Not `async` on purpose: the runtime is built and driven here, so the whole
 /// future is compiled once, in this crate. An `async fn` awaited from each
