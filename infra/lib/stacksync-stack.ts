@@ -173,8 +173,6 @@ export interface Permissions {
    * (`aws:RequestTag/stacksync:installation`), and not on another installation's.
    */
   changeSets(): iam.PolicyStatement;
-  /** `DeleteOwnStacks`: cloudformation:DeleteStack only on stacks tagged as this installation's. */
-  deleteOwnStacks(): iam.PolicyStatement;
   /** `ListStacks`: cloudformation:ListStacks, which has no resource-level permission (resource `*`). */
   listStacks(): iam.PolicyStatement;
   /** `Transforms`: cloudformation:CreateChangeSet on every AWS-owned transform (`arn:PARTITION:cloudformation:*:aws:transform/*`). */
@@ -408,10 +406,10 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     permissions: (p) => [
       p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'),
       p.stacks('cloudformation:DescribeStacks', 'cloudformation:DescribeStackEvents'),
-      // stacksync turned protection on (terminationProtection); it lifts it to delete.
-      p.ownStacks('cloudformation:UpdateTerminationProtection'),
-      // Never an untagged stack, nor another installation's.
-      p.deleteOwnStacks(),
+      // stacksync turned protection on (terminationProtection); it lifts it to delete. Never another
+      // installation's stack (untagged ones too: a delete sent again once its stack is gone has no tags to match,
+      // and the run deletes only the entry's own).
+      p.ownStacks('cloudformation:UpdateTerminationProtection', 'cloudformation:DeleteStack'),
       ...p.passServiceRoles(),
       ...p.assumeTargetRoles(),
     ],
@@ -1147,13 +1145,6 @@ export class StackSyncStack extends Stack {
           actions: ['cloudformation:CreateChangeSet'],
           resources: [stacksArn],
           conditions: { StringEquals: { [`aws:RequestTag/${INSTALLATION_TAG}`]: this.table.tableName }, StringEqualsIfExists: ours },
-        }),
-      deleteOwnStacks: () =>
-        new iam.PolicyStatement({
-          sid: 'DeleteOwnStacks',
-          actions: ['cloudformation:DeleteStack'],
-          resources: [stacksArn],
-          conditions: { StringEquals: ours },
         }),
       listStacks: () => new iam.PolicyStatement({ sid: 'ListStacks', actions: ['cloudformation:ListStacks'], resources: ['*'] }),
       transforms: () =>

@@ -1001,8 +1001,7 @@ describe('IAM', () => {
       delete: [
         st('Registry', ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'], ['TABLE']),
         st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeStackEvents'], [S]),
-        own('cloudformation:UpdateTerminationProtection'),
-        { ...st('DeleteOwnStacks', ['cloudformation:DeleteStack'], [S]), condition: { StringEquals: ours } },
+        own('cloudformation:UpdateTerminationProtection', 'cloudformation:DeleteStack'),
         pass,
         assume,
       ],
@@ -1135,8 +1134,8 @@ describe('IAM', () => {
       );
       const withStacks = new Set(cfn.flatMap((x) => x.roles));
       assert.equal(withStacks.size, 5, 'template-upload, change-set, poll-status, delete, finalize');
-      // Stacks (reads), OwnStacks (changes) in each; ChangeSets in change-set, DeleteOwnStacks in delete.
-      assert.equal(cfn.length, 12);
+      // Stacks (reads), OwnStacks (changes) in each; ChangeSets in change-set.
+      assert.equal(cfn.length, 11);
       const listing = identityStatements(s.json).filter((x) => x.statement.Sid === 'ListStacks');
       assert.equal(listing.length, 1, 'scheduler only');
       assert.deepEqual(listing[0].roles, [logicalId(s, s.stack.functions.Scheduler.role as any)]);
