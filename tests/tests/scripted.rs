@@ -665,8 +665,9 @@ async fn on_failed_create_keep_leaves_the_failed_stack_for_inspection() {
     let (h, name) = harness(&fake, "    onFailedCreate: keep\n").await;
     assert!(!ok(&h.reconcile(&name).await));
     let requests = fake.script().requests.clone();
-    assert!(
-        requests[0].keep_failed_create,
+    assert_eq!(
+        requests[0].on_stack_failure,
+        Some(stacksync::spec::OnStackFailure::DoNothing),
         "asked CloudFormation not to roll back"
     );
     assert!(!ok(&h.reconcile(&name).await));
@@ -684,4 +685,38 @@ async fn on_failed_create_keep_leaves_the_failed_stack_for_inspection() {
         "says why: {message}"
     );
     assert_eq!(entry.status.next_reconcile_at, None);
+}
+
+/// The change set options of the spec reach CloudFormation as it names
+/// them: `OnStackFailure` on a create, `IncludeNestedStacks`,
+/// `ImportExistingResources`, and `DeploymentConfig` on every change set.
+#[tokio::test(flavor = "multi_thread")]
+async fn change_set_options_of_the_spec_reach_cloudformation() {
+    use stacksync::spec::{DeploymentConfig, DeploymentMode, OnStackFailure};
+    let fake = ScriptedCloudFormation::with_stack(&[None]);
+    fake.script().after_execute = vec![Some(S::CreateInProgress), Some(S::CreateComplete)];
+    let options = "    onStackFailure: DELETE\n    includeNestedStacks: true\n    importExistingResources: true\n";
+    let (h, name) = harness(&fake, options).await;
+    assert!(ok(&h.reconcile(&name).await));
+    let request = fake.script().requests[0].clone();
+    assert_eq!(
+        (
+            request.on_stack_failure,
+            request.include_nested_stacks,
+            request.import_existing_resources
+        ),
+        (Some(OnStackFailure::Delete), true, true)
+    );
+
+    let fake = ScriptedCloudFormation::with_stack(&[None]);
+    fake.script().after_execute = vec![Some(S::CreateInProgress), Some(S::CreateComplete)];
+    let (h, name) = harness(&fake, "    deploymentConfig: {mode: EXPRESS}\n").await;
+    assert!(ok(&h.reconcile(&name).await));
+    assert_eq!(
+        fake.script().requests[0].deployment_config,
+        Some(DeploymentConfig {
+            mode: DeploymentMode::Express,
+            disable_rollback: None
+        })
+    );
 }

@@ -9,8 +9,8 @@
 
 use aws_sdk_cloudformation::Client;
 use aws_sdk_cloudformation::types::{
-    Capability, ChangeSetType, OnStackFailure, Parameter, RollbackConfiguration, RollbackTrigger,
-    Tag,
+    Capability, ChangeSetType, DeploymentConfig, DeploymentConfigMode, OnStackFailure, Parameter,
+    RollbackConfiguration, RollbackTrigger, Tag,
 };
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
@@ -212,8 +212,24 @@ impl CloudFormation for SdkCloudFormation {
         for cap in &r.capabilities {
             request = request.capabilities(Capability::from(cap.as_str()));
         }
-        if r.keep_failed_create && r.kind == ChangeSetKind::Create {
-            request = request.on_stack_failure(OnStackFailure::DoNothing);
+        if let Some(on_failure) = r.on_stack_failure
+            && r.kind == ChangeSetKind::Create
+        {
+            request = request.on_stack_failure(OnStackFailure::from(on_failure.as_str()));
+        }
+        if r.include_nested_stacks {
+            request = request.include_nested_stacks(true);
+        }
+        if r.import_existing_resources {
+            request = request.import_existing_resources(true);
+        }
+        if let Some(config) = &r.deployment_config {
+            request = request.deployment_config(
+                DeploymentConfig::builder()
+                    .mode(DeploymentConfigMode::from(config.mode.as_str()))
+                    .set_disable_rollback(config.disable_rollback)
+                    .build(),
+            );
         }
         if !r.rollback_triggers.is_empty() || r.rollback_monitoring_minutes.is_some() {
             let mut config = RollbackConfiguration::builder()

@@ -6,6 +6,7 @@ use std::future::Future;
 
 use super::PortResult;
 pub use crate::preview::ResourceChange;
+use crate::spec::{DeploymentConfig, OnStackFailure};
 use crate::stack_status::{ChangeSetKind, ChangeSetStatus, ExecutionStatus, StackStatus};
 
 /// A stack as described.
@@ -86,9 +87,16 @@ pub struct ChangeSetRequest {
     /// (alarm ARN, type)
     pub rollback_triggers: Vec<(String, String)>,
     pub rollback_monitoring_minutes: Option<i32>,
-    /// A CREATE change set whose execution fails leaves the stack as it
-    /// failed (`OnStackFailure=DO_NOTHING`), not rolled back: `onFailedCreate: keep`.
-    pub keep_failed_create: bool,
+    /// What a CREATE change set whose execution fails leaves
+    /// (`OnStackFailure`; CloudFormation's default, a rollback, when `None`).
+    /// Ignored for an UPDATE.
+    pub on_stack_failure: Option<OnStackFailure>,
+    /// `IncludeNestedStacks`.
+    pub include_nested_stacks: bool,
+    /// `ImportExistingResources`.
+    pub import_existing_resources: bool,
+    /// `DeploymentConfig`.
+    pub deployment_config: Option<DeploymentConfig>,
     /// Written as `Description`, so a change set tells who made it and why.
     pub description: String,
 }

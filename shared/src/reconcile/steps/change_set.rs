@@ -18,7 +18,7 @@ use crate::reconcile::decide::{
 };
 use crate::reconcile::run::{Next, RunState, StepError, WaitOn};
 use crate::registry::{StackEntry, StepRegistry};
-use crate::spec::{OnFailedCreate, StackSpec};
+use crate::spec::StackSpec;
 use crate::stack_status::{ExecutionStatus, StackStatus};
 use crate::status::{Adoption, Failures, StallReason, Status, Timestamp};
 
@@ -49,7 +49,7 @@ where
             hash_matches,
             rollback_continues: state.rollback_continues,
             failed_create: FailedCreate::of(
-                entry.spec.on_failed_create,
+                entry.spec.failed_create(),
                 entry.status.failures.as_ref(),
                 at,
                 state.trigger.force,
@@ -284,7 +284,10 @@ where
             rollback_monitoring_minutes: rollback
                 .and_then(|r| r.monitoring_time)
                 .and_then(|t| i32::try_from(t.as_secs() / 60).ok()),
-            keep_failed_create: spec.on_failed_create == OnFailedCreate::Keep,
+            on_stack_failure: spec.create_on_failure(),
+            include_nested_stacks: spec.include_nested_stacks,
+            import_existing_resources: spec.import_existing_resources,
+            deployment_config: spec.deployment_config.clone(),
             description: format!(
                 "stacksync: {} at {} (spec v{})",
                 state.stack_id,

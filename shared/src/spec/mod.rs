@@ -11,6 +11,13 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::duration::Duration;
 
+mod deploy;
+
+pub use deploy::{
+    DeploymentConfig, DeploymentMode, OnFailedCreate, OnStackFailure, RollbackConfig,
+    RollbackTrigger,
+};
+
 /// Default `interval` (the longest an out-of-band change may go unnoticed; the
 /// scheduler checks every stack every period and warns when that is longer).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_mins(10);
@@ -97,6 +104,28 @@ pub struct StackSpec {
     /// until the revision or the spec changes or `reconcile --force`.
     #[serde(default, skip_serializing_if = "OnFailedCreate::is_default")]
     pub on_failed_create: OnFailedCreate,
+    /// What CloudFormation does when a create fails (`OnStackFailure`, on
+    /// CREATE change sets): `ROLLBACK` (stacksync then deletes the stack
+    /// and creates it again, as `onFailedCreate: delete`), `DELETE`
+    /// (CloudFormation deletes it; the next try creates it anew), or
+    /// `DO_NOTHING` (kept as it failed, as `onFailedCreate: keep`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_stack_failure: Option<OnStackFailure>,
+    /// Change sets include the nested stacks' changes
+    /// (`IncludeNestedStacks`), so previews show them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_nested_stacks: bool,
+    /// Resources of the template that exist already (with a custom name,
+    /// and `DeletionPolicy: Retain`) are imported rather than created
+    /// (`ImportExistingResources`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub import_existing_resources: bool,
+    /// CloudFormation's deployment mode (`DeploymentConfig`): `{mode:
+    /// EXPRESS}` ends an operation once resources are configured, without
+    /// waiting for them to stabilize (and without rollback, unless
+    /// `disableRollback: false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_config: Option<DeploymentConfig>,
     /// Take over a stack of this name that stacksync did not make (no
     /// `stacksync:` tags, another StackId): its next run updates it to the
     /// template and tags it as this entry's. Without it, such a stack is
@@ -121,23 +150,6 @@ pub struct StackSpec {
     /// Rollback triggers: CloudWatch alarms watched during and after an update.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<RollbackConfig>,
-}
-
-/// What a create that failed leaves behind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum OnFailedCreate {
-    /// Rolled back, then deleted and created again (once per revision).
-    #[default]
-    Delete,
-    /// Left as it failed (no rollback), for a person to inspect.
-    Keep,
-}
-
-impl OnFailedCreate {
-    fn is_default(&self) -> bool {
-        *self == Self::Delete
-    }
 }
 
 /// Where a template comes from: a Git repository or an S3 archive.
@@ -226,30 +238,26 @@ impl fmt::Display for Capability {
     }
 }
 
-/// CloudFormation's rollback configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RollbackConfig {
-    /// How long CloudFormation watches the triggers after an update (0 to 180 minutes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub monitoring_time: Option<Duration>,
-    /// The alarms that roll the stack back when they fire (at most 5).
-    #[serde(default)]
-    pub triggers: Vec<RollbackTrigger>,
-}
-
-/// One alarm that rolls a stack back.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RollbackTrigger {
-    /// CloudWatch alarm ARN.
-    pub arn: String,
-    /// `AWS::CloudWatch::Alarm` (default) or `AWS::CloudWatch::CompositeAlarm`.
-    #[serde(default = "default_trigger_type", rename = "type")]
-    pub kind: String,
-}
-
 impl StackSpec {
+    /// What a failed create leaves: kept as it failed (`onFailedCreate:
+    /// keep`, or `onStackFailure: DO_NOTHING`), or not.
+    pub fn failed_create(&self) -> OnFailedCreate {
+        if self.on_stack_failure == Some(OnStackFailure::DoNothing) {
+            OnFailedCreate::Keep
+        } else {
+            self.on_failed_create
+        }
+    }
+
+    /// The `OnStackFailure` a CREATE change set asks for, if any.
+    pub fn create_on_failure(&self) -> Option<OnStackFailure> {
+        match (self.on_stack_failure, self.on_failed_create) {
+            (Some(given), _) => Some(given),
+            (None, OnFailedCreate::Keep) => Some(OnStackFailure::DoNothing),
+            (None, OnFailedCreate::Delete) => None,
+        }
+    }
+
     /// The CloudFormation stack name: `stackName`, or else `name`.
     pub fn effective_stack_name(&self) -> &str {
         self.stack_name.as_deref().unwrap_or(&self.name)
@@ -320,10 +328,6 @@ fn is_default_max_attempts(n: &u32) -> bool {
 
 fn default_retry_interval() -> Duration {
     DEFAULT_RETRY_INTERVAL
-}
-
-fn default_trigger_type() -> String {
-    "AWS::CloudWatch::Alarm".to_owned()
 }
 
 /// A YAML scalar read as text: `14`, `true` and `"14"` all mean the string "14"/"true".
@@ -426,6 +430,10 @@ pub(crate) mod fixtures {
             max_polls: DEFAULT_MAX_POLLS,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             on_failed_create: OnFailedCreate::Delete,
+            on_stack_failure: None,
+            include_nested_stacks: false,
+            import_existing_resources: false,
+            deployment_config: None,
             adopt: false,
             suspend: false,
             destroy_on_delete: false,
@@ -501,6 +509,28 @@ mod tests {
         assert_eq!(
             back.rollback.unwrap().triggers[0].kind,
             "AWS::CloudWatch::Alarm"
+        );
+    }
+
+    #[test]
+    fn a_failed_create_is_kept_by_either_spelling_and_asked_of_cloudformation_once() {
+        let mut s = fixtures::spec("orders");
+        assert_eq!(
+            (s.failed_create(), s.create_on_failure()),
+            (OnFailedCreate::Delete, None)
+        );
+        s.on_failed_create = OnFailedCreate::Keep;
+        assert_eq!(
+            (s.failed_create(), s.create_on_failure()),
+            (OnFailedCreate::Keep, Some(OnStackFailure::DoNothing))
+        );
+        s.on_failed_create = OnFailedCreate::Delete;
+        s.on_stack_failure = Some(OnStackFailure::DoNothing);
+        assert_eq!(s.failed_create(), OnFailedCreate::Keep);
+        s.on_stack_failure = Some(OnStackFailure::Delete);
+        assert_eq!(
+            (s.failed_create(), s.create_on_failure()),
+            (OnFailedCreate::Delete, Some(OnStackFailure::Delete))
         );
     }
 }
