@@ -355,7 +355,8 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
         // Before executing: is it already executing (a retried step)?
         'cloudformation:DescribeChangeSet',
         'cloudformation:ListChangeSets',
-        // The failed resource's reason, when a rollback stays failed.
+        // The failure's root cause, when a rollback stays failed: the operation's events (validations too), else the stack's.
+        'cloudformation:DescribeEvents',
         'cloudformation:DescribeStackEvents',
         // The stack as the run leaves it (in sync), for later runs to compare.
         'cloudformation:GetTemplate',
@@ -388,6 +389,8 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.stacks(
         'cloudformation:DescribeStacks',
         'cloudformation:DescribeChangeSet',
+        // The failure's root cause: the operation's (or the change set's) events, validations too; else the stack's.
+        'cloudformation:DescribeEvents',
         'cloudformation:DescribeStackEvents',
         'cloudformation:GetStackPolicy',
         // The stack as the run leaves it, for later runs to compare.
@@ -405,7 +408,8 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     reconcileStep: true,
     permissions: (p) => [
       p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'),
-      p.stacks('cloudformation:DescribeStacks', 'cloudformation:DescribeStackEvents'),
+      // Why a delete failed: the operation's events, else the stack's.
+      p.stacks('cloudformation:DescribeStacks', 'cloudformation:DescribeEvents', 'cloudformation:DescribeStackEvents'),
       // stacksync turned protection on (terminationProtection); it lifts it to delete. Never another
       // installation's stack (untagged ones too: a delete sent again once its stack is gone has no tags to match,
       // and the run deletes only the entry's own).

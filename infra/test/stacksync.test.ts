@@ -981,7 +981,7 @@ describe('IAM', () => {
         registry,
         st('Templates', ['s3:GetObjectVersion'], ['BUCKET/templates/*']),
         st('Parameters', ['s3:GetObject'], ['BUCKET/parameters/*']),
-        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:ListChangeSets', 'cloudformation:DescribeStackEvents', 'cloudformation:GetTemplate'], [S]),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:ListChangeSets', 'cloudformation:DescribeEvents', 'cloudformation:DescribeStackEvents', 'cloudformation:GetTemplate'], [S]),
         own('cloudformation:ExecuteChangeSet', 'cloudformation:TagResource', 'cloudformation:UntagResource', 'cloudformation:DeleteChangeSet', 'cloudformation:ContinueUpdateRollback'),
         {
           ...st('ChangeSets', ['cloudformation:CreateChangeSet'], [S]),
@@ -994,13 +994,13 @@ describe('IAM', () => {
       'poll-status': [
         registry,
         st('Parameters', ['s3:GetObject'], ['BUCKET/parameters/*']),
-        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:DescribeStackEvents', 'cloudformation:GetStackPolicy', 'cloudformation:GetTemplate'], [S]),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:DescribeEvents', 'cloudformation:DescribeStackEvents', 'cloudformation:GetStackPolicy', 'cloudformation:GetTemplate'], [S]),
         own('cloudformation:DeleteChangeSet', 'cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'),
         assume,
       ],
       delete: [
         st('Registry', ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'], ['TABLE']),
-        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeStackEvents'], [S]),
+        st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeEvents', 'cloudformation:DescribeStackEvents'], [S]),
         own('cloudformation:UpdateTerminationProtection', 'cloudformation:DeleteStack'),
         pass,
         assume,

@@ -4,8 +4,8 @@
 
 pub use stacksync::fakes::{Script, ScriptedCloudFormation, failed, failure_event, pending, ready};
 use stacksync::ports::{
-    ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, PortResult,
-    ResourceChange, StackEvent, StackInfo, StackSummary,
+    ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, EventsOf,
+    OperationEvent, PortResult, ResourceChange, StackEvent, StackInfo, StackSummary,
 };
 
 use crate::iam::call::Call;
@@ -130,6 +130,15 @@ impl<T: CloudFormation + StackInstallation> CloudFormation for Recorded<T> {
     ) -> PortResult<Option<ChangeSetInfo>> {
         self.call("DescribeChangeSet", stack, None);
         self.0.describe_change_set(stack, name).await
+    }
+
+    async fn failed_events(
+        &self,
+        stack: &str,
+        of: EventsOf<'_>,
+    ) -> PortResult<Option<Vec<OperationEvent>>> {
+        self.call("DescribeEvents", stack, None);
+        self.0.failed_events(stack, of).await
     }
 
     async fn change_set_changes(&self, stack: &str, name: &str) -> PortResult<Vec<ResourceChange>> {

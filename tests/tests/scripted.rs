@@ -720,3 +720,51 @@ async fn change_set_options_of_the_spec_reach_cloudformation() {
         })
     );
 }
+
+/// Where CloudFormation serves an operation's events (`DescribeEvents`),
+/// the root cause comes from them: a validation that failed before anything
+/// was deployed, which the stack's events never show (they say only that
+/// resources were cancelled).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_root_cause_is_taken_from_the_operations_events_where_cloudformation_serves_them() {
+    use stacksync::ports::OperationEvent;
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]);
+    {
+        let mut s = fake.script();
+        s.after_execute = vec![Some(S::UpdateInProgress), Some(S::UpdateRollbackComplete)];
+        s.events = vec![failure_event(
+            "Queue",
+            "UPDATE_FAILED",
+            "Resource update cancelled",
+        )];
+        s.operations = vec![
+            ("ROLLBACK".into(), "op-rollback".into()),
+            ("UPDATE_STACK".into(), "op-update".into()),
+        ];
+        s.operation_events = Some(vec![
+            OperationEvent {
+                kind: "STACK_EVENT".into(),
+                logical_id: Some("Queue".into()),
+                reason: Some("Resource update cancelled".into()),
+                ..OperationEvent::default()
+            },
+            OperationEvent {
+                kind: "VALIDATION_ERROR".into(),
+                reason: Some("#/VisibilityTimeout: expected maximum: 43200".into()),
+                validation: Some("PROPERTY_VALIDATION".into()),
+                path: Some("/Resources/Queue/Properties/VisibilityTimeout".into()),
+                ..OperationEvent::default()
+            },
+        ]);
+    }
+    let (h, name) = harness(&fake, "").await;
+    assert!(!ok(&h.reconcile(&name).await));
+    let message = h.entry(&name).await.status.message.unwrap();
+    assert!(
+        message.contains(
+            "validation PROPERTY_VALIDATION failed at /Resources/Queue/Properties/VisibilityTimeout: #/VisibilityTimeout: expected maximum: 43200"
+        ) && !message.contains("cancelled"),
+        "{message}"
+    );
+    assert!(fake.operations().contains(&"DescribeEvents".to_owned()));
+}

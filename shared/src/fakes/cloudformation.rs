@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::ports::{
-    ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, PortError,
-    PortResult, ResourceChange, StackEvent, StackInfo, StackSummary,
+    ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, EventsOf,
+    OperationEvent, PortError, PortResult, ResourceChange, StackEvent, StackInfo, StackSummary,
 };
 use crate::stack_status::{ChangeSetStatus, ExecutionStatus, StackStatus};
 
@@ -57,6 +57,10 @@ pub struct Script {
     pub requests: Vec<ChangeSetRequest>,
     /// What a change set would do (`change_set_changes`).
     pub changes: Vec<ResourceChange>,
+    /// The stack's `LastOperations` (type, id).
+    pub operations: Vec<(String, String)>,
+    /// What `DescribeEvents` answers; `None`: not served (as the emulator).
+    pub operation_events: Option<Vec<OperationEvent>>,
 }
 
 impl Script {
@@ -104,6 +108,8 @@ impl Default for Script {
             calls: Vec::new(),
             requests: Vec::new(),
             changes: Vec::new(),
+            operations: Vec::new(),
+            operation_events: None,
         }
     }
 }
@@ -267,6 +273,7 @@ impl CloudFormation for ScriptedCloudFormation {
             tags,
             termination_protection: s.termination_protection,
             role_arn: s.role_arn.clone(),
+            operations: s.operations.clone(),
         }))
     }
 
@@ -311,6 +318,15 @@ impl CloudFormation for ScriptedCloudFormation {
             s.change_set.front().cloned()
         };
         Ok(info)
+    }
+
+    async fn failed_events(
+        &self,
+        stack: &str,
+        _of: EventsOf<'_>,
+    ) -> PortResult<Option<Vec<OperationEvent>>> {
+        self.call("DescribeEvents", stack.to_owned())?;
+        Ok(self.script().operation_events.clone())
     }
 
     async fn change_set_changes(

@@ -15,8 +15,8 @@ use crate::content::Wanted;
 use crate::ports::source::{FetchError, Files, SourceLocation};
 use crate::ports::{
     Blobs, ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created,
-    PortError, PortResult, ResourceChange, SourceFetcher, StackEvent, StackInfo, StackSummary,
-    Started, Starter, Stored, Trigger,
+    EventsOf, OperationEvent, PortError, PortResult, ResourceChange, SourceFetcher, StackEvent,
+    StackInfo, StackSummary, Started, Starter, Stored, Trigger,
 };
 use crate::registry::{
     Deliveries, Entries, Follower, Lease, Leases, RegistryError, Schedule, SourceRecord,
@@ -203,6 +203,15 @@ impl<T: CloudFormation> CloudFormation for Failing<T> {
     ) -> PortResult<Option<ChangeSetInfo>> {
         self.check("DescribeChangeSet")?;
         self.inner.describe_change_set(stack, name).await
+    }
+
+    async fn failed_events(
+        &self,
+        stack: &str,
+        of: EventsOf<'_>,
+    ) -> PortResult<Option<Vec<OperationEvent>>> {
+        self.check("DescribeEvents")?;
+        self.inner.failed_events(stack, of).await
     }
 
     async fn change_set_changes(&self, stack: &str, name: &str) -> PortResult<Vec<ResourceChange>> {

@@ -27,6 +27,54 @@ pub struct StackInfo {
     pub termination_protection: bool,
     /// The service role CloudFormation uses for the stack (`RoleARN`).
     pub role_arn: Option<String>,
+    /// Its latest operations (`LastOperations`): (type, id), e.g.
+    /// (`UPDATE_STACK`, id) then (`ROLLBACK`, id); empty where not reported.
+    pub operations: Vec<(String, String)>,
+}
+
+impl StackInfo {
+    /// The operation that deployed or deleted the stack last (the one whose
+    /// failure a rollback follows), if reported.
+    pub fn deploying_operation(&self) -> Option<&str> {
+        self.operations
+            .iter()
+            .find(|(kind, _)| {
+                matches!(
+                    kind.as_str(),
+                    "CREATE_STACK" | "UPDATE_STACK" | "DELETE_STACK"
+                )
+            })
+            .or_else(|| self.operations.first())
+            .map(|(_, id)| id.as_str())
+    }
+}
+
+/// One failure an operation reported (`DescribeEvents` with
+/// `FailedEvents`): a resource's, or a validation's or hook's before
+/// anything was deployed, which stack events do not show.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OperationEvent {
+    /// `VALIDATION_ERROR`, `HOOK_INVOCATION_ERROR`, `PROVISIONING_ERROR`,
+    /// `STACK_EVENT`, …
+    pub kind: String,
+    /// Epoch milliseconds.
+    pub timestamp: i64,
+    pub logical_id: Option<String>,
+    pub resource_type: Option<String>,
+    pub status: Option<String>,
+    pub reason: Option<String>,
+    /// A validation's name and where in the template it failed.
+    pub validation: Option<String>,
+    pub path: Option<String>,
+}
+
+/// Whose events to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventsOf<'a> {
+    /// One stack operation (its id).
+    Operation(&'a str),
+    /// A change set's creation (its pre-deployment validations).
+    ChangeSet(&'a str),
 }
 
 /// A stack as `ListStacks` sums it up: what the scheduler's health check
@@ -184,6 +232,15 @@ pub trait CloudFormation: Send + Sync {
     ) -> impl Future<Output = PortResult<()>> + Send;
     /// The stack's policy as set (`GetStackPolicy`), `None` when it has none.
     fn stack_policy(&self, stack: &str) -> impl Future<Output = PortResult<Option<String>>> + Send;
+    /// The failures an operation or a change set reported, oldest first
+    /// (`DescribeEvents`, `FailedEvents`); `None` where the endpoint does
+    /// not serve them (older regions, the emulator): read the stack's
+    /// events instead.
+    fn failed_events(
+        &self,
+        stack: &str,
+        of: EventsOf<'_>,
+    ) -> impl Future<Output = PortResult<Option<Vec<OperationEvent>>>> + Send;
     /// Events newer than `since` (epoch ms), oldest first.
     fn events_since(
         &self,
@@ -192,11 +249,61 @@ pub trait CloudFormation: Send + Sync {
     ) -> impl Future<Output = PortResult<Vec<StackEvent>>> + Send;
 }
 
-/// The first failed resource since `since`, as "LogicalId (Type): reason".
+/// What CloudFormation says of resources it gave up because another one
+/// failed: a symptom, never the cause.
+pub fn is_cancellation(reason: &str) -> bool {
+    let reason = reason.to_ascii_lowercase();
+    reason.starts_with("resource creation cancelled")
+        || reason.starts_with("resource update cancelled")
+        || reason.starts_with("resource deletion cancelled")
+        || reason.contains("the following resource(s) failed to")
+}
+
+/// The root cause among an operation's failures: the first validation or
+/// hook failure (nothing was deployed), else the first failed resource
+/// whose reason is not a cancellation, else the first with a reason.
+pub fn root_cause(events: &[OperationEvent]) -> Option<String> {
+    let with_reason = || events.iter().filter(|e| e.reason.is_some());
+    let before_deploying = with_reason().find(|e| {
+        matches!(
+            e.kind.as_str(),
+            "VALIDATION_ERROR" | "HOOK_INVOCATION_ERROR"
+        )
+    });
+    let cause = before_deploying
+        .or_else(|| with_reason().find(|e| !is_cancellation(e.reason.as_deref().unwrap_or(""))))
+        .or_else(|| with_reason().next())?;
+    let reason = cause.reason.as_deref().unwrap_or("");
+    Some(match (&cause.validation, &cause.logical_id) {
+        (Some(name), _) => format!(
+            "validation {name} failed{}: {reason}",
+            cause
+                .path
+                .as_deref()
+                .map(|p| format!(" at {p}"))
+                .unwrap_or_default()
+        ),
+        (None, Some(id)) => format!(
+            "{id} ({}) {}: {reason}",
+            cause.resource_type.as_deref().unwrap_or("?"),
+            cause.status.as_deref().unwrap_or(&cause.kind)
+        ),
+        (None, None) => format!("{}: {reason}", cause.kind),
+    })
+}
+
+/// The first failed resource since `since`, as "LogicalId (Type): reason",
+/// passing over cancellations (symptoms of another failure) if any other
+/// failure is there.
 pub fn first_failure(events: &[StackEvent]) -> Option<String> {
-    events
-        .iter()
-        .find(|e| e.is_failure() && e.reason.is_some())
+    let failed = || {
+        events
+            .iter()
+            .filter(|e| e.is_failure() && e.reason.is_some())
+    };
+    failed()
+        .find(|e| !is_cancellation(e.reason.as_deref().unwrap_or("")))
+        .or_else(|| failed().next())
         .map(|e| {
             format!(
                 "{} ({}) {}: {}",
@@ -222,5 +329,66 @@ pub trait CloudFormationFactory: Send + Sync {
     /// it and stacks that name none are then listed together.
     fn home_region(&self) -> Option<String> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: &str, id: Option<&str>, reason: &str) -> OperationEvent {
+        OperationEvent {
+            kind: kind.into(),
+            logical_id: id.map(str::to_owned),
+            resource_type: id.map(|_| "AWS::SQS::Queue".to_owned()),
+            status: id.map(|_| "CREATE_FAILED".to_owned()),
+            reason: Some(reason.into()),
+            ..OperationEvent::default()
+        }
+    }
+
+    #[test]
+    fn the_root_cause_is_a_validation_then_a_real_failure_never_a_cancellation() {
+        let cancelled = event("STACK_EVENT", Some("Topic"), "Resource creation cancelled");
+        let failed = event("PROVISIONING_ERROR", Some("Queue"), "Queue name too long");
+        let mut validation = event("VALIDATION_ERROR", None, "required key [Event] not found");
+        validation.validation = Some("PROPERTY_VALIDATION".into());
+        validation.path = Some("/Resources/Bucket/Properties".into());
+        assert_eq!(
+            root_cause(&[cancelled.clone(), failed.clone(), validation]).as_deref(),
+            Some(
+                "validation PROPERTY_VALIDATION failed at /Resources/Bucket/Properties: required key [Event] not found"
+            )
+        );
+        assert_eq!(
+            root_cause(&[cancelled.clone(), failed]).as_deref(),
+            Some("Queue (AWS::SQS::Queue) CREATE_FAILED: Queue name too long")
+        );
+        assert_eq!(
+            root_cause(std::slice::from_ref(&cancelled)).as_deref(),
+            Some("Topic (AWS::SQS::Queue) CREATE_FAILED: Resource creation cancelled"),
+            "a cancellation only when nothing better is there"
+        );
+        assert_eq!(root_cause(&[]), None);
+    }
+
+    #[test]
+    fn stack_events_pass_over_cancellations_to_the_failure_that_caused_them() {
+        let event = |id: &str, reason: &str| StackEvent {
+            event_id: id.into(),
+            timestamp: 1,
+            logical_id: id.into(),
+            resource_type: "AWS::SNS::Topic".into(),
+            status: "CREATE_FAILED".into(),
+            reason: Some(reason.into()),
+        };
+        let events = [
+            event("Topic", "Resource creation cancelled"),
+            event("Queue", "Access denied"),
+        ];
+        assert_eq!(
+            first_failure(&events).as_deref(),
+            Some("Queue (AWS::SNS::Topic) CREATE_FAILED: Access denied")
+        );
     }
 }

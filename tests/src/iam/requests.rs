@@ -38,8 +38,9 @@ use super::call::Call;
 
 /// The CloudFormation operations known here, each authorized on the stack
 /// ARN alone (plus what [`requests`] adds for roles, tags and templates).
-const ON_STACK: [&str; 13] = [
+const ON_STACK: [&str; 14] = [
     "DescribeStacks",
+    "DescribeEvents",
     "CreateChangeSet",
     "DescribeChangeSet",
     "ExecuteChangeSet",

@@ -35,7 +35,9 @@ use tracing::info;
 
 use super::run::{FinalizeInput, Next, RunState, StepError, WaitOn};
 use crate::clock::{EpochMillis, now_millis};
-use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher, StackInfo, first_failure};
+use crate::ports::{
+    Blobs, CloudFormationFactory, EventsOf, SourceFetcher, StackInfo, first_failure, root_cause,
+};
 use crate::registry::{RegistryError, StackEntry, StepRegistry, lease_ttl};
 use crate::seen::{Seen, deployed_hash};
 use crate::spec::StackSpec;
@@ -409,6 +411,15 @@ where
         stack: Option<StackInfo>,
     ) -> Result<String, StepError> {
         use crate::ports::CloudFormation as _;
+        // The operation's own failures first: validations and hooks too.
+        if let Some(operation) = stack.as_ref().and_then(StackInfo::deploying_operation)
+            && let Some(events) = cfn
+                .failed_events(stack_name, EventsOf::Operation(operation))
+                .await?
+            && let Some(cause) = root_cause(&events)
+        {
+            return Ok(cause);
+        }
         let events = cfn.events_since(stack_name, state.started_at).await?;
         Ok(first_failure(&events)
             .or_else(|| stack.and_then(|s| s.reason))

@@ -8,7 +8,10 @@ use tracing::info;
 
 use super::settings::with_settings;
 use super::{StepResult, Steps, ready_status, short, wait};
-use crate::ports::{Blobs, ChangeSetInfo, CloudFormation, CloudFormationFactory, SourceFetcher};
+use crate::ports::{
+    Blobs, ChangeSetInfo, CloudFormation, CloudFormationFactory, EventsOf, SourceFetcher,
+    root_cause,
+};
 use crate::reconcile::decide::{
     ChangeSetDecision, ChangeSetObservation, ExecutionOutcome, Waiting, decide_after_execute,
     decide_change_set, decide_waiting,
@@ -116,8 +119,17 @@ where
                 self.in_sync(state, entry, seen, &message).await
             }
             ChangeSetDecision::Failed { reason } => {
+                // Its pre-deployment validations, where the endpoint says.
+                let cause = cfn
+                    .failed_events(stack_name, EventsOf::ChangeSet(&name))
+                    .await?
+                    .and_then(|events| root_cause(&events));
                 cfn.delete_change_set(stack_name, &name).await?;
-                Err(StepError::stalled(StallReason::ChangeSetFailed, reason))
+                let message = match cause {
+                    Some(cause) if !reason.contains(&cause) => format!("{reason} ({cause})"),
+                    _ => reason,
+                };
+                Err(StepError::stalled(StallReason::ChangeSetFailed, message))
             }
         }
     }

@@ -19,9 +19,11 @@ use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use super::port_error;
 use crate::naming::request_token;
 use crate::ports::{
-    ChangeSetInfo, ChangeSetRequest, CloudFormation, Created, PortError, PortResult,
-    ResourceChange, StackEvent, StackInfo, StackSummary,
+    ChangeSetInfo, ChangeSetRequest, CloudFormation, Created, EventsOf, OperationEvent, PortError,
+    PortResult, ResourceChange, StackEvent, StackInfo, StackSummary,
 };
+
+mod events;
 use crate::stack_status::{
     ChangeSetKind, ChangeSetStatus, ExecutionStatus, StackStatus, is_empty_change_set_reason,
 };
@@ -125,6 +127,16 @@ impl CloudFormation for SdkCloudFormation {
                     .collect(),
                 termination_protection: s.enable_termination_protection().unwrap_or(false),
                 role_arn: s.role_arn().map(str::to_owned),
+                operations: s
+                    .last_operations()
+                    .iter()
+                    .filter_map(|o| {
+                        Some((
+                            o.operation_type()?.as_str().to_owned(),
+                            o.operation_id()?.to_owned(),
+                        ))
+                    })
+                    .collect(),
             })),
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(port_error("DescribeStacks", &e)),
@@ -436,6 +448,14 @@ impl CloudFormation for SdkCloudFormation {
             .await
             .map(|out| out.stack_policy_body().map(str::to_owned))
             .map_err(|e| port_error("GetStackPolicy", &e))
+    }
+
+    async fn failed_events(
+        &self,
+        stack: &str,
+        of: EventsOf<'_>,
+    ) -> PortResult<Option<Vec<OperationEvent>>> {
+        Ok(events::failed_events(&self.client, stack, of).await)
     }
 
     async fn events_since(&self, stack: &str, since: i64) -> PortResult<Vec<StackEvent>> {
