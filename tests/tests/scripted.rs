@@ -148,6 +148,9 @@ async fn delete_failed_is_retried_once_then_reported_with_the_resource_that_fail
             "DELETE_FAILED",
             "The bucket you tried to delete is not empty",
         )];
+        // The operation's own events are asked for first; not served here
+        // (as by the emulator), the stack's events give the reason.
+        s.operations = vec![("DELETE_STACK".into(), "op-delete".into())];
     }
     let (h, name) = harness(&fake, "    destroyOnDelete: true\n").await;
     h.steps
@@ -164,6 +167,7 @@ async fn delete_failed_is_retried_once_then_reported_with_the_resource_that_fail
             .count(),
         2
     );
+    assert!(fake.operations().contains(&"DescribeEvents".to_owned()));
     let entry = h.entry(&name).await;
     assert_eq!(entry.status.phase, Phase::Failed);
     let message = entry.status.message.unwrap();
@@ -439,6 +443,10 @@ async fn a_rollback_that_stays_failed_is_reported_with_the_resource_that_failed(
             "UPDATE_FAILED",
             "Resource handler returned message: the table is being modified",
         )];
+        s.operations = vec![
+            ("CONTINUE_ROLLBACK".into(), "op-continue".into()),
+            ("UPDATE_STACK".into(), "op-update".into()),
+        ];
     }
     let role = "arn:aws:iam::123456789012:role/cfn-exec";
     let (h, name) = harness(&fake, &format!("    roleArn: {role}\n")).await;
@@ -452,7 +460,9 @@ async fn a_rollback_that_stays_failed_is_reported_with_the_resource_that_failed(
         1,
         "{ops:?}"
     );
-    assert!(ops.contains(&"DescribeStackEvents".to_owned()), "{ops:?}");
+    for asked in ["DescribeEvents", "DescribeStackEvents"] {
+        assert!(ops.contains(&asked.to_owned()), "{asked}: {ops:?}");
+    }
     assert!(!ops.contains(&"CreateChangeSet".to_owned()), "{ops:?}");
     let entry = h.entry(&name).await;
     assert_eq!(entry.status.phase, Phase::Failed);
