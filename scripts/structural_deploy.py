@@ -2,7 +2,7 @@
 
 Translates the SAM template into plain CloudFormation with aws-sam-translator
 (as `sam deploy` would), deploys it into the local AWS emulator (moto), and
-checks that the resources exist: the six step functions and the three
+checks that the resources exist: the seven step functions and the three
 triggers (webhook, scheduler, events), the table with its four indexes, the
 bucket, the state machine calling exactly the step functions; the scheduler's
 EventBridge schedule and the events function's four EventBridge rules, each
@@ -107,7 +107,7 @@ def main(path):
     lam = session.client("lambda", endpoint_url=endpoint)
     function_arns = set()
     trigger_env = {}
-    steps = ["ArtifactFetch", "TemplateUpload", "ChangeSet", "PollStatus", "Delete", "Finalize"]
+    steps = ["ArtifactFetch", "TemplateUpload", "ChangeSet", "PollStatus", "Approval", "Delete", "Finalize"]
     triggers = ["Webhook", "Scheduler", "Events"]
     function_arn_of = {}
     for fn in steps + triggers:
@@ -163,7 +163,12 @@ def main(path):
         def collect(states):
             for state in states.values():
                 if state.get("Type") == "Task":
-                    called.add(state["Resource"])
+                    # Through the Lambda integration (a task token), the
+                    # function is named in the Parameters.
+                    resource = state["Resource"]
+                    if resource.startswith("arn:aws:states:::lambda:invoke"):
+                        resource = state["Parameters"]["FunctionName"]
+                    called.add(resource)
                 for branch in state.get("Branches", []):
                     collect(branch["States"])
 
@@ -284,8 +289,8 @@ def main(path):
     if problems:
         sys.exit("structural deploy: " + "; ".join(problems))
     print(f"structural deploy: {len(resources)} resources created in the emulator; "
-          "6 step functions, the webhook (URL in the outputs), the scheduler (schedule rule) and the events function "
-          "(4 EventBridge rules), table with 4 indexes, bucket, state machine calling the 6 functions, "
+          "7 step functions, the webhook (URL in the outputs), the scheduler (schedule rule) and the events function "
+          "(4 EventBridge rules), table with 4 indexes, bucket, state machine calling the 7 functions, "
           "an execution started by the StateMachineArn output")
 
 

@@ -108,6 +108,24 @@ pub enum Command {
         /// The entry's name.
         name: String,
     },
+    /// Approve the change set that waits for approval (approval gates): it runs, if nothing moved
+    /// since it was previewed (else a new one asks again).
+    Approve {
+        /// The entry's name.
+        name: String,
+        /// The change set approved, by name: exactly the one `stacksync get NAME` shows waiting.
+        #[arg(long = "change-set")]
+        change_set: String,
+    },
+    /// Reject the change set that waits for approval: it is deleted, and the stack stays
+    /// Failed (Rejected) until a push or a spec change.
+    Reject {
+        /// The entry's name.
+        name: String,
+        /// Why (recorded in the status, with who rejected it).
+        #[arg(long)]
+        reason: String,
+    },
     /// End the hold of a run that will not end it itself (a killed local run, a stuck execution):
     /// names the holder and since when, asks, stops the execution (deployed), releases the stack.
     Unlock {

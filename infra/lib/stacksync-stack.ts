@@ -419,6 +419,16 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     ],
   },
   {
+    // Called with a task token when a change set waits for approval: records it (the token with it) and returns;
+    // the execution then waits for `stacksync approve` or `reject`, no Lambda running.
+    id: 'Approval',
+    binary: 'approval',
+    description: 'stacksync approval: records a change set that awaits approval',
+    errorsMetricId: 'approval',
+    reconcileStep: true,
+    permissions: (p) => [p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem')],
+  },
+  {
     id: 'Finalize',
     binary: 'finalize',
     description: 'stacksync finalize: records a failure, releases the lease',

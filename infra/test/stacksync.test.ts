@@ -285,11 +285,11 @@ describe('IAM conformance', () => {
 });
 
 describe('functions', () => {
-  test('nine Rust functions (six steps; the webhook, scheduler and events triggers): provided.al2023, x86_64 by default, 256 MB, active tracing', () => {
+  test('ten Rust functions (seven steps; the webhook, scheduler and events triggers): provided.al2023, x86_64 by default, 256 MB, active tracing', () => {
     const defaults = lazyDefaults();
     const fns = ofType(defaults.json, 'AWS::Lambda::Function');
-    assert.equal(fns.length, 9);
-    assert.equal(STEPS.length, 6);
+    assert.equal(fns.length, 10);
+    assert.equal(STEPS.length, 7);
     assert.deepEqual(TRIGGERS.map((f) => f.binary), ['webhook', 'scheduler', 'events']);
     for (const [, fn] of fns) {
       const p = fn.Properties!;
@@ -305,7 +305,7 @@ describe('functions', () => {
     // The binaries and descriptions of template.yaml's functions.
     const binaries = [...TEMPLATE_YAML.matchAll(/BuildProperties: \{ Binary: ([a-z-]+) \}/g)].map((m) => m[1]);
     const descriptions = [...TEMPLATE_YAML.matchAll(/^ +Description: "(stacksync [^"]+)"$/gm)].map((m) => m[1]);
-    assert.equal(binaries.length, 9);
+    assert.equal(binaries.length, 10);
     assert.deepEqual(FUNCTIONS.map((f) => f.binary).sort(), binaries.sort());
     assert.deepEqual(fns.map(([, fn]) => fn.Properties!.Description).sort(), descriptions.sort());
   });
@@ -388,7 +388,7 @@ describe('functions', () => {
       assert.deepEqual(fn.Properties!.Architectures, ['arm64']);
     }
     const groups = ofType(s.json, 'AWS::Logs::LogGroup');
-    assert.equal(groups.length, 10, 'nine functions and the state machine');
+    assert.equal(groups.length, 11, 'ten functions and the state machine');
     for (const [, g] of groups) assert.equal(g.Properties!.RetentionInDays, 7);
   });
 
@@ -685,10 +685,10 @@ describe('state machine, alarms, outputs', () => {
         { 'Fn::GetAtt': [logicalId(defaults, defaults.stack.functions[f.id]), 'Arn'] },
       ]),
     );
-    assert.equal(Object.keys(expected).length, 6);
+    assert.equal(Object.keys(expected).length, 7);
     assert.deepEqual(p.DefinitionSubstitutions, expected);
     assert.deepEqual([...placeholders].sort(), Object.keys(expected).sort(), 'the ASL placeholders are exactly these');
-    // Its role may invoke exactly the six step functions (not the triggers).
+    // Its role may invoke exactly the seven step functions (not the triggers).
     const roleId = p.RoleArn['Fn::GetAtt'][0];
     const invoke = identityStatements(defaults.json).filter(
       (x) => x.roles.includes(roleId) && arr(x.statement.Action).includes('lambda:InvokeFunction'),
@@ -712,7 +712,7 @@ describe('state machine, alarms, outputs', () => {
     assert.throws(() => new StackSyncStack(new App(), 'BadTopic', { alarmTopicArn: 'ops-alerts' }), /alarmTopicArn/);
   });
 
-  test("with a topic, five alarms notify it: failed executions, function errors (all nine), throttles, the webhook's refused requests, unreadable registry items", () => {
+  test("with a topic, five alarms notify it: failed executions, function errors (all ten), throttles, the webhook's refused requests, unreadable registry items", () => {
     const defaults = lazyFull();
     const alarms = ofType(defaults.json, 'AWS::CloudWatch::Alarm').map(([, a]) => a.Properties!);
     assert.equal(alarms.length, 5);
@@ -745,7 +745,7 @@ describe('state machine, alarms, outputs', () => {
       }),
     );
     assert.deepEqual(fnIds, new Set(FUNCTIONS.map((f) => logicalId(defaults, defaults.stack.functions[f.id]))));
-    assert.match(errors.Metrics.find((m: any) => m.Expression).Expression, /^SUM\(\[fetch, upload, changeset, poll, del, fin, hook, sched, events\]\)$/);
+    assert.match(errors.Metrics.find((m: any) => m.Expression).Expression, /^SUM\(\[fetch, upload, changeset, poll, del, approval, fin, hook, sched, events\]\)$/);
     for (const a of alarms.filter((x) => x !== refused)) {
       assert.equal(a.Threshold, 1);
       assert.equal(a.EvaluationPeriods, 1);
@@ -1005,6 +1005,7 @@ describe('IAM', () => {
         pass,
         assume,
       ],
+      approval: [registry],
       finalize: [registry, st('Stacks', ['cloudformation:DescribeChangeSet'], [S]), own('cloudformation:DeleteChangeSet'), assume],
       webhook: [
         { ...st('Deliveries', ['dynamodb:PutItem'], ['TABLE']), condition: keys(['delivery#*'], ['pk', 'expiresAt']) },

@@ -29,6 +29,9 @@ pub enum Phase {
     Deleting,
     /// Reconciles are suspended.
     Suspended,
+    /// A change set is ready and waits for a person's approval
+    /// (`stacksync approve` / `reject`).
+    AwaitingApproval,
 }
 
 impl Phase {
@@ -40,6 +43,7 @@ impl Phase {
             Self::Failed => "Failed",
             Self::Deleting => "Deleting",
             Self::Suspended => "Suspended",
+            Self::AwaitingApproval => "AwaitingApproval",
         }
     }
 }
@@ -116,6 +120,10 @@ pub enum StallReason {
     /// The stack has a service role the entry does not name: without
     /// `roleArn`, CloudFormation would deploy under it unchecked.
     ServiceRoleNotNamed,
+    /// A person rejected the change set (`stacksync reject`).
+    Rejected,
+    /// Nobody approved the change set within `approvalTimeout`.
+    ApprovalTimedOut,
     /// The installation does not allow what the entry asks: a stack name
     /// outside its `StackNamePrefix`, a service role outside its
     /// `CloudFormationRoleArns`, or no `roleArn` where it requires one.
@@ -138,7 +146,7 @@ pub enum StallReason {
 }
 
 impl StallReason {
-    pub const ALL: [StallReason; 23] = [
+    pub const ALL: [StallReason; 25] = [
         Self::NotRegistered,
         Self::Unsupported,
         Self::SourceUnavailable,
@@ -155,6 +163,8 @@ impl StallReason {
         Self::StackBlocked,
         Self::NotOwned,
         Self::ServiceRoleNotNamed,
+        Self::Rejected,
+        Self::ApprovalTimedOut,
         Self::NotAllowed,
         Self::ContractViolated,
         Self::RegistryRefused,
@@ -200,6 +210,8 @@ impl StallReason {
             Self::StackBlocked => "StackBlocked",
             Self::NotOwned => "NotOwned",
             Self::ServiceRoleNotNamed => "ServiceRoleNotNamed",
+            Self::Rejected => "Rejected",
+            Self::ApprovalTimedOut => "ApprovalTimedOut",
             Self::NotAllowed => "NotAllowed",
             Self::ContractViolated => "ContractViolated",
             Self::RegistryRefused => "RegistryRefused",
@@ -333,6 +345,82 @@ pub struct Status {
     /// described before it was executed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adoption: Option<Adoption>,
+    /// The change set waiting for a person's approval, while one waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub awaiting: Option<AwaitingApproval>,
+    /// What became of the latest change sets that asked for approval
+    /// (newest last, at most [`MAX_APPROVAL_RECORDS`]): who approved or
+    /// rejected which, when.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<ApprovalRecord>,
+}
+
+/// How many approval records a status keeps.
+pub const MAX_APPROVAL_RECORDS: usize = 10;
+
+/// A change set that waits for a person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwaitingApproval {
+    /// The change set to approve, by name: `stacksync approve NAME
+    /// --change-set <this>`.
+    pub change_set: String,
+    /// Why it waits (the `approval` policy, and what in the change set
+    /// asked for it).
+    pub why: String,
+    /// What it would do, one row per resource (bounded), and how many more.
+    pub changes: Vec<ResourceChange>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more: usize,
+    /// The execution waiting, and the task token that answers it.
+    pub run: String,
+    pub token: String,
+    pub requested_at: Timestamp,
+    /// Past this, the change set is deleted and the run fails.
+    pub expires_at: Timestamp,
+}
+
+/// What a person (or the clock) decided of a change set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRecord {
+    pub change_set: String,
+    pub decision: Decision,
+    /// Who decided (the caller's AWS identity), if a person did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    pub at: Timestamp,
+    /// A rejection's reason; why an approval became void.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The execution that asked.
+    pub run: String,
+}
+
+/// The outcome of an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Decision {
+    /// Approved, and the change set ran.
+    Approved,
+    Rejected,
+    /// Nobody answered within `approvalTimeout`.
+    TimedOut,
+    /// Approved, but the stack or its desired state moved since the
+    /// preview: the change set was replaced, and approval asked again.
+    Void,
+}
+
+impl Status {
+    /// `record` appended to the approval records, the oldest dropped past
+    /// [`MAX_APPROVAL_RECORDS`]; the waiting change set cleared.
+    pub fn with_approval(mut self, record: ApprovalRecord) -> Status {
+        self.awaiting = None;
+        self.approvals.push(record);
+        let excess = self.approvals.len().saturating_sub(MAX_APPROVAL_RECORDS);
+        self.approvals.drain(..excess);
+        self
+    }
 }
 
 /// A stack taken over on purpose, and the preview of the change that took it.

@@ -42,6 +42,14 @@ impl<R: TaskRunner> TaskRunner for AsFunctions<'_, R> {
         let run = as_installation(self.1.clone(), self.0.run(resource, input));
         Box::pin(as_function(step.function(), run)).await
     }
+
+    async fn wait_for_token(
+        &self,
+        token: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Value, AslError> {
+        self.0.wait_for_token(token, timeout).await
+    }
 }
 
 /// A [`SourceFetcher`] that counts what it is asked.

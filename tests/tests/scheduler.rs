@@ -354,7 +354,7 @@ async fn an_unreadable_item_is_skipped_and_named_and_the_others_start() {
     spec.as_object_mut().unwrap().remove("source");
     items[0].insert("spec".into(), to_attr(&spec));
     let mut spec = stacksync::registry::item::from_attr(&items[1]["spec"]).unwrap();
-    spec["approval"] = serde_json::json!("always");
+    spec["canary"] = serde_json::json!("always");
     items[1].insert("spec".into(), to_attr(&spec));
     let dynamodb = Emulator::shared().dynamodb();
     for item in items {
@@ -387,5 +387,5 @@ async fn an_unreadable_item_is_skipped_and_named_and_the_others_start() {
     );
     let newer = fleet.registry.get(&names[1]).await.unwrap().unwrap();
     let why = newer.unsupported.unwrap();
-    assert!(why.contains("(approval)"), "{why}");
+    assert!(why.contains("(canary)"), "{why}");
 }

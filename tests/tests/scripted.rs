@@ -778,3 +778,57 @@ async fn the_root_cause_is_taken_from_the_operations_events_where_cloudformation
     );
     assert!(fake.operations().contains(&"DescribeEvents".to_owned()));
 }
+
+/// `approval: onReplace`, through the state machine: a change set that only
+/// modifies runs at once; one that replaces a resource waits for a person
+/// (answered here through the registry, as `stacksync approve` answers a
+/// local run) and then runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_replace_waits_for_a_replacement_and_not_for_a_plain_modify() {
+    use stacksync::ports::ResourceChange;
+    use stacksync::reconcile::run::ApprovalAnswer;
+    use stacksync::registry::{Answer, Answers};
+    let row = |replacement: &str| ResourceChange {
+        action: "Modify".into(),
+        logical_id: "Queue".into(),
+        resource_type: "AWS::SQS::Queue".into(),
+        physical_id: None,
+        replacement: Some(replacement.into()),
+        changed: vec!["Properties.QueueName".into()],
+    };
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]);
+    fake.script().changes = vec![row("False")];
+    let (h, name) = harness(&fake, "    approval: onReplace\n").await;
+    assert!(ok(&h.reconcile(&name).await), "a modify runs at once");
+    assert!(h.entry(&name).await.status.approvals.is_empty());
+
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]);
+    fake.script().changes = vec![row("True")];
+    let (h, name) = harness(&fake, "    approval: onReplace\n").await;
+    let (outcome, ()) = tokio::join!(h.reconcile(&name), async {
+        let awaiting = loop {
+            if let Some(a) = h.entry(&name).await.status.awaiting {
+                break a;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        assert!(awaiting.why.contains("replaces Queue"), "{}", awaiting.why);
+        assert!(!fake.operations().contains(&"ExecuteChangeSet".to_owned()));
+        let output = serde_json::to_value(ApprovalAnswer {
+            change_set: awaiting.change_set.clone(),
+            by: Some("tester".into()),
+            at: stacksync::clock::now_millis(),
+        })
+        .unwrap();
+        let answer = Answer::Success { output };
+        assert!(
+            h.steps
+                .registry
+                .answer(&awaiting.token, &answer, 0)
+                .await
+                .unwrap()
+        );
+    });
+    assert!(ok(&outcome), "{outcome:?}");
+    assert!(fake.operations().contains(&"ExecuteChangeSet".to_owned()));
+}

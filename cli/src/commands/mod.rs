@@ -6,9 +6,11 @@
 //!   `list`, `get`, `delete`, `suspend`, `resume`);
 //! - `status`: the status table (`status`, and the end of `reconcile` and `sync`);
 //! - `run`: running the reconcile (`reconcile`, `sync`, `history`);
-//! - `unlock`: ending a stuck run's hold on a stack.
+//! - `unlock`: ending a stuck run's hold on a stack;
+//! - `approval`: answering a change set that waits for approval (`approve`, `reject`).
 
 mod apply;
+mod approval;
 mod registry;
 mod run;
 mod status;
@@ -43,6 +45,10 @@ pub async fn run(cli: Cli) -> Result {
         Command::Suspend { name } => registry::suspend(&aws.registry, &name, format).await,
         Command::Resume { name } => registry::resume(&aws.registry, &name, format).await,
         Command::Unlock { name, yes } => unlock::unlock(&aws, &name, yes, format).await,
+        Command::Approve { name, change_set } => {
+            approval::approve(&aws, &name, &change_set, format).await
+        }
+        Command::Reject { name, reason } => approval::reject(&aws, &name, &reason, format).await,
         Command::Status { names } => status::status(&aws.registry, &names, format).await,
         Command::Reconcile {
             name,

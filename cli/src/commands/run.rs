@@ -5,9 +5,11 @@
 use std::path::Path;
 use std::time::Duration;
 
+use serde::Serialize;
 use stacksync::adapters::stepfunctions::ExecutionSummary;
 use stacksync::clock::rfc3339;
 use stacksync::registry::{Entries, Specs};
+use stacksync::status::ApprovalRecord;
 
 use super::apply::{Prune, apply_file};
 use super::status::{print_outcome, print_status};
@@ -196,24 +198,40 @@ async fn local_runner(aws: &Connection, speedup: f64) -> Result<LocalRunner> {
     Ok(runner)
 }
 
+/// One execution in `history`, with the approvals it asked for (who
+/// approved or rejected which change set, when), as the status records them.
+#[derive(Serialize)]
+struct HistoryRow<'a> {
+    #[serde(flatten)]
+    execution: &'a ExecutionSummary,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    approvals: Vec<&'a ApprovalRecord>,
+}
+
 pub async fn history(aws: &Connection, name: &str, limit: usize, format: Output) -> Result {
     // Executions outlive entries: a deleted stack's are still worth showing.
-    if aws
-        .registry
-        .get(name)
-        .await
-        .map_err(|e| e.to_string())?
-        .is_none()
-    {
+    let entry = aws.registry.get(name).await.map_err(|e| e.to_string())?;
+    if entry.is_none() {
         warn_user!(
             "note: {name:?} is not in the registry {:?} (any past executions are listed)",
             aws.registry.table()
         );
     }
+    let approvals = entry.map(|e| e.status.approvals).unwrap_or_default();
     let deployed = Deployed::new(&aws.config, &aws.resources)?;
     let found = deployed.history(name, limit).await?;
+    let rows: Vec<HistoryRow<'_>> = found
+        .iter()
+        .map(|execution| HistoryRow {
+            execution,
+            approvals: approvals
+                .iter()
+                .filter(|a| a.run == execution.name)
+                .collect(),
+        })
+        .collect();
     if format != Output::Table {
-        return print_structured(format, &found);
+        return print_structured(format, &rows);
     }
     if found.is_empty() {
         say!(
@@ -222,22 +240,46 @@ pub async fn history(aws: &Connection, name: &str, limit: usize, format: Output)
         );
         return Ok(());
     }
-    print_history(&found);
+    print_history(&rows);
     Ok(())
 }
 
-fn print_history(executions: &[ExecutionSummary]) {
-    let mut table = Table::new(vec!["STARTED", "STATUS", "DURATION", "EXECUTION"]);
-    for e in executions {
+fn print_history(rows: &[HistoryRow<'_>]) {
+    let mut table = Table::new(vec![
+        "STARTED",
+        "STATUS",
+        "DURATION",
+        "EXECUTION",
+        "APPROVALS",
+    ]);
+    for row in rows {
+        let e = row.execution;
         let duration = e
             .stopped_at
             .map(|stop| format!("{:.1}s", (stop - e.started_at) as f64 / 1000.0))
             .unwrap_or_else(|| "running".into());
+        let approvals = row
+            .approvals
+            .iter()
+            .map(|a| {
+                format!(
+                    "{:?} {}{} at {}",
+                    a.decision,
+                    a.change_set,
+                    a.by.as_deref()
+                        .map(|b| format!(" by {b}"))
+                        .unwrap_or_default(),
+                    rfc3339(a.at.0)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
         table.row(vec![
             rfc3339(e.started_at),
             e.status.clone(),
             duration,
             e.name.clone(),
+            approvals,
         ]);
     }
     put!("{}", table.render());

@@ -246,6 +246,59 @@ impl Starter for Executions {
     }
 }
 
+/// Answers a task token (an execution waiting for approval): with
+/// `output` (`SendTaskSuccess`), or failed with `error` and `cause`
+/// (`SendTaskFailure`). `Ok(false)`: the token is no longer awaited
+/// (answered already, timed out, or its execution ended).
+pub async fn answer_token(
+    client: &Client,
+    token: &str,
+    answer: &crate::registry::Answer,
+) -> PortResult<bool> {
+    use crate::registry::Answer;
+    let result = match answer {
+        Answer::Success { output } => client
+            .send_task_success()
+            .task_token(token)
+            .output(output.to_string())
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| {
+                (
+                    e.code().map(str::to_owned),
+                    port_error("SendTaskSuccess", &e),
+                )
+            }),
+        Answer::Failure { error, cause } => client
+            .send_task_failure()
+            .task_token(token)
+            .error(error)
+            .cause(cause)
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| {
+                (
+                    e.code().map(str::to_owned),
+                    port_error("SendTaskFailure", &e),
+                )
+            }),
+    };
+    match result {
+        Ok(()) => Ok(true),
+        Err((Some(code), _))
+            if matches!(
+                code.as_str(),
+                "TaskTimedOut" | "TaskDoesNotExist" | "InvalidToken"
+            ) =>
+        {
+            Ok(false)
+        }
+        Err((_, e)) => Err(e),
+    }
+}
+
 /// Whether an execution status is final.
 pub fn is_finished(status: &str) -> bool {
     status != ExecutionStatus::Running.as_str()

@@ -23,7 +23,6 @@ const UNSUPPORTED: &[&str] = &[
     "CausePath",
     "HeartbeatSeconds",
     "HeartbeatSecondsPath",
-    "TimeoutSecondsPath",
     "Arguments",
     "Output",
     "Assign",

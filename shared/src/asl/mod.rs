@@ -72,6 +72,25 @@ pub trait TaskRunner: Send + Sync {
         resource: &str,
         input: Value,
     ) -> impl Future<Output = Result<Value, AslError>> + Send;
+
+    /// Waits for the answer to a task token (a `.waitForTaskToken` Task
+    /// whose call returned), for at most `timeout`: the answer's output, its
+    /// failure as the error, or `States.Timeout`. A runner that keeps no
+    /// answers cannot.
+    fn wait_for_token(
+        &self,
+        token: &str,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Value, AslError>> + Send {
+        let _ = timeout;
+        let token = token.to_owned();
+        async move {
+            Err(AslError::new(
+                "States.Runtime",
+                format!("this runner cannot wait for the task token {token}"),
+            ))
+        }
+    }
 }
 
 /// What happened, for people watching a run.

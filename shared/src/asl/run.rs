@@ -42,12 +42,17 @@ impl<R: TaskRunner> Execution<'_, R> {
         (self.on_event)(&event, data);
     }
 
-    /// The context object (`$$`) while the state `state` runs.
-    fn context(&self, state: &str) -> Value {
-        json!({
+    /// The context object (`$$`) while the state `state` runs (with its
+    /// task token, for a `.waitForTaskToken` Task).
+    fn context(&self, state: &str, token: Option<&str>) -> Value {
+        let mut context = json!({
             "Execution": {"Id": format!("local:{}", self.name), "Name": self.name, "Input": self.input},
             "State": {"Name": state},
-        })
+        });
+        if let Some(token) = token {
+            context["Task"] = json!({ "Token": token });
+        }
+        context
     }
 
     /// A Pass state: `Result`, else `Parameters`, else the effective input, at `ResultPath`.
@@ -60,7 +65,9 @@ impl<R: TaskRunner> Execution<'_, R> {
         let effective = pass.filters.input(&input)?;
         let result = match (&pass.result, &pass.parameters) {
             (Some(result), _) => result.clone(),
-            (None, Some(parameters)) => parameters.resolve(&effective, &self.context(name))?,
+            (None, Some(parameters)) => {
+                parameters.resolve(&effective, &self.context(name, None))?
+            }
             (None, None) => effective,
         };
         let output = pass.result_path.place(input, result)?;
@@ -76,29 +83,56 @@ impl<R: TaskRunner> Execution<'_, R> {
         input: Value,
     ) -> Result<Step<'m>, AslError> {
         let effective = task.filters.input(&input)?;
-        let parameters = match &task.parameters {
-            Some(parameters) => parameters.resolve(&effective, &self.context(name))?,
-            None => effective,
-        };
+        let integration = Integration::of(&task.resource);
         let mut retries = Retries::new(&task.retry);
-        // TimeoutSeconds is real time (a hung call is hung however sped up).
-        let timeout = task.timeout_seconds.unwrap_or(MAX_WAIT_SECONDS);
+        // TimeoutSeconds is real time (a hung call is hung however sped up);
+        // a wait for a task token's answer is a person's, and sped up.
+        let timeout = match &task.timeout_seconds_path {
+            Some(path) => path
+                .get(&effective)?
+                .as_f64()
+                .filter(|s| *s > 0.0)
+                .ok_or_else(|| {
+                    AslError::runtime(format!(
+                        "state {name}: TimeoutSecondsPath is not a positive number"
+                    ))
+                })?,
+            None => task.timeout_seconds.unwrap_or(MAX_WAIT_SECONDS),
+        };
         loop {
-            // The call is awaited here rather than in a helper `async fn`: each
-            // such layer nests the runner's future one level deeper, and the
-            // futures of callers that await `execute` are already at the
+            let token = integration.waits.then(|| task_token(self.name, name));
+            let parameters = match &task.parameters {
+                Some(p) => p.resolve(&effective, &self.context(name, token.as_deref()))?,
+                None => effective.clone(),
+            };
+            let (resource, payload) = integration.call(&task.resource, parameters)?;
+            // The calls are awaited here rather than in a helper `async fn`:
+            // each such layer nests the runner's future one level deeper, and
+            // the futures of callers that await `execute` are already at the
             // compiler's query depth limit (see `StateMachine::execute`).
-            let call = self.runner.run(&task.resource, parameters.clone());
-            let error = match tokio::time::timeout(seconds_to_wait(timeout, 1.0), call).await {
-                Ok(Ok(result)) => {
+            let call = self.runner.run(&resource, payload);
+            let called = match tokio::time::timeout(seconds_to_wait(timeout, 1.0), call).await {
+                Ok(result) => result,
+                Err(_) => Err(AslError::new(
+                    "States.Timeout",
+                    format!("{name} ran longer than {timeout} s"),
+                )),
+            };
+            let answered = match (called, &token) {
+                // The call's own result is not the task's: the answer is.
+                (Ok(_), Some(token)) => {
+                    let wait = seconds_to_wait(timeout, self.options.speedup);
+                    self.runner.wait_for_token(token, wait).await
+                }
+                (Ok(result), None) => Ok(integration.result(result)),
+                (Err(error), _) => Err(error),
+            };
+            let error = match answered {
+                Ok(result) => {
                     let output = task.result_path.place(input, result)?;
                     return Ok(task.transition.step(task.filters.output(output)?));
                 }
-                Ok(Err(error)) => error,
-                Err(_) => AslError::new(
-                    "States.Timeout",
-                    format!("{name} ran longer than {timeout} s"),
-                ),
+                Err(error) => error,
             };
             let retry_in = retries.delay(&error);
             let failed = Progress::TaskFailed {
@@ -162,6 +196,59 @@ impl<R: TaskRunner> Execution<'_, R> {
         sleep(seconds, self.options.speedup).await;
         Ok(wait.transition.step(wait.filters.output(input)?))
     }
+}
+
+/// How a Task's `Resource` is called: a function directly (the local
+/// runner's `local:<function>`, a Lambda ARN), or through Step Functions'
+/// Lambda integration (`arn:aws:states:::lambda:invoke`, with
+/// `FunctionName` and `Payload`), optionally waiting for a task token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Integration {
+    lambda_invoke: bool,
+    waits: bool,
+}
+
+impl Integration {
+    fn of(resource: &str) -> Integration {
+        let lambda_invoke = resource.starts_with("arn:aws:states:::lambda:invoke");
+        Integration {
+            lambda_invoke,
+            waits: resource.ends_with(".waitForTaskToken"),
+        }
+    }
+
+    /// The resource to run and its input: the function and its payload,
+    /// through the Lambda integration.
+    fn call(self, resource: &str, parameters: Value) -> Result<(String, Value), AslError> {
+        if !self.lambda_invoke {
+            return Ok((resource.to_owned(), parameters));
+        }
+        let function = parameters["FunctionName"].as_str().ok_or_else(|| {
+            AslError::runtime(format!("{resource}: Parameters.FunctionName is missing"))
+        })?;
+        Ok((function.to_owned(), parameters["Payload"].clone()))
+    }
+
+    /// A call's result as the state sees it: the Lambda integration wraps it.
+    fn result(self, result: Value) -> Value {
+        if self.lambda_invoke {
+            json!({ "Payload": result, "StatusCode": 200 })
+        } else {
+            result
+        }
+    }
+}
+
+/// A task token of the local runner: `local:` (so that whoever answers it
+/// knows it is not Step Functions'), the execution, the state, and a nonce
+/// (a state may ask again in one execution).
+fn task_token(execution: &str, state: &str) -> String {
+    static NONCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nonce = NONCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("local:{execution}:{state}:{nanos:x}{nonce}")
 }
 
 /// A Choice state: the `Next` of the first rule that matches, else `Default`.

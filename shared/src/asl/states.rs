@@ -42,6 +42,8 @@ pub(super) struct Task {
     pub(super) result_path: ResultPath,
     /// `TimeoutSeconds`; without it, the longest wait the interpreter honours.
     pub(super) timeout_seconds: Option<f64>,
+    /// `TimeoutSecondsPath`: the timeout read from the effective input.
+    pub(super) timeout_seconds_path: Option<ReferencePath>,
     pub(super) retry: Vec<Retrier>,
     pub(super) catch: Vec<Catcher>,
     pub(super) transition: Transition,
@@ -193,6 +195,13 @@ impl Task {
         if timeout_seconds == Some(0.0) {
             return Err(fields.error("TimeoutSeconds", "must be more than 0"));
         }
+        let timeout_seconds_path = fields.path("TimeoutSecondsPath")?;
+        if timeout_seconds.is_some() && timeout_seconds_path.is_some() {
+            return Err(fields.error(
+                "TimeoutSecondsPath",
+                "and TimeoutSeconds may not both be given",
+            ));
+        }
         let retry = fields.array("Retry")?.into_iter().flatten().enumerate();
         let retry = retry.map(|(i, rule)| Retrier::parse(state, i, rule));
         let catch = fields.array("Catch")?.into_iter().flatten().enumerate();
@@ -203,6 +212,7 @@ impl Task {
             parameters: parameters(fields)?,
             result_path: ResultPath(fields.result_path()?),
             timeout_seconds,
+            timeout_seconds_path,
             retry: retry.collect::<Result<_, _>>()?,
             catch: catch.collect::<Result<_, _>>()?,
             transition: Transition::parse(fields)?,

@@ -187,6 +187,7 @@ fn the_reconcile_definition_loads_with_its_substitutions() {
         "TemplateUpload",
         "ChangeSet",
         "PollStatus",
+        "Approval",
         "Delete",
         "Finalize",
     ]

@@ -19,8 +19,8 @@ use crate::ports::{
     StackInfo, StackSummary, Started, Starter, Stored, Trigger,
 };
 use crate::registry::{
-    Deliveries, Entries, Follower, Lease, Leases, RegistryError, Schedule, SourceRecord,
-    StackEntry, Watched,
+    Answer, Answers, Deliveries, Entries, Follower, Lease, Leases, RegistryError, Schedule,
+    SourceRecord, StackEntry, Watched,
 };
 use crate::status::Status;
 
@@ -418,6 +418,23 @@ impl<T: Schedule> Schedule for Failing<T> {
     async fn mark_due(&self, name: &str, now: EpochMillis) -> Result<bool, RegistryError> {
         self.check_registry("UpdateItem")?;
         self.inner.mark_due(name, now).await
+    }
+}
+
+impl<T: Answers> Answers for Failing<T> {
+    async fn answer(
+        &self,
+        token: &str,
+        answer: &Answer,
+        now: EpochMillis,
+    ) -> Result<bool, RegistryError> {
+        self.check_registry("PutItem")?;
+        self.inner.answer(token, answer, now).await
+    }
+
+    async fn answer_of(&self, token: &str) -> Result<Option<Answer>, RegistryError> {
+        self.check_registry("GetItem")?;
+        self.inner.answer_of(token).await
     }
 }
 

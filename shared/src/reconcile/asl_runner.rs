@@ -4,13 +4,14 @@
 //! as in Step Functions.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde_json::Value;
 
 use super::steps::{StepName, Steps};
 use crate::asl::{AslError, StateMachine, TaskRunner};
 use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher};
-use crate::registry::StepRegistry;
+use crate::registry::{Answer, Answers, StepRegistry};
 
 /// The reconcile state machine, built in, so the CLI runs the very file
 /// that is deployed.
@@ -36,7 +37,7 @@ pub fn local_substitutions() -> BTreeMap<String, String> {
 
 impl<R, B, F, S> TaskRunner for Steps<R, B, F, S>
 where
-    R: StepRegistry,
+    R: StepRegistry + Answers,
     B: Blobs,
     F: CloudFormationFactory,
     S: SourceFetcher,
@@ -50,4 +51,33 @@ where
             .await
             .map_err(|e| AslError::new(e.name(), e.message()))
     }
+
+    /// The answer `stacksync approve` or `reject` writes to the registry
+    /// (the local runner has no Step Functions to send it to), looked for
+    /// every [`ANSWER_POLL`] until `timeout`.
+    async fn wait_for_token(&self, token: &str, timeout: Duration) -> Result<Value, AslError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match self.registry.answer_of(token).await {
+                Ok(Some(Answer::Success { output })) => return Ok(output),
+                Ok(Some(Answer::Failure { error, cause })) => {
+                    return Err(AslError::new(error, cause));
+                }
+                Ok(None) => {}
+                // A registry that does not answer now may later.
+                Err(e) => tracing::warn!(error = %e, "reading the task token's answer"),
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(AslError::new(
+                    "States.Timeout",
+                    format!("no answer to the task token within {} s", timeout.as_secs()),
+                ));
+            }
+            tokio::time::sleep(ANSWER_POLL.min(deadline - now)).await;
+        }
+    }
 }
+
+/// How often the local runner looks for a task token's answer.
+pub const ANSWER_POLL: Duration = Duration::from_millis(250);

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ports::PortError;
+use crate::ports::{PortError, ResourceChange};
 pub use crate::ports::{Trigger, TriggerKind};
 use crate::registry::RegistryError;
 use crate::seen::OutOfBand;
@@ -28,6 +28,9 @@ pub enum Next {
     Delete,
     /// → Wait `$.waitSeconds`, then delete again.
     WaitDelete,
+    /// → AwaitApproval: the ready change set waits for a person (a task
+    /// token), then the run fetches again and executes it if it still holds.
+    Approval,
     /// The run is over; status written, lease released.
     Done,
 }
@@ -124,6 +127,53 @@ pub struct RunState {
     /// How the run ended, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
+    /// The ready change set waits (or waited) for a person: what asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalRequest>,
+    /// The answer the approval's task token brought back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved: Option<ApprovalAnswer>,
+}
+
+/// A ready change set that waits for a person, and what it was made from
+/// (an approval holds only while these stay).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequest {
+    pub change_set: String,
+    /// Why it waits.
+    pub why: String,
+    /// What it would do (bounded), and how many rows more.
+    pub changes: Vec<ResourceChange>,
+    #[serde(default)]
+    pub more: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_hash: Option<String>,
+    pub spec_version: u64,
+    /// The stack when it asked: its id and when CloudFormation last changed
+    /// it (none for a create).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<(String, i64)>,
+    /// How long it waits (the state machine's `TimeoutSecondsPath`).
+    pub timeout_seconds: u64,
+    /// When it asked (epoch ms): the wait is not counted in the run's
+    /// `timeout`.
+    pub asked_at: i64,
+}
+
+/// What `stacksync approve` sends back through the task token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalAnswer {
+    /// The change set the approver named.
+    pub change_set: String,
+    /// Who approved (the caller's AWS identity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// When (epoch ms).
+    pub at: i64,
 }
 
 /// The error names of the contract with the state machine.

@@ -274,7 +274,7 @@ mod tests {
     #[test]
     fn fields_a_later_version_wrote_are_left_out_and_named() {
         let spec = json!({
-            "name": "a", "approval": "always", "approvers": ["ops"],
+            "name": "a", "canary": "always", "approvers": ["ops"],
             "source": {"git": "https://h/r.git", "path": "t.yaml", "verify": {"keys": []}},
             "rollback": {"triggers": [{"arn": "arn:aws:cloudwatch:us-east-1:1:alarm:x", "weight": 2}]}
         });
@@ -283,8 +283,8 @@ mod tests {
         assert_eq!(
             unknown,
             [
-                "approval",
                 "approvers",
+                "canary",
                 "rollback.triggers.weight",
                 "source.verify"
             ]
@@ -312,12 +312,12 @@ mod tests {
             .unwrap();
         assert!(later.contains("item schema 2"), "{later}");
         let mut extra = spec.clone();
-        extra["approval"] = json!("always");
+        extra["canary"] = json!("always");
         let unknown = entry_from_item(&item(1, &extra))
             .unwrap()
             .unsupported
             .unwrap();
-        assert!(unknown.contains("(approval)"), "{unknown}");
+        assert!(unknown.contains("(canary)"), "{unknown}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use super::answers::{Answer, Answers};
 use super::claims::claim_conflict;
 use super::followers::{Follower, follower_of};
 use super::leases::written_already;
@@ -34,6 +35,8 @@ struct State {
     /// The region of a spec that names none (the DynamoDB registry's is
     /// its client's).
     home: Option<String>,
+    /// Task token → its answer.
+    answers: BTreeMap<String, Answer>,
 }
 
 /// The registry, in memory.
@@ -502,6 +505,21 @@ impl Schedule for MemoryRegistry {
             }
             _ => Ok(false),
         }
+    }
+}
+
+impl Answers for MemoryRegistry {
+    async fn answer(&self, token: &str, answer: &Answer, _now: EpochMillis) -> Result<bool> {
+        let mut state = self.state();
+        if state.answers.contains_key(token) {
+            return Ok(false);
+        }
+        state.answers.insert(token.to_owned(), answer.clone());
+        Ok(true)
+    }
+
+    async fn answer_of(&self, token: &str) -> Result<Option<Answer>> {
+        Ok(self.state().answers.get(token).cloned())
     }
 }
 

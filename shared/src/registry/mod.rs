@@ -18,6 +18,7 @@
 //! — and a lost race comes back as a typed [`RegistryError`] (or `false`),
 //! never as a silent overwrite.
 
+pub mod answers;
 pub mod claims;
 pub mod deliveries;
 pub mod expr;
@@ -43,6 +44,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, TableStatus};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use serde::Serialize;
 
+pub use answers::{Answer, Answers};
 pub use deliveries::Deliveries;
 pub use followers::Follower;
 pub use leases::{LEASE_TTL, Lease, Leases, lease_ttl};
@@ -261,7 +263,11 @@ impl Registry {
     }
 
     /// A DynamoDB error in the registry's terms (a missing table is named).
-    fn aws_error<E>(&self, operation: &'static str, err: SdkError<E, HttpResponse>) -> RegistryError
+    pub(super) fn aws_error<E>(
+        &self,
+        operation: &'static str,
+        err: SdkError<E, HttpResponse>,
+    ) -> RegistryError
     where
         E: ProvideErrorMetadata + std::error::Error + 'static,
     {

@@ -1,7 +1,7 @@
-//! How CloudFormation runs a stack's change sets, as the spec says it:
-//! what a failed create leaves (`onFailedCreate`, `onStackFailure`), the
-//! deployment mode (`deploymentConfig`) and the rollback triggers
-//! (`rollback`).
+//! How a stack's change sets are run, as the spec says it: whether a person
+//! approves them first (`approval`), what a failed create leaves
+//! (`onFailedCreate`, `onStackFailure`), the deployment mode
+//! (`deploymentConfig`) and the rollback triggers (`rollback`).
 
 use serde::{Deserialize, Serialize};
 
@@ -97,4 +97,36 @@ pub struct RollbackTrigger {
 
 fn default_trigger_type() -> String {
     "AWS::CloudWatch::Alarm".to_owned()
+}
+
+/// When a run asks a person before executing its change set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Approval {
+    /// Never: change sets run as soon as they are ready.
+    #[default]
+    Never,
+    /// Every change set.
+    Always,
+    /// A change set that replaces a resource, or may (`Replacement`
+    /// `True` or `Conditional`).
+    OnReplace,
+    /// A change set that removes a resource.
+    OnRemove,
+}
+
+impl Approval {
+    pub(super) fn is_never(&self) -> bool {
+        *self == Self::Never
+    }
+
+    /// As `stacks.yaml` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Never => "never",
+            Self::Always => "always",
+            Self::OnReplace => "onReplace",
+            Self::OnRemove => "onRemove",
+        }
+    }
 }

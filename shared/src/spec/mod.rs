@@ -14,7 +14,7 @@ use crate::duration::Duration;
 mod deploy;
 
 pub use deploy::{
-    DeploymentConfig, DeploymentMode, OnFailedCreate, OnStackFailure, RollbackConfig,
+    Approval, DeploymentConfig, DeploymentMode, OnFailedCreate, OnStackFailure, RollbackConfig,
     RollbackTrigger,
 };
 
@@ -32,6 +32,8 @@ pub const DEFAULT_MAX_POLLS: u32 = 500;
 /// Default most failed attempts at one revision and spec before a stack
 /// stays `Failed` (until a push, a spec change or `reconcile --force`).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+/// Default longest a change set waits for a person's approval.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(7 * 86_400);
 /// The longest wait between two attempts, however many failed.
 pub const MAX_RETRY_BACKOFF: Duration = Duration::from_mins(360);
 /// Default Git ref when a Git source names none.
@@ -132,6 +134,18 @@ pub struct StackSpec {
     /// refused (`Failed (NotOwned)`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub adopt: bool,
+    /// When a run asks a person before executing its change set: `never`
+    /// (default), `always`, `onReplace` (it replaces, or may replace, a
+    /// resource), `onRemove` (it removes one).
+    #[serde(default, skip_serializing_if = "Approval::is_never")]
+    pub approval: Approval,
+    /// How long a change set waits for that approval; past it, the change
+    /// set is deleted and the run ends `Failed` ("approval timed out").
+    #[serde(
+        default = "default_approval_timeout",
+        skip_serializing_if = "is_default_approval_timeout"
+    )]
+    pub approval_timeout: Duration,
     /// When true, stacksync leaves the stack alone.
     #[serde(default)]
     pub suspend: bool,
@@ -318,6 +332,14 @@ fn default_max_polls() -> u32 {
     DEFAULT_MAX_POLLS
 }
 
+fn default_approval_timeout() -> Duration {
+    DEFAULT_APPROVAL_TIMEOUT
+}
+
+fn is_default_approval_timeout(d: &Duration) -> bool {
+    *d == DEFAULT_APPROVAL_TIMEOUT
+}
+
 fn default_max_attempts() -> u32 {
     DEFAULT_MAX_ATTEMPTS
 }
@@ -435,6 +457,8 @@ pub(crate) mod fixtures {
             import_existing_resources: false,
             deployment_config: None,
             adopt: false,
+            approval: Approval::Never,
+            approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
             suspend: false,
             destroy_on_delete: false,
             termination_protection: false,

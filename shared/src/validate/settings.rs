@@ -29,7 +29,8 @@ pub const MAX_STACK_POLICY_BYTES: usize = 16_384;
 ///
 /// Bounds: a full reconcile from once a minute to once a day; a first poll of
 /// CloudFormation from 1s to 5m; a retry after a failure from 10s to a day;
-/// a run from 1m to a day, with 1 to 2,500 polls; 1 to 100 attempts.
+/// a run from 1m to a day, with 1 to 2,500 polls; 1 to 100 attempts; an
+/// approval awaited from 5m to 30d.
 pub(super) fn check_durations(spec: &StackSpec, errors: &mut Errors) {
     let durations = [
         (
@@ -55,6 +56,12 @@ pub(super) fn check_durations(spec: &StackSpec, errors: &mut Errors) {
             spec.timeout,
             Duration::from_mins(1),
             Duration::from_secs(86_400),
+        ),
+        (
+            "approvalTimeout",
+            spec.approval_timeout,
+            Duration::from_mins(5),
+            Duration::from_secs(30 * 86_400),
         ),
     ];
     for (field, value, min, max) in durations {

@@ -8,6 +8,12 @@
 //! - [`decide_change_set`]: our change set exists; what now?
 //! - [`decide_after_execute`]: our change set ran; how did it end?
 //! - [`decide_delete`]: the stack must go; how far along is that?
+//! - [`approval_needed`], [`approval_holds`]: does a ready change set wait
+//!   for a person, and does an approval still hold?
+
+mod approval;
+
+pub use approval::{Approved, approval_holds, approval_needed};
 
 use crate::duration::Duration;
 use crate::spec::{MAX_RETRY_BACKOFF, OnFailedCreate};
@@ -33,14 +39,19 @@ pub const MAX_DELETE_REQUESTS: u32 = 2;
 /// more tries until the revision or the spec changes (or a forced
 /// reconcile). Failures of the moment (AWS throttling or out of reach, a
 /// run interrupted) back off the same way and never give up. A failed
-/// create that stays ([`StallReason::FailedCreateStays`]) gives up at once.
+/// create that stays ([`StallReason::FailedCreateStays`]), and a change set
+/// a person rejected or nobody approved in time, give up at once: trying
+/// again at the same revision would only ask the same question again.
 pub fn after_failure(
     previous: Option<&Failures>,
     at: (u64, Option<&str>),
     reason: StallReason,
     retry: (Duration, u32),
 ) -> AfterFailure {
-    let give_up = reason == StallReason::FailedCreateStays;
+    let give_up = matches!(
+        reason,
+        StallReason::FailedCreateStays | StallReason::Rejected | StallReason::ApprovalTimedOut
+    );
     let (spec_version, revision) = at;
     let (retry_interval, max_attempts) = retry;
     let mut failures = previous

@@ -304,12 +304,12 @@ mod tests {
     #[tokio::test]
     async fn an_entry_this_version_cannot_fully_read_is_never_acted_on() {
         let t = Test::with_entry(|e| {
-            e.unsupported = Some("the entry's spec holds fields … (approval)".into());
+            e.unsupported = Some("the entry's spec holds fields … (canary)".into());
         })
         .await;
         let err = t.steps.artifact_fetch(t.input("run-1")).await.unwrap_err();
         assert_eq!(err.name(), "StackSync.Stalled.Unsupported");
-        assert!(err.message().contains("(approval)"));
+        assert!(err.message().contains("(canary)"));
         assert_eq!(
             t.steps.sources.calls(),
             (0, 0),

@@ -32,6 +32,9 @@ where
     pub async fn change_set(&self, mut state: RunState) -> StepResult {
         let entry = self.resume(&state).await?;
         let cfn = self.port(&entry.spec).await?;
+        if state.approved.is_some() {
+            state = self.after_approval(state, &entry, &cfn).await?;
+        }
         if state.execute {
             return self.execute(state, &entry, &cfn).await;
         }
@@ -86,28 +89,31 @@ where
                 state.rollback_continues += 1;
                 wait(state, WaitOn::Rollback, &entry.spec)
             }
-            StackDecision::DeleteAndRecreate => {
-                // Recorded before the delete: a create that fails again at
-                // this revision is not made a third time.
-                let mut status = entry.status.clone();
-                let failures = status.failures.get_or_insert_with(Default::default);
-                if !failures.at(at.0, at.1) {
-                    *failures = Failures {
-                        spec_version: at.0,
-                        revision: at.1.map(str::to_owned),
-                        ..Failures::default()
-                    };
-                }
-                failures.recreated = true;
-                self.record(&state, &entry, status).await?;
-                let mut state = state;
-                state.recreate = true;
-                state.delete_requests = 0;
-                state.next = Next::Delete;
-                Ok(state)
-            }
+            StackDecision::DeleteAndRecreate => self.delete_and_recreate(state, &entry).await,
             StackDecision::Stalled { reason, message } => Err(StepError::stalled(reason, message)),
         }
+    }
+
+    /// A failed create is deleted to be made again: recorded before the
+    /// delete, so a create that fails again at this revision is not made a
+    /// third time.
+    async fn delete_and_recreate(&self, mut state: RunState, entry: &StackEntry) -> StepResult {
+        let at = (state.spec_version, state.revision.as_deref());
+        let mut status = entry.status.clone();
+        let failures = status.failures.get_or_insert_with(Default::default);
+        if !failures.at(at.0, at.1) {
+            *failures = Failures {
+                spec_version: at.0,
+                revision: at.1.map(str::to_owned),
+                ..Failures::default()
+            };
+        }
+        failures.recreated = true;
+        self.record(&state, entry, status).await?;
+        state.recreate = true;
+        state.delete_requests = 0;
+        state.next = Next::Delete;
+        Ok(state)
     }
 
     /// Refuses (`NotOwned`) a stack this entry did not make and does not

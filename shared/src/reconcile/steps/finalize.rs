@@ -9,10 +9,70 @@ use super::{StepResult, Steps, due, short};
 use crate::clock::now_millis;
 use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
 use crate::reconcile::decide::after_failure;
-use crate::reconcile::run::{FinalizeInput, Next, RunState, StepError};
+use crate::reconcile::run::{CaughtError, FinalizeInput, Next, RunState, StepError};
 use crate::registry::{StackEntry, StepRegistry};
 use crate::stack_status::ExecutionStatus;
-use crate::status::{Phase, StallReason, Status, Timestamp};
+use crate::status::{ApprovalRecord, Decision, Phase, StallReason, Status, Timestamp};
+
+/// A failure while a change set waited for approval, in its own words: a
+/// person rejected it (`StackSync.Stalled.Rejected`, the reason in the
+/// cause), or nobody answered within `approvalTimeout` (`States.Timeout` of
+/// the wait); with the approval record it leaves. Any other failure as it
+/// was caught.
+fn approval_failure(
+    state: &RunState,
+    error: &CaughtError,
+    message: String,
+) -> (StallReason, String, Option<ApprovalRecord>) {
+    let reason = error.reason();
+    let Some(request) = &state.approval else {
+        return (reason, message, None);
+    };
+    let record = |decision, reason: Option<String>| ApprovalRecord {
+        change_set: request.change_set.clone(),
+        decision,
+        by: None,
+        at: Timestamp(now_millis()),
+        reason,
+        run: state.execution.clone(),
+    };
+    match (reason, error.error.as_str()) {
+        (StallReason::Rejected, _) => {
+            // The cause is "by ARN: reason" (see `stacksync reject`).
+            let (by, why) = match message.split_once(": ") {
+                Some((by, why)) if by.starts_with("by ") => (
+                    Some(by.trim_start_matches("by ").to_owned()),
+                    why.to_owned(),
+                ),
+                _ => (None, message.clone()),
+            };
+            let text = format!(
+                "change set {} rejected{}: {why}",
+                request.change_set,
+                by.as_deref()
+                    .map(|b| format!(" by {b}"))
+                    .unwrap_or_default()
+            );
+            let decided = ApprovalRecord {
+                by,
+                ..record(Decision::Rejected, Some(why))
+            };
+            (StallReason::Rejected, text, Some(decided))
+        }
+        (_, "States.Timeout") => {
+            let waited = crate::duration::Duration::from_secs(request.timeout_seconds);
+            (
+                StallReason::ApprovalTimedOut,
+                format!(
+                    "approval timed out: nobody approved change set {} within {waited}; it was deleted",
+                    request.change_set
+                ),
+                Some(record(Decision::TimedOut, None)),
+            )
+        }
+        _ => (reason, message, None),
+    }
+}
 
 impl<R, B, F, S> Steps<R, B, F, S>
 where
@@ -36,7 +96,11 @@ where
             });
         };
         self.clean_up(&state, &entry).await;
-        let status = self.failed_status(&state, &entry, input.error.reason(), &message);
+        let (reason, message, decided) = approval_failure(&state, &input.error, message);
+        let mut status = self.failed_status(&state, &entry, reason, &message);
+        if let Some(record) = decided {
+            status = status.with_approval(record);
+        }
         let outcome = status.message.clone().unwrap_or_default();
         self.finish(state, &entry, status, &outcome).await
     }

@@ -8,6 +8,7 @@
 //! | [`template_upload`] | `UploadTemplate` | checks and stores the template; in sync → done |
 //! | [`change_set`] | `ChangeSet` | acts on the stack's status, or executes a ready change set |
 //! | [`poll_status`] | `PollStatus` | wait again, go on, or finish |
+//! | [`approval`] | `AwaitApproval` | records a change set that waits for a person, and the token that answers it |
 //! | [`delete`] | `DeleteStack` | deletes the stack; drops the entry or goes on to create |
 //! | [`finalize`] | `RecordFailure` | records a caught failure, releases the lease |
 //!
@@ -17,10 +18,12 @@
 //! in sync, applied, deleted, suspended, failed — writes the status and
 //! releases the lease (one conditional write, `Steps::finish`).
 
+pub mod approval;
 pub mod artifact_fetch;
 pub mod change_set;
 pub mod delete;
 pub mod finalize;
+mod name;
 pub mod poll_status;
 mod settings;
 pub mod template_upload;
@@ -48,76 +51,7 @@ pub const MAX_POLL_SECONDS: u64 = 60;
 
 pub type StepResult = Result<RunState, StepError>;
 
-/// The steps by name: the state machine's Task states, the Lambda functions
-/// and the local runner's `local:<function>` resources all name them so.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StepName {
-    ArtifactFetch,
-    TemplateUpload,
-    ChangeSet,
-    PollStatus,
-    Delete,
-    Finalize,
-}
-
-impl StepName {
-    pub const ALL: [StepName; 6] = [
-        Self::ArtifactFetch,
-        Self::TemplateUpload,
-        Self::ChangeSet,
-        Self::PollStatus,
-        Self::Delete,
-        Self::Finalize,
-    ];
-
-    /// The function's name: its `functions/` folder, binary and local resource.
-    pub fn function(self) -> &'static str {
-        match self {
-            Self::ArtifactFetch => "artifact-fetch",
-            Self::TemplateUpload => "template-upload",
-            Self::ChangeSet => "change-set",
-            Self::PollStatus => "poll-status",
-            Self::Delete => "delete",
-            Self::Finalize => "finalize",
-        }
-    }
-
-    /// Its placeholder in the state machine's definition (`${…}`), bound to
-    /// the function's ARN by `template.yaml` and the CDK app.
-    pub fn placeholder(self) -> &'static str {
-        match self {
-            Self::ArtifactFetch => "ArtifactFetchFunctionArn",
-            Self::TemplateUpload => "TemplateUploadFunctionArn",
-            Self::ChangeSet => "ChangeSetFunctionArn",
-            Self::PollStatus => "PollStatusFunctionArn",
-            Self::Delete => "DeleteFunctionArn",
-            Self::Finalize => "FinalizeFunctionArn",
-        }
-    }
-
-    /// Its Task state in the state machine.
-    pub fn state(self) -> &'static str {
-        match self {
-            Self::ArtifactFetch => "FetchArtifact",
-            Self::TemplateUpload => "UploadTemplate",
-            Self::ChangeSet => "ChangeSet",
-            Self::PollStatus => "PollStatus",
-            Self::Delete => "DeleteStack",
-            Self::Finalize => "RecordFailure",
-        }
-    }
-
-    /// The step of a function name.
-    pub fn of_function(name: &str) -> Option<StepName> {
-        Self::ALL.into_iter().find(|s| s.function() == name)
-    }
-}
-
-impl std::fmt::Display for StepName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.function())
-    }
-}
+pub use name::StepName;
 
 /// Settings read once at start.
 #[derive(Debug, Clone)]
@@ -191,6 +125,17 @@ where
                     _ => self.delete(state.clone()).await,
                 };
                 result.or_else(|e| ended(state, e))?
+            }
+            StepName::Approval => {
+                let input: approval::ApprovalInput =
+                    serde_json::from_value(input).map_err(|e| {
+                        StepError::stalled(
+                            StallReason::ContractViolated,
+                            format!("approval: bad input: {e}"),
+                        )
+                    })?;
+                let state = input.state.clone();
+                self.approval(input).await.or_else(|e| ended(state, e))?
             }
             StepName::Finalize => {
                 let input: FinalizeInput = serde_json::from_value(input).map_err(|e| {
@@ -466,6 +411,8 @@ fn ready_status(state: &RunState, entry: &StackEntry, seen: Option<Seen>, messag
             .clone()
             .or_else(|| entry.status.out_of_band.clone()),
         adoption: entry.status.adoption.clone(),
+        awaiting: None,
+        approvals: entry.status.approvals.clone(),
     }
 }
 
@@ -552,47 +499,5 @@ mod tests {
             300,
             "a long first interval is its own cap"
         );
-    }
-
-    /// One name per step, everywhere a step is named: its `functions/`
-    /// folder (and its `main`), its Task state and placeholder in the state
-    /// machine, and its resource in `template.yaml`.
-    #[test]
-    fn every_step_has_its_folder_its_state_its_placeholder_and_its_resource() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let asl: Value = serde_json::from_str(super::super::asl_runner::RECONCILE_ASL)
-            .unwrap_or_else(|e| panic!("the ASL: {e}"));
-        let template = std::fs::read_to_string(root.join("template.yaml")).unwrap_or_default();
-        for step in StepName::ALL {
-            let main = std::fs::read_to_string(
-                root.join("functions")
-                    .join(step.function())
-                    .join("src/main.rs"),
-            )
-            .unwrap_or_else(|e| panic!("functions/{step}: {e}"));
-            let variant = format!("{step:?}");
-            assert!(
-                main.contains(&format!("StepName::{variant}")),
-                "functions/{step}/src/main.rs serves StepName::{variant}"
-            );
-            let resource = &asl["States"][step.state()]["Resource"];
-            assert_eq!(
-                resource.as_str(),
-                Some(format!("${{{}}}", step.placeholder()).as_str()),
-                "{}",
-                step.state()
-            );
-            assert!(
-                template.contains(&format!("BuildProperties: {{ Binary: {step} }}")),
-                "template.yaml builds {step}"
-            );
-            assert!(
-                template.contains(&format!("{}: !GetAtt ", step.placeholder())),
-                "template.yaml binds {}",
-                step.placeholder()
-            );
-            assert_eq!(StepName::of_function(step.function()), Some(step));
-        }
-        assert_eq!(StepName::of_function("webhook"), None);
     }
 }

@@ -12,12 +12,15 @@ use crate::ports::{
     Blobs, ChangeSetInfo, CloudFormation, CloudFormationFactory, EventsOf, SourceFetcher,
     root_cause,
 };
+use crate::preview::bounded;
+use crate::reconcile::decide::approval_needed;
 use crate::reconcile::decide::{
     ChangeSetDecision, ChangeSetObservation, ExecutionOutcome, Waiting, decide_after_execute,
     decide_change_set, decide_waiting,
 };
-use crate::reconcile::run::{Next, RunState, StepError, WaitOn};
+use crate::reconcile::run::{ApprovalRequest, Next, RunState, StepError, WaitOn};
 use crate::registry::{StackEntry, StepRegistry};
+use crate::spec::Approval;
 use crate::stack_status::{ChangeSetStatus, ExecutionStatus};
 use crate::status::StallReason;
 
@@ -92,32 +95,21 @@ where
         match decision {
             ChangeSetDecision::Wait => wait(state, WaitOn::ChangeSet, &entry.spec),
             ChangeSetDecision::Execute => {
-                state.execute = true;
                 state.next = Next::ChangeSet;
+                match self.approval_request(&state, entry, cfn, &name).await? {
+                    // Executed only once approved, and only if it still holds.
+                    Some(request) => {
+                        info!(stack = %state.stack_id, change_set = %name, why = %request.why, "the change set waits for approval");
+                        state.approval = Some(request);
+                        state.next = Next::Approval;
+                    }
+                    None => state.execute = true,
+                }
                 Ok(state)
             }
             ChangeSetDecision::WaitForStack => wait(state, WaitOn::Execution, &entry.spec),
             ChangeSetDecision::CheckStack => self.after_execution(state, entry, cfn).await,
-            ChangeSetDecision::Empty => {
-                cfn.delete_change_set(stack_name, &name).await?;
-                let stack = cfn.describe_stack(stack_name).await?;
-                let changed = match &stack {
-                    Some(stack) => self.apply_settings(cfn, &entry.spec, stack).await?,
-                    None => Vec::new(),
-                };
-                let seen = self
-                    .observe_if_there(cfn, &entry.spec, stack.as_ref())
-                    .await?;
-                let message = match &state.out_of_band {
-                    Some(found) => format!(
-                        "in sync: {}, but to what Git has (the change set was empty)",
-                        found.detail
-                    ),
-                    None => "in sync: the change set was empty".to_owned(),
-                };
-                let message = with_settings(message, &changed);
-                self.in_sync(state, entry, seen, &message).await
-            }
+            ChangeSetDecision::Empty => self.empty_change_set(state, entry, cfn, &name).await,
             ChangeSetDecision::Failed { reason } => {
                 // Its pre-deployment validations, where the endpoint says.
                 let cause = cfn
@@ -132,6 +124,73 @@ where
                 Err(StepError::stalled(StallReason::ChangeSetFailed, message))
             }
         }
+    }
+
+    /// An empty change set: deleted, the stack's settings applied, and the
+    /// entry in sync with what Git has.
+    async fn empty_change_set(
+        &self,
+        state: RunState,
+        entry: &StackEntry,
+        cfn: &F::Port,
+        name: &str,
+    ) -> StepResult {
+        let stack_name = entry.spec.effective_stack_name();
+        cfn.delete_change_set(stack_name, name).await?;
+        let stack = cfn.describe_stack(stack_name).await?;
+        let changed = match &stack {
+            Some(stack) => self.apply_settings(cfn, &entry.spec, stack).await?,
+            None => Vec::new(),
+        };
+        let seen = self
+            .observe_if_there(cfn, &entry.spec, stack.as_ref())
+            .await?;
+        let message = match &state.out_of_band {
+            Some(found) => format!(
+                "in sync: {}, but to what Git has (the change set was empty)",
+                found.detail
+            ),
+            None => "in sync: the change set was empty".to_owned(),
+        };
+        let message = with_settings(message, &changed);
+        self.in_sync(state, entry, seen, &message).await
+    }
+
+    /// The approval a ready change set must wait for, if the entry's policy
+    /// asks for it given what the change set would do.
+    async fn approval_request(
+        &self,
+        state: &RunState,
+        entry: &StackEntry,
+        cfn: &F::Port,
+        name: &str,
+    ) -> Result<Option<ApprovalRequest>, StepError> {
+        let spec = &entry.spec;
+        if spec.approval == Approval::Never {
+            return Ok(None);
+        }
+        let stack_name = spec.effective_stack_name();
+        let changes = cfn.change_set_changes(stack_name, name).await?;
+        let Some(why) = approval_needed(spec.approval, &changes) else {
+            return Ok(None);
+        };
+        let stack = cfn
+            .describe_stack(stack_name)
+            .await?
+            .filter(|s| !s.status.not_created());
+        let (changes, more) = bounded(changes);
+        Ok(Some(ApprovalRequest {
+            change_set: name.to_owned(),
+            why,
+            changes,
+            more,
+            revision: state.revision.clone(),
+            desired_hash: state.desired_hash.clone(),
+            spec_version: state.spec_version,
+            stack: stack.map(|s| (s.stack_id, s.changed_at)),
+            timeout_seconds: spec.approval_timeout.as_secs(),
+            asked_at: crate::clock::now_millis(),
+        }))
     }
 
     /// Whether the stack already has the parameters and tags we want (a ready

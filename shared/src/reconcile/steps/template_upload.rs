@@ -90,7 +90,8 @@ where
         let hash_matches = entry.status.applied_hash.as_deref() == Some(desired.hash.as_str());
         state.desired_hash = Some(desired.hash);
         state.next = Next::ChangeSet;
-        if !hash_matches {
+        // An approved change set is judged by change-set, in sync or not.
+        if !hash_matches || state.approved.is_some() {
             return Ok(state);
         }
         // At the applied hash: nothing to deploy, if the stack is still what

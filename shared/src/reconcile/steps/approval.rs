@@ -1,0 +1,371 @@
+//! `approval` (state `AwaitApproval`): the run's ready change set waits for
+//! a person. The state machine calls this step with a task token and then
+//! waits for the token's answer (`.waitForTaskToken`: no Lambda runs while
+//! it waits); the step records what waits, with the token that answers it
+//! (`stacksync approve` / `reject` read it from the registry), and keeps the
+//! stack's lease for as long as the wait may last.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tracing::info;
+
+use super::{Steps, due};
+use crate::clock::now_millis;
+use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
+use crate::reconcile::decide::{Approved, approval_holds};
+use crate::reconcile::run::{RunState, StepError};
+use crate::registry::{LEASE_TTL, StackEntry, StepRegistry};
+use crate::stack_status::{ChangeSetStatus, ExecutionStatus};
+use crate::status::{ApprovalRecord, AwaitingApproval, Decision, Phase, Status, Timestamp};
+
+/// What the state machine gives the step: the run's state, and the token
+/// its answer must bring back (`$$.Task.Token`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalInput {
+    pub state: RunState,
+    pub task_token: String,
+}
+
+impl<R, B, F, S> Steps<R, B, F, S>
+where
+    R: StepRegistry,
+    B: Blobs,
+    F: CloudFormationFactory,
+    S: SourceFetcher,
+{
+    /// Records the waiting change set (phase `AwaitingApproval`) and holds
+    /// the lease until the wait can end (its timeout, and a step's margin).
+    pub async fn approval(&self, input: ApprovalInput) -> Result<RunState, StepError> {
+        let ApprovalInput { state, task_token } = input;
+        let entry = self.resume(&state).await?;
+        let request = state
+            .approval
+            .clone()
+            .ok_or_else(|| StepError::missing("approval", "approval"))?;
+        let now = now_millis();
+        let wait = Duration::from_secs(request.timeout_seconds) + LEASE_TTL;
+        self.registry
+            .renew_lease(&state.stack_id, &state.execution, wait, now)
+            .await?;
+        let expires_at = Timestamp(due(now, request.timeout_seconds));
+        info!(stack = %state.stack_id, change_set = %request.change_set, why = %request.why, "awaiting approval");
+        let status = Status {
+            phase: Phase::AwaitingApproval,
+            message: Some(format!(
+                "change set {} awaits approval ({}): stacksync approve {} --change-set {}",
+                request.change_set, request.why, state.stack_id, request.change_set
+            )),
+            change_set_name: Some(request.change_set.clone()),
+            awaiting: Some(AwaitingApproval {
+                change_set: request.change_set.clone(),
+                why: request.why.clone(),
+                changes: request.changes.clone(),
+                more: request.more,
+                run: state.execution.clone(),
+                token: task_token,
+                requested_at: Timestamp(now),
+                expires_at,
+            }),
+            // Due when the wait ends, should the run die meanwhile.
+            next_reconcile_at: Some(Timestamp(due(now, wait.as_secs()))),
+            ..entry.status.clone()
+        };
+        self.record(&state, &entry, status).await?;
+        Ok(state)
+    }
+
+    /// Back from the wait with an approval (the run fetched and uploaded
+    /// again, so the desired state is today's): executes the approved
+    /// change set if the approval still holds (`execute` set); else deletes
+    /// it (the approval is void, recorded so) and the run makes a new one,
+    /// which asks again. The wait does not count against the run's
+    /// `timeout`.
+    pub(super) async fn after_approval(
+        &self,
+        mut state: RunState,
+        entry: &StackEntry,
+        cfn: &F::Port,
+    ) -> Result<RunState, StepError> {
+        let request = state
+            .approval
+            .take()
+            .ok_or_else(|| StepError::missing("change-set", "approval"))?;
+        let answer = state
+            .approved
+            .take()
+            .ok_or_else(|| StepError::missing("change-set", "approved"))?;
+        state.started_at += now_millis().saturating_sub(request.asked_at);
+        let stack_name = entry.spec.effective_stack_name();
+        let stack = cfn
+            .describe_stack(stack_name)
+            .await?
+            .filter(|s| !s.status.not_created());
+        let ready = cfn
+            .describe_change_set(stack_name, &request.change_set)
+            .await?
+            .is_some_and(|cs| {
+                cs.status == ChangeSetStatus::CreateComplete
+                    && cs.execution == ExecutionStatus::Available
+            });
+        let holds = approval_holds(Approved {
+            named: &answer.change_set,
+            asked: &request.change_set,
+            desired_then: (
+                request.revision.as_deref(),
+                request.desired_hash.as_deref(),
+                request.spec_version,
+            ),
+            desired_now: (
+                state.revision.as_deref(),
+                state.desired_hash.as_deref(),
+                state.spec_version,
+            ),
+            stack_then: request.stack.as_ref().map(|(id, at)| (id.as_str(), *at)),
+            stack_now: stack.as_ref().map(|s| (s.stack_id.as_str(), s.changed_at)),
+        })
+        .and_then(|()| {
+            ready
+                .then_some(())
+                .ok_or_else(|| "the change set is no longer ready to run".to_owned())
+        });
+        let (decision, reason) = match holds {
+            Ok(()) => {
+                info!(stack = %state.stack_id, change_set = %request.change_set, by = ?answer.by, "approved: executing");
+                state.change_set_name = Some(request.change_set.clone());
+                state.execute = true;
+                (Decision::Approved, None)
+            }
+            Err(why) => {
+                info!(stack = %state.stack_id, change_set = %request.change_set, %why, "the approval is void: a new change set asks again");
+                cfn.delete_change_set(stack_name, &request.change_set)
+                    .await?;
+                state.change_set_name = None;
+                (Decision::Void, Some(why))
+            }
+        };
+        let record = ApprovalRecord {
+            change_set: request.change_set,
+            decision,
+            by: answer.by,
+            at: Timestamp(answer.at),
+            reason,
+            run: state.execution.clone(),
+        };
+        self.record(&state, entry, entry.status.clone().with_approval(record))
+            .await?;
+        Ok(state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+    use crate::fakes::ScriptedCloudFormation;
+    use crate::preview::ResourceChange;
+    use crate::reconcile::run::{ApprovalAnswer, CaughtError, FinalizeInput, Next};
+    use crate::spec::Approval;
+    use crate::stack_status::StackStatus as S;
+    use crate::status::StallReason;
+
+    fn change(action: &str, replacement: Option<&str>) -> ResourceChange {
+        ResourceChange {
+            action: action.into(),
+            logical_id: "Queue".into(),
+            resource_type: "AWS::SQS::Queue".into(),
+            physical_id: None,
+            replacement: replacement.map(str::to_owned),
+            changed: vec!["Properties.QueueName".into()],
+        }
+    }
+
+    /// A run whose change set is ready, polled, under `policy`, the change
+    /// set doing `changes`.
+    async fn polled(policy: Approval, changes: Vec<ResourceChange>) -> (Test, RunState) {
+        let t = Test::with(
+            ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]),
+            |e| e.spec.approval = policy,
+        )
+        .await;
+        t.cfn.script().changes = changes;
+        let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+        let state = t.steps.template_upload(state).await.unwrap();
+        let mut state = t.steps.change_set(state).await.unwrap();
+        // Pending, then ready.
+        state = t.steps.poll_status(state).await.unwrap();
+        let state = t.steps.poll_status(state).await.unwrap();
+        (t, state)
+    }
+
+    /// The run as the state machine gives it back after the wait: the
+    /// answer at `$.approved`, fetched and uploaded again.
+    async fn answered(t: &Test, mut state: RunState, change_set: &str) -> RunState {
+        state.approved = Some(ApprovalAnswer {
+            change_set: change_set.to_owned(),
+            by: Some("arn:aws:iam::1:user/ops".into()),
+            at: 1_800_000_000_000,
+        });
+        let state = t.steps.artifact_fetch(state).await.unwrap();
+        t.steps.template_upload(state).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_replacement_waits_under_on_replace_and_a_plain_modify_does_not() {
+        let (_, waits) = polled(Approval::OnReplace, vec![change("Modify", Some("True"))]).await;
+        assert_eq!(waits.next, Next::Approval);
+        assert!(!waits.execute, "executed only once approved");
+        let request = waits.approval.unwrap();
+        assert!(request.why.contains("replaces Queue"), "{}", request.why);
+        assert_eq!(request.changes.len(), 1);
+        assert_eq!(request.timeout_seconds, 7 * 86_400);
+
+        let (_, runs) = polled(Approval::OnReplace, vec![change("Modify", Some("False"))]).await;
+        assert_eq!((runs.next, runs.execute), (Next::ChangeSet, true));
+        assert!(runs.approval.is_none());
+    }
+
+    #[tokio::test]
+    async fn the_waiting_change_set_is_recorded_with_its_token_and_the_lease_kept_for_the_wait() {
+        let (t, state) = polled(Approval::Always, vec![change("Add", None)]).await;
+        let name = state.approval.as_ref().unwrap().change_set.clone();
+        t.steps
+            .approval(ApprovalInput {
+                state: state.clone(),
+                task_token: "token-1".into(),
+            })
+            .await
+            .unwrap();
+        let entry = t.entry();
+        assert_eq!(entry.status.phase, Phase::AwaitingApproval);
+        let awaiting = entry.status.awaiting.clone().unwrap();
+        assert_eq!(
+            (awaiting.change_set, awaiting.token),
+            (name, "token-1".to_owned())
+        );
+        let week = 7 * 86_400 * 1000;
+        let lease = entry.lease.unwrap().expires_at.0;
+        assert!(lease > now_millis() + week, "held past the wait");
+        assert!(
+            !t.cfn.operations().contains(&"ExecuteChangeSet".to_owned()),
+            "nothing executed"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_approval_that_holds_executes_exactly_the_change_set_and_is_recorded() {
+        let (t, state) = polled(Approval::Always, vec![change("Add", None)]).await;
+        let name = state.approval.as_ref().unwrap().change_set.clone();
+        let state = answered(&t, state, &name).await;
+        let state = t.steps.change_set(state).await.unwrap();
+        assert_eq!(state.next, Next::Wait);
+        let executed: Vec<String> = t
+            .cfn
+            .script()
+            .calls
+            .iter()
+            .filter(|c| c.starts_with("ExecuteChangeSet"))
+            .cloned()
+            .collect();
+        assert_eq!(executed, [format!("ExecuteChangeSet {name}")]);
+        assert_eq!(t.cfn.script().requests.len(), 1, "no second change set");
+        let record = t.entry().status.approvals.last().cloned().unwrap();
+        assert_eq!(
+            (record.change_set, record.decision, record.by.as_deref()),
+            (name, Decision::Approved, Some("arn:aws:iam::1:user/ops"))
+        );
+    }
+
+    #[tokio::test]
+    async fn an_approval_is_void_once_the_source_moved_and_a_new_change_set_asks_again() {
+        let (t, state) = polled(Approval::Always, vec![change("Add", None)]).await;
+        let first = state.approval.as_ref().unwrap().change_set.clone();
+        // A push while it waited.
+        t.steps.sources.commit(
+            URL,
+            "main",
+            &"f".repeat(40),
+            &[("t.yaml", b"Resources: {X: {Type: AWS::SNS::Topic}}")],
+        );
+        let state = answered(&t, state, &first).await;
+        let state = t.steps.change_set(state).await.unwrap();
+        assert_eq!(state.next, Next::Wait, "a new change set, being made");
+        let calls = t.cfn.script().calls.clone();
+        assert!(
+            calls.contains(&format!("DeleteChangeSet {first}")),
+            "{calls:?}"
+        );
+        assert!(
+            !calls.iter().any(|c| c.starts_with("ExecuteChangeSet")),
+            "{calls:?}"
+        );
+        assert_eq!(t.cfn.script().requests.len(), 2);
+        let record = t.entry().status.approvals.last().cloned().unwrap();
+        assert_eq!(record.decision, Decision::Void);
+        assert!(record.reason.unwrap().contains("source moved"));
+        // The new one asks again.
+        let state = t.steps.poll_status(state).await.unwrap();
+        assert_eq!(state.next, Next::Approval);
+        assert_ne!(state.approval.unwrap().change_set, first);
+    }
+
+    #[tokio::test]
+    async fn a_rejection_and_a_timeout_fail_the_run_delete_the_change_set_and_are_recorded() {
+        for (error, cause, reason, words) in [
+            (
+                "StackSync.Stalled.Rejected",
+                "by arn:aws:iam::1:user/ops: not during the freeze",
+                StallReason::Rejected,
+                "rejected by arn:aws:iam::1:user/ops: not during the freeze",
+            ),
+            (
+                "States.Timeout",
+                "",
+                StallReason::ApprovalTimedOut,
+                "approval timed out",
+            ),
+        ] {
+            let (t, state) = polled(Approval::Always, vec![change("Add", None)]).await;
+            let name = state.approval.as_ref().unwrap().change_set.clone();
+            t.steps
+                .approval(ApprovalInput {
+                    state: state.clone(),
+                    task_token: "token-1".into(),
+                })
+                .await
+                .unwrap();
+            let input = FinalizeInput {
+                state,
+                error: CaughtError {
+                    error: error.into(),
+                    cause: cause.into(),
+                },
+            };
+            t.steps.finalize(input).await.unwrap();
+            let status = t.entry().status;
+            assert_eq!(
+                (status.phase, status.stall_reason),
+                (Phase::Failed, Some(reason))
+            );
+            let message = status.message.unwrap();
+            assert!(message.contains(words), "{message}");
+            assert!(
+                message.contains("gave up"),
+                "not asked again at this revision: {message}"
+            );
+            assert_eq!(status.next_reconcile_at, None);
+            assert_eq!(status.awaiting, None);
+            assert_ne!(
+                status.approvals.last().unwrap().decision,
+                Decision::Approved
+            );
+            assert!(
+                t.cfn
+                    .script()
+                    .calls
+                    .contains(&format!("DeleteChangeSet {name}"))
+            );
+        }
+    }
+}
