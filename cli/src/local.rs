@@ -8,8 +8,9 @@ use stacksync::clock::now_millis;
 use stacksync::ports::{Trigger, TriggerKind};
 use stacksync::reconcile::asl_runner::reconcile_machine;
 use stacksync::reconcile::run::{CaughtError, FinalizeInput, RunState, error_names};
+use stacksync::reconcile::steps::Steps;
 use stacksync::registry::Registry;
-use stacksync::wiring::{SdkSteps, sdk_steps};
+use stacksync::wiring::{SdkSteps, event_bus, sdk_steps};
 
 use crate::connect::registered;
 use crate::error::Result;
@@ -34,9 +35,17 @@ impl LocalRunner {
         let endpoint = config.endpoint_url();
         Ok(Self {
             // The local runner: http:// and git:// are the user's own call.
-            steps: sdk_steps(config, registry, bucket, endpoint, true)
-                .await
-                .map_err(|e| e.to_string())?,
+            steps: Steps {
+                // STACKSYNC_EVENT_BUS: the local runner's events go there
+                // too (none by default).
+                notices: event_bus(
+                    config,
+                    &std::env::var("STACKSYNC_EVENT_BUS").unwrap_or_default(),
+                ),
+                ..sdk_steps(config, registry, bucket, endpoint, true)
+                    .await
+                    .map_err(|e| e.to_string())?
+            },
             machine: reconcile_machine().map_err(|e| e.to_string())?,
             options: RunOptions {
                 speedup,

@@ -79,6 +79,19 @@ export interface StackSyncProps extends StackProps {
    */
   readonly alarmTopicArn?: string;
   /**
+   * The EventBridge bus (of this account and region, by name) every run's events go to: source `stacksync`,
+   * detail types Reconcile Started, Reconcile Succeeded, Reconcile Failed, Approval Requested, Change Set Approved,
+   * Change Set Rejected. 'none': no events.
+   * @default 'default' (the account's default bus)
+   */
+  readonly eventBusName?: string;
+  /**
+   * An example rule: failed runs, rejections and change sets awaiting approval go to this SNS topic (its policy
+   * must let events.amazonaws.com publish).
+   * @default none (no rule)
+   */
+  readonly notificationTopicArn?: string;
+  /**
    * How long function, state machine and S3 access logs are kept.
    * @default 30
    */
@@ -181,6 +194,8 @@ export interface Permissions {
   passServiceRoles(): iam.PolicyStatement[];
   /** `TargetAccounts`: sts:AssumeRole on the configured target-account roles; none when none are configured. */
   assumeTargetRoles(): iam.PolicyStatement[];
+  /** `Events`: events:PutEvents on the `eventBusName` bus, source `stacksync` only; none with 'none'. */
+  putEvents(): iam.PolicyStatement[];
   /** These DynamoDB actions on the registry table, under a Sid of the row's own (the `Registry` statement is `registry`). */
   table(sid: string, ...actions: string[]): iam.PolicyStatement;
   /** Sid Deliveries: dynamodb:PutItem on the table, only items whose key starts with `delivery#`, only their key and expiry. */
@@ -312,6 +327,7 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'),
       p.objects('Artifacts', ['s3:GetObject', 's3:PutObject'], ['artifacts']),
       p.listBucket('ArtifactExists'),
+      ...p.putEvents(),
       // Private sources: Git credentials, S3 archives, CodeCommit.
       ...p.sourceSecrets(),
       ...p.sourceParameters(),
@@ -336,6 +352,7 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.stacks('cloudformation:DescribeStacks', 'cloudformation:GetTemplate', 'cloudformation:GetStackPolicy'),
       p.ownStacks('cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'),
       ...p.assumeTargetRoles(),
+      ...p.putEvents(),
     ],
   },
   {
@@ -375,6 +392,7 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.transforms(),
       ...p.passServiceRoles(),
       ...p.assumeTargetRoles(),
+      ...p.putEvents(),
     ],
   },
   {
@@ -398,6 +416,7 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       ),
       p.ownStacks('cloudformation:DeleteChangeSet', 'cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'),
       ...p.assumeTargetRoles(),
+      ...p.putEvents(),
     ],
   },
   {
@@ -416,6 +435,7 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.ownStacks('cloudformation:UpdateTerminationProtection', 'cloudformation:DeleteStack'),
       ...p.passServiceRoles(),
       ...p.assumeTargetRoles(),
+      ...p.putEvents(),
     ],
   },
   {
@@ -426,7 +446,7 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     description: 'stacksync approval: records a change set that awaits approval',
     errorsMetricId: 'approval',
     reconcileStep: true,
-    permissions: (p) => [p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem')],
+    permissions: (p) => [p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'), ...p.putEvents()],
   },
   {
     id: 'Finalize',
@@ -440,6 +460,7 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.stacks('cloudformation:DescribeChangeSet'),
       p.ownStacks('cloudformation:DeleteChangeSet'),
       ...p.assumeTargetRoles(),
+      ...p.putEvents(),
     ],
   },
   {
@@ -648,6 +669,8 @@ export class StackSyncStack extends Stack {
   private readonly targetAccountRoleArns: string[];
   private readonly webhookSecretArn: string | undefined;
   private readonly alarmTopicArn: string | undefined;
+  private readonly eventBusName: string;
+  private readonly notificationTopicArn: string | undefined;
   private readonly scheduleExpression: string;
   private readonly maxStartsPerRun: number;
   private readonly sourceBucketNames: string[];
@@ -689,6 +712,14 @@ export class StackSyncStack extends Stack {
     this.alarmTopicArn = props.alarmTopicArn === '' ? undefined : props.alarmTopicArn;
     if (this.alarmTopicArn !== undefined && !TOPIC_ARN.test(this.alarmTopicArn)) {
       throw new Error(`alarmTopicArn "${this.alarmTopicArn}": not an SNS topic ARN (arn:PARTITION:sns:REGION:ACCOUNT:NAME)`);
+    }
+    this.eventBusName = props.eventBusName ?? 'default';
+    if (!/^[/.\-_A-Za-z0-9]{1,256}$/.test(this.eventBusName)) {
+      throw new Error(`eventBusName "${this.eventBusName}": an event bus name of this account and region, or none`);
+    }
+    this.notificationTopicArn = props.notificationTopicArn === '' ? undefined : props.notificationTopicArn;
+    if (this.notificationTopicArn !== undefined && !TOPIC_ARN.test(this.notificationTopicArn)) {
+      throw new Error(`notificationTopicArn "${this.notificationTopicArn}": not an SNS topic ARN (arn:PARTITION:sns:REGION:ACCOUNT:NAME)`);
     }
     this.scheduleExpression = props.scheduleExpression ?? 'rate(5 minutes)';
     if (!SCHEDULE_EXPRESSION.test(this.scheduleExpression)) {
@@ -894,6 +925,20 @@ export class StackSyncStack extends Stack {
       unit: cloudwatch.Unit.COUNT,
     });
 
+    // ---- events: an example rule (with a notificationTopicArn only) ---------------------
+    if (this.notificationTopicArn !== undefined && this.eventBusName !== 'none') {
+      new events.CfnRule(this, 'NotificationRule', {
+        description: 'stacksync: failed runs and change sets awaiting approval, to NotificationTopicArn',
+        eventBusName: this.eventBusName,
+        eventPattern: {
+          source: ['stacksync'],
+          'detail-type': ['Reconcile Failed', 'Approval Requested', 'Change Set Rejected'],
+          detail: { installation: [this.table.tableName] },
+        },
+        targets: [{ id: 'notification-topic', arn: this.notificationTopicArn }],
+      });
+    }
+
     // ---- alarms (with an alarmTopicArn only) ---------------------------------------------
     if (this.alarmTopicArn !== undefined) this.addAlarms(this.alarmTopicArn);
 
@@ -1074,6 +1119,8 @@ export class StackSyncStack extends Stack {
         STACKSYNC_STACK_NAME_PREFIX: this.stackNamePrefix,
         STACKSYNC_SERVICE_ROLE_ARNS: this.cloudFormationRoleArns.join(','),
         STACKSYNC_REQUIRE_ROLE_ARN: String(this.requireRoleArn),
+        // Where the runs' events go (none: nowhere).
+        STACKSYNC_EVENT_BUS: this.eventBusName,
         ...spec.environment?.(this.stackValues(spec)),
       },
     });
@@ -1178,6 +1225,17 @@ export class StackSyncStack extends Stack {
         this.targetAccountRoleArns.length === 0
           ? []
           : [new iam.PolicyStatement({ sid: 'TargetAccounts', actions: ['sts:AssumeRole'], resources: this.targetAccountRoleArns })],
+      putEvents: () =>
+        this.eventBusName === 'none'
+          ? []
+          : [
+              new iam.PolicyStatement({
+                sid: 'Events',
+                actions: ['events:PutEvents'],
+                resources: [Stack.of(this).formatArn({ service: 'events', resource: 'event-bus', resourceName: this.eventBusName })],
+                conditions: { StringEquals: { 'events:source': 'stacksync' } },
+              }),
+            ],
       table: (sid, ...actions) => new iam.PolicyStatement({ sid, actions, resources: [this.table.tableArn] }),
       deliveries: () =>
         new iam.PolicyStatement({

@@ -323,6 +323,7 @@ describe('functions', () => {
       'STACKSYNC_STACK_NAME_PREFIX',
       'STACKSYNC_SERVICE_ROLE_ARNS',
       'STACKSYNC_REQUIRE_ROLE_ARN',
+      'STACKSYNC_EVENT_BUS',
     ]);
     for (const spec of FUNCTIONS) {
       const yaml = templateResource(`${spec.id}Function`);
@@ -348,6 +349,7 @@ describe('functions', () => {
         STACKSYNC_STACK_NAME_PREFIX: prefix,
         STACKSYNC_SERVICE_ROLE_ARNS: roles,
         STACKSYNC_REQUIRE_ROLE_ARN: 'true',
+        STACKSYNC_EVENT_BUS: 'default',
       };
       const machine = { STACKSYNC_STATE_MACHINE_ARN: { Ref: logicalId(s, s.stack.stateMachine) } };
       const expected: Record<string, [Record<string, unknown>, number]> = {
@@ -706,6 +708,29 @@ describe('state machine, alarms, outputs', () => {
     }
   });
 
+  test('events: every step may put stacksync events on the bus; eventBusName none takes the grant and the variable away; a notification topic gets the example rule', () => {
+    const putters = (json: CfnTemplate) => identityStatements(json).filter((x) => arr(x.statement.Action).includes('events:PutEvents'));
+    assert.equal(putters(lazyDefaults().json).length, 7, 'the seven steps');
+    const none = synth({ eventBusName: 'none' });
+    assert.equal(putters(none.json).length, 0);
+    const fn = none.json.Resources[logicalId(none, none.stack.functions.Finalize)].Properties!;
+    assert.equal(fn.Environment.Variables.STACKSYNC_EVENT_BUS, 'none');
+    const rule = (json: CfnTemplate) => ofType(json, 'AWS::Events::Rule').filter(([id]) => id.startsWith('NotificationRule'));
+    assert.equal(rule(lazyDefaults().json).length, 0, 'no rule without a topic');
+    const own = synth({ eventBusName: 'ops', notificationTopicArn: ALARM_TOPIC });
+    const [[, r]] = rule(own.json);
+    assert.equal(r.Properties!.EventBusName, 'ops');
+    assert.deepEqual(r.Properties!.EventPattern.source, ['stacksync']);
+    assert.deepEqual(r.Properties!.EventPattern['detail-type'], ['Reconcile Failed', 'Approval Requested', 'Change Set Rejected']);
+    assert.deepEqual(r.Properties!.Targets.map((t: any) => t.Arn), [ALARM_TOPIC]);
+    for (const { statement } of putters(own.json)) {
+      assert.deepEqual(statement.Resource, { 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, ':events:', { Ref: 'AWS::Region' }, ':', { Ref: 'AWS::AccountId' }, ':event-bus/ops']] });
+    }
+    assert.match(templateResource('NotificationRule'), /\n {4}Condition: NotifiesTopic\n/);
+    assert.throws(() => new StackSyncStack(new App(), 'BadBus', { eventBusName: 'arn:aws:events:x' }), /eventBusName/);
+    assert.throws(() => new StackSyncStack(new App(), 'BadNotify', { notificationTopicArn: 'ops' }), /notificationTopicArn/);
+  });
+
   test('no alarms without a topic to notify (as template.yaml: AlarmTopicArn empty)', () => {
     assert.equal(ofType(lazyDefaults().json, 'AWS::CloudWatch::Alarm').length, 0);
     assert.match(templateResource('ThrottlesAlarm'), /Condition: HasAlarmTopic\n/);
@@ -961,14 +986,21 @@ describe('IAM', () => {
       st('SourceBuckets', ['s3:ListBucket'], SOURCE_BUCKETS.map(s3)),
       st('CodeCommit', ['codecommit:GitPull'], [...CODECOMMIT_REPOSITORIES]),
     ];
+    // Every step tells what happens on the bus (template.yaml: with EventBusName other than none).
+    const events = {
+      ...st('Events', ['events:PutEvents'], ['arn:<AWS::Partition>:events:<AWS::Region>:<AWS::AccountId>:event-bus/default']),
+      condition: { StringEquals: { 'events:source': 'stacksync' } },
+    };
     const expected: Record<string, unknown[]> = {
       'artifact-fetch': [
+        events,
         registry,
         st('Artifacts', ['s3:GetObject', 's3:PutObject'], ['BUCKET/artifacts/*']),
         st('ArtifactExists', ['s3:ListBucket'], ['BUCKET']),
         ...sources,
       ],
       'template-upload': [
+        events,
         registry,
         st('ReadArtifacts', ['s3:GetObject'], ['BUCKET/artifacts/*']),
         st('StoreTemplates', ['s3:GetObject', 's3:PutObject'], ['BUCKET/templates/*', 'BUCKET/parameters/*']),
@@ -978,6 +1010,7 @@ describe('IAM', () => {
         assume,
       ],
       'change-set': [
+        events,
         registry,
         st('Templates', ['s3:GetObjectVersion'], ['BUCKET/templates/*']),
         st('Parameters', ['s3:GetObject'], ['BUCKET/parameters/*']),
@@ -992,6 +1025,7 @@ describe('IAM', () => {
         assume,
       ],
       'poll-status': [
+        events,
         registry,
         st('Parameters', ['s3:GetObject'], ['BUCKET/parameters/*']),
         st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:DescribeEvents', 'cloudformation:DescribeStackEvents', 'cloudformation:GetStackPolicy', 'cloudformation:GetTemplate'], [S]),
@@ -999,14 +1033,15 @@ describe('IAM', () => {
         assume,
       ],
       delete: [
+        events,
         st('Registry', ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'], ['TABLE']),
         st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeEvents', 'cloudformation:DescribeStackEvents'], [S]),
         own('cloudformation:UpdateTerminationProtection', 'cloudformation:DeleteStack'),
         pass,
         assume,
       ],
-      approval: [registry],
-      finalize: [registry, st('Stacks', ['cloudformation:DescribeChangeSet'], [S]), own('cloudformation:DeleteChangeSet'), assume],
+      approval: [registry, events],
+      finalize: [registry, st('Stacks', ['cloudformation:DescribeChangeSet'], [S]), own('cloudformation:DeleteChangeSet'), assume, events],
       webhook: [
         { ...st('Deliveries', ['dynamodb:PutItem'], ['TABLE']), condition: keys(['delivery#*'], ['pk', 'expiresAt']) },
         followers,

@@ -94,6 +94,11 @@ async fn serve(step: StepName) -> Result<(), lambda_runtime::Error> {
         .await
         .map_err(|e| e.to_string())?;
     steps.config.policy = installation_policy()?;
+    // `EventBusName`: where the runs' events go (`none`: nowhere).
+    steps.notices = crate::wiring::event_bus(
+        &config,
+        &std::env::var("STACKSYNC_EVENT_BUS").unwrap_or_default(),
+    );
     let steps = &steps;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         steps.run(step, event.payload).await.map_err(diagnostic)

@@ -34,6 +34,7 @@ pub mod lambda;
 pub mod listing;
 pub mod manifest;
 pub mod naming;
+pub mod notice;
 pub mod ownership;
 pub mod partition;
 pub mod ports;

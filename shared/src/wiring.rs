@@ -60,6 +60,7 @@ pub async fn sdk_steps(
             endpoint.is_some(),
             &std::env::temp_dir().join("stacksync"),
         ),
+        notices: crate::ports::Notifier::none(),
         config: StepConfig {
             local,
             installation,
@@ -73,4 +74,16 @@ pub async fn sdk_steps(
             ),
         },
     })
+}
+
+/// Notices on the EventBridge bus `bus` (a name or ARN; `default`: the
+/// account's), or none when `bus` is empty or `none`.
+pub fn event_bus(config: &aws_config::SdkConfig, bus: &str) -> crate::ports::Notifier {
+    let bus = bus.trim();
+    if bus.is_empty() || bus == "none" {
+        return crate::ports::Notifier::none();
+    }
+    crate::ports::Notifier::to(std::sync::Arc::new(
+        crate::adapters::eventbridge::EventBus::new(aws_sdk_eventbridge::Client::new(config), bus),
+    ))
 }

@@ -115,6 +115,12 @@ impl Harness<SdkCloudFormationFactory> {
         )
         .await
         .expect("steps built");
+        // Every run's events go to the emulator's default bus, as a deployed
+        // installation's do (recorded for the IAM test like every call).
+        let steps = Steps {
+            notices: stacksync::wiring::event_bus(&emulator.sdk_config(), "default"),
+            ..steps
+        };
         Harness::with_cloudformation(steps, |real| real)
     }
 }
@@ -159,6 +165,7 @@ where
             cloudformation: real.steps.cloudformation,
             sources: real.steps.sources.inner,
             config,
+            notices: real.steps.notices,
         };
         Harness::with_cloudformation(steps, |_| Recorded(cloudformation))
     }
@@ -177,6 +184,7 @@ impl<F: CloudFormationFactory> Harness<F> {
                 cloudformation: replace(steps.cloudformation),
                 sources: Counting::new(steps.sources),
                 config: steps.config,
+                notices: steps.notices,
             },
             machine: reconcile_machine().expect("the reconcile definition loads"),
             events: Mutex::new(Vec::new()),

@@ -4,6 +4,7 @@
 pub mod archive;
 pub mod cloudformation;
 pub mod credentials;
+pub mod eventbridge;
 pub mod git;
 pub mod s3;
 pub mod s3_source;

@@ -9,12 +9,14 @@
 //! - [`ScriptedCloudFormation`]: stack statuses that advance over successive
 //!   describes, failures injected per operation — the stack states the
 //!   emulator cannot produce.
+//! - [`MemoryNotices`]: the event bus.
 //! - [`Failing`]: any of them (and the registry), failing the k-th call of
 //!   an operation.
 
 mod blobs;
 mod cloudformation;
 mod failing;
+mod notices;
 mod sources;
 mod starter;
 
@@ -24,6 +26,7 @@ pub use cloudformation::{
     stack_id, summary,
 };
 pub use failing::Failing;
+pub use notices::MemoryNotices;
 pub use sources::MemorySources;
 pub use starter::RecordingStarter;
 

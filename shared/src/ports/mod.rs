@@ -10,6 +10,7 @@
 //! | [`SourceFetcher`] | revisions and files of a source | `adapters::git` | `fakes::MemorySources` |
 //! | [`Blobs`] | artifacts, templates, parameters | `adapters::s3` | `fakes::MemoryBlobs` |
 //! | [`Starter`] | reconcile executions | `adapters::stepfunctions` | `fakes::RecordingStarter` |
+//! | [`Notices`] (through a [`Notifier`]) | runs' and approvals' events | `adapters::eventbridge` | `fakes::MemoryNotices` |
 //! | [`SecretStore`] | the webhook's secret | `adapters::secrets` | `adapters::secrets::SecretLocation::Fixed` |
 //! | `registry::{Entries, Specs, Leases, Schedule, Deliveries}` | the registry | `registry::Registry` (DynamoDB) | `registry::memory::MemoryRegistry` |
 
@@ -17,12 +18,14 @@ pub mod aws_error;
 mod blobs;
 mod cloudformation;
 mod executions;
+mod notices;
 pub mod secrets;
 pub mod source;
 
 pub use blobs::{Blobs, Stored};
 pub use cloudformation::*;
 pub use executions::{Started, Starter, Trigger, TriggerKind};
+pub use notices::{Notices, Notifier};
 pub use secrets::{Accepted, SecretStore};
 pub use source::{FetchError, Files, SourceFetcher, SourceLocation};
 

@@ -60,6 +60,10 @@ pub struct RunState {
     /// The execution's name: the lease owner.
     #[serde(default)]
     pub execution: String,
+    /// The execution's id (`$$.Execution.Id`: its ARN; `local:<name>` for a
+    /// local run), for the events a run puts on the bus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_arn: Option<String>,
     #[serde(default)]
     pub next: Next,
     /// How long the next Wait state waits.

@@ -77,9 +77,12 @@ pub struct Call {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stack_installation: Option<String>,
     /// Anything else the call names: a state machine or execution ARN, a
-    /// secret, a parameter, a role to assume.
+    /// secret, a parameter, a role to assume, an event bus.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// EventBridge `PutEvents`: the events' `Source` (IAM's `events:source`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_source: Option<String>,
 }
 
 /// What the recorder needs of an HTTP request.
@@ -198,7 +201,9 @@ fn json_protocol(call: Call, body: &Value) -> Vec<Call> {
             target: text(&body["stateMachineArn"])
                 .or_else(|| text(&body["executionArn"]))
                 .or_else(|| text(&body["SecretId"]))
-                .or_else(|| text(&body["Name"])),
+                .or_else(|| text(&body["Name"]))
+                .or_else(|| text(&body["Entries"][0]["EventBusName"])),
+            event_source: text(&body["Entries"][0]["Source"]),
             ..call
         }],
     }

@@ -366,6 +366,27 @@ pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>
             }
             _ => return unknown(),
         },
+        "events" => match op {
+            // One event per call (the notifier puts them one by one): its
+            // bus, by name (the account's, in the function's region) or ARN.
+            "PutEvents" => {
+                let bus = call.target.as_deref().unwrap_or("default");
+                let arn = if bus.starts_with("arn:") {
+                    bus.to_owned()
+                } else {
+                    format!(
+                        "arn:{}:events:{region}:{}:event-bus/{bus}",
+                        i.partition, i.account
+                    )
+                };
+                let mut request = Request::new(&action, arn);
+                if let Some(source) = &call.event_source {
+                    request.add("events:source", source);
+                }
+                vec![request]
+            }
+            _ => return unknown(),
+        },
         "secretsmanager" => match op {
             "GetSecretValue" if call.function == "webhook" => {
                 vec![Request::new(&action, i.webhook_secret_arn.clone())]

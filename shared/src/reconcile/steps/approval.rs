@@ -12,9 +12,10 @@ use tracing::info;
 
 use super::{Steps, due};
 use crate::clock::now_millis;
+use crate::notice::{NoticeApproval, NoticeKind};
 use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
 use crate::reconcile::decide::{Approved, approval_holds};
-use crate::reconcile::run::{RunState, StepError};
+use crate::reconcile::run::{ApprovalAnswer, ApprovalRequest, RunState, StepError};
 use crate::registry::{LEASE_TTL, StackEntry, StepRegistry};
 use crate::stack_status::{ChangeSetStatus, ExecutionStatus};
 use crate::status::{ApprovalRecord, AwaitingApproval, Decision, Phase, Status, Timestamp};
@@ -72,7 +73,21 @@ where
             next_reconcile_at: Some(Timestamp(due(now, wait.as_secs()))),
             ..entry.status.clone()
         };
-        self.record(&state, &entry, status).await?;
+        self.record(&state, &entry, status.clone()).await?;
+        let approval = NoticeApproval {
+            why: Some(request.why.clone()),
+            changes: Some(request.changes.len() + request.more),
+            expires_at: Some(crate::clock::rfc3339_millis(expires_at.0)),
+            ..NoticeApproval::default()
+        };
+        self.notify(
+            NoticeKind::AwaitingApproval,
+            &state,
+            &entry,
+            &status,
+            Some(approval),
+        )
+        .await;
         Ok(state)
     }
 
@@ -98,38 +113,9 @@ where
             .ok_or_else(|| StepError::missing("change-set", "approved"))?;
         state.started_at += now_millis().saturating_sub(request.asked_at);
         let stack_name = entry.spec.effective_stack_name();
-        let stack = cfn
-            .describe_stack(stack_name)
-            .await?
-            .filter(|s| !s.status.not_created());
-        let ready = cfn
-            .describe_change_set(stack_name, &request.change_set)
-            .await?
-            .is_some_and(|cs| {
-                cs.status == ChangeSetStatus::CreateComplete
-                    && cs.execution == ExecutionStatus::Available
-            });
-        let holds = approval_holds(Approved {
-            named: &answer.change_set,
-            asked: &request.change_set,
-            desired_then: (
-                request.revision.as_deref(),
-                request.desired_hash.as_deref(),
-                request.spec_version,
-            ),
-            desired_now: (
-                state.revision.as_deref(),
-                state.desired_hash.as_deref(),
-                state.spec_version,
-            ),
-            stack_then: request.stack.as_ref().map(|(id, at)| (id.as_str(), *at)),
-            stack_now: stack.as_ref().map(|s| (s.stack_id.as_str(), s.changed_at)),
-        })
-        .and_then(|()| {
-            ready
-                .then_some(())
-                .ok_or_else(|| "the change set is no longer ready to run".to_owned())
-        });
+        let holds = self
+            .still_holds(&state, &request, &answer, entry, cfn)
+            .await?;
         let (decision, reason) = match holds {
             Ok(()) => {
                 info!(stack = %state.stack_id, change_set = %request.change_set, by = ?answer.by, "approved: executing");
@@ -153,9 +139,63 @@ where
             reason,
             run: state.execution.clone(),
         };
-        self.record(&state, entry, entry.status.clone().with_approval(record))
-            .await?;
+        let approved = (decision == Decision::Approved).then(|| NoticeApproval {
+            by: record.by.clone(),
+            ..NoticeApproval::default()
+        });
+        let status = entry.status.clone().with_approval(record);
+        self.record(&state, entry, status.clone()).await?;
+        if let Some(approval) = approved {
+            self.notify(NoticeKind::Approved, &state, entry, &status, Some(approval))
+                .await;
+        }
         Ok(state)
+    }
+
+    /// Whether the approval holds (else why it is void): it names the
+    /// change set that asked, nothing moved since, and the change set is
+    /// still ready to run.
+    async fn still_holds(
+        &self,
+        state: &RunState,
+        request: &ApprovalRequest,
+        answer: &ApprovalAnswer,
+        entry: &StackEntry,
+        cfn: &F::Port,
+    ) -> Result<Result<(), String>, StepError> {
+        let stack_name = entry.spec.effective_stack_name();
+        let stack = cfn
+            .describe_stack(stack_name)
+            .await?
+            .filter(|s| !s.status.not_created());
+        let ready = cfn
+            .describe_change_set(stack_name, &request.change_set)
+            .await?
+            .is_some_and(|cs| {
+                cs.status == ChangeSetStatus::CreateComplete
+                    && cs.execution == ExecutionStatus::Available
+            });
+        Ok(approval_holds(Approved {
+            named: &answer.change_set,
+            asked: &request.change_set,
+            desired_then: (
+                request.revision.as_deref(),
+                request.desired_hash.as_deref(),
+                request.spec_version,
+            ),
+            desired_now: (
+                state.revision.as_deref(),
+                state.desired_hash.as_deref(),
+                state.spec_version,
+            ),
+            stack_then: request.stack.as_ref().map(|(id, at)| (id.as_str(), *at)),
+            stack_now: stack.as_ref().map(|s| (s.stack_id.as_str(), s.changed_at)),
+        })
+        .and_then(|()| {
+            ready
+                .then_some(())
+                .ok_or_else(|| "the change set is no longer ready to run".to_owned())
+        }))
     }
 }
 
@@ -165,7 +205,7 @@ mod tests {
     use super::*;
     use crate::fakes::ScriptedCloudFormation;
     use crate::preview::ResourceChange;
-    use crate::reconcile::run::{ApprovalAnswer, CaughtError, FinalizeInput, Next};
+    use crate::reconcile::run::{CaughtError, FinalizeInput, Next};
     use crate::spec::Approval;
     use crate::stack_status::StackStatus as S;
     use crate::status::StallReason;
@@ -273,8 +313,23 @@ mod tests {
         let record = t.entry().status.approvals.last().cloned().unwrap();
         assert_eq!(
             (record.change_set, record.decision, record.by.as_deref()),
-            (name, Decision::Approved, Some("arn:aws:iam::1:user/ops"))
+            (
+                name.clone(),
+                Decision::Approved,
+                Some("arn:aws:iam::1:user/ops")
+            )
         );
+        // Told: started, approved (the wait was recorded by `answered`'s
+        // caller, the state machine, not here).
+        let notices = t.notices.all();
+        let approved = notices.last().unwrap();
+        assert_eq!(approved.detail_type(), "Change Set Approved");
+        assert_eq!(approved.change_set.as_deref(), Some(name.as_str()));
+        assert_eq!(
+            approved.approval.as_ref().unwrap().by.as_deref(),
+            Some("arn:aws:iam::1:user/ops")
+        );
+        assert_eq!(notices[0].detail_type(), "Reconcile Started");
     }
 
     #[tokio::test]
@@ -366,6 +421,38 @@ mod tests {
                     .calls
                     .contains(&format!("DeleteChangeSet {name}"))
             );
+            // Told: started, awaiting (with why and until when), then a
+            // rejection and the failure, or the failure alone.
+            let kinds = t.notices.kinds();
+            let told: &[&str] = if reason == StallReason::Rejected {
+                &[
+                    "Reconcile Started",
+                    "Approval Requested",
+                    "Change Set Rejected",
+                    "Reconcile Failed",
+                ]
+            } else {
+                &[
+                    "Reconcile Started",
+                    "Approval Requested",
+                    "Reconcile Failed",
+                ]
+            };
+            assert_eq!(kinds, told);
+            let notices = t.notices.all();
+            let asked = notices[1].approval.clone().unwrap();
+            assert_eq!(asked.why.as_deref(), Some("approval: always"));
+            assert_eq!(asked.changes, Some(1));
+            assert!(asked.expires_at.is_some());
+            let failed = notices.last().unwrap();
+            assert_eq!(failed.stall_reason.as_deref(), Some(reason.as_str()));
+            assert!(failed.root_cause.as_deref().unwrap().contains(words));
+            assert_eq!(failed.revision.as_deref(), Some(HEAD));
+            if reason == StallReason::Rejected {
+                let rejected = notices[2].approval.clone().unwrap();
+                assert_eq!(rejected.by.as_deref(), Some("arn:aws:iam::1:user/ops"));
+                assert_eq!(rejected.reason.as_deref(), Some("not during the freeze"));
+            }
         }
     }
 }

@@ -9,6 +9,7 @@ use crate::artifact;
 use crate::clock::now_millis;
 use crate::content::{ContentError, Wanted};
 use crate::naming::artifact_key;
+use crate::notice::NoticeKind;
 use crate::ports::{
     Blobs, CloudFormationFactory, FetchError, PortError, SourceFetcher, SourceLocation,
 };
@@ -86,7 +87,10 @@ where
             next_reconcile_at: Some(Timestamp(due(state.started_at, LEASE_TTL.as_secs()))),
             ..entry.status.clone()
         };
-        self.record(&state, &entry, status).await?;
+        self.record(&state, &entry, status.clone()).await?;
+        state.revision = Some(revision.clone());
+        self.notify(NoticeKind::Started, &state, &entry, &status, None)
+            .await;
         let key = self.store_artifact(&state, &entry, &revision).await?;
         state.revision = Some(revision);
         state.artifact_key = Some(key);

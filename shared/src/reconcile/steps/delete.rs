@@ -4,13 +4,14 @@
 //! goes on to create.
 
 use super::{StepResult, Steps};
+use crate::notice::NoticeKind;
 use crate::ownership::Owner;
 use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
 use crate::reconcile::decide::{DeleteDecision, decide_delete};
 use crate::reconcile::run::{Next, RunState, StepError};
 use crate::registry::{StackEntry, StepRegistry};
 use crate::spec::StackSpec;
-use crate::status::StallReason;
+use crate::status::{Phase, StallReason, Status};
 
 impl<R, B, F, S> Steps<R, B, F, S>
 where
@@ -102,6 +103,14 @@ where
         outcome: String,
     ) -> StepResult {
         self.registry.remove(&entry.name, &state.execution).await?;
+        // The entry is gone: its last status says how it went.
+        let status = Status {
+            phase: Phase::Deleting,
+            message: Some(outcome.clone()),
+            ..entry.status.clone()
+        };
+        self.notify(NoticeKind::Removed, &state, entry, &status, None)
+            .await;
         state.next = Next::Done;
         state.outcome = Some(outcome);
         Ok(state)

@@ -7,6 +7,7 @@ use tracing::{info, warn};
 
 use super::{StepResult, Steps, due, short};
 use crate::clock::now_millis;
+use crate::notice::{NoticeApproval, NoticeKind};
 use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
 use crate::reconcile::decide::after_failure;
 use crate::reconcile::run::{CaughtError, FinalizeInput, Next, RunState, StepError};
@@ -98,10 +99,28 @@ where
         self.clean_up(&state, &entry).await;
         let (reason, message, decided) = approval_failure(&state, &input.error, message);
         let mut status = self.failed_status(&state, &entry, reason, &message);
+        let rejected = decided
+            .as_ref()
+            .filter(|d| d.decision == Decision::Rejected)
+            .map(|d| NoticeApproval {
+                by: d.by.clone(),
+                reason: d.reason.clone(),
+                ..NoticeApproval::default()
+            });
         if let Some(record) = decided {
             status = status.with_approval(record);
         }
         let outcome = status.message.clone().unwrap_or_default();
+        if let Some(approval) = rejected {
+            self.notify(
+                NoticeKind::Rejected,
+                &state,
+                &entry,
+                &status,
+                Some(approval),
+            )
+            .await;
+        }
         self.finish(state, &entry, status, &outcome).await
     }
 

@@ -24,6 +24,7 @@ pub mod change_set;
 pub mod delete;
 pub mod finalize;
 mod name;
+mod notify;
 pub mod poll_status;
 mod settings;
 pub mod template_upload;
@@ -77,6 +78,8 @@ pub struct Steps<R, B, F, S> {
     pub cloudformation: F,
     pub sources: S,
     pub config: StepConfig,
+    /// Where the runs' events go (an EventBridge bus), if anywhere.
+    pub notices: crate::ports::Notifier,
 }
 
 /// The next, longer poll interval: ×1.5, capped.
@@ -266,6 +269,12 @@ where
         self.registry
             .write_status_and_release(&state.stack_id, &state.execution, &status)
             .await?;
+        // A run that ends as it found the stack (suspended still, given up
+        // still) tells nobody: a notice is a change of phase.
+        if status.phase != entry.status.phase {
+            let kind = crate::notice::NoticeKind::of_end(status.phase);
+            self.notify(kind, &state, entry, &status, None).await;
+        }
         state.next = Next::Done;
         state.outcome = Some(outcome.to_owned());
         Ok(state)

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::fakes::{Failing, MemoryBlobs, MemorySources, ScriptedCloudFormation, stack_id};
+use crate::fakes::{
+    Failing, MemoryBlobs, MemoryNotices, MemorySources, ScriptedCloudFormation, stack_id,
+};
 use crate::reconcile::run::{RunState, Trigger};
 use crate::registry::memory::MemoryRegistry;
 use crate::registry::{Leases, StackEntry, sample_entry};
@@ -30,6 +32,8 @@ pub type TestSteps = Steps<
 pub struct Test {
     pub steps: TestSteps,
     pub cfn: ScriptedCloudFormation,
+    /// What the steps put on the bus.
+    pub notices: std::sync::Arc<MemoryNotices>,
 }
 
 impl Test {
@@ -53,6 +57,7 @@ impl Test {
         registry.insert(entry);
         let sources = MemorySources::new();
         sources.commit(URL, "main", HEAD, &[("t.yaml", TEMPLATE)]);
+        let notices = std::sync::Arc::new(MemoryNotices::default());
         Test {
             steps: Steps {
                 registry: Failing::new(registry),
@@ -65,8 +70,10 @@ impl Test {
                     policy: Default::default(),
                     template_url_base: "https://bucket.s3.us-east-1.amazonaws.com".into(),
                 },
+                notices: crate::ports::Notifier::to(notices.clone()),
             },
             cfn,
+            notices,
         }
     }
 

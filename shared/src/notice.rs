@@ -1,0 +1,230 @@
+//! What stacksync tells the world (EventBridge: source `stacksync`): a run
+//! started, succeeded or failed; a change set awaits approval, was approved
+//! or rejected. Pure values: the steps build them, a port puts them on a bus.
+
+use serde::Serialize;
+
+use crate::status::{Phase, Status};
+
+/// The events' `source`.
+pub const SOURCE: &str = "stacksync";
+
+/// The `detail-type` of each notice, as rules match it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum NoticeKind {
+    /// A run took the stack (its lease) and starts working.
+    #[serde(rename = "Reconcile Started")]
+    Started,
+    /// A run ended well: in sync, applied, deleted, suspended.
+    #[serde(rename = "Reconcile Succeeded")]
+    Succeeded,
+    /// A run removed the entry (after deleting its stack, or leaving it).
+    #[serde(rename = "Reconcile Succeeded")]
+    Removed,
+    /// A run ended `Failed`.
+    #[serde(rename = "Reconcile Failed")]
+    Failed,
+    /// A change set waits for a person.
+    #[serde(rename = "Approval Requested")]
+    AwaitingApproval,
+    /// A person approved it, and it runs.
+    #[serde(rename = "Change Set Approved")]
+    Approved,
+    /// A person rejected it.
+    #[serde(rename = "Change Set Rejected")]
+    Rejected,
+}
+
+impl NoticeKind {
+    pub const ALL: [NoticeKind; 7] = [
+        Self::Started,
+        Self::Succeeded,
+        Self::Removed,
+        Self::Failed,
+        Self::AwaitingApproval,
+        Self::Approved,
+        Self::Rejected,
+    ];
+
+    /// The `detail-type`.
+    pub fn detail_type(self) -> &'static str {
+        match self {
+            Self::Started => "Reconcile Started",
+            Self::Succeeded | Self::Removed => "Reconcile Succeeded",
+            Self::Failed => "Reconcile Failed",
+            Self::AwaitingApproval => "Approval Requested",
+            Self::Approved => "Change Set Approved",
+            Self::Rejected => "Change Set Rejected",
+        }
+    }
+
+    /// How a run that ends in `phase` is told.
+    pub fn of_end(phase: Phase) -> Self {
+        if phase == Phase::Failed {
+            Self::Failed
+        } else {
+            Self::Succeeded
+        }
+    }
+}
+
+/// One event's `detail`: which stack, which run, what happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Notice {
+    #[serde(skip)]
+    pub kind: Option<NoticeKind>,
+    /// The installation (its registry table) and the entry.
+    pub installation: String,
+    pub stack: String,
+    /// The CloudFormation stack: name, region (`None`: the installation's),
+    /// and its StackId when one is known.
+    pub stack_name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack_id: Option<String>,
+    /// The run: its execution's name and ARN (`local:<name>` for a local
+    /// run), and what started it.
+    pub execution: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution_arn: Option<String>,
+    pub trigger: String,
+    /// The revision the run works at, and the last one applied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applied_revision: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change_set: Option<String>,
+    /// The stack's phase after the event, and the status's message.
+    pub phase: Phase,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// A failure's kind (as in `Failed (StackFailed)` and the error
+    /// `StackSync.Stalled.StackFailed`) and root cause (the status's message).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stall_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root_cause: Option<String>,
+    /// The run removed the entry (its last phase was `Deleting`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub removed: bool,
+    /// An approval's: why it was asked, until when, who answered and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<NoticeApproval>,
+}
+
+/// What an approval notice adds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct NoticeApproval {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// How many resources the change set changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Notice {
+    /// A notice of `kind` about the stack whose status is now `status`.
+    pub fn about(kind: NoticeKind, status: &Status) -> Self {
+        let failed = status.phase == Phase::Failed;
+        Notice {
+            kind: Some(kind),
+            phase: status.phase,
+            message: status.message.clone(),
+            applied_revision: status.last_applied_revision.clone(),
+            change_set: status.change_set_name.clone(),
+            stack_id: status.seen.as_ref().map(|s| s.stack_id.clone()),
+            stall_reason: status
+                .stall_reason
+                .filter(|_| failed)
+                .map(|r| r.as_str().to_owned()),
+            root_cause: status.message.clone().filter(|_| failed),
+            removed: kind == NoticeKind::Removed,
+            ..Notice::default()
+        }
+    }
+
+    /// The event's `detail`, as JSON text.
+    pub fn detail(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".to_owned())
+    }
+
+    /// The `detail-type`.
+    pub fn detail_type(&self) -> &'static str {
+        self.kind.unwrap_or(NoticeKind::Started).detail_type()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::StallReason;
+
+    #[test]
+    fn every_kind_has_the_detail_type_it_serializes_as() {
+        for kind in NoticeKind::ALL {
+            assert_eq!(
+                serde_json::to_value(kind).unwrap(),
+                kind.detail_type(),
+                "{kind:?}"
+            );
+        }
+        assert_eq!(NoticeKind::of_end(Phase::Failed), NoticeKind::Failed);
+        assert_eq!(NoticeKind::of_end(Phase::Ready), NoticeKind::Succeeded);
+        assert_eq!(NoticeKind::of_end(Phase::Suspended), NoticeKind::Succeeded);
+    }
+
+    #[test]
+    fn a_failure_carries_its_reason_and_root_cause_and_a_success_neither() {
+        let failed = Status {
+            phase: Phase::Failed,
+            message: Some("the stack ended in ROLLBACK_COMPLETE: Queue: bad name".into()),
+            stall_reason: Some(StallReason::StackFailed),
+            change_set_name: Some("stacksync-v1-abc".into()),
+            last_applied_revision: Some("0123".into()),
+            ..Status::default()
+        };
+        let notice = Notice {
+            stack: "orders".into(),
+            stack_name: "stacksync-orders".into(),
+            execution: "orders_manual_1".into(),
+            trigger: "manual".into(),
+            revision: Some("4567".into()),
+            ..Notice::about(NoticeKind::Failed, &failed)
+        };
+        assert_eq!(notice.detail_type(), "Reconcile Failed");
+        let detail: serde_json::Value = serde_json::from_str(&notice.detail()).unwrap();
+        assert_eq!(detail["stack"], "orders");
+        assert_eq!(detail["stackName"], "stacksync-orders");
+        assert_eq!(detail["phase"], "Failed");
+        assert_eq!(detail["stallReason"], "StackFailed");
+        assert_eq!(
+            detail["rootCause"],
+            "the stack ended in ROLLBACK_COMPLETE: Queue: bad name"
+        );
+        assert_eq!(detail["changeSet"], "stacksync-v1-abc");
+        assert_eq!(detail["revision"], "4567");
+        assert_eq!(detail["appliedRevision"], "0123");
+        assert!(detail.get("kind").is_none() && detail.get("approval").is_none());
+
+        let ready = Status {
+            phase: Phase::Ready,
+            stall_reason: Some(StallReason::StackFailed),
+            message: Some("applied".into()),
+            ..Status::default()
+        };
+        let detail: serde_json::Value =
+            serde_json::from_str(&Notice::about(NoticeKind::Succeeded, &ready).detail()).unwrap();
+        assert!(detail.get("stallReason").is_none() && detail.get("rootCause").is_none());
+        assert_eq!(detail["message"], "applied");
+    }
+}

@@ -1,0 +1,171 @@
+//! The events a run puts on an EventBridge bus (source `stacksync`), as a
+//! user's rule sees them: the emulator's default bus, a rule matching this
+//! installation's events, and an SQS queue as its target, read back here.
+#![allow(clippy::unwrap_used)]
+// tests: a failed unwrap is a failed test
+#![recursion_limit = "256"]
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use aws_sdk_eventbridge::types::Target;
+use aws_sdk_sqs::types::QueueAttributeName;
+use serde_json::{Value, json};
+use stacksync::asl::Outcome;
+use stacksync::registry::Entries;
+use stacksync_testkit::git::{GitDaemon, GitRepo};
+use stacksync_testkit::harness::Harness;
+use stacksync_testkit::{Emulator, unique_name};
+
+const QUEUE: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
+
+/// The queue a rule on the default bus sends this installation's events
+/// to: its URL.
+async fn queue_for_installation(installation: &str) -> String {
+    let config = Emulator::shared().sdk_config();
+    let sqs = aws_sdk_sqs::Client::new(&config);
+    let events = aws_sdk_eventbridge::Client::new(&config);
+    let url = sqs
+        .create_queue()
+        .queue_name(unique_name("told"))
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()[&QueueAttributeName::QueueArn]
+        .clone();
+    let rule = unique_name("runs");
+    // As the README's example: this installation's events, every type.
+    let pattern = json!({"source": ["stacksync"], "detail": {"installation": [installation]}});
+    events
+        .put_rule()
+        .name(&rule)
+        .event_pattern(pattern.to_string())
+        .send()
+        .await
+        .unwrap();
+    events
+        .put_targets()
+        .rule(&rule)
+        .targets(Target::builder().id("queue").arn(arn).build().unwrap())
+        .send()
+        .await
+        .unwrap();
+    url
+}
+
+/// The events on the queue, until `want` came or `within` passed.
+async fn received(url: &str, want: usize, within: Duration) -> Vec<Value> {
+    let sqs = aws_sdk_sqs::Client::new(&Emulator::shared().sdk_config());
+    let deadline = Instant::now() + within;
+    let mut out = Vec::new();
+    while out.len() < want && Instant::now() < deadline {
+        let got = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap();
+        for message in got.messages() {
+            out.push(serde_json::from_str(message.body().unwrap_or("null")).unwrap());
+            sqs.delete_message()
+                .queue_url(url)
+                .receipt_handle(message.receipt_handle().unwrap())
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_succeeds_and_one_that_fails_reach_a_queue_through_a_rule_on_the_bus() {
+    let emulator = Emulator::shared();
+    emulator.start_recording();
+    // The harness's runs put their events on the default bus.
+    let h = Harness::new("told").await;
+    let url = queue_for_installation(h.steps.registry.table()).await;
+    let repo = GitRepo::new("told");
+    let daemon = GitDaemon::serve(&repo);
+    let revision = repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
+    let good = unique_name("good").replace('-', "x");
+    let bad = unique_name("bad").replace('-', "x");
+    let source = daemon.url(&repo);
+    h.apply(&format!(
+        "stacks:\n  - name: {good}\n    source: {{git: '{source}', path: stacks/queue.yaml}}\n  \
+         - name: {bad}\n    source: {{git: '{source}', path: stacks/missing.yaml}}\n"
+    ))
+    .await;
+
+    assert!(matches!(h.reconcile(&good).await, Outcome::Succeeded(_)));
+    assert!(matches!(h.reconcile(&bad).await, Outcome::Failed { .. }));
+
+    let events = received(&url, 4, Duration::from_secs(20)).await;
+    let mut told: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for event in &events {
+        assert_eq!(event["source"], "stacksync", "{event}");
+        let stack = event["detail"]["stack"].as_str().unwrap().to_owned();
+        let kind = event["detail-type"].as_str().unwrap().to_owned();
+        told.entry(stack).or_default().push(kind);
+    }
+    assert_eq!(
+        told,
+        BTreeMap::from([
+            (
+                good.clone(),
+                vec![
+                    "Reconcile Started".to_owned(),
+                    "Reconcile Succeeded".to_owned()
+                ]
+            ),
+            (
+                bad.clone(),
+                vec![
+                    "Reconcile Started".to_owned(),
+                    "Reconcile Failed".to_owned()
+                ]
+            ),
+        ]),
+        "{events:#?}"
+    );
+    let detail = |stack: &str, kind: &str| {
+        events
+            .iter()
+            .find(|e| e["detail"]["stack"] == stack && e["detail-type"] == kind)
+            .map(|e| e["detail"].clone())
+            .unwrap()
+    };
+    let succeeded = detail(&good, "Reconcile Succeeded");
+    assert_eq!(succeeded["phase"], "Ready");
+    assert_eq!(succeeded["revision"], revision.as_str());
+    assert_eq!(succeeded["stackName"], good.as_str());
+    assert!(succeeded["stackId"].as_str().unwrap().contains(&good));
+    assert!(
+        succeeded["changeSet"]
+            .as_str()
+            .unwrap()
+            .starts_with("stacksync-")
+    );
+    assert!(succeeded["executionArn"].is_string());
+    let failed = detail(&bad, "Reconcile Failed");
+    assert_eq!(failed["phase"], "Failed");
+    assert_eq!(failed["stallReason"], "InvalidTemplate");
+    let cause = failed["rootCause"].as_str().unwrap();
+    assert!(cause.contains("stacks/missing.yaml"), "{cause}");
+    // Nothing else came (moto delivers during PutEvents: a short look will do).
+    assert!(received(&url, 1, Duration::from_secs(2)).await.is_empty());
+    let entry = h.steps.registry.get(&good).await.unwrap().unwrap();
+    assert_eq!(entry.status.last_applied_revision, Some(revision));
+}
