@@ -108,6 +108,15 @@ pub enum Command {
         /// The entry's name.
         name: String,
     },
+    /// Preview what a run would do to the stack: a change set of the desired state (at --ref, or
+    /// the entry's ref), described and deleted again; never executed.
+    Diff {
+        /// The entry's name.
+        name: String,
+        /// A branch, tag or commit (S3: a version) to preview instead of the entry's ref.
+        #[arg(long = "ref")]
+        reference: Option<String>,
+    },
     /// Approve the change set that waits for approval (approval gates): it runs, if nothing moved
     /// since it was previewed (else a new one asks again).
     Approve {

@@ -7,10 +7,12 @@
 //! - `status`: the status table (`status`, and the end of `reconcile` and `sync`);
 //! - `run`: running the reconcile (`reconcile`, `sync`, `history`);
 //! - `unlock`: ending a stuck run's hold on a stack;
-//! - `approval`: answering a change set that waits for approval (`approve`, `reject`).
+//! - `approval`: answering a change set that waits for approval (`approve`, `reject`);
+//! - `diff`: previewing what a run would do.
 
 mod apply;
 mod approval;
+mod diff;
 mod registry;
 mod run;
 mod status;
@@ -45,6 +47,9 @@ pub async fn run(cli: Cli) -> Result {
         Command::Suspend { name } => registry::suspend(&aws.registry, &name, format).await,
         Command::Resume { name } => registry::resume(&aws.registry, &name, format).await,
         Command::Unlock { name, yes } => unlock::unlock(&aws, &name, yes, format).await,
+        Command::Diff { name, reference } => {
+            diff::run(&aws, &name, reference.as_deref(), format).await
+        }
         Command::Approve { name, change_set } => {
             approval::approve(&aws, &name, &change_set, format).await
         }

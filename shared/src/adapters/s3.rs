@@ -26,6 +26,19 @@ impl S3Store {
         }
     }
 
+    /// Deletes an object (every version is kept by the bucket's
+    /// versioning; this removes the current one). A missing one is fine.
+    pub async fn delete(&self, key: &str) -> PortResult<()> {
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| super::port_error("DeleteObject", &e))
+    }
+
     pub fn bucket(&self) -> &str {
         &self.bucket
     }

@@ -6,7 +6,7 @@ use std::future::Future;
 
 use super::PortResult;
 pub use crate::preview::ResourceChange;
-use crate::spec::{DeploymentConfig, OnStackFailure};
+use crate::spec::{DeploymentConfig, OnStackFailure, StackSpec};
 use crate::stack_status::{ChangeSetKind, ChangeSetStatus, ExecutionStatus, StackStatus};
 
 /// A stack as described.
@@ -127,6 +127,9 @@ pub struct ChangeSetRequest {
     pub change_set_name: String,
     pub kind: ChangeSetKind,
     pub template_url: String,
+    /// The template itself instead of `template_url` (`TemplateBody`, at
+    /// most 51,200 bytes): previews, which store nothing.
+    pub template_body: Option<String>,
     pub parameters: Vec<(String, String)>,
     pub tags: Vec<(String, String)>,
     pub capabilities: Vec<String>,
@@ -147,6 +150,53 @@ pub struct ChangeSetRequest {
     pub deployment_config: Option<DeploymentConfig>,
     /// Written as `Description`, so a change set tells who made it and why.
     pub description: String,
+}
+
+impl ChangeSetRequest {
+    /// The change set a run of `spec` makes in `installation`: its tags
+    /// (the entry's and stacksync's), capabilities, roles, notifications,
+    /// rollback and deployment settings; the template at `template_url`.
+    pub fn for_spec(
+        spec: &StackSpec,
+        installation: &str,
+        name: &str,
+        kind: ChangeSetKind,
+        template_url: String,
+        parameters: Vec<(String, String)>,
+        description: String,
+    ) -> Self {
+        let rollback = spec.rollback.as_ref();
+        ChangeSetRequest {
+            stack_name: spec.effective_stack_name().to_owned(),
+            change_set_name: name.to_owned(),
+            kind,
+            template_url,
+            template_body: None,
+            parameters,
+            tags: crate::ownership::desired_tags(spec, installation)
+                .into_iter()
+                .collect(),
+            capabilities: spec
+                .capabilities
+                .iter()
+                .map(|c| c.as_str().to_owned())
+                .collect(),
+            role_arn: spec.role_arn.clone(),
+            notification_arns: spec.notification_arns.clone(),
+            rollback_triggers: rollback
+                .iter()
+                .flat_map(|r| r.triggers.iter().map(|t| (t.arn.clone(), t.kind.clone())))
+                .collect(),
+            rollback_monitoring_minutes: rollback
+                .and_then(|r| r.monitoring_time)
+                .and_then(|t| i32::try_from(t.as_secs() / 60).ok()),
+            on_stack_failure: spec.create_on_failure(),
+            include_nested_stacks: spec.include_nested_stacks,
+            import_existing_resources: spec.import_existing_resources,
+            deployment_config: spec.deployment_config.clone(),
+            description,
+        }
+    }
 }
 
 /// What creating a change set gave.

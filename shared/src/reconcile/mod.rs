@@ -4,5 +4,6 @@
 
 pub mod asl_runner;
 pub mod decide;
+pub mod diff;
 pub mod run;
 pub mod steps;

@@ -203,7 +203,8 @@ impl CloudFormation for SdkCloudFormation {
                 ChangeSetKind::Create => ChangeSetType::Create,
                 ChangeSetKind::Update => ChangeSetType::Update,
             })
-            .template_url(&r.template_url)
+            .set_template_url((r.template_body.is_none()).then(|| r.template_url.clone()))
+            .set_template_body(r.template_body.clone())
             // A retry after a lost answer is then the same request to
             // CloudFormation, not a second change set of that name.
             .client_token(request_token(&format!("create-{}", r.change_set_name)))

@@ -262,45 +262,24 @@ where
             .template_key
             .as_deref()
             .ok_or_else(|| StepError::missing("change-set", "templateKey"))?;
-        let rollback = spec.rollback.as_ref();
-        Ok(ChangeSetRequest {
-            stack_name: spec.effective_stack_name().to_owned(),
-            change_set_name: name.to_owned(),
+        Ok(ChangeSetRequest::for_spec(
+            spec,
+            &self.config.installation,
+            name,
             kind,
-            template_url: template_url(
+            template_url(
                 &self.config.template_url_base,
                 template_key,
                 state.template_version.as_deref(),
             ),
             parameters,
-            tags: crate::ownership::desired_tags(spec, &self.config.installation)
-                .into_iter()
-                .collect(),
-            capabilities: spec
-                .capabilities
-                .iter()
-                .map(|c| c.as_str().to_owned())
-                .collect(),
-            role_arn: spec.role_arn.clone(),
-            notification_arns: spec.notification_arns.clone(),
-            rollback_triggers: rollback
-                .iter()
-                .flat_map(|r| r.triggers.iter().map(|t| (t.arn.clone(), t.kind.clone())))
-                .collect(),
-            rollback_monitoring_minutes: rollback
-                .and_then(|r| r.monitoring_time)
-                .and_then(|t| i32::try_from(t.as_secs() / 60).ok()),
-            on_stack_failure: spec.create_on_failure(),
-            include_nested_stacks: spec.include_nested_stacks,
-            import_existing_resources: spec.import_existing_resources,
-            deployment_config: spec.deployment_config.clone(),
-            description: format!(
+            format!(
                 "stacksync: {} at {} (spec v{})",
                 state.stack_id,
                 short(state.revision.as_deref().unwrap_or("?")),
                 state.spec_version
             ),
-        })
+        ))
     }
 }
 

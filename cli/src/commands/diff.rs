@@ -1,0 +1,142 @@
+//! `stacksync diff NAME [--ref REF]`: what a run would do to the stack, as
+//! a change set made and deleted again, never executed (`reconcile::diff`).
+//! The source is read with the caller's credentials (its secret too, for a
+//! private one), and the change set is made with them.
+
+use std::time::Duration;
+
+use serde_json::json;
+use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
+use stacksync::adapters::s3::S3Store;
+use stacksync::adapters::{s3_client, template_url_base};
+use stacksync::hash::sha256_hex;
+use stacksync::ports::{Blobs, CloudFormationFactory};
+use stacksync::reconcile::diff::{Diff, MAX_TEMPLATE_BODY, TemplateAt, Waiting, desired, diff};
+use stacksync::wiring::sdk_sources;
+
+use crate::Output;
+use crate::connect::{Connection, registered};
+use crate::error::Result;
+use crate::output::print_structured;
+
+pub async fn run(aws: &Connection, name: &str, reference: Option<&str>, format: Output) -> Result {
+    let entry = registered(&aws.registry, name).await?;
+    let spec = &entry.spec;
+    let endpoint = aws.config.endpoint_url().map(str::to_owned);
+    let workdir = std::env::temp_dir().join(format!("stacksync-diff-{}", std::process::id()));
+    let sources = sdk_sources(&aws.config, endpoint.is_some(), &workdir);
+    let wanted = desired(&sources, spec, reference).await;
+    let _ = std::fs::remove_dir_all(&workdir);
+    let wanted = wanted.map_err(|e| format!("{name}: {e}"))?;
+    let cfn = SdkCloudFormationFactory::new(aws.config.clone())
+        .for_stack(spec.region.as_deref(), spec.assume_role_arn.as_deref())
+        .await
+        .map_err(|e| format!("{name}: {e}"))?;
+    // A template too large for TemplateBody is stored for the preview's
+    // change set to read, and deleted after.
+    let store = S3Store::new(
+        s3_client(&aws.config, endpoint.is_some()),
+        &aws.resources.bucket,
+    );
+    let (template, stored) = match String::from_utf8(wanted.template.clone()) {
+        Ok(body) if body.len() <= MAX_TEMPLATE_BODY => (TemplateAt::Body(body), None),
+        _ => {
+            let key = format!("previews/{}", sha256_hex(&wanted.template));
+            let region = aws
+                .config
+                .region()
+                .map(|r| r.to_string())
+                .unwrap_or_default();
+            let base = template_url_base(
+                &aws.resources.bucket,
+                &region,
+                endpoint.as_deref(),
+                std::env::var("STACKSYNC_TEMPLATE_URL_BASE").ok().as_deref(),
+            );
+            store
+                .store(&key, wanted.template.clone(), "text/plain")
+                .await
+                .map_err(|e| {
+                    format!(
+                        "{name}: the template is over {MAX_TEMPLATE_BODY} bytes, so the preview \
+                         stores it at s3://{}/{key} first, which failed: {e}",
+                        aws.resources.bucket
+                    )
+                })?;
+            (TemplateAt::Url(format!("{base}/{key}")), Some(key))
+        }
+    };
+    let waiting = Waiting {
+        poll: Duration::from_secs(if endpoint.is_some() { 1 } else { 3 }),
+        deadline: Duration::from_secs(300),
+    };
+    let installation = aws.registry.table().to_owned();
+    let recorded = entry.status.seen.as_ref().map(|s| s.stack_id.as_str());
+    let result = diff(
+        &cfn,
+        spec,
+        &installation,
+        recorded,
+        &wanted,
+        template,
+        waiting,
+    )
+    .await;
+    if let Some(key) = stored {
+        let _ = store.delete(&key).await;
+    }
+    let result = result.map_err(|e| format!("{name}: {e}"))?;
+    print(name, &result, format)
+}
+
+fn print(name: &str, d: &Diff, format: Output) -> Result {
+    if format != Output::Table {
+        return print_structured(format, &json!({ "stack": name, "diff": d }));
+    }
+    let at = &d.revision[..d.revision.len().min(12)];
+    let what = match &d.stack_status {
+        None => format!("{} does not exist yet: a run creates it", d.stack_name),
+        Some(status) => format!("{} ({status})", d.stack_name),
+    };
+    say!("{name}: {what}; the desired state at {at}:");
+    if d.is_empty() {
+        say!("  no changes");
+        return Ok(());
+    }
+    if !d.changes.is_empty() {
+        say!("  resources:");
+        for c in &d.changes {
+            let replacement = c
+                .replacement
+                .as_deref()
+                .map(|r| format!("  replacement: {r}"))
+                .unwrap_or_default();
+            let changed = if c.changed.is_empty() {
+                String::new()
+            } else {
+                format!("  ({})", c.changed.join(", "))
+            };
+            say!(
+                "    {:<8} {} ({}){replacement}{changed}",
+                c.action,
+                c.logical_id,
+                c.resource_type
+            );
+        }
+    }
+    for (title, rows) in [
+        ("parameters", &d.parameters),
+        ("tags", &d.tags),
+        ("settings", &d.settings),
+    ] {
+        if rows.is_empty() {
+            continue;
+        }
+        say!("  {title}:");
+        for r in rows {
+            let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".into());
+            say!("    {}: {} -> {}", r.name, show(&r.now), show(&r.desired));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,162 @@
+//! `stacksync diff`, end to end against the emulator's CloudFormation: a
+//! preview of a create, of an update, and of nothing to do, each leaving
+//! the stack, its change sets and the registry as they were.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+#![recursion_limit = "256"]
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::{stderr, stdout};
+use serde_json::Value;
+use stacksync::asl::Outcome;
+use stacksync::status::Phase;
+use stacksync_testkit::git::GitRepo;
+use stacksync_testkit::harness::Harness;
+use stacksync_testkit::{Emulator, unique_name};
+
+const QUEUE: &[u8] = b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n";
+const QUEUE_AND_TOPIC: &[u8] =
+    b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n  Topic: {Type: AWS::SNS::Topic}\n";
+
+async fn stacksync(table: &str, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
+    cmd.args(args)
+        .env("STACKSYNC_TABLE", table)
+        .env_remove("AWS_PROFILE");
+    for (k, v) in Emulator::shared().env() {
+        cmd.env(k, v);
+    }
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+async fn diff_json(table: &str, args: &[&str]) -> Value {
+    let out = stacksync(table, &[&["-o", "json", "diff"], args].concat()).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str::<Value>(&stdout(&out)).unwrap()["diff"].clone()
+}
+
+/// The stack as CloudFormation has it: status, last change, change sets,
+/// template; `None` when there is none.
+async fn observed(stack: &str) -> Option<(String, String, Vec<String>, String)> {
+    let cfn = Emulator::shared().cloudformation();
+    let out = cfn.describe_stacks().stack_name(stack).send().await.ok()?;
+    let s = out.stacks().first()?.clone();
+    let change_sets = cfn
+        .list_change_sets()
+        .stack_name(stack)
+        .send()
+        .await
+        .unwrap()
+        .summaries()
+        .iter()
+        .filter_map(|c| c.change_set_name().map(str::to_owned))
+        .collect();
+    let template = cfn
+        .get_template()
+        .stack_name(stack)
+        .send()
+        .await
+        .unwrap()
+        .template_body()
+        .unwrap_or_default()
+        .to_owned();
+    let changed = format!("{:?}", s.last_updated_time().or(s.creation_time()));
+    Some((
+        s.stack_status().unwrap().as_str().to_owned(),
+        changed,
+        change_sets,
+        template,
+    ))
+}
+
+fn actions(diff: &Value) -> Vec<(String, String)> {
+    diff["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["action"].as_str().unwrap().to_owned(),
+                c["logicalId"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_preview_of_a_create_an_update_and_nothing_to_do_changes_nothing() {
+    let h = Harness::new("diff").await;
+    let table = h.steps.registry.table().to_owned();
+    let repo = GitRepo::new("diff");
+    let first = repo.commit(&[("t.yaml", QUEUE)], "queue");
+    let name = unique_name("diff").replace('-', "x");
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n    tags: {{team: orders}}\n",
+        repo.file_url()
+    ))
+    .await;
+
+    // A create: previewed, and no stack left behind (not even in review).
+    let create = diff_json(&table, &[&name]).await;
+    assert_eq!(create["kind"], "Create");
+    assert_eq!(create["revision"], first.as_str());
+    assert_eq!(actions(&create), [("Add".to_owned(), "Queue".to_owned())]);
+    assert_eq!(observed(&name).await, None, "the placeholder was deleted");
+    assert_eq!(h.entry(&name).await.status.phase, Phase::Pending);
+
+    assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
+    // (The emulator keeps the executed change set listed; AWS drops it.)
+    let before = observed(&name).await.unwrap();
+
+    // An update: the new resource shown, the stack untouched.
+    let second = repo.commit(&[("t.yaml", QUEUE_AND_TOPIC)], "topic");
+    let update = diff_json(&table, &[&name]).await;
+    assert_eq!(update["kind"], "Update");
+    assert_eq!(update["revision"], second.as_str());
+    assert!(
+        actions(&update).contains(&("Add".to_owned(), "Topic".to_owned())),
+        "{update}"
+    );
+    assert_eq!(observed(&name).await.unwrap(), before);
+
+    // Nothing to do at the deployed commit: said in words.
+    let out = stacksync(&table, &["diff", &name, "--ref", &first]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("no changes"), "{text}");
+    assert!(text.contains(&first[..12]), "{text}");
+    assert_eq!(observed(&name).await.unwrap(), before);
+
+    // The registry saw none of it.
+    let entry = h.entry(&name).await;
+    assert_eq!(entry.status.phase, Phase::Ready);
+    assert_eq!(entry.status.last_applied_revision, Some(first));
+    assert!(entry.lease.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_preview_of_an_unknown_entry_or_a_missing_template_says_what_is_wrong() {
+    let h = Harness::new("diffbad").await;
+    let table = h.steps.registry.table().to_owned();
+    let out = stacksync(&table, &["diff", "nosuchstack"]).await;
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("nosuchstack"), "{}", stderr(&out));
+
+    let repo = GitRepo::new("diffbad");
+    repo.commit(&[("other.yaml", QUEUE)], "other");
+    let name = unique_name("diffbad").replace('-', "x");
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n",
+        repo.file_url()
+    ))
+    .await;
+    let out = stacksync(&table, &["diff", &name]).await;
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains(&name) && err.contains("t.yaml"), "{err}");
+    assert_eq!(observed(&name).await, None);
+}

@@ -1,0 +1,528 @@
+//! `stacksync diff`: what a run would do to a stack, without doing it. The
+//! desired state at a ref (the template and the merged parameters, checked
+//! as a run checks them), a change set made of it exactly as a run makes
+//! one (`ChangeSetRequest::for_spec`), described, and deleted again, with
+//! the `REVIEW_IN_PROGRESS` placeholder a create leaves. It never executes
+//! anything, stores nothing, and touches no stack that is not the entry's.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::content::Wanted;
+use crate::hash::sha256_hex;
+use crate::ownership::{Owner, desired_tags, owner};
+use crate::ports::{
+    ChangeSetRequest, CloudFormation, Created, ResourceChange, SourceFetcher, SourceLocation,
+    StackInfo,
+};
+use crate::spec::StackSpec;
+use crate::stack_status::{
+    ChangeSetKind, ChangeSetStatus, StackStatus, is_empty_change_set_reason,
+};
+use crate::template;
+
+/// The most bytes CloudFormation takes as `TemplateBody`.
+pub const MAX_TEMPLATE_BODY: usize = 51_200;
+
+/// The desired state at one revision of the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Desired {
+    pub revision: String,
+    pub template: Vec<u8>,
+    pub parameters: BTreeMap<String, String>,
+}
+
+/// Reads the desired state of `spec` at `reference` (default: the spec's
+/// ref): the template and the parameter file, refused as a run refuses them.
+pub async fn desired<S: SourceFetcher>(
+    sources: &S,
+    spec: &StackSpec,
+    reference: Option<&str>,
+) -> Result<Desired, String> {
+    let source = SourceLocation::of(&spec.source);
+    let reference = reference.or(spec.effective_ref()).unwrap_or_default();
+    let revision = sources
+        .resolve(&source, reference)
+        .await
+        .map_err(|e| e.to_string())?;
+    let files = sources
+        .fetch(&source, &revision, &Wanted::of(spec))
+        .await
+        .map_err(|e| e.to_string())?;
+    let file = |path: &str| {
+        files
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, bytes)| bytes.clone())
+    };
+    let at = &revision[..revision.len().min(12)];
+    let path = &spec.source.path;
+    let template = file(path).ok_or_else(|| format!("template {path} not found at {at}"))?;
+    template::check_template(path, &template).map_err(|e| format!("{e} (at {at})"))?;
+    let from_file = match &spec.parameter_file {
+        Some(name) => {
+            let bytes =
+                file(name).ok_or_else(|| format!("parameter file {name} not found at {at}"))?;
+            template::read_parameter_file(name, &bytes)?
+        }
+        None => BTreeMap::new(),
+    };
+    Ok(Desired {
+        revision,
+        parameters: template::merge_parameters(from_file, spec),
+        template,
+    })
+}
+
+/// One value that differs between the stack and the desired state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Difference {
+    pub name: String,
+    /// `None`: not set now, or not wanted.
+    pub now: Option<String>,
+    pub desired: Option<String>,
+}
+
+/// What a run would do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Diff {
+    pub stack_name: String,
+    pub revision: String,
+    /// `Create` (no stack yet) or `Update`.
+    pub kind: String,
+    /// The stack as it is (`None`: none yet).
+    pub stack_id: Option<String>,
+    pub stack_status: Option<String>,
+    /// One row per resource change; empty when nothing would change.
+    pub changes: Vec<ResourceChange>,
+    pub parameters: Vec<Difference>,
+    pub tags: Vec<Difference>,
+    pub settings: Vec<Difference>,
+}
+
+impl Diff {
+    /// Nothing would change: no resource, parameter, tag or setting.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+            && self.parameters.is_empty()
+            && self.tags.is_empty()
+            && self.settings.is_empty()
+    }
+}
+
+/// Where the preview's change set reads the template: its body (up to
+/// [`MAX_TEMPLATE_BODY`]), or a URL the caller stored it at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TemplateAt {
+    Body(String),
+    Url(String),
+}
+
+/// How the preview waits for its change set.
+#[derive(Debug, Clone, Copy)]
+pub struct Waiting {
+    pub poll: Duration,
+    pub deadline: Duration,
+}
+
+/// Makes, describes and deletes a change set of `desired` for `spec` in
+/// `installation`; `recorded`: the StackId the entry recorded.
+pub async fn diff<C: CloudFormation>(
+    cfn: &C,
+    spec: &StackSpec,
+    installation: &str,
+    recorded: Option<&str>,
+    desired: &Desired,
+    template: TemplateAt,
+    waiting: Waiting,
+) -> Result<Diff, String> {
+    let stack_name = spec.effective_stack_name();
+    let stack = cfn
+        .describe_stack(stack_name)
+        .await
+        .map_err(|e| e.to_string())?;
+    let kind = preview_kind(spec, installation, recorded, stack.as_ref())?;
+    let name = format!(
+        "stacksync-preview-{}",
+        &sha256_hex(
+            format!(
+                "{stack_name}@{}@{}",
+                desired.revision,
+                crate::clock::now_millis()
+            )
+            .as_bytes()
+        )[..16]
+    );
+    let request = preview_request(spec, installation, desired, template, &name, kind);
+    let made = cfn
+        .create_change_set(&request)
+        .await
+        .map_err(|e| e.to_string());
+    // Whatever happens from here, the change set (and a create's
+    // placeholder) goes again.
+    let changes = match made {
+        Ok(Created::ChangeSet) => changes_of(cfn, stack_name, &name, waiting).await,
+        Ok(Created::NothingToChange) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    };
+    let cleaned = clean_up(cfn, spec, &name, stack.is_none()).await;
+    let changes = changes?;
+    cleaned?;
+    Ok(Diff {
+        stack_name: stack_name.to_owned(),
+        revision: desired.revision.clone(),
+        kind: format!("{kind:?}"),
+        stack_id: stack.as_ref().map(|s| s.stack_id.clone()),
+        stack_status: stack.as_ref().map(|s| s.status.to_string()),
+        changes,
+        parameters: stack
+            .as_ref()
+            .map(|s| differences(&s.parameters, &desired.parameters))
+            .unwrap_or_default(),
+        tags: stack
+            .as_ref()
+            .map(|s| differences(&s.tags, &desired_tags(spec, installation)))
+            .unwrap_or_default(),
+        settings: stack
+            .as_ref()
+            .map(|s| settings(s, spec))
+            .unwrap_or_default(),
+    })
+}
+
+/// The change set a run would make, named `name`, reading `template`.
+fn preview_request(
+    spec: &StackSpec,
+    installation: &str,
+    desired: &Desired,
+    template: TemplateAt,
+    name: &str,
+    kind: ChangeSetKind,
+) -> ChangeSetRequest {
+    let mut request = ChangeSetRequest::for_spec(
+        spec,
+        installation,
+        name,
+        kind,
+        String::new(),
+        desired
+            .parameters
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        format!(
+            "stacksync diff: {} at {} (a preview; never executed)",
+            spec.name,
+            &desired.revision[..desired.revision.len().min(12)]
+        ),
+    );
+    match template {
+        TemplateAt::Body(body) => request.template_body = Some(body),
+        TemplateAt::Url(url) => request.template_url = url,
+    }
+    request
+}
+
+/// Whether the stack can be previewed, and how: a create where there is
+/// none (or only a placeholder), an update of a settled stack the entry may
+/// touch; else why not.
+fn preview_kind(
+    spec: &StackSpec,
+    installation: &str,
+    recorded: Option<&str>,
+    stack: Option<&StackInfo>,
+) -> Result<ChangeSetKind, String> {
+    let Some(stack) = stack.filter(|s| !s.status.not_created()) else {
+        return Ok(ChangeSetKind::Create);
+    };
+    if let Owner::Foreign(why) = owner(spec, installation, &stack.stack_id, &stack.tags, recorded) {
+        return Err(format!("no preview: {why}"));
+    }
+    let name = spec.effective_stack_name();
+    if stack.status.in_progress() {
+        return Err(format!(
+            "{name} is {}: CloudFormation is working on it; preview again once it settles",
+            stack.status
+        ));
+    }
+    if matches!(
+        stack.status,
+        StackStatus::RollbackComplete
+            | StackStatus::RollbackFailed
+            | StackStatus::CreateFailed
+            | StackStatus::DeleteFailed
+            | StackStatus::UpdateRollbackFailed
+    ) {
+        return Err(format!(
+            "{name} is {}: it takes no update, so there is nothing to preview against \
+             (a run deletes a failed create and makes it anew, or continues a failed rollback)",
+            stack.status
+        ));
+    }
+    Ok(ChangeSetKind::Update)
+}
+
+/// Waits for the change set to be made, then reads its changes (none for
+/// one CloudFormation made empty); an error for one that failed otherwise.
+async fn changes_of<C: CloudFormation>(
+    cfn: &C,
+    stack: &str,
+    name: &str,
+    waiting: Waiting,
+) -> Result<Vec<ResourceChange>, String> {
+    let started = Instant::now();
+    loop {
+        let cs = cfn
+            .describe_change_set(stack, name)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("the preview's change set {name} vanished"))?;
+        match cs.status {
+            ChangeSetStatus::CreateComplete => {
+                return cfn
+                    .change_set_changes(stack, name)
+                    .await
+                    .map_err(|e| e.to_string());
+            }
+            ChangeSetStatus::Failed => {
+                let reason = cs.reason.unwrap_or_default();
+                return if is_empty_change_set_reason(&reason) {
+                    Ok(Vec::new())
+                } else {
+                    Err(format!("CloudFormation refused the change set: {reason}"))
+                };
+            }
+            _ if started.elapsed() > waiting.deadline => {
+                return Err(format!(
+                    "the change set was not ready within {}s",
+                    waiting.deadline.as_secs()
+                ));
+            }
+            _ => tokio::time::sleep(waiting.poll).await,
+        }
+    }
+}
+
+/// Deletes the preview's change set, and the stack a create made for it
+/// (`REVIEW_IN_PROGRESS`, and only when there was no stack before).
+async fn clean_up<C: CloudFormation>(
+    cfn: &C,
+    spec: &StackSpec,
+    name: &str,
+    created: bool,
+) -> Result<(), String> {
+    let stack = spec.effective_stack_name();
+    let failed = |e: crate::ports::PortError| {
+        format!(
+            "the preview could not clean up after itself ({e}): delete the change set {name} of {stack}"
+        )
+    };
+    cfn.delete_change_set(stack, name).await.map_err(failed)?;
+    if created {
+        let placeholder = cfn.describe_stack(stack).await.map_err(failed)?;
+        if placeholder.is_some_and(|s| s.status == StackStatus::ReviewInProgress) {
+            cfn.delete_stack(stack, spec.role_arn.as_deref(), &format!("preview-{name}"))
+                .await
+                .map_err(failed)?;
+        }
+    }
+    Ok(())
+}
+
+/// Keys whose values differ, with both; a value CloudFormation hides
+/// (`****`, NoEcho) is never shown.
+fn differences(
+    now: &BTreeMap<String, String>,
+    desired: &BTreeMap<String, String>,
+) -> Vec<Difference> {
+    let keys: std::collections::BTreeSet<&String> = now.keys().chain(desired.keys()).collect();
+    keys.into_iter()
+        .filter(|k| {
+            now.get(*k) != desired.get(*k) && now.get(*k).map(String::as_str) != Some("****")
+        })
+        .map(|k| Difference {
+            name: k.clone(),
+            now: now.get(k).cloned(),
+            desired: desired.get(k).cloned(),
+        })
+        .collect()
+}
+
+/// The stack's settings a run would change: its service role and
+/// termination protection.
+fn settings(stack: &StackInfo, spec: &StackSpec) -> Vec<Difference> {
+    let mut out = Vec::new();
+    if spec.role_arn.is_some() && stack.role_arn != spec.role_arn {
+        out.push(Difference {
+            name: "roleArn".into(),
+            now: stack.role_arn.clone(),
+            desired: spec.role_arn.clone(),
+        });
+    }
+    if stack.termination_protection != spec.termination_protection {
+        out.push(Difference {
+            name: "terminationProtection".into(),
+            now: Some(stack.termination_protection.to_string()),
+            desired: Some(spec.termination_protection.to_string()),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fakes::{MemorySources, ScriptedCloudFormation, TEST_INSTALLATION, failed};
+    use crate::stack_status::StackStatus as S;
+
+    const URL: &str = "https://git.example/infra.git";
+    const HEAD: &str = "0123456789abcdef0123456789abcdef01234567";
+    const TEMPLATE: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
+
+    fn spec() -> StackSpec {
+        serde_json::from_value(serde_json::json!({
+            "name": "orders",
+            "source": {"git": URL, "path": "t.yaml"},
+            "parameters": {"Retention": "14"}
+        }))
+        .unwrap()
+    }
+
+    async fn preview(cfn: &ScriptedCloudFormation) -> Result<Diff, String> {
+        let sources = MemorySources::new();
+        sources.commit(URL, "main", HEAD, &[("t.yaml", TEMPLATE)]);
+        let spec = spec();
+        let desired = desired(&sources, &spec, None).await?;
+        let body = String::from_utf8(desired.template.clone()).unwrap();
+        let waiting = Waiting {
+            poll: Duration::from_millis(1),
+            deadline: Duration::from_secs(5),
+        };
+        diff(
+            cfn,
+            &spec,
+            TEST_INSTALLATION,
+            None,
+            &desired,
+            TemplateAt::Body(body),
+            waiting,
+        )
+        .await
+    }
+
+    fn row(action: &str, replacement: Option<&str>) -> ResourceChange {
+        ResourceChange {
+            action: action.into(),
+            logical_id: "Queue".into(),
+            resource_type: "AWS::SQS::Queue".into(),
+            physical_id: None,
+            replacement: replacement.map(str::to_owned),
+            changed: vec!["Properties.QueueName".into()],
+        }
+    }
+
+    fn never_executed(cfn: &ScriptedCloudFormation) {
+        let ops = cfn.operations();
+        assert!(!ops.iter().any(|o| o == "ExecuteChangeSet"), "{ops:?}");
+        assert!(
+            ops.iter().any(|o| o == "DeleteChangeSet"),
+            "cleaned up: {ops:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_create_is_previewed_from_the_template_body_and_its_placeholder_deleted() {
+        let cfn = ScriptedCloudFormation::with_stack(&[None, Some(S::ReviewInProgress)]);
+        cfn.script().changes = vec![row("Add", None)];
+        let diff = preview(&cfn).await.unwrap();
+        assert_eq!(diff.kind, "Create");
+        assert_eq!(diff.revision, HEAD);
+        assert_eq!(diff.changes, vec![row("Add", None)]);
+        assert_eq!(diff.stack_id, None);
+        let request = cfn.script().requests[0].clone();
+        assert_eq!(
+            request.template_body.as_deref().map(str::as_bytes),
+            Some(TEMPLATE)
+        );
+        assert_eq!(request.parameters, vec![("Retention".into(), "14".into())]);
+        assert!(request.change_set_name.starts_with("stacksync-preview-"));
+        assert!(
+            request
+                .tags
+                .contains(&("stacksync:entry".into(), "orders".into())),
+            "as a run makes it"
+        );
+        never_executed(&cfn);
+        assert!(cfn.operations().contains(&"DeleteStack".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn an_update_with_a_replacement_shows_it_and_changes_nothing() {
+        let cfn = ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]);
+        cfn.script().changes = vec![row("Modify", Some("True"))];
+        cfn.script().termination_protection = true;
+        let diff = preview(&cfn).await.unwrap();
+        assert_eq!(diff.kind, "Update");
+        assert_eq!(diff.changes[0].replacement.as_deref(), Some("True"));
+        assert_eq!(diff.stack_status.as_deref(), Some("UPDATE_COMPLETE"));
+        // The parameter the stack lacks, and the protection the spec turns off.
+        assert_eq!(
+            diff.parameters,
+            vec![Difference {
+                name: "Retention".into(),
+                now: None,
+                desired: Some("14".into())
+            }]
+        );
+        assert_eq!(diff.settings[0].name, "terminationProtection");
+        never_executed(&cfn);
+        assert!(!cfn.operations().contains(&"DeleteStack".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn an_empty_change_set_is_no_change_and_is_deleted() {
+        let cfn = ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]);
+        cfn.script().change_set = [failed(
+            "The submitted information didn't contain changes. Submit different information to create a change set.",
+        )]
+        .into_iter()
+        .collect();
+        let diff = preview(&cfn).await.unwrap();
+        assert!(diff.changes.is_empty());
+        never_executed(&cfn);
+    }
+
+    #[tokio::test]
+    async fn a_stack_that_is_not_the_entrys_or_is_busy_is_not_previewed_and_not_touched() {
+        let cfn = ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]);
+        cfn.script().tags = Some(BTreeMap::from([("team".into(), "theirs".into())]));
+        let e = preview(&cfn).await.unwrap_err();
+        assert!(e.contains("leaves the stack") && e.contains("adopt"), "{e}");
+        assert_eq!(cfn.operations(), ["DescribeStacks"]);
+
+        let cfn = ScriptedCloudFormation::with_stack(&[Some(S::UpdateInProgress)]);
+        let e = preview(&cfn).await.unwrap_err();
+        assert!(e.contains("UPDATE_IN_PROGRESS"), "{e}");
+        assert_eq!(cfn.operations(), ["DescribeStacks"]);
+    }
+
+    #[tokio::test]
+    async fn a_change_set_cloudformation_refuses_is_said_and_still_cleaned_up() {
+        let cfn = ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]);
+        cfn.script().change_set = [failed("Template format error: bad")].into_iter().collect();
+        let e = preview(&cfn).await.unwrap_err();
+        assert!(e.contains("Template format error"), "{e}");
+        never_executed(&cfn);
+    }
+
+    #[tokio::test]
+    async fn a_missing_template_is_refused_before_any_call() {
+        let sources = MemorySources::new();
+        sources.commit(URL, "main", HEAD, &[("other.yaml", TEMPLATE)]);
+        let e = desired(&sources, &spec(), None).await.unwrap_err();
+        assert!(e.contains("t.yaml"), "{e}");
+    }
+}
