@@ -7,10 +7,10 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{stderr, stdout};
+use common::{stacksync_on as stacksync, stderr, stdout};
 use stacksync::asl::Outcome;
 use stacksync::status::{AwaitingApproval, Decision, Phase, StallReason};
 use stacksync_testkit::git::GitRepo;
@@ -42,20 +42,6 @@ async fn setup(
     ))
     .await;
     (h, repo, name)
-}
-
-/// Runs `stacksync ARGS` against the harness's registry, off the runtime.
-async fn stacksync(table: &str, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
-    cmd.args(args)
-        .env("STACKSYNC_TABLE", table)
-        .env_remove("AWS_PROFILE");
-    for (k, v) in Emulator::shared().env() {
-        cmd.env(k, v);
-    }
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap()
 }
 
 /// What waits for approval on `name`, once something does (and is not
@@ -96,17 +82,7 @@ async fn change_set_exists(stack: &str, change_set: &str) -> bool {
 }
 
 async fn stack_status(stack: &str) -> Option<String> {
-    let out = Emulator::shared()
-        .cloudformation()
-        .describe_stacks()
-        .stack_name(stack)
-        .send()
-        .await
-        .ok()?;
-    out.stacks()
-        .first()
-        .and_then(|s| s.stack_status())
-        .map(|s| s.as_str().to_owned())
+    Emulator::shared().stack_status(stack).await
 }
 
 fn ok(outcome: &Outcome) -> bool {

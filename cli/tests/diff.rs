@@ -6,9 +6,8 @@
 
 mod common;
 
-use std::process::{Command, Output};
 
-use common::{stderr, stdout};
+use common::{stacksync_on as stacksync, stderr, stdout};
 use serde_json::Value;
 use stacksync::asl::Outcome;
 use stacksync::status::Phase;
@@ -19,19 +18,6 @@ use stacksync_testkit::{Emulator, unique_name};
 const QUEUE: &[u8] = b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n";
 const QUEUE_AND_TOPIC: &[u8] =
     b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n  Topic: {Type: AWS::SNS::Topic}\n";
-
-async fn stacksync(table: &str, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
-    cmd.args(args)
-        .env("STACKSYNC_TABLE", table)
-        .env_remove("AWS_PROFILE");
-    for (k, v) in Emulator::shared().env() {
-        cmd.env(k, v);
-    }
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap()
-}
 
 async fn diff_json(table: &str, args: &[&str]) -> Value {
     let out = stacksync(table, &[&["-o", "json", "diff"], args].concat()).await;

@@ -296,6 +296,22 @@ impl Emulator {
         aws_sdk_cloudformation::Client::new(&self.sdk_config())
     }
 
+    /// The stack's status as the emulator's CloudFormation has it; `None`
+    /// when there is no such stack.
+    pub async fn stack_status(&self, stack: &str) -> Option<String> {
+        let out = self
+            .cloudformation()
+            .describe_stacks()
+            .stack_name(stack)
+            .send()
+            .await
+            .ok()?;
+        out.stacks()
+            .first()
+            .and_then(|s| s.stack_status())
+            .map(|s| s.as_str().to_owned())
+    }
+
     /// The tags of the stack `name` in the emulator, as DescribeStacks gives them.
     pub async fn stack_tags(&self, name: &str) -> std::collections::BTreeMap<String, String> {
         let out = self

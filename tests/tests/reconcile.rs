@@ -61,17 +61,7 @@ fn stacks(name: &str, url: &str, extra: &str) -> String {
 }
 
 async fn stack_status(name: &str) -> Option<String> {
-    let out = Emulator::shared()
-        .cloudformation()
-        .describe_stacks()
-        .stack_name(name)
-        .send()
-        .await
-        .ok()?;
-    out.stacks()
-        .first()
-        .and_then(|s| s.stack_status())
-        .map(|s| s.as_str().to_owned())
+    Emulator::shared().stack_status(name).await
 }
 
 /// Runs a reconcile that must succeed; says why when it does not.

@@ -57,3 +57,18 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// Runs `stacksync ARGS` against the registry table `table`, off the
+/// runtime (the tests that run the reconcile in-process beside it).
+pub async fn stacksync_on(table: &str, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
+    cmd.args(args)
+        .env("STACKSYNC_TABLE", table)
+        .env_remove("AWS_PROFILE");
+    for (k, v) in Emulator::shared().env() {
+        cmd.env(k, v);
+    }
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
