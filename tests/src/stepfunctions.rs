@@ -108,7 +108,7 @@ impl Emulator {
             .state_machine_arn
     }
 
-    /// Starts the six function binaries, creates their functions and the
+    /// Starts the seven function binaries, creates their functions and the
     /// reconcile state machine in the emulator, and turns on its interpreter.
     pub fn deploy_functions(&self, table: &str, bucket: &str) -> Functions {
         self.deploy_functions_with(table, bucket, &[])

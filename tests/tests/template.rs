@@ -186,7 +186,7 @@ fn readme_actions() -> BTreeMap<String, BTreeSet<String>> {
 fn every_function_is_in_the_template_with_exactly_the_actions_the_readme_lists() {
     let in_template = template_actions();
     let names: BTreeSet<String> = in_template.keys().cloned().collect();
-    // Every binary in functions/ (the six steps and the triggers) is deployed.
+    // Every binary in functions/ (the seven steps and the triggers) is deployed.
     let crates: BTreeSet<String> = std::fs::read_dir(repo_root().join("functions"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
