@@ -6,7 +6,6 @@
 
 mod common;
 
-
 use common::{stacksync_on as stacksync, stderr, stdout};
 use serde_json::Value;
 use stacksync::asl::Outcome;

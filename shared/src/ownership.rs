@@ -17,7 +17,17 @@ pub const ENTRY_TAG: &str = "stacksync:entry";
 /// two (which a spec may not set: `validate` refuses the `stacksync:`
 /// prefix).
 pub fn desired_tags(spec: &StackSpec, installation: &str) -> BTreeMap<String, String> {
-    let mut tags = spec.tags.clone();
+    desired_tags_with(&BTreeMap::new(), spec, installation)
+}
+
+/// The same, over the tags the entry's parameter file gives (the entry's
+/// own win).
+pub fn desired_tags_with(
+    from_file: &BTreeMap<String, String>,
+    spec: &StackSpec,
+    installation: &str,
+) -> BTreeMap<String, String> {
+    let mut tags = crate::template::merge_tags(from_file.clone(), spec);
     tags.insert(INSTALLATION_TAG.to_owned(), installation.to_owned());
     tags.insert(ENTRY_TAG.to_owned(), spec.name.clone());
     tags

@@ -154,16 +154,17 @@ pub struct ChangeSetRequest {
 
 impl ChangeSetRequest {
     /// The change set a run of `spec` makes in `installation`: its tags
-    /// (the entry's and stacksync's), capabilities, roles, notifications,
+    /// (the parameter file's, the entry's over them, and stacksync's), capabilities, roles, notifications,
     /// rollback and deployment settings; the template at `template_url`.
+    /// Its `description` says only the entry: the caller says more.
     pub fn for_spec(
         spec: &StackSpec,
+        file_tags: &BTreeMap<String, String>,
         installation: &str,
         name: &str,
         kind: ChangeSetKind,
         template_url: String,
         parameters: Vec<(String, String)>,
-        description: String,
     ) -> Self {
         let rollback = spec.rollback.as_ref();
         ChangeSetRequest {
@@ -173,7 +174,7 @@ impl ChangeSetRequest {
             template_url,
             template_body: None,
             parameters,
-            tags: crate::ownership::desired_tags(spec, installation)
+            tags: crate::ownership::desired_tags_with(file_tags, spec, installation)
                 .into_iter()
                 .collect(),
             capabilities: spec
@@ -194,7 +195,7 @@ impl ChangeSetRequest {
             include_nested_stacks: spec.include_nested_stacks,
             import_existing_resources: spec.import_existing_resources,
             deployment_config: spec.deployment_config.clone(),
-            description,
+            description: format!("stacksync: {}", spec.name),
         }
     }
 }

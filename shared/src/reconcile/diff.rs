@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::content::Wanted;
 use crate::hash::sha256_hex;
-use crate::ownership::{Owner, desired_tags, owner};
+use crate::ownership::{Owner, desired_tags_with, owner};
 use crate::ports::{
     ChangeSetRequest, CloudFormation, Created, ResourceChange, SourceFetcher, SourceLocation,
     StackInfo,
@@ -32,6 +32,8 @@ pub struct Desired {
     pub revision: String,
     pub template: Vec<u8>,
     pub parameters: BTreeMap<String, String>,
+    /// The parameter file's tags (the entry's own are in the spec).
+    pub file_tags: BTreeMap<String, String>,
 }
 
 /// Reads the desired state of `spec` at `reference` (default: the spec's
@@ -65,13 +67,14 @@ pub async fn desired<S: SourceFetcher>(
         Some(name) => {
             let bytes =
                 file(name).ok_or_else(|| format!("parameter file {name} not found at {at}"))?;
-            template::read_parameter_file(name, &bytes)?
+            template::read_parameter_file(name, &bytes, path)?
         }
-        None => BTreeMap::new(),
+        None => template::FileValues::default(),
     };
     Ok(Desired {
         revision,
-        parameters: template::merge_parameters(from_file, spec),
+        parameters: template::merge_parameters(from_file.parameters, spec),
+        file_tags: from_file.tags,
         template,
     })
 }
@@ -184,7 +187,12 @@ pub async fn diff<C: CloudFormation>(
             .unwrap_or_default(),
         tags: stack
             .as_ref()
-            .map(|s| differences(&s.tags, &desired_tags(spec, installation)))
+            .map(|s| {
+                differences(
+                    &s.tags,
+                    &desired_tags_with(&desired.file_tags, spec, installation),
+                )
+            })
             .unwrap_or_default(),
         settings: stack
             .as_ref()
@@ -204,6 +212,7 @@ fn preview_request(
 ) -> ChangeSetRequest {
     let mut request = ChangeSetRequest::for_spec(
         spec,
+        &desired.file_tags,
         installation,
         name,
         kind,
@@ -213,11 +222,11 @@ fn preview_request(
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
-        format!(
-            "stacksync diff: {} at {} (a preview; never executed)",
-            spec.name,
-            &desired.revision[..desired.revision.len().min(12)]
-        ),
+    );
+    request.description = format!(
+        "stacksync diff: {} at {} (a preview; never executed)",
+        spec.name,
+        &desired.revision[..desired.revision.len().min(12)]
     );
     match template {
         TemplateAt::Body(body) => request.template_body = Some(body),

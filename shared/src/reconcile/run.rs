@@ -60,6 +60,11 @@ pub struct RunState {
     /// The execution's name: the lease owner.
     #[serde(default)]
     pub execution: String,
+    /// The tags the entry's parameter file gives (CodePipeline's template
+    /// configuration, a Git sync deployment file), read by template-upload:
+    /// the change set carries them under the entry's own.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub file_tags: std::collections::BTreeMap<String, String>,
     /// The execution's id (`$$.Execution.Id`: its ARN; `local:<name>` for a
     /// local run), for the events a run puts on the bus.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -84,7 +84,7 @@ fn parameter(key: &str, value: &str) -> Result<(), String> {
 
 /// One stack tag: the characters and lengths CloudFormation accepts, and
 /// no key under `aws:`, which AWS reserves for its own tags.
-fn tag(key: &str, value: &str) -> Result<(), String> {
+pub fn tag(key: &str, value: &str) -> Result<(), String> {
     let allowed = |c: char| c.is_alphanumeric() || c == ' ' || "_.:/=+-@".contains(c);
     let keys = key.chars().count();
     if keys == 0 || keys > 128 || !key.chars().all(allowed) {

@@ -28,7 +28,7 @@ mod settings;
 mod source;
 
 pub use arns::{Arn, iam_role_arn, parse_arn, secret_arn};
-pub use inputs::{MAX_PARAMETER_VALUE_BYTES, MAX_PARAMETERS, MAX_TAGS};
+pub use inputs::{MAX_PARAMETER_VALUE_BYTES, MAX_PARAMETERS, MAX_TAGS, tag};
 pub use names::{region_name, stack_name};
 pub use settings::{MAX_NOTIFICATION_ARNS, MAX_ROLLBACK_TRIGGERS, MAX_STACK_POLICY_BYTES};
 pub use source::{MAX_PATH_LEN, git_ref, git_url, redacted, relative_path, s3_url};

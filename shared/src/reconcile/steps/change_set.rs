@@ -262,24 +262,28 @@ where
             .template_key
             .as_deref()
             .ok_or_else(|| StepError::missing("change-set", "templateKey"))?;
-        Ok(ChangeSetRequest::for_spec(
-            spec,
-            &self.config.installation,
-            name,
-            kind,
-            template_url(
-                &self.config.template_url_base,
-                template_key,
-                state.template_version.as_deref(),
-            ),
-            parameters,
-            format!(
+        let url = template_url(
+            &self.config.template_url_base,
+            template_key,
+            state.template_version.as_deref(),
+        );
+        Ok(ChangeSetRequest {
+            description: format!(
                 "stacksync: {} at {} (spec v{})",
                 state.stack_id,
                 short(state.revision.as_deref().unwrap_or("?")),
                 state.spec_version
             ),
-        ))
+            ..ChangeSetRequest::for_spec(
+                spec,
+                &state.file_tags,
+                &self.config.installation,
+                name,
+                kind,
+                url,
+                parameters,
+            )
+        })
     }
 }
 

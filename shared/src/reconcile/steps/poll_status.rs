@@ -216,7 +216,12 @@ where
             .iter()
             .all(|(k, v)| stack.parameters.get(k) == Some(v));
         Ok(same_parameters
-            && stack.tags == crate::ownership::desired_tags(&entry.spec, &self.config.installation))
+            && stack.tags
+                == crate::ownership::desired_tags_with(
+                    &state.file_tags,
+                    &entry.spec,
+                    &self.config.installation,
+                ))
     }
 
     /// Our change set ran (or runs): wait, or end `Ready` (with the settings

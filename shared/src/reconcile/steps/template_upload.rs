@@ -10,6 +10,7 @@ use super::{StepResult, Steps, short};
 use crate::artifact;
 use crate::hash::sha256_hex;
 use crate::naming::{parameters_key, template_key};
+use crate::spec::StackSpec;
 use tracing::{info, warn};
 
 use crate::clock::now_millis;
@@ -68,10 +69,27 @@ struct Desired {
     template_version: Option<String>,
     parameters_key: String,
     hash: String,
+    /// The parameter file's tags (the entry's own are in the spec).
+    file_tags: BTreeMap<String, String>,
 }
 
 fn invalid(e: impl std::fmt::Display) -> StepError {
     StepError::stalled(StallReason::InvalidTemplate, e.to_string())
+}
+
+/// The parameter file's tags and the entry's, with stacksync's two, must
+/// fit CloudFormation's 50.
+fn check_tag_count(tags: &BTreeMap<String, String>, spec: &StackSpec) -> Result<(), StepError> {
+    let total = tags.len() + 2;
+    if total > crate::validate::MAX_TAGS {
+        return Err(invalid(format!(
+            "{} tags with the parameter file's ({}) and stacksync's two: CloudFormation allows at most {} per stack",
+            total,
+            spec.parameter_file.as_deref().unwrap_or("-"),
+            crate::validate::MAX_TAGS
+        )));
+    }
+    Ok(())
 }
 
 impl<R, B, F, S> Steps<R, B, F, S>
@@ -89,6 +107,7 @@ where
         state.template_version = desired.template_version;
         let hash_matches = entry.status.applied_hash.as_deref() == Some(desired.hash.as_str());
         state.desired_hash = Some(desired.hash);
+        state.file_tags = desired.file_tags;
         state.next = Next::ChangeSet;
         // An approved change set is judged by change-set, in sync or not.
         if !hash_matches || state.approved.is_some() {
@@ -187,13 +206,15 @@ where
                     artifact::read_file(&archive, file, template::MAX_PARAMETER_FILE_BYTES as u64)
                         .map_err(invalid)?
                         .ok_or_else(|| invalid(format!("parameter file {file} not found {at}")))?;
-                template::read_parameter_file(file, &bytes).map_err(invalid)?
+                template::read_parameter_file(file, &bytes, path).map_err(invalid)?
             }
-            None => BTreeMap::new(),
+            None => template::FileValues::default(),
         };
-        let parameters = template::merge_parameters(from_file, spec);
+        let parameters = template::merge_parameters(from_file.parameters, spec);
+        let tags = template::merge_tags(from_file.tags.clone(), spec);
+        check_tag_count(&tags, spec)?;
         let template_sha = sha256_hex(&template);
-        let hash = template::desired_hash(&template_sha, &parameters, spec);
+        let hash = template::desired_hash(&template_sha, &parameters, &tags, spec);
         // The merged parameters can be large (200 × 4 KB): they go to the
         // bucket, not into the run's state; change-set reads them back.
         let parameters_json = serde_json::to_vec(&parameters).map_err(invalid)?;
@@ -207,6 +228,7 @@ where
             template_version,
             parameters_key,
             hash,
+            file_tags: from_file.tags,
         })
     }
 
