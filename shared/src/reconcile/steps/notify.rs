@@ -31,8 +31,9 @@ impl<R, B, F, S> Steps<R, B, F, S> {
             approval,
             ..Notice::about(kind, status)
         };
+        // The run's own change set, never one an earlier run left named.
         let notice = Notice {
-            change_set: state.change_set_name.clone().or(notice.change_set.clone()),
+            change_set: state.change_set_name.clone(),
             ..notice
         };
         self.notices.send(&notice).await;
