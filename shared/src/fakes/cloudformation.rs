@@ -61,6 +61,9 @@ pub struct Script {
     pub operations: Vec<(String, String)>,
     /// What `DescribeEvents` answers; `None`: not served (as the emulator).
     pub operation_events: Option<Vec<OperationEvent>>,
+    /// What ListChangeSets answers; `None`: one change set a killed run of
+    /// stacksync left, and one someone else made.
+    pub listed_change_sets: Option<Vec<String>>,
 }
 
 impl Script {
@@ -110,6 +113,7 @@ impl Default for Script {
             changes: Vec::new(),
             operations: Vec::new(),
             operation_events: None,
+            listed_change_sets: None,
         }
     }
 }
@@ -358,11 +362,13 @@ impl CloudFormation for ScriptedCloudFormation {
 
     async fn list_change_sets(&self, _stack: &str) -> PortResult<Vec<String>> {
         self.call("ListChangeSets", String::new())?;
-        // One a killed run of stacksync left, one someone else made.
-        Ok(vec![
-            "stacksync-v1-left-over".to_owned(),
-            "someone-elses".to_owned(),
-        ])
+        Ok(self.script().listed_change_sets.clone().unwrap_or_else(|| {
+            // One a killed run of stacksync left, one someone else made.
+            vec![
+                "stacksync-v1-left-over".to_owned(),
+                "someone-elses".to_owned(),
+            ]
+        }))
     }
 
     async fn delete_stack(

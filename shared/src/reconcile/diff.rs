@@ -315,8 +315,10 @@ async fn changes_of<C: CloudFormation>(
     }
 }
 
-/// Deletes the preview's change set, and the stack a create made for it
-/// (`REVIEW_IN_PROGRESS`, and only when there was no stack before).
+/// Deletes the preview's change set, and the stack a create made for it:
+/// only when there was no stack before, and the one there now is still in
+/// `REVIEW_IN_PROGRESS` with no change set left (a run that began a create
+/// meanwhile has its own change set there: its stack stays).
 async fn clean_up<C: CloudFormation>(
     cfn: &C,
     spec: &StackSpec,
@@ -332,7 +334,13 @@ async fn clean_up<C: CloudFormation>(
     cfn.delete_change_set(stack, name).await.map_err(failed)?;
     if created {
         let placeholder = cfn.describe_stack(stack).await.map_err(failed)?;
-        if placeholder.is_some_and(|s| s.status == StackStatus::ReviewInProgress) {
+        if placeholder.is_some_and(|s| s.status == StackStatus::ReviewInProgress)
+            && cfn
+                .list_change_sets(stack)
+                .await
+                .map_err(failed)?
+                .is_empty()
+        {
             cfn.delete_stack(stack, spec.role_arn.as_deref(), &format!("preview-{name}"))
                 .await
                 .map_err(failed)?;
@@ -446,6 +454,7 @@ mod tests {
     async fn a_create_is_previewed_from_the_template_body_and_its_placeholder_deleted() {
         let cfn = ScriptedCloudFormation::with_stack(&[None, Some(S::ReviewInProgress)]);
         cfn.script().changes = vec![row("Add", None)];
+        cfn.script().listed_change_sets = Some(Vec::new());
         let diff = preview(&cfn).await.unwrap();
         assert_eq!(diff.kind, "Create");
         assert_eq!(diff.revision, HEAD);
@@ -466,6 +475,17 @@ mod tests {
         );
         never_executed(&cfn);
         assert!(cfn.operations().contains(&"DeleteStack".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn a_placeholder_a_run_began_meanwhile_is_left_alone() {
+        // No stack when the preview looked; then a run's create made the
+        // placeholder, its change set there.
+        let cfn = ScriptedCloudFormation::with_stack(&[None, Some(S::ReviewInProgress)]);
+        cfn.script().listed_change_sets = Some(vec!["stacksync-v1-run".into()]);
+        preview(&cfn).await.unwrap();
+        never_executed(&cfn);
+        assert!(!cfn.operations().contains(&"DeleteStack".to_owned()));
     }
 
     #[tokio::test]
