@@ -174,6 +174,8 @@ pub async fn diff<C: CloudFormation>(
     let cleaned = clean_up(cfn, spec, &name, stack.is_none()).await;
     let changes = changes?;
     cleaned?;
+    // A placeholder has nothing to compare with.
+    let existing = stack.as_ref().filter(|s| !s.status.not_created());
     Ok(Diff {
         stack_name: stack_name.to_owned(),
         revision: desired.revision.clone(),
@@ -181,12 +183,21 @@ pub async fn diff<C: CloudFormation>(
         stack_id: stack.as_ref().map(|s| s.stack_id.clone()),
         stack_status: stack.as_ref().map(|s| s.status.to_string()),
         changes,
-        parameters: stack
-            .as_ref()
-            .map(|s| differences(&s.parameters, &desired.parameters))
+        parameters: existing
+            .map(|s| {
+                // Only those the desired state gives: one it leaves out takes
+                // the template's default, which only the change set knows.
+                let given = s
+                    .parameters
+                    .iter()
+                    .filter(|(k, _)| desired.parameters.contains_key(*k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                differences(&given, &desired.parameters)
+            })
             .unwrap_or_default(),
-        tags: stack
-            .as_ref()
+        // The change set gives the whole tag set: one not in it goes.
+        tags: existing
             .map(|s| {
                 differences(
                     &s.tags,
@@ -194,10 +205,7 @@ pub async fn diff<C: CloudFormation>(
                 )
             })
             .unwrap_or_default(),
-        settings: stack
-            .as_ref()
-            .map(|s| settings(s, spec))
-            .unwrap_or_default(),
+        settings: existing.map(|s| settings(s, spec)).unwrap_or_default(),
     })
 }
 
