@@ -9,7 +9,9 @@ moto the same guarantee by running its DynamoDB write operations one at a time.
 It also stamps a stack's LastUpdatedTime on update, as AWS does (moto sets
 none), gives a stack an executed UPDATE change set's tags (moto kept the old), keeps one live stack per name (a CREATE change set for a stack in
 REVIEW_IN_PROGRESS joins it; moto made a second stack of that name), and serializes CloudFormation's calls (moto's backend is not
-thread-safe: concurrent CreateStack calls fail with a 500), and makes Query on
+thread-safe: concurrent CreateStack calls fail with a 500), lets EventBridge
+events through a bus whose rules have a schedule or a Lambda target (moto
+failed every PutEvents there with a 500), and makes Query on
 an index with an INCLUDE or KEYS_ONLY projection cost what the projection
 holds rather than whole items (same results: moto deep-copied each whole item
 and rendered it to JSON before keeping the few attributes the index holds,
@@ -312,6 +314,35 @@ def _cfn_serialized(method):
 for _name, _method in list(vars(CloudFormationBackend).items()):
     if callable(_method) and not _name.startswith("_") and not isinstance(_method, (staticmethod, classmethod)):
         setattr(CloudFormationBackend, _name, _cfn_serialized(_method))
+
+# ---- EventBridge: rules that match no event, targets moto cannot call -------
+# On AWS a rule with a schedule and no pattern matches no event put on its bus,
+# and every event an event pattern matches reaches its targets, whatever they
+# are. moto matches a schedule-only rule against every event (an empty pattern
+# matches all), then raises NotImplementedError for a target it cannot call (a
+# Lambda function): one such rule on the default bus (the scheduler's, once the
+# installation is deployed here) failed every PutEvents to that bus with a 500.
+# Here a schedule-only rule matches nothing, and a target moto cannot call is
+# passed over (as if called), the others served as moto serves them.
+from moto.events.models import Rule as _EventsRule
+
+_moto_send_to_targets = _EventsRule.send_to_targets
+
+
+def _send_to_targets(self, original_event, transform_input=True):
+    if self.scheduled_expression and not self.event_pattern.get_pattern():
+        return
+    for target in list(self.targets):
+        single = _EventsRule.__new__(_EventsRule)
+        single.__dict__.update(self.__dict__)
+        single.targets = [target]
+        try:
+            _moto_send_to_targets(single, original_event, transform_input)
+        except NotImplementedError:
+            pass
+
+
+_EventsRule.send_to_targets = _send_to_targets
 
 # ---- Lambda Runtime API, for real function processes ------------------------
 
