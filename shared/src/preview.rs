@@ -68,16 +68,7 @@ pub fn bounded(mut changes: Vec<ResourceChange>) -> (Vec<ResourceChange>, usize)
 mod tests {
     use super::*;
 
-    fn change(action: &str, replacement: Option<&str>) -> ResourceChange {
-        ResourceChange {
-            action: action.into(),
-            logical_id: "Queue".into(),
-            resource_type: "AWS::SQS::Queue".into(),
-            physical_id: None,
-            replacement: replacement.map(str::to_owned),
-            changed: vec!["Properties.QueueName".into()],
-        }
-    }
+    use crate::fakes::queue_change as change;
 
     #[test]
     fn a_row_reads_as_cloudformation_says_it() {

@@ -175,6 +175,19 @@ pub fn failed(reason: &str) -> ChangeSetInfo {
     }
 }
 
+/// One row of a change set: `action` on the queue `Queue` (its name
+/// changed), with `replacement` as CloudFormation says it.
+pub fn queue_change(action: &str, replacement: Option<&str>) -> ResourceChange {
+    ResourceChange {
+        action: action.into(),
+        logical_id: "Queue".into(),
+        resource_type: "AWS::SQS::Queue".into(),
+        physical_id: None,
+        replacement: replacement.map(str::to_owned),
+        changed: vec!["Properties.QueueName".into()],
+    }
+}
+
 /// A failed resource event.
 pub fn failure_event(logical_id: &str, status: &str, reason: &str) -> StackEvent {
     StackEvent {

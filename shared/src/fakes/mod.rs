@@ -22,8 +22,8 @@ mod starter;
 
 pub use blobs::MemoryBlobs;
 pub use cloudformation::{
-    Script, ScriptedCloudFormation, TEST_INSTALLATION, failed, failure_event, pending, ready,
-    stack_id, summary,
+    Script, ScriptedCloudFormation, TEST_INSTALLATION, failed, failure_event, pending,
+    queue_change, ready, stack_id, summary,
 };
 pub use failing::Failing;
 pub use notices::MemoryNotices;

@@ -438,16 +438,7 @@ mod tests {
         .await
     }
 
-    fn row(action: &str, replacement: Option<&str>) -> ResourceChange {
-        ResourceChange {
-            action: action.into(),
-            logical_id: "Queue".into(),
-            resource_type: "AWS::SQS::Queue".into(),
-            physical_id: None,
-            replacement: replacement.map(str::to_owned),
-            changed: vec!["Properties.QueueName".into()],
-        }
-    }
+    use crate::fakes::queue_change as row;
 
     fn never_executed(cfn: &ScriptedCloudFormation) {
         let ops = cfn.operations();
@@ -543,6 +534,14 @@ mod tests {
         let cfn = ScriptedCloudFormation::with_stack(&[Some(S::UpdateInProgress)]);
         let e = preview(&cfn).await.unwrap_err();
         assert!(e.contains("UPDATE_IN_PROGRESS"), "{e}");
+        assert_eq!(cfn.operations(), ["DescribeStacks"]);
+
+        let cfn = ScriptedCloudFormation::with_stack(&[Some(S::RollbackComplete)]);
+        let e = preview(&cfn).await.unwrap_err();
+        assert!(
+            e.contains("ROLLBACK_COMPLETE") && e.contains("takes no update"),
+            "{e}"
+        );
         assert_eq!(cfn.operations(), ["DescribeStacks"]);
     }
 

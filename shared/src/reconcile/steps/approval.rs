@@ -210,16 +210,7 @@ mod tests {
     use crate::stack_status::StackStatus as S;
     use crate::status::StallReason;
 
-    fn change(action: &str, replacement: Option<&str>) -> ResourceChange {
-        ResourceChange {
-            action: action.into(),
-            logical_id: "Queue".into(),
-            resource_type: "AWS::SQS::Queue".into(),
-            physical_id: None,
-            replacement: replacement.map(str::to_owned),
-            changed: vec!["Properties.QueueName".into()],
-        }
-    }
+    use crate::fakes::queue_change as change;
 
     /// A run whose change set is ready, polled, under `policy`, the change
     /// set doing `changes`.
@@ -241,6 +232,21 @@ mod tests {
 
     /// The run as the state machine gives it back after the wait: the
     /// answer at `$.approved`, fetched and uploaded again.
+    /// A run under `approval: always` whose change set (its name) the
+    /// approval step recorded with the task token `token-1`.
+    async fn waiting() -> (Test, RunState, String) {
+        let (t, state) = polled(Approval::Always, vec![change("Add", None)]).await;
+        let name = state.approval.as_ref().unwrap().change_set.clone();
+        t.steps
+            .approval(ApprovalInput {
+                state: state.clone(),
+                task_token: "token-1".into(),
+            })
+            .await
+            .unwrap();
+        (t, state, name)
+    }
+
     async fn answered(t: &Test, mut state: RunState, change_set: &str) -> RunState {
         state.approved = Some(ApprovalAnswer {
             change_set: change_set.to_owned(),
@@ -268,15 +274,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_waiting_change_set_is_recorded_with_its_token_and_the_lease_kept_for_the_wait() {
-        let (t, state) = polled(Approval::Always, vec![change("Add", None)]).await;
-        let name = state.approval.as_ref().unwrap().change_set.clone();
-        t.steps
-            .approval(ApprovalInput {
-                state: state.clone(),
-                task_token: "token-1".into(),
-            })
-            .await
-            .unwrap();
+        let (t, _, name) = waiting().await;
         let entry = t.entry();
         assert_eq!(entry.status.phase, Phase::AwaitingApproval);
         let awaiting = entry.status.awaiting.clone().unwrap();
@@ -381,15 +379,7 @@ mod tests {
                 "approval timed out",
             ),
         ] {
-            let (t, state) = polled(Approval::Always, vec![change("Add", None)]).await;
-            let name = state.approval.as_ref().unwrap().change_set.clone();
-            t.steps
-                .approval(ApprovalInput {
-                    state: state.clone(),
-                    task_token: "token-1".into(),
-                })
-                .await
-                .unwrap();
+            let (t, state, name) = waiting().await;
             let input = FinalizeInput {
                 state,
                 error: CaughtError {

@@ -111,6 +111,8 @@ where
             status = status.with_approval(record);
         }
         let outcome = status.message.clone().unwrap_or_default();
+        // The rejection is Step Functions' fact already (the task failed
+        // with it): told before the write that records the run's end.
         if let Some(approval) = rejected {
             self.notify(
                 NoticeKind::Rejected,
