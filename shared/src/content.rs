@@ -70,9 +70,18 @@ pub struct Wanted {
 
 impl Wanted {
     /// What a stack's runs take: its template, parameter file and includes.
+    /// With `source.deploymentFile`, the deployment file stands for the
+    /// template until it is read ([`Wanted::with_template`]).
     pub fn of(spec: &StackSpec) -> Self {
-        let mut paths = vec![(normal(&spec.source.path), Role::Template)];
-        if let Some(file) = &spec.parameter_file {
+        let mut paths = Vec::new();
+        if !spec.source.path.is_empty() {
+            paths.push((normal(&spec.source.path), Role::Template));
+        }
+        if let Some(file) = spec
+            .parameter_file
+            .as_ref()
+            .or(spec.source.deployment_file.as_ref())
+        {
             paths.push((normal(file), Role::ParameterFile));
         }
         paths.extend(
@@ -83,6 +92,15 @@ impl Wanted {
         );
         let mut wanted = Self::new(paths);
         wanted.signed_by = spec.source.signed_by.clone();
+        wanted
+    }
+
+    /// The same, with the template a deployment file named.
+    pub fn with_template(&self, template: &str) -> Self {
+        let mut paths = self.paths.clone();
+        paths.push((normal(template), Role::Template));
+        let mut wanted = Self::new(paths);
+        wanted.signed_by = self.signed_by.clone();
         wanted
     }
 

@@ -36,6 +36,7 @@ pub mod manifest;
 pub mod naming;
 pub mod notice;
 pub mod ownership;
+pub mod parameters;
 pub mod partition;
 pub mod ports;
 pub mod preview;

@@ -143,10 +143,14 @@ pub enum StallReason {
     Interrupted,
     /// An error stacksync did not raise (a Lambda or Step Functions error).
     Unexpected,
+    /// A parameter's value could not be read: its SSM parameter, secret
+    /// (or the key in it) or stack output is not there. Retried with
+    /// backoff: the value may be created without a change to the spec.
+    MissingValue,
 }
 
 impl StallReason {
-    pub const ALL: [StallReason; 25] = [
+    pub const ALL: [StallReason; 26] = [
         Self::NotRegistered,
         Self::Unsupported,
         Self::SourceUnavailable,
@@ -172,6 +176,7 @@ impl StallReason {
         Self::TimedOut,
         Self::Interrupted,
         Self::Unexpected,
+        Self::MissingValue,
     ];
 
     /// Whether trying again at the same revision and spec is unlikely to
@@ -188,6 +193,7 @@ impl StallReason {
                 | Self::RegistryRefused
                 | Self::ArtifactUnavailable
                 | Self::Unexpected
+                | Self::MissingValue
         )
     }
 
@@ -219,6 +225,7 @@ impl StallReason {
             Self::TimedOut => "TimedOut",
             Self::Interrupted => "Interrupted",
             Self::Unexpected => "Unexpected",
+            Self::MissingValue => "MissingValue",
         }
     }
 
@@ -353,6 +360,20 @@ pub struct Status {
     /// rejected which, when.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<ApprovalRecord>,
+    /// The stack's outputs as CloudFormation reported them when the last
+    /// run ended `Ready` (what `fromStack` parameters of other entries
+    /// read, and what tells whether they must run again).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub outputs: std::collections::BTreeMap<String, String>,
+    /// Where each parameter and tag of the last run came from, with the
+    /// values of secrets and `NoEcho` parameters masked
+    /// (`stacksync get NAME --explain`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub provenance: Vec<crate::parameters::Provenance>,
+    /// The registered stacks the last run waited for (not `Ready` yet): a
+    /// stack that becomes `Ready` makes those that wait for it due.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<String>,
 }
 
 /// How many approval records a status keeps.

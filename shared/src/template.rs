@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::hash::sha256_hex;
-use crate::spec::StackSpec;
+use crate::spec::{ParameterValue, StackSpec};
 
 /// CloudFormation's limit for a template given by `TemplateURL`.
 pub const MAX_TEMPLATE_BYTES: usize = 1024 * 1024;
@@ -126,6 +126,36 @@ pub fn read_parameter_file(
     Ok(values)
 }
 
+/// The template a Git sync deployment file names (`template-file-path`,
+/// relative to the source's root), for an entry that gives
+/// `source.deploymentFile` instead of `source.path`.
+pub fn deployment_template_path(path: &str, bytes: &[u8]) -> Result<String, String> {
+    if bytes.len() > MAX_PARAMETER_FILE_BYTES {
+        return Err(format!(
+            "deployment file {path} is over {MAX_PARAMETER_FILE_BYTES} bytes"
+        ));
+    }
+    let value = parse_data(path, bytes)?;
+    let named = value
+        .as_object()
+        .and_then(|m| m.get("template-file-path"))
+        .ok_or_else(|| {
+            format!(
+                "deployment file {path} has no template-file-path (a Git sync deployment file \
+                 names its template there)"
+            )
+        })?;
+    let named = named
+        .as_str()
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| {
+            format!("deployment file {path}: template-file-path must be a path (text)")
+        })?;
+    crate::validate::relative_path(named)
+        .map_err(|e| format!("deployment file {path}: template-file-path: {e}"))?;
+    Ok(crate::content::normal(named))
+}
+
 /// The file as data: JSON, or YAML (aliases bounded as for templates).
 fn parse_data(path: &str, bytes: &[u8]) -> Result<serde_json::Value, String> {
     let text = std::str::from_utf8(bytes)
@@ -197,12 +227,16 @@ pub fn merge_tags(
     merged
 }
 
-/// The parameters CloudFormation gets: the file's, then the spec's on top.
+/// The parameters CloudFormation gets: the file's, then the spec's on top
+/// (references are read later, by the run).
 pub fn merge_parameters(
     from_file: BTreeMap<String, String>,
     spec: &StackSpec,
-) -> BTreeMap<String, String> {
-    let mut merged = from_file;
+) -> BTreeMap<String, ParameterValue> {
+    let mut merged: BTreeMap<String, ParameterValue> = from_file
+        .into_iter()
+        .map(|(k, v)| (k, ParameterValue::Text(v)))
+        .collect();
     merged.extend(spec.parameters.iter().map(|(k, v)| (k.clone(), v.clone())));
     merged
 }

@@ -28,8 +28,13 @@ pub async fn run(aws: &Connection, name: &str, reference: Option<&str>, format: 
     let wanted = desired(&sources, spec, reference).await;
     let _ = std::fs::remove_dir_all(&workdir);
     let wanted = wanted.map_err(|e| format!("{name}: {e}"))?;
-    let cfn = SdkCloudFormationFactory::new(aws.config.clone())
+    let factory = SdkCloudFormationFactory::new(aws.config.clone());
+    let cfn = factory
         .for_stack(spec.region.as_deref(), spec.assume_role_arn.as_deref())
+        .await
+        .map_err(|e| format!("{name}: {e}"))?;
+    let wanted = wanted
+        .read_values(&factory, &aws.registry, &cfn)
         .await
         .map_err(|e| format!("{name}: {e}"))?;
     // A template too large for TemplateBody is stored for the preview's

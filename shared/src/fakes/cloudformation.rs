@@ -59,6 +59,11 @@ pub struct Script {
     pub changes: Vec<ResourceChange>,
     /// The stack's `LastOperations` (type, id).
     pub operations: Vec<(String, String)>,
+    /// The stack's outputs, as DescribeStacks reports them.
+    pub outputs: BTreeMap<String, String>,
+    /// SSM parameters and secrets of the stack's account (name → value).
+    pub ssm: BTreeMap<String, String>,
+    pub secrets: BTreeMap<String, String>,
     /// What `DescribeEvents` answers; `None`: not served (as the emulator).
     pub operation_events: Option<Vec<OperationEvent>>,
     /// What ListChangeSets answers; `None`: one change set a killed run of
@@ -112,6 +117,9 @@ impl Default for Script {
             requests: Vec::new(),
             changes: Vec::new(),
             operations: Vec::new(),
+            outputs: BTreeMap::new(),
+            ssm: BTreeMap::new(),
+            secrets: BTreeMap::new(),
             operation_events: None,
             listed_change_sets: None,
         }
@@ -290,6 +298,7 @@ impl CloudFormation for ScriptedCloudFormation {
             tags,
             termination_protection: s.termination_protection,
             role_arn: s.role_arn.clone(),
+            outputs: s.outputs.clone(),
             operations: s.operations.clone(),
         }))
     }
@@ -297,6 +306,16 @@ impl CloudFormation for ScriptedCloudFormation {
     async fn list_stacks(&self) -> PortResult<Vec<StackSummary>> {
         self.call("ListStacks", String::new())?;
         Ok(self.script().listing.clone())
+    }
+
+    async fn ssm_parameter(&self, name: &str) -> PortResult<Option<String>> {
+        self.call("GetParameter", name.to_owned())?;
+        Ok(self.script().ssm.get(name).cloned())
+    }
+
+    async fn secret_string(&self, id: &str) -> PortResult<Option<String>> {
+        self.call("GetSecretValue", id.to_owned())?;
+        Ok(self.script().secrets.get(id).cloned())
     }
 
     async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {

@@ -186,6 +186,16 @@ impl<T: CloudFormation> CloudFormation for Failing<T> {
         self.inner.list_stacks().await
     }
 
+    async fn ssm_parameter(&self, name: &str) -> PortResult<Option<String>> {
+        self.check("GetParameter")?;
+        self.inner.ssm_parameter(name).await
+    }
+
+    async fn secret_string(&self, id: &str) -> PortResult<Option<String>> {
+        self.check("GetSecretValue")?;
+        self.inner.secret_string(id).await
+    }
+
     async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {
         self.check("GetTemplate")?;
         self.inner.template_body(stack).await
@@ -447,6 +457,23 @@ impl<T: Deliveries> Deliveries for Failing<T> {
     ) -> Result<bool, RegistryError> {
         self.check_registry("PutItem")?;
         self.inner.record_delivery(id, now, ttl_seconds).await
+    }
+}
+
+impl<T: crate::registry::Dependents> crate::registry::Dependents for Failing<T> {
+    async fn add_dependent(&self, upstream: &str, dependent: &str) -> Result<(), RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.add_dependent(upstream, dependent).await
+    }
+
+    async fn remove_dependent(&self, upstream: &str, dependent: &str) -> Result<(), RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.remove_dependent(upstream, dependent).await
+    }
+
+    async fn dependents(&self, upstream: &str) -> Result<Vec<String>, RegistryError> {
+        self.check_registry("GetItem")?;
+        self.inner.dependents(upstream).await
     }
 }
 

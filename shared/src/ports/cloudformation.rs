@@ -27,6 +27,8 @@ pub struct StackInfo {
     pub termination_protection: bool,
     /// The service role CloudFormation uses for the stack (`RoleARN`).
     pub role_arn: Option<String>,
+    /// Its outputs (`OutputKey` → `OutputValue`).
+    pub outputs: BTreeMap<String, String>,
     /// Its latest operations (`LastOperations`): (type, id), e.g.
     /// (`UPDATE_STACK`, id) then (`ROLLBACK`, id); empty where not reported.
     pub operations: Vec<(String, String)>,
@@ -220,6 +222,13 @@ pub trait CloudFormation: Send + Sync {
     /// Every stack of the account and region that is not deleted, every
     /// page read (a listing cut short is an error, never a shorter list).
     fn list_stacks(&self) -> impl Future<Output = PortResult<Vec<StackSummary>>> + Send;
+    /// An SSM parameter's value in the stack's account and region
+    /// (SecureString decrypted; a StringList as its comma-separated text),
+    /// or `None` when there is none. Never logged.
+    fn ssm_parameter(&self, name: &str) -> impl Future<Output = PortResult<Option<String>>> + Send;
+    /// A Secrets Manager secret's `SecretString` in the stack's account and
+    /// region, or `None` when there is none. Never logged.
+    fn secret_string(&self, id: &str) -> impl Future<Output = PortResult<Option<String>>> + Send;
     /// The stack's template as it was submitted (`GetTemplate`, stage
     /// `Original`), or `None` when the stack does not exist.
     fn template_body(&self, stack: &str)

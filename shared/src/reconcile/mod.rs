@@ -7,3 +7,4 @@ pub mod decide;
 pub mod diff;
 pub mod run;
 pub mod steps;
+pub mod values;

@@ -27,7 +27,7 @@ use crate::source::source_key;
 use crate::status::{Status, Timestamp};
 
 #[derive(Debug, Default, Clone)]
-struct State {
+pub(super) struct State {
     entries: BTreeMap<String, StackEntry>,
     sources: BTreeMap<String, SourceRecord>,
     /// Delivery id → expiry (epoch seconds).
@@ -37,6 +37,8 @@ struct State {
     home: Option<String>,
     /// Task token → its answer.
     answers: BTreeMap<String, Answer>,
+    /// A stack → the entries that depend on it.
+    pub(super) dependents: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 /// The registry, in memory.
@@ -56,7 +58,7 @@ impl MemoryRegistry {
         self
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    pub(super) fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -533,6 +535,33 @@ impl Deliveries for MemoryRegistry {
             .deliveries
             .insert(id.to_owned(), now / 1000 + ttl_seconds);
         Ok(true)
+    }
+}
+
+impl super::Dependents for MemoryRegistry {
+    async fn add_dependent(&self, upstream: &str, dependent: &str) -> Result<()> {
+        self.state()
+            .dependents
+            .entry(upstream.to_owned())
+            .or_default()
+            .insert(dependent.to_owned());
+        Ok(())
+    }
+
+    async fn remove_dependent(&self, upstream: &str, dependent: &str) -> Result<()> {
+        if let Some(set) = self.state().dependents.get_mut(upstream) {
+            set.remove(dependent);
+        }
+        Ok(())
+    }
+
+    async fn dependents(&self, upstream: &str) -> Result<Vec<String>> {
+        Ok(self
+            .state()
+            .dependents
+            .get(upstream)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default())
     }
 }
 

@@ -21,6 +21,7 @@
 pub mod answers;
 pub mod claims;
 pub mod deliveries;
+pub mod dependents;
 pub mod expr;
 pub mod followers;
 pub mod item;
@@ -46,6 +47,7 @@ use serde::Serialize;
 
 pub use answers::{Answer, Answers};
 pub use deliveries::Deliveries;
+pub use dependents::Dependents;
 pub use followers::Follower;
 pub use leases::{LEASE_TTL, Lease, Leases, lease_ttl};
 pub use schedule::{Schedule, SourceRecord, Watched};
@@ -196,15 +198,15 @@ impl RegistryError {
 pub type Result<T, E = RegistryError> = std::result::Result<T, E>;
 
 /// Everything the steps need of the registry.
-pub trait StepRegistry: Entries + Leases {}
-impl<T: Entries + Leases> StepRegistry for T {}
+pub trait StepRegistry: Entries + Leases + Schedule + Dependents {}
+impl<T: Entries + Leases + Schedule + Dependents> StepRegistry for T {}
 
 /// Ends the hold of a run that was stopped from outside (an execution
 /// aborted or timed out, a local run killed, `stacksync unlock`): if `owner`
 /// still holds the stack, records the run `Failed (Interrupted)` with `why`
 /// and releases the lease, the stack due again at once. Returns whether it
 /// did (false: the run had released it, or another run holds it now).
-pub async fn end_hold<R: StepRegistry>(
+pub async fn end_hold<R: Entries + Leases>(
     registry: &R,
     name: &str,
     owner: &str,

@@ -12,11 +12,13 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::duration::Duration;
 
 mod deploy;
+mod value;
 
 pub use deploy::{
     Approval, DeploymentConfig, DeploymentMode, OnFailedCreate, OnStackFailure, RollbackConfig,
     RollbackTrigger,
 };
+pub use value::{ParameterValue, ValueRef};
 
 /// Default `interval` (the longest an out-of-band change may go unnoticed; the
 /// scheduler checks every stack every period and warns when that is longer).
@@ -60,15 +62,23 @@ pub struct StackSpec {
     /// Where the template comes from.
     pub source: Source,
     /// Template parameters. Scalars are read as text; a list becomes a
-    /// comma-separated value (CloudFormation's `CommaDelimitedList`).
+    /// comma-separated value (CloudFormation's `CommaDelimitedList`); a
+    /// mapping says where a run reads the value (`{ssm: NAME}`, `{secret:
+    /// ARN, key: FIELD}`, `{fromStack: NAME, output: KEY}`).
     #[serde(default, deserialize_with = "parameter_map")]
-    pub parameters: BTreeMap<String, String>,
-    /// A JSON parameter file inside the source, merged under `parameters`.
+    pub parameters: BTreeMap<String, ParameterValue>,
+    /// A parameter file inside the source (the AWS CLI's, CodePipeline's,
+    /// a Git sync deployment file or a plain mapping), merged under
+    /// `parameters`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameter_file: Option<String>,
     /// Stack tags.
     #[serde(default, deserialize_with = "scalar_map")]
     pub tags: BTreeMap<String, String>,
+    /// Registered stacks this one waits for: a run starts deploying only
+    /// once each is `Ready` (a `fromStack` parameter adds its stack too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
     /// Capabilities acknowledged for the template.
     #[serde(default)]
     pub capabilities: Vec<Capability>,
@@ -179,8 +189,15 @@ pub struct Source {
     /// Git branch, tag or commit; for S3, an object version id (latest when absent).
     #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
     pub reference: Option<String>,
-    /// The template's path inside the source.
+    /// The template's path inside the source. May be left out when
+    /// `deploymentFile` is given: its `template-file-path` names it.
+    #[serde(default)]
     pub path: String,
+    /// An AWS CloudFormation Git sync deployment file inside the source
+    /// (`template-file-path`, `parameters`, `tags`): the template is the
+    /// one it names, its parameters and tags go under the entry's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_file: Option<String>,
     /// Secrets Manager secret or SSM parameter (ARN) with a token or SSH key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_secret: Option<String>,
@@ -306,6 +323,35 @@ impl StackSpec {
         }
     }
 
+    /// The registered stacks this one waits for: `dependsOn`, and the
+    /// stacks its `fromStack` parameters read, each once, sorted.
+    pub fn upstream(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.depends_on.iter().map(String::as_str).collect();
+        names.extend(
+            self.parameters
+                .values()
+                .filter_map(|v| match v.reference() {
+                    Some(ValueRef::FromStack { from_stack, .. }) => Some(from_stack.as_str()),
+                    _ => None,
+                }),
+        );
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// The outputs of stack `name` that this one's parameters read.
+    pub fn consumes<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.parameters
+            .values()
+            .filter_map(move |v| match v.reference() {
+                Some(ValueRef::FromStack { from_stack, output }) if from_stack == name => {
+                    Some(output.as_str())
+                }
+                _ => None,
+            })
+    }
+
     /// A stable digest of the whole spec: two specs with the same hash are the same.
     ///
     /// The JSON form is canonical (fields in declaration order, maps sorted),
@@ -375,9 +421,10 @@ impl Scalar {
 
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum ParameterValue {
+enum RawParameter {
     One(Scalar),
     List(Vec<Scalar>),
+    From(serde_json::Map<String, serde_json::Value>),
 }
 
 fn scalar_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
@@ -395,26 +442,35 @@ fn scalar_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String
         .collect()
 }
 
-fn parameter_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+fn parameter_map<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, ParameterValue>, D::Error> {
     let raw: Option<BTreeMap<String, serde_json::Value>> = Option::deserialize(d)?;
     raw.unwrap_or_default()
         .into_iter()
         .map(|(k, v)| {
-            let value: ParameterValue = serde_json::from_value(v).map_err(|_| {
+            let value: RawParameter = serde_json::from_value(v).map_err(|_| {
                 serde::de::Error::custom(format!(
-                    "the value of parameter {k:?} must be text, a number, true/false \
-                     or a list of those"
+                    "the value of parameter {k:?} must be text, a number, true/false, \
+                     a list of those, or {{ssm: NAME}}, {{secret: ARN, key: FIELD}} or \
+                     {{fromStack: NAME, output: KEY}}"
                 ))
             })?;
-            let text = match value {
-                ParameterValue::One(s) => s.into_text(),
-                ParameterValue::List(items) => items
-                    .into_iter()
-                    .map(Scalar::into_text)
-                    .collect::<Vec<_>>()
-                    .join(","),
+            let value = match value {
+                RawParameter::One(s) => ParameterValue::Text(s.into_text()),
+                RawParameter::List(items) => ParameterValue::Text(
+                    items
+                        .into_iter()
+                        .map(Scalar::into_text)
+                        .collect::<Vec<_>>()
+                        .join(","),
+                ),
+                RawParameter::From(map) => ParameterValue::From(
+                    ValueRef::read(&map)
+                        .map_err(|e| serde::de::Error::custom(format!("parameter {k:?}: {e}")))?,
+                ),
             };
-            Ok((k, text))
+            Ok((k, value))
         })
         .collect()
 }
@@ -436,6 +492,7 @@ pub(crate) mod fixtures {
                 s3: None,
                 reference: None,
                 path: "stacks/queue.yaml".to_owned(),
+                deployment_file: None,
                 credentials_secret: None,
                 include: Vec::new(),
                 insecure: false,
@@ -444,6 +501,7 @@ pub(crate) mod fixtures {
             parameters: BTreeMap::new(),
             parameter_file: None,
             tags: BTreeMap::new(),
+            depends_on: Vec::new(),
             capabilities: vec![],
             interval: DEFAULT_INTERVAL,
             poll_interval: DEFAULT_POLL_INTERVAL,

@@ -8,8 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Errors;
+use super::names::stack_name;
 use super::source::relative_path;
-use crate::spec::{Capability, StackSpec};
+use crate::spec::{Capability, ParameterValue, StackSpec, ValueRef};
 
 /// CloudFormation: at most 50 tags per stack.
 pub const MAX_TAGS: usize = 50;
@@ -32,10 +33,68 @@ pub(super) fn check_parameters(spec: &StackSpec, errors: &mut Errors) {
         );
     }
     for (key, value) in &spec.parameters {
-        errors.check(format!("parameters.{key}"), parameter(key, value));
+        let field = format!("parameters.{key}");
+        match value {
+            ParameterValue::Text(text) => errors.check(field, parameter(key, text)),
+            ParameterValue::From(from) => {
+                errors.check(field.clone(), parameter(key, ""));
+                errors.check(field, reference(&spec.name, from));
+            }
+        }
     }
     if let Some(path) = &spec.parameter_file {
         errors.check("parameterFile", relative_path(path));
+        if spec.source.deployment_file.is_some() {
+            errors.push(
+                "parameterFile",
+                "give parameterFile or source.deploymentFile, not both: the deployment \
+                 file holds the parameters",
+            );
+        }
+    }
+    for (i, name) in spec.depends_on.iter().enumerate() {
+        let field = format!("dependsOn[{i}]");
+        errors.check(field.clone(), stack_name(name));
+        if *name == spec.name {
+            errors.push(field, "a stack cannot depend on itself");
+        }
+    }
+}
+
+/// A parameter read at reconcile time: what it names has a valid shape.
+fn reference(own: &str, from: &ValueRef) -> Result<(), String> {
+    match from {
+        ValueRef::Ssm { ssm } => {
+            let name = ssm.strip_prefix("arn:").map_or(ssm.as_str(), |_| "/arn");
+            if ssm.len() > 2048
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '.' | '-'))
+            {
+                return Err(format!(
+                    "ssm {ssm:?} is not an SSM parameter name (letters, digits, / _ . -) or ARN"
+                ));
+            }
+            Ok(())
+        }
+        ValueRef::Secret { secret, .. } => {
+            if secret.len() > 2048 || secret.chars().any(char::is_whitespace) {
+                return Err(format!("secret {secret:?} is not a secret's name or ARN"));
+            }
+            Ok(())
+        }
+        ValueRef::FromStack { from_stack, output } => {
+            stack_name(from_stack).map_err(|e| format!("fromStack: {e}"))?;
+            if from_stack == own {
+                return Err("a stack cannot read its own outputs".into());
+            }
+            if output.len() > 255 || !output.chars().all(|c| c.is_ascii_alphanumeric()) {
+                return Err(format!(
+                    "output {output:?} is not an output name: letters and digits"
+                ));
+            }
+            Ok(())
+        }
     }
 }
 
@@ -139,7 +198,7 @@ mod tests {
 
         let mut s = spec("a");
         s.parameters.insert("Bad-Name".into(), "v".into());
-        s.parameters.insert("Big".into(), "x".repeat(4097));
+        s.parameters.insert("Big".into(), "x".repeat(4097).into());
         assert_eq!(fields(&s), vec!["parameters.Bad-Name", "parameters.Big"]);
     }
 }

@@ -142,8 +142,10 @@ mod tests {
         let mut s = spec("a");
         // 200 parameters of 4 KB: each within the rules, 800 KB in all.
         for i in 0..MAX_PARAMETERS {
-            s.parameters
-                .insert(format!("P{i}"), "v".repeat(MAX_PARAMETER_VALUE_BYTES));
+            s.parameters.insert(
+                format!("P{i}"),
+                "v".repeat(MAX_PARAMETER_VALUE_BYTES).into(),
+            );
         }
         let errors = validate_spec(&s);
         assert_eq!(errors.len(), 1, "{errors:?}");

@@ -39,7 +39,18 @@ pub(super) fn check_source(source: &Source, errors: &mut Errors) {
             }
         }
     }
-    errors.check("source.path", relative_path(&source.path));
+    match (&source.deployment_file, source.path.is_empty()) {
+        (Some(file), true) => errors.check("source.deploymentFile", relative_path(file)),
+        (Some(file), false) => {
+            errors.check("source.deploymentFile", relative_path(file));
+            errors.push(
+                "source.path",
+                "give source.path or source.deploymentFile, not both: the deployment \
+                 file's template-file-path names the template",
+            );
+        }
+        (None, _) => errors.check("source.path", relative_path(&source.path)),
+    }
     if source.include.len() > MAX_INCLUDES {
         errors.push(
             "source.include",
@@ -358,6 +369,7 @@ mod tests {
         Source {
             git,
             s3,
+            deployment_file: None,
             reference: None,
             path: "t.yaml".into(),
             credentials_secret: Some(

@@ -32,11 +32,20 @@ use crate::stack_status::{
 #[derive(Debug, Clone)]
 pub struct SdkCloudFormation {
     client: Client,
+    /// SSM and Secrets Manager in the stack's account and region: where
+    /// its parameters' `{ssm: …}` and `{secret: …}` are read.
+    ssm: aws_sdk_ssm::Client,
+    secrets: aws_sdk_secretsmanager::Client,
 }
 
 impl SdkCloudFormation {
-    pub fn new(client: Client) -> Self {
-        Self { client }
+    /// All three clients from one configuration (region, credentials).
+    pub fn new(config: &aws_config::SdkConfig) -> Self {
+        Self {
+            client: Client::new(config),
+            ssm: aws_sdk_ssm::Client::new(config),
+            secrets: aws_sdk_secretsmanager::Client::new(config),
+        }
     }
 }
 
@@ -127,6 +136,13 @@ impl CloudFormation for SdkCloudFormation {
                     .collect(),
                 termination_protection: s.enable_termination_protection().unwrap_or(false),
                 role_arn: s.role_arn().map(str::to_owned),
+                outputs: s
+                    .outputs()
+                    .iter()
+                    .filter_map(|o| {
+                        Some((o.output_key()?.to_owned(), o.output_value()?.to_owned()))
+                    })
+                    .collect(),
                 operations: s
                     .last_operations()
                     .iter()
@@ -176,6 +192,29 @@ impl CloudFormation for SdkCloudFormation {
             }
         }
         Ok(stacks)
+    }
+
+    async fn ssm_parameter(&self, name: &str) -> PortResult<Option<String>> {
+        match self
+            .ssm
+            .get_parameter()
+            .name(name)
+            .with_decryption(true)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(out.parameter().and_then(|p| p.value()).map(str::to_owned)),
+            Err(e) if e.code() == Some("ParameterNotFound") => Ok(None),
+            Err(e) => Err(port_error("GetParameter", &e)),
+        }
+    }
+
+    async fn secret_string(&self, id: &str) -> PortResult<Option<String>> {
+        match self.secrets.get_secret_value().secret_id(id).send().await {
+            Ok(out) => Ok(out.secret_string().map(str::to_owned)),
+            Err(e) if e.code() == Some("ResourceNotFoundException") => Ok(None),
+            Err(e) => Err(port_error("GetSecretValue", &e)),
+        }
     }
 
     async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {
@@ -524,7 +563,7 @@ impl crate::ports::CloudFormationFactory for SdkCloudFormationFactory {
         region: Option<&str>,
         assume_role: Option<&str>,
     ) -> PortResult<SdkCloudFormation> {
-        let mut config = aws_sdk_cloudformation::config::Builder::from(&self.base);
+        let mut config = self.base.to_builder();
         if let Some(region) = region {
             config = config.region(aws_config::Region::new(region.to_owned()));
         }
@@ -534,9 +573,11 @@ impl crate::ports::CloudFormationFactory for SdkCloudFormationFactory {
                 .configure(&self.base)
                 .build()
                 .await;
-            config = config.credentials_provider(provider);
+            config = config.credentials_provider(
+                aws_sdk_cloudformation::config::SharedCredentialsProvider::new(provider),
+            );
         }
-        Ok(SdkCloudFormation::new(Client::from_conf(config.build())))
+        Ok(SdkCloudFormation::new(&config.build()))
     }
 
     fn home_region(&self) -> Option<String> {

@@ -58,6 +58,9 @@ where
         if let Some(why) = self.config.policy.refuses_spec(&entry.spec) {
             return Err(StepError::stalled(StallReason::NotAllowed, why));
         }
+        if let Some(ended) = self.wait_for_upstream(&state, &entry).await? {
+            return Ok(ended);
+        }
         let revision = self.resolve(&state, &entry).await?;
         if !state.trigger.force && entry.status.gave_up_at(entry.spec_version, Some(&revision)) {
             // Nothing changed since the run that gave up: trying again would
@@ -129,6 +132,60 @@ where
         Ok(Some(ended))
     }
 
+    /// Ends the run `Pending` while a stack this one depends on (`dependsOn`,
+    /// `fromStack`) is not `Ready`: that stack's run makes this one due when
+    /// it ends `Ready`. Due again after `interval` all the same, should that
+    /// word be lost. Each upstream stack records this entry among its
+    /// dependents (`registry::dependents`).
+    async fn wait_for_upstream(
+        &self,
+        state: &RunState,
+        entry: &StackEntry,
+    ) -> Result<Option<RunState>, StepError> {
+        let mut waiting = Vec::new();
+        let mut names = Vec::new();
+        for name in entry.spec.upstream() {
+            let Some(upstream) = self.registry.get(name).await? else {
+                return Err(StepError::stalled(
+                    StallReason::MissingValue,
+                    format!("{} depends on {name}, which is not registered", entry.name),
+                ));
+            };
+            self.registry.add_dependent(name, &entry.name).await?;
+            let phase = upstream.display_phase();
+            if phase != Phase::Ready {
+                waiting.push(format!("{name} ({phase})"));
+                names.push(name.to_owned());
+            }
+        }
+        if waiting.is_empty() {
+            return Ok(None);
+        }
+        let message = format!(
+            "waiting for {}: this stack runs once {} Ready",
+            waiting.join(", "),
+            if waiting.len() == 1 {
+                "it is"
+            } else {
+                "they are"
+            }
+        );
+        info!(stack = %state.stack_id, %message, "waiting for what it depends on");
+        let status = Status {
+            phase: Phase::Pending,
+            message: Some(message.clone()),
+            waiting_for: names,
+            next_reconcile_at: Some(Timestamp(due(
+                state.started_at,
+                entry.spec.interval.as_secs(),
+            ))),
+            ..entry.status.clone()
+        };
+        Ok(Some(
+            self.finish(state.clone(), entry, status, &message).await?,
+        ))
+    }
+
     /// Refuses an unauthenticated transport (`http://`, `git://`) in a
     /// deployed installation, unless the spec says `source.insecure`:
     /// whoever sits on the network path would choose the template that
@@ -191,17 +248,52 @@ where
             info!(stack = %state.stack_id, %revision, "artifact re-used");
             return Ok(key);
         }
-        let files = self
+        let content_error = |e: FetchError| match e {
+            FetchError::Content(e) => StepError::stalled(
+                content_reason(&e),
+                format!("{e} ({} at {})", source.url, short(revision)),
+            ),
+            other => fetch_error(other),
+        };
+        let mut files = self
             .sources
             .fetch(&source, revision, &wanted)
             .await
-            .map_err(|e| match e {
-                FetchError::Content(e) => StepError::stalled(
-                    content_reason(&e),
+            .map_err(content_error)?;
+        // A deployment file alone: the template is the one it names,
+        // fetched once that is known (the same revision, so the same key).
+        if let Some(file) = spec
+            .source
+            .deployment_file
+            .as_deref()
+            .filter(|_| spec.source.path.is_empty())
+        {
+            let normal = crate::content::normal(file);
+            let bytes = files
+                .iter()
+                .find(|(p, _)| *p == normal)
+                .map(|(_, b)| b.as_slice())
+                .unwrap_or_default();
+            let template = crate::template::deployment_template_path(file, bytes).map_err(|e| {
+                StepError::stalled(
+                    StallReason::InvalidTemplate,
                     format!("{e} ({} at {})", source.url, short(revision)),
-                ),
-                other => fetch_error(other),
+                )
             })?;
+            if !files.iter().any(|(p, _)| *p == template) {
+                let more = Wanted::new(vec![(template, crate::content::Role::Template)]);
+                let more = Wanted {
+                    signed_by: wanted.signed_by.clone(),
+                    ..more
+                };
+                files.extend(
+                    self.sources
+                        .fetch(&source, revision, &more)
+                        .await
+                        .map_err(content_error)?,
+                );
+            }
+        }
         let bytes: usize = files.iter().map(|(_, b)| b.len()).sum();
         let packed = artifact::pack(&files)
             .map_err(|e| StepError::stalled(StallReason::InvalidSource, e.to_string()))?;
@@ -244,6 +336,104 @@ fn content_reason(e: &ContentError) -> StallReason {
 mod tests {
     use super::super::testing::*;
     use super::*;
+
+    #[tokio::test]
+    async fn a_stack_waits_for_what_it_depends_on_and_is_made_due_by_its_outputs_only() {
+        use crate::registry::{Dependents, Entries, sample_entry};
+        use crate::spec::{ParameterValue, ValueRef};
+        use std::collections::BTreeMap;
+        let t = Test::with_entry(|e| {
+            e.spec.parameters.insert(
+                "Vpc".into(),
+                ParameterValue::From(ValueRef::FromStack {
+                    from_stack: "net".into(),
+                    output: "VpcId".into(),
+                }),
+            );
+        })
+        .await;
+        let registry = &t.steps.registry.inner;
+        let mut net = sample_entry("net", Status::default());
+        net.status.phase = Phase::Reconciling;
+        registry.insert(net.clone());
+        let ended = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+        assert_eq!(ended.next, Next::Done);
+        let entry = t.entry();
+        assert_eq!(entry.status.phase, Phase::Pending);
+        assert_eq!(entry.status.waiting_for, vec!["net".to_owned()]);
+        assert!(
+            entry
+                .status
+                .message
+                .unwrap()
+                .starts_with("waiting for net (Reconciling)")
+        );
+        assert!(entry.lease.is_none(), "the lease is given back");
+        assert!(
+            entry.status.next_reconcile_at.is_some(),
+            "due at its interval all the same"
+        );
+        assert_eq!(
+            registry.dependents("net").await.unwrap(),
+            vec![NAME.to_owned()]
+        );
+
+        let due = |at: i64| async move {
+            registry
+                .get(NAME)
+                .await
+                .unwrap()
+                .unwrap()
+                .status
+                .next_reconcile_at
+                .map(|t| t.0)
+                .unwrap_or(i64::MAX)
+                <= at
+        };
+        // net ends Ready with its first outputs: orders waits for it, and reads VpcId.
+        let before = BTreeMap::new();
+        let after = BTreeMap::from([("VpcId".to_owned(), "vpc-1".to_owned())]);
+        t.steps
+            .try_wake_dependents("net", &before, &after)
+            .await
+            .unwrap();
+        assert!(due(crate::clock::now_millis()).await);
+
+        // orders runs, Ready; net changes an output orders does not read: nothing.
+        let mut ready = registry.get(NAME).await.unwrap().unwrap();
+        ready.status.phase = Phase::Ready;
+        ready.status.waiting_for.clear();
+        ready.status.next_reconcile_at = None;
+        registry.insert(ready.clone());
+        let more = BTreeMap::from([
+            ("VpcId".to_owned(), "vpc-1".to_owned()),
+            ("Other".to_owned(), "x".to_owned()),
+        ]);
+        t.steps
+            .try_wake_dependents("net", &after, &more)
+            .await
+            .unwrap();
+        assert!(
+            !due(i64::MAX - 1).await,
+            "an output nobody reads changed: nothing"
+        );
+        // VpcId changes: orders is due.
+        let changed = BTreeMap::from([("VpcId".to_owned(), "vpc-2".to_owned())]);
+        t.steps
+            .try_wake_dependents("net", &more, &changed)
+            .await
+            .unwrap();
+        assert!(due(crate::clock::now_millis()).await);
+
+        // An entry that no longer depends on net is forgotten, not run.
+        ready.spec.parameters.clear();
+        registry.insert(ready);
+        t.steps
+            .try_wake_dependents("net", &changed, &before)
+            .await
+            .unwrap();
+        assert!(registry.dependents("net").await.unwrap().is_empty());
+    }
 
     #[tokio::test]
     async fn unauthenticated_transports_are_refused_when_deployed_unless_the_spec_says_insecure() {

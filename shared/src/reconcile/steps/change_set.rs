@@ -69,7 +69,8 @@ where
                 let seen = self
                     .observe_if_there(&cfn, &entry.spec, stack.as_ref())
                     .await?;
-                self.in_sync(state, &entry, seen, "in sync: nothing to change")
+                let outputs = stack.as_ref().map(|s| s.outputs.clone());
+                self.in_sync(state, &entry, seen, outputs, "in sync: nothing to change")
                     .await
             }
             StackDecision::RollbackStuck => {
@@ -231,7 +232,7 @@ where
                 }
             }
         }
-        let parameters = self.parameters(&state).await?;
+        let parameters = self.parameters(&state, cfn).await?;
         let request = self.change_set_request(&state, &entry.spec, &name, kind, parameters)?;
         match cfn.create_change_set(&request).await? {
             Created::ChangeSet => {
@@ -244,8 +245,15 @@ where
                 let seen = self
                     .observe_if_there(cfn, &entry.spec, stack.as_ref())
                     .await?;
-                self.in_sync(state, entry, seen, "in sync: the change set was empty")
-                    .await
+                let outputs = stack.as_ref().map(|s| s.outputs.clone());
+                self.in_sync(
+                    state,
+                    entry,
+                    seen,
+                    outputs,
+                    "in sync: the change set was empty",
+                )
+                .await
             }
         }
     }

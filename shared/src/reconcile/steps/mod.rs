@@ -269,9 +269,14 @@ where
         self.registry
             .write_status_and_release(&state.stack_id, &state.execution, &status)
             .await?;
+        if status.phase == Phase::Ready {
+            self.wake_dependents(&state.stack_id, &entry.status.outputs, &status.outputs)
+                .await;
+        }
         // A run that ends as it found the stack (suspended still, given up
-        // still) tells nobody: a notice is a change of phase.
-        if status.phase != entry.status.phase {
+        // still) tells nobody: a notice is a change of phase. Waiting for
+        // another stack is not an end either.
+        if status.phase != entry.status.phase && status.phase != Phase::Pending {
             let kind = crate::notice::NoticeKind::of_end(status.phase);
             self.notify(kind, &state, entry, &status, None).await;
         }
@@ -280,15 +285,70 @@ where
         Ok(state)
     }
 
+    /// After a run that ended `Ready`: makes due the entries that depend on
+    /// this stack and must run again — those that wait for it, and those
+    /// that read an output that changed (`before` → `after`); no other.
+    /// Best effort: a word lost here is made up by the waiting entry's own
+    /// `interval` (logged as a warning).
+    async fn wake_dependents(
+        &self,
+        name: &str,
+        before: &BTreeMap<String, String>,
+        after: &BTreeMap<String, String>,
+    ) {
+        if let Err(e) = self.try_wake_dependents(name, before, after).await {
+            tracing::warn!(stack = name, error = %e, "could not make the stacks that depend on this one due: they run at their own interval");
+        }
+    }
+
+    async fn try_wake_dependents(
+        &self,
+        name: &str,
+        before: &BTreeMap<String, String>,
+        after: &BTreeMap<String, String>,
+    ) -> Result<(), crate::registry::RegistryError> {
+        let dependents = self.registry.dependents(name).await?;
+        if dependents.is_empty() {
+            return Ok(());
+        }
+        let changed: Vec<&str> = before
+            .keys()
+            .chain(after.keys())
+            .filter(|k| before.get(*k) != after.get(*k))
+            .map(String::as_str)
+            .collect();
+        for dependent in dependents {
+            let entry = self.registry.get(&dependent).await?;
+            let Some(entry) = entry.filter(|e| e.spec.upstream().contains(&name)) else {
+                // Gone, or depends on this stack no more.
+                self.registry.remove_dependent(name, &dependent).await?;
+                continue;
+            };
+            let reads: Vec<&str> = entry
+                .spec
+                .consumes(name)
+                .filter(|o| changed.contains(o))
+                .collect();
+            let waits = entry.status.waiting_for.iter().any(|w| w == name);
+            if reads.is_empty() && !waits {
+                continue;
+            }
+            let marked = self.registry.mark_due(&dependent, now_millis()).await?;
+            info!(stack = name, dependent = %dependent, outputs = ?reads, waited = waits, marked, "made a dependent stack due");
+        }
+        Ok(())
+    }
+
     /// Ends the run in sync: `Ready` at this run's revision, nothing deployed.
     async fn in_sync(
         &self,
         state: RunState,
         entry: &StackEntry,
         seen: Option<Seen>,
+        outputs: Option<BTreeMap<String, String>>,
         message: &str,
     ) -> StepResult {
-        let status = ready_status(&state, entry, seen, message);
+        let status = ready_status(&state, entry, seen, outputs, message);
         self.finish(state, entry, status, "in sync").await
     }
 
@@ -331,8 +391,13 @@ where
         }
     }
 
-    /// The merged parameters template-upload stored for this run.
-    async fn parameters(&self, state: &RunState) -> Result<Vec<(String, String)>, StepError> {
+    /// The parameters template-upload stored for this run, secrets read
+    /// again through the stack's port `cfn`.
+    async fn parameters(
+        &self,
+        state: &RunState,
+        cfn: &F::Port,
+    ) -> Result<Vec<(String, String)>, StepError> {
         let Some(key) = &state.parameters_key else {
             return Ok(Vec::new());
         };
@@ -349,10 +414,19 @@ where
                 ),
             ));
         }
-        let map: BTreeMap<String, String> = serde_json::from_slice(&bytes).map_err(|e| {
-            StepError::stalled(StallReason::ArtifactUnavailable, format!("{key}: {e}"))
-        })?;
-        Ok(map.into_iter().collect())
+        let stored: BTreeMap<String, crate::parameters::Stored> = serde_json::from_slice(&bytes)
+            .map_err(|e| {
+                StepError::stalled(StallReason::ArtifactUnavailable, format!("{key}: {e}"))
+            })?;
+        crate::reconcile::values::read_again(cfn, stored)
+            .await
+            .map_err(|e| match e {
+                crate::reconcile::values::ValueError::Missing(why) => {
+                    StepError::stalled(StallReason::MissingValue, why)
+                }
+                crate::reconcile::values::ValueError::Port(e) => e.into(),
+                crate::reconcile::values::ValueError::Registry(e) => e.into(),
+            })
     }
 
     /// Why the stack's operation failed: the first failed resource since the
@@ -393,7 +467,15 @@ fn with_transition(entry: &StackEntry, mut status: Status) -> Status {
 
 /// `Ready` at the run's revision and desired hash, with the stack as seen
 /// now; out of the scheduler's queue (its health check watches the stack).
-fn ready_status(state: &RunState, entry: &StackEntry, seen: Option<Seen>, message: &str) -> Status {
+/// `outputs`: the stack's, as CloudFormation reports them now (`None`: not
+/// described, the last recorded stay).
+fn ready_status(
+    state: &RunState,
+    entry: &StackEntry,
+    seen: Option<Seen>,
+    outputs: Option<BTreeMap<String, String>>,
+    message: &str,
+) -> Status {
     let now = now_millis();
     Status {
         phase: Phase::Ready,
@@ -422,6 +504,9 @@ fn ready_status(state: &RunState, entry: &StackEntry, seen: Option<Seen>, messag
         adoption: entry.status.adoption.clone(),
         awaiting: None,
         approvals: entry.status.approvals.clone(),
+        outputs: outputs.unwrap_or_else(|| entry.status.outputs.clone()),
+        provenance: entry.status.provenance.clone(),
+        waiting_for: Vec::new(),
     }
 }
 

@@ -153,7 +153,8 @@ where
             None => "in sync: the change set was empty".to_owned(),
         };
         let message = with_settings(message, &changed);
-        self.in_sync(state, entry, seen, &message).await
+        let outputs = stack.as_ref().map(|s| s.outputs.clone());
+        self.in_sync(state, entry, seen, outputs, &message).await
     }
 
     /// The approval a ready change set must wait for, if the entry's policy
@@ -211,7 +212,8 @@ where
         if stack.status.not_created() {
             return Ok(false);
         }
-        let wanted: BTreeMap<String, String> = self.parameters(state).await?.into_iter().collect();
+        let wanted: BTreeMap<String, String> =
+            self.parameters(state, cfn).await?.into_iter().collect();
         let same_parameters = wanted
             .iter()
             .all(|(k, v)| stack.parameters.get(k) == Some(v));
@@ -269,7 +271,8 @@ where
                     message = format!("{message}, putting back a change: {}", found.detail);
                 }
                 let seen = self.observe_if_there(cfn, spec, stack.as_ref()).await?;
-                let status = ready_status(&state, entry, seen, &message);
+                let outputs = stack.as_ref().map(|s| s.outputs.clone());
+                let status = ready_status(&state, entry, seen, outputs, &message);
                 let outcome = if state.out_of_band.is_some() {
                     "put back"
                 } else {

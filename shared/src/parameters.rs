@@ -1,0 +1,177 @@
+//! The parameters a run gives CloudFormation, once read: what is stored
+//! between the steps (never a secret's value), where each came from (for
+//! `stacksync get --explain`), and what the desired hash takes of them.
+//!
+//! A value read from SSM or Secrets Manager enters the desired hash as a
+//! hash (so a rotation triggers an update), is stored as the reference it
+//! was read from, and is read again by the step that makes the change set:
+//! it is never in the run's state, the registry, a blob or a log line.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::hash::sha256_hex;
+use crate::spec::ValueRef;
+
+/// One parameter as the parameters object (in the bucket) holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Stored {
+    /// The value (a literal, a file's, another stack's output).
+    Text(String),
+    /// A secret's: where to read it again, and the hash of what was read.
+    Read { from: ValueRef, sha256: String },
+}
+
+impl Stored {
+    /// What the desired hash takes of it: the text, or the hash of a
+    /// secret (tagged, so no text can collide with it).
+    pub fn hash_input(&self) -> String {
+        match self {
+            Self::Text(t) => t.clone(),
+            Self::Read { sha256, .. } => format!("\0sha256:{sha256}"),
+        }
+    }
+}
+
+/// The hash a value read from a secret store is known by.
+pub fn value_hash(value: &str) -> String {
+    sha256_hex(value.as_bytes())
+}
+
+/// Whether a parameter or a tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Kind {
+    Parameter,
+    Tag,
+}
+
+/// Where one parameter or tag of the last run came from.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Provenance {
+    pub kind: Kind,
+    pub name: String,
+    /// `stacks.yaml`, `parameter file P`, `deployment file P`, `SSM
+    /// parameter N`, `key K of secret S`, `output O of stack N`, `stacksync`.
+    pub from: String,
+    /// The value, unless it is a secret's or the template says `NoEcho`
+    /// (`None`: masked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+/// The value of `key` in a secret's `SecretString` (a JSON object), or the
+/// whole string when no key is asked. The error never shows the secret.
+pub fn pick(secret: &str, raw: &str, key: Option<&str>) -> Result<String, String> {
+    let Some(key) = key else {
+        return Ok(raw.to_owned());
+    };
+    let object: serde_json::Map<String, serde_json::Value> = serde_json::from_str(raw)
+        .map_err(|_| format!("secret {secret} is not a JSON object, so it has no key {key:?}"))?;
+    match object.get(key) {
+        Some(serde_json::Value::String(s)) => Ok(s.clone()),
+        Some(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => Ok(v.to_string()),
+        Some(_) => Err(format!(
+            "key {key:?} of secret {secret} is not text, a number or true/false"
+        )),
+        None => Err(format!(
+            "secret {secret} has no key {key:?} (keys: {})",
+            object.keys().cloned().collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+/// The template's parameters marked `NoEcho: true`: their values are
+/// masked wherever a status shows parameters. Unreadable → none (the
+/// template was checked before).
+pub fn no_echo(template: &[u8]) -> BTreeSet<String> {
+    let Ok(text) = std::str::from_utf8(template) else {
+        return BTreeSet::new();
+    };
+    let value: Option<serde_json::Value> = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).ok()
+    } else {
+        serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text)
+            .ok()
+            .and_then(|v| serde_json::to_value(v).ok())
+    };
+    let Some(params) = value
+        .as_ref()
+        .and_then(|v| v.get("Parameters"))
+        .and_then(|p| p.as_object())
+    else {
+        return BTreeSet::new();
+    };
+    params
+        .iter()
+        .filter(|(_, p)| match p.get("NoEcho") {
+            Some(serde_json::Value::Bool(b)) => *b,
+            Some(serde_json::Value::String(s)) => s.eq_ignore_ascii_case("true"),
+            _ => false,
+        })
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// The map the desired hash is computed over.
+pub fn hash_inputs(stored: &BTreeMap<String, Stored>) -> BTreeMap<String, String> {
+    stored
+        .iter()
+        .map(|(k, v)| (k.clone(), v.hash_input()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_picked_from_a_json_secret_and_errors_never_show_the_value() {
+        let raw = r#"{"password": "hunter2", "port": 5432}"#;
+        assert_eq!(pick("db", raw, Some("password")).as_deref(), Ok("hunter2"));
+        assert_eq!(pick("db", raw, Some("port")).as_deref(), Ok("5432"));
+        assert_eq!(pick("db", raw, None).as_deref(), Ok(raw));
+        let missing = pick("db", raw, Some("user")).unwrap_err();
+        assert!(missing.contains("no key \"user\"") && missing.contains("password"));
+        assert!(!missing.contains("hunter2"), "{missing}");
+        let plain = pick("db", "hunter2", Some("password")).unwrap_err();
+        assert!(!plain.contains("hunter2") && plain.contains("not a JSON object"));
+    }
+
+    #[test]
+    fn no_echo_parameters_are_found_in_yaml_and_json_templates() {
+        let yaml = b"Parameters:\n  Pw: {Type: String, NoEcho: true}\n  Name: {Type: String}\n  Key: {Type: String, NoEcho: 'true'}\nResources: {}\n";
+        assert_eq!(
+            no_echo(yaml),
+            BTreeSet::from(["Key".to_owned(), "Pw".to_owned()])
+        );
+        let json =
+            br#"{"Parameters": {"Pw": {"Type": "String", "NoEcho": true}}, "Resources": {}}"#;
+        assert_eq!(no_echo(json), BTreeSet::from(["Pw".to_owned()]));
+        assert!(no_echo(b"Resources: {}").is_empty());
+    }
+
+    #[test]
+    fn a_secret_enters_the_hash_as_its_hash_and_rotation_changes_it() {
+        let from = ValueRef::Ssm {
+            ssm: "/db/pw".into(),
+        };
+        let one = Stored::Read {
+            from: from.clone(),
+            sha256: value_hash("a"),
+        };
+        let two = Stored::Read {
+            from,
+            sha256: value_hash("b"),
+        };
+        assert_ne!(one.hash_input(), two.hash_input());
+        let json = serde_json::to_string(&one).unwrap_or_default();
+        let back: Stored = serde_json::from_str(&json).unwrap_or(Stored::Text(String::new()));
+        assert_eq!(back, one);
+        let text: Stored = serde_json::from_str("\"x\"").unwrap_or(Stored::Text(String::new()));
+        assert_eq!(text, Stored::Text("x".into()));
+    }
+}

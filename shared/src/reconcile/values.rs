@@ -1,0 +1,166 @@
+//! Reading the values a spec's parameters point at (`{ssm: …}`, `{secret:
+//! …}`, `{fromStack: …}`) at reconcile time: SSM and Secrets Manager in the
+//! stack's own account and region (its port), another stack's outputs from
+//! CloudFormation in that stack's account and region — observed, not taken
+//! from the registry's record of them. Shared by the steps and previews.
+
+use std::collections::BTreeMap;
+
+use crate::parameters::{Stored, pick, value_hash};
+use crate::ports::{CloudFormation, CloudFormationFactory, PortError};
+use crate::registry::{Entries, RegistryError};
+use crate::spec::{ParameterValue, ValueRef};
+
+/// Why a value could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ValueError {
+    /// Not there: names the parameter and what it points at.
+    #[error("{0}")]
+    Missing(String),
+    #[error(transparent)]
+    Port(#[from] PortError),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+}
+
+/// The parameters once read: what may be stored (secrets as references
+/// and hashes), and the values themselves, for the request at hand only.
+pub struct ReadValues {
+    pub stored: BTreeMap<String, Stored>,
+    pub values: BTreeMap<String, String>,
+}
+
+/// Names only: the values may be secrets.
+impl std::fmt::Debug for ReadValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadValues")
+            .field("names", &self.values.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads every reference among `merged` (the parameters, file's and
+/// entry's). `port`: the stack's own (its account and region).
+pub async fn read_values<F, E>(
+    factory: &F,
+    registry: &E,
+    port: &F::Port,
+    merged: &BTreeMap<String, ParameterValue>,
+) -> Result<ReadValues, ValueError>
+where
+    F: CloudFormationFactory,
+    E: Entries,
+{
+    let mut stored = BTreeMap::new();
+    let mut values = BTreeMap::new();
+    for (name, value) in merged {
+        let (keep, value) = match value {
+            ParameterValue::Text(text) => (Stored::Text(text.clone()), text.clone()),
+            ParameterValue::From(ValueRef::FromStack { from_stack, output }) => {
+                let value = stack_output(factory, registry, name, from_stack, output).await?;
+                (Stored::Text(value.clone()), value)
+            }
+            ParameterValue::From(from) => {
+                let value = read_secret(port, name, from).await?;
+                let keep = Stored::Read {
+                    from: from.clone(),
+                    sha256: value_hash(&value),
+                };
+                (keep, value)
+            }
+        };
+        stored.insert(name.clone(), keep);
+        values.insert(name.clone(), value);
+    }
+    Ok(ReadValues { stored, values })
+}
+
+/// The parameters a stored set stands for, secrets read again through the
+/// stack's port (the change set's request needs them; nothing else does).
+pub async fn read_again<P: CloudFormation>(
+    port: &P,
+    stored: BTreeMap<String, Stored>,
+) -> Result<Vec<(String, String)>, ValueError> {
+    let mut out = Vec::with_capacity(stored.len());
+    for (name, value) in stored {
+        let value = match value {
+            Stored::Text(text) => text,
+            Stored::Read { from, sha256 } => {
+                let value = read_secret(port, &name, &from).await?;
+                if value_hash(&value) != sha256 {
+                    tracing::info!(parameter = %name, from = %from.describe(), "the value changed since the run read it: the new one is deployed, and the next run records it");
+                }
+                value
+            }
+        };
+        out.push((name, value));
+    }
+    Ok(out)
+}
+
+/// An SSM parameter or a secret (or one key of it).
+async fn read_secret<P: CloudFormation>(
+    port: &P,
+    name: &str,
+    from: &ValueRef,
+) -> Result<String, ValueError> {
+    let missing = |what: String| ValueError::Missing(format!("parameter {name}: {what}"));
+    match from {
+        ValueRef::Ssm { ssm } => port.ssm_parameter(ssm).await?.ok_or_else(|| {
+            missing(format!(
+                "SSM parameter {ssm} is not there (in the stack's account and region)"
+            ))
+        }),
+        ValueRef::Secret { secret, key } => {
+            let raw = port.secret_string(secret).await?.ok_or_else(|| {
+                missing(format!(
+                    "secret {secret} is not there, or holds no text (in the stack's account and region)"
+                ))
+            })?;
+            pick(secret, &raw, key.as_deref()).map_err(missing)
+        }
+        ValueRef::FromStack { .. } => Err(missing(
+            "a stack's output is read from that stack, not a secret store".into(),
+        )),
+    }
+}
+
+/// Output `output` of the registered stack `from_stack`, as CloudFormation
+/// reports it now (in that stack's account and region).
+async fn stack_output<F, E>(
+    factory: &F,
+    registry: &E,
+    name: &str,
+    from_stack: &str,
+    output: &str,
+) -> Result<String, ValueError>
+where
+    F: CloudFormationFactory,
+    E: Entries,
+{
+    let missing = |what: String| ValueError::Missing(format!("parameter {name}: {what}"));
+    let upstream = registry
+        .get(from_stack)
+        .await?
+        .ok_or_else(|| missing(format!("stack {from_stack} is not registered")))?;
+    let spec = &upstream.spec;
+    let port = factory
+        .for_stack(spec.region.as_deref(), spec.assume_role_arn.as_deref())
+        .await?;
+    let stack = port
+        .describe_stack(spec.effective_stack_name())
+        .await?
+        .filter(|s| !s.status.not_created())
+        .ok_or_else(|| missing(format!("stack {from_stack} has not been created yet")))?;
+    stack.outputs.get(output).cloned().ok_or_else(|| {
+        let known: Vec<&str> = stack.outputs.keys().map(String::as_str).collect();
+        missing(format!(
+            "stack {from_stack} has no output {output} (its outputs: {})",
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        ))
+    })
+}
