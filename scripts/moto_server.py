@@ -193,6 +193,13 @@ def _stamps_executed_update(method):
             None,
         )
         result = method(self, change_set_name, stack_name)
+        # AWS computes the stack's outputs from the template it executed;
+        # moto computes them only on CreateStack/UpdateStack, so a stack
+        # made or updated through a change set had none (or its first).
+        stack = self.stacks.get(change_set.stack_id) if change_set is not None else None
+        if stack is not None:
+            stack._parse_template()
+            stack.output_map = stack._create_output_map()
         if change_set is not None and change_set.change_set_type == "UPDATE":
             stack = self.stacks.get(change_set.stack_id)
             if stack is not None:

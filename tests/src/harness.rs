@@ -98,6 +98,9 @@ pub struct Harness<F> {
     pub machine: StateMachine,
     /// States entered and waits, of every run so far.
     pub events: Mutex<Vec<Progress>>,
+    /// Every state's data as each state was entered (JSON text), for
+    /// tests that look for what must never be in an execution's state.
+    pub data: Mutex<Vec<String>>,
 }
 
 impl Harness<SdkCloudFormationFactory> {
@@ -188,6 +191,7 @@ impl<F: CloudFormationFactory> Harness<F> {
             },
             machine: reconcile_machine().expect("the reconcile definition loads"),
             events: Mutex::new(Vec::new()),
+            data: Mutex::new(Vec::new()),
         }
     }
 
@@ -241,15 +245,20 @@ impl<F: CloudFormationFactory> Harness<F> {
         };
         let execution = unique_name(&format!("run-{name}"));
         let mut seen = Vec::new();
+        let mut data = Vec::new();
         let outcome = Box::pin(self.machine.execute(
             runner,
             &execution,
             input,
             &options,
-            &mut |event, _| seen.push(event.clone()),
+            &mut |event, state| {
+                seen.push(event.clone());
+                data.push(state.to_string());
+            },
         ))
         .await;
         self.events.lock().expect("events").extend(seen);
+        self.data.lock().expect("data").extend(data);
         (execution, outcome)
     }
 

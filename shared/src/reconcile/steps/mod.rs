@@ -329,7 +329,22 @@ where
                 .consumes(name)
                 .filter(|o| changed.contains(o))
                 .collect();
-            let waits = entry.status.waiting_for.iter().any(|w| w == name);
+            let mut waits = entry.status.waiting_for.iter().any(|w| w == name);
+            if waits && reads.is_empty() {
+                // Waiting for another stack too: that one makes it due
+                // once Ready (this one is Ready already, so it sees that).
+                for other in entry.status.waiting_for.iter().filter(|w| *w != name) {
+                    let ready = self
+                        .registry
+                        .get(other)
+                        .await?
+                        .is_some_and(|o| o.display_phase() == Phase::Ready);
+                    if !ready {
+                        waits = false;
+                        break;
+                    }
+                }
+            }
             if reads.is_empty() && !waits {
                 continue;
             }

@@ -1,0 +1,377 @@
+//! Parameters read at reconcile time and stacks that depend on stacks,
+//! against the emulator: SSM String and SecureString values and a key of a
+//! Secrets Manager secret (a rotation updates the stack once, and the
+//! values are in no log line, status, execution state or stored object);
+//! a Git sync deployment file alone; a chain network → database → app
+//! passing outputs, run as the scheduler runs it (what is due, in turn).
+#![allow(clippy::unwrap_used)]
+// tests: a failed unwrap is a failed test
+#![recursion_limit = "256"]
+
+use std::collections::BTreeMap;
+
+use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
+use stacksync::asl::Outcome;
+use stacksync::clock::now_millis;
+use stacksync::registry::Specs;
+use stacksync::status::{Phase, StallReason};
+use stacksync_testkit::git::GitRepo;
+use stacksync_testkit::harness::Harness;
+use stacksync_testkit::{Emulator, logs, unique_name};
+
+/// The stack's parameters as the emulator's CloudFormation has them.
+async fn stack_parameters(stack: &str) -> BTreeMap<String, String> {
+    let out = Emulator::shared()
+        .cloudformation()
+        .describe_stacks()
+        .stack_name(stack)
+        .send()
+        .await
+        .unwrap();
+    out.stacks()[0]
+        .parameters()
+        .iter()
+        .map(|p| {
+            (
+                p.parameter_key().unwrap().to_owned(),
+                p.parameter_value().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn put_ssm(name: &str, value: &str, kind: aws_sdk_ssm::types::ParameterType) {
+    aws_sdk_ssm::Client::new(&Emulator::shared().sdk_config())
+        .put_parameter()
+        .name(name)
+        .value(value)
+        .r#type(kind)
+        .overwrite(true)
+        .send()
+        .await
+        .unwrap();
+}
+
+const SECRETS_TEMPLATE: &[u8] = b"Parameters:
+  Region: {Type: String}
+  Password: {Type: String, NoEcho: true}
+  ApiKey: {Type: String, NoEcho: true}
+Resources:
+  Queue:
+    Type: AWS::SQS::Queue
+";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ssm_and_secrets_manager_values_rotate_into_one_update_and_are_never_shown() {
+    let logs = logs::capture();
+    let h = Harness::new("values").await;
+    let repo = GitRepo::new("values");
+    repo.commit(&[("t.yaml", SECRETS_TEMPLATE)], "template");
+    let emulator = Emulator::shared();
+    let plain = format!("/stacksync-tests/{}", unique_name("region"));
+    put_ssm(
+        &plain,
+        "eu-west-1",
+        aws_sdk_ssm::types::ParameterType::String,
+    )
+    .await;
+    let secure = format!("/stacksync-tests/{}", unique_name("pw"));
+    put_ssm(
+        &secure,
+        "pw-SECRET-one",
+        aws_sdk_ssm::types::ParameterType::SecureString,
+    )
+    .await;
+    let secret = emulator
+        .put_secret("api", r#"{"key": "key-SECRET-one", "user": "app"}"#)
+        .await;
+    let name = unique_name("vals").replace('-', "x");
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n    parameters:\n      \
+         Region: {{ssm: '{plain}'}}\n      Password: {{ssm: '{secure}'}}\n      \
+         ApiKey: {{secret: '{secret}', key: key}}\n",
+        repo.file_url()
+    ))
+    .await;
+    assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
+    let params = stack_parameters(&name).await;
+    assert_eq!(params["Region"], "eu-west-1");
+    // NoEcho: CloudFormation shows stars; the change set had the values.
+    assert_eq!(h.entry(&name).await.status.phase, Phase::Ready);
+    let provenance = h.entry(&name).await.status.provenance;
+    let region = provenance.iter().find(|p| p.name == "Region").unwrap();
+    assert!(region.from.contains(&plain), "{region:?}");
+    assert!(
+        provenance
+            .iter()
+            .filter(|p| p.name != "Region")
+            .all(|p| p.value.is_none())
+    );
+
+    // In sync: nothing to change.
+    assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
+    let message = h.entry(&name).await.status.message.unwrap();
+    assert!(message.starts_with("in sync"), "{message}");
+
+    // Rotated: exactly one update, then in sync again.
+    let updated_before = stack_updated_at(&name).await;
+    put_ssm(
+        &secure,
+        "pw-SECRET-two",
+        aws_sdk_ssm::types::ParameterType::SecureString,
+    )
+    .await;
+    assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
+    let message = h.entry(&name).await.status.message.unwrap();
+    assert!(
+        message.starts_with("applied"),
+        "the rotation is deployed: {message}"
+    );
+    assert_ne!(stack_updated_at(&name).await, updated_before);
+    assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
+    let message = h.entry(&name).await.status.message.unwrap();
+    assert!(message.starts_with("in sync"), "one update only: {message}");
+
+    // Nowhere: logs, the status (and `get -o json`, which prints it), the
+    // executions' states, the stored parameters.
+    let entry = serde_json::to_string(&h.entry(&name).await).unwrap();
+    let states = h.data.lock().unwrap().join("\n");
+    let mut stored = String::new();
+    let s3 = emulator.s3();
+    let bucket = h.steps.blobs.bucket().to_owned();
+    let listed = s3.list_objects_v2().bucket(&bucket).send().await.unwrap();
+    for object in listed.contents() {
+        let key = object.key().unwrap();
+        if key.starts_with("parameters/") {
+            let body = s3
+                .get_object()
+                .bucket(&bucket)
+                .key(key)
+                .send()
+                .await
+                .unwrap();
+            stored.push_str(&String::from_utf8_lossy(
+                &body.body.collect().await.unwrap().into_bytes(),
+            ));
+        }
+    }
+    assert!(
+        stored.contains(&secure),
+        "the parameters were stored: {stored}"
+    );
+    // Every log line at the levels stacksync logs at, and every line of
+    // stacksync's own at any level. (The SDK's wire trace, TRACE of
+    // `aws_smithy_runtime`, shows request bodies, values included, as any
+    // AWS SDK's does: README, troubleshooting.)
+    let logged: String = logs
+        .text()
+        .lines()
+        .filter(|l| !(l.contains(" TRACE ") || l.contains(" DEBUG ")) || l.contains(" stacksync::"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    for (what, text) in [
+        ("logs", logged),
+        ("status", entry),
+        ("execution states", states),
+        ("stored parameters", stored),
+    ] {
+        assert!(!text.is_empty(), "{what} is empty");
+        if let Some(at) = text.find("SECRET") {
+            let from = text[..at].rfind('\n').unwrap_or(0);
+            panic!(
+                "{what} shows a secret value: {}",
+                &text[from..(at + 200).min(text.len())]
+            );
+        }
+    }
+}
+
+async fn stack_updated_at(stack: &str) -> Option<String> {
+    let out = Emulator::shared()
+        .cloudformation()
+        .describe_stacks()
+        .stack_name(stack)
+        .send()
+        .await
+        .unwrap();
+    out.stacks()[0].last_updated_time().map(|t| t.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_value_fails_naming_it_and_a_deployment_file_alone_gives_the_template() {
+    let h = Harness::new("missing").await;
+    let repo = GitRepo::new("missing");
+    repo.commit(
+        &[
+            ("stacks/q.yaml", b"Parameters:\n  Days: {Type: String}\nResources:\n  Queue: {Type: AWS::SQS::Queue}\n" as &[u8]),
+            (
+                "deploy/q.yaml",
+                b"template-file-path: stacks/q.yaml\nparameters:\n  Days: 7\ntags:\n  team: platform\n",
+            ),
+        ],
+        "git sync layout",
+    );
+    let name = unique_name("gsync").replace('-', "x");
+    let missing = unique_name("nomiss").replace('-', "x");
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{url}', deploymentFile: deploy/q.yaml}}\n  \
+         - name: {missing}\n    source: {{git: '{url}', path: stacks/q.yaml}}\n    \
+         parameters: {{Days: {{ssm: /stacksync-tests/not-there}}}}\n",
+        url = repo.file_url()
+    ))
+    .await;
+    assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
+    assert_eq!(stack_parameters(&name).await["Days"], "7");
+    assert_eq!(
+        Emulator::shared()
+            .stack_tags(&name)
+            .await
+            .get("team")
+            .map(String::as_str),
+        Some("platform")
+    );
+    let from = h.entry(&name).await.status.provenance;
+    assert!(
+        from.iter()
+            .all(|p| p.from == "deployment file deploy/q.yaml"),
+        "{from:?}"
+    );
+
+    assert!(!matches!(
+        h.reconcile(&missing).await,
+        Outcome::Succeeded(_)
+    ));
+    let status = h.entry(&missing).await.status;
+    assert_eq!(status.stall_reason, Some(StallReason::MissingValue));
+    let message = status.message.unwrap();
+    assert!(
+        message.contains("parameter Days: SSM parameter /stacksync-tests/not-there is not there"),
+        "{message}"
+    );
+    assert_eq!(
+        Emulator::shared().stack_status(&missing).await,
+        None,
+        "nothing made"
+    );
+}
+
+const NETWORK: &[u8] = b"Parameters:
+  Cidr: {Type: String}
+  Owner: {Type: String}
+Resources:
+  Queue: {Type: AWS::SQS::Queue}
+Outputs:
+  VpcId:
+    Value: !Join ['-', [vpc, !Ref Cidr]]
+";
+const DATABASE: &[u8] = b"Parameters:
+  Vpc: {Type: String}
+Resources:
+  Queue: {Type: AWS::SQS::Queue}
+Outputs:
+  Endpoint:
+    Value: !Join ['.', [db, !Ref Vpc]]
+";
+const APP: &[u8] = b"Parameters:
+  Endpoint: {Type: String}
+Resources:
+  Queue: {Type: AWS::SQS::Queue}
+";
+
+/// Runs what is due, as the scheduler would, until nothing is: the names
+/// run, in order (one execution each).
+async fn run_due(h: &Harness<SdkCloudFormationFactory>, names: &[&str]) -> Vec<String> {
+    let mut ran = Vec::new();
+    for _ in 0..10 {
+        let entries = h.steps.registry.list().await.unwrap();
+        let now = now_millis();
+        let due: Vec<String> = entries
+            .iter()
+            .filter(|e| names.contains(&e.name.as_str()))
+            .filter(|e| e.status.next_reconcile_at.is_some_and(|t| t.0 <= now))
+            .map(|e| e.name.clone())
+            .collect();
+        if due.is_empty() {
+            return ran;
+        }
+        // The scheduler starts every due stack at once: downstream first
+        // here (the names sort so), the order that costs the most.
+        for name in &due {
+            let outcome = h.reconcile(name).await;
+            assert!(
+                matches!(outcome, Outcome::Succeeded(_)),
+                "{name}: {outcome:?}: {:?}",
+                h.entry(name).await.status.message
+            );
+            ran.push(name.clone());
+        }
+    }
+    panic!("still due after 10 rounds: {ran:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it() {
+    let h = Harness::new("chain").await;
+    let repo = GitRepo::new("chain");
+    repo.commit(
+        &[
+            ("net.yaml", NETWORK),
+            ("db.yaml", DATABASE),
+            ("app.yaml", APP),
+        ],
+        "three stacks",
+    );
+    let id = unique_name("c").replace('-', "x");
+    let (net, db, app) = (format!("{id}net"), format!("{id}db"), format!("{id}app"));
+    let stacks = |cidr: &str, owner: &str| {
+        format!(
+            "stacks:\n  - name: {net}\n    source: {{git: '{url}', path: net.yaml}}\n    \
+             parameters: {{Cidr: '{cidr}', Owner: {owner}}}\n  \
+             - name: {db}\n    source: {{git: '{url}', path: db.yaml}}\n    \
+             parameters: {{Vpc: {{fromStack: {net}, output: VpcId}}}}\n  \
+             - name: {app}\n    source: {{git: '{url}', path: app.yaml}}\n    dependsOn: [{net}]\n    \
+             parameters: {{Endpoint: {{fromStack: {db}, output: Endpoint}}}}\n",
+            url = repo.file_url()
+        )
+    };
+    let names = [net.as_str(), db.as_str(), app.as_str()];
+    h.apply(&stacks("10", "a")).await;
+
+    // From empty: every entry is due; those downstream wait (Pending) and
+    // are made due by what they wait for once it is Ready.
+    let ran = run_due(&h, &names).await;
+    for name in names {
+        assert_eq!(h.entry(name).await.status.phase, Phase::Ready, "{name}");
+    }
+    assert_eq!(
+        ran,
+        [
+            app.clone(),
+            db.clone(),
+            net.clone(),
+            db.clone(),
+            app.clone()
+        ]
+    );
+    assert_eq!(stack_parameters(&db).await["Vpc"], "vpc-10");
+    assert_eq!(stack_parameters(&app).await["Endpoint"], "db.vpc-10");
+    assert_eq!(
+        h.entry(&net).await.status.outputs,
+        BTreeMap::from([("VpcId".to_owned(), "vpc-10".to_owned())])
+    );
+    assert!(run_due(&h, &names).await.is_empty(), "settled");
+
+    // The network's output changes: the database, then the app, once each.
+    h.apply(&stacks("20", "a")).await;
+    assert_eq!(
+        run_due(&h, &names).await,
+        [net.clone(), db.clone(), app.clone()]
+    );
+    assert_eq!(stack_parameters(&db).await["Vpc"], "vpc-20");
+    assert_eq!(stack_parameters(&app).await["Endpoint"], "db.vpc-20");
+
+    // A change that alters no output runs nothing downstream.
+    h.apply(&stacks("20", "b")).await;
+    assert_eq!(run_due(&h, &names).await, [net.clone()]);
+    assert_eq!(stack_parameters(&net).await["Owner"], "b");
+}
