@@ -92,11 +92,21 @@ pub enum Command {
     Get {
         /// The entry's name.
         name: String,
+        /// Where each parameter and tag of the last run came from (the
+        /// entry, a parameter or deployment file, SSM, Secrets Manager,
+        /// another stack's output), with secrets and `NoEcho` values
+        /// masked; and the stack's outputs and dependencies.
+        #[arg(long)]
+        explain: bool,
     },
     /// Remove an entry: its stack is deleted only if the entry says `destroyOnDelete: true`.
     Delete {
         /// The entry's name.
         name: String,
+        /// Delete it even though other entries depend on it (`dependsOn`,
+        /// `fromStack`): they then wait, or fail, until it is back.
+        #[arg(long)]
+        force: bool,
     },
     /// Stop reconciling a stack until `resume` (whatever stacks.yaml says).
     Suspend {

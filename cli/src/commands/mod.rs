@@ -42,8 +42,12 @@ pub async fn run(cli: Cli) -> Result {
             .await
             .map(drop),
         Command::List => registry::list(&aws.registry, format).await,
-        Command::Get { name } => registry::get(&aws.registry, &name, format).await,
-        Command::Delete { name } => registry::delete(&aws.registry, &name, format).await,
+        Command::Get { name, explain } => {
+            registry::get(&aws.registry, &name, explain, format).await
+        }
+        Command::Delete { name, force } => {
+            registry::delete(&aws.registry, &name, force, format).await
+        }
         Command::Suspend { name } => registry::suspend(&aws.registry, &name, format).await,
         Command::Resume { name } => registry::resume(&aws.registry, &name, format).await,
         Command::Unlock { name, yes } => unlock::unlock(&aws, &name, yes, format).await,

@@ -61,8 +61,12 @@ fn flags(e: &StackEntry) -> Vec<&'static str> {
     flags
 }
 
-pub async fn get(registry: &Registry, name: &str, format: Output) -> Result {
+pub async fn get(registry: &Registry, name: &str, explain: bool, format: Output) -> Result {
     let entry = registered(registry, name).await?;
+    if explain {
+        let all = registry.list().await.map_err(|e| e.to_string())?;
+        return explain_entry(&entry, &all, format);
+    }
     // A single entry reads best as YAML, even in "table" mode.
     let format = if format == Output::Json {
         format
@@ -72,8 +76,21 @@ pub async fn get(registry: &Registry, name: &str, format: Output) -> Result {
     print_structured(format, &entry)
 }
 
-pub async fn delete(registry: &Registry, name: &str, format: Output) -> Result {
+pub async fn delete(registry: &Registry, name: &str, force: bool, format: Output) -> Result {
     let entry = registered(registry, name).await?;
+    if !force {
+        let all = registry.list().await.map_err(|e| e.to_string())?;
+        let dependents = stacksync::registry::plan::dependents_of(name, &all);
+        if !dependents.is_empty() {
+            return Err(format!(
+                "{name}: refused: {} depend{} on it (dependsOn or fromStack); change {} first, \
+                 or delete it anyway with --force (they then wait, or fail, until it is back)",
+                dependents.join(", "),
+                if dependents.len() == 1 { "s" } else { "" },
+                if dependents.len() == 1 { "it" } else { "them" },
+            ));
+        }
+    }
     let requested = registry
         .request_deletion(name, now_millis())
         .await
@@ -140,4 +157,90 @@ fn report(format: Output, name: &str, action: &str, detail: &str) -> Result {
             &serde_json::json!({"name": name, "action": action, "detail": detail}),
         ),
     }
+}
+
+/// What `get --explain` prints: where each parameter and tag of the last
+/// run came from (values masked where they are secrets or `NoEcho`), the
+/// stack's outputs, what it depends on and what depends on it.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Explained<'a> {
+    name: &'a str,
+    phase: String,
+    parameters: Vec<Origin<'a>>,
+    tags: Vec<Origin<'a>>,
+    outputs: &'a std::collections::BTreeMap<String, String>,
+    depends_on: Vec<&'a str>,
+    dependents: Vec<&'a str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    waiting_for: &'a [String],
+}
+
+#[derive(serde::Serialize)]
+struct Origin<'a> {
+    name: &'a str,
+    from: &'a str,
+    value: &'a str,
+}
+
+fn explain_entry(entry: &StackEntry, all: &[StackEntry], format: Output) -> Result {
+    use stacksync::parameters::Kind;
+    let origins = |kind: Kind| -> Vec<Origin<'_>> {
+        entry
+            .status
+            .provenance
+            .iter()
+            .filter(|p| p.kind == kind)
+            .map(|p| Origin {
+                name: &p.name,
+                from: &p.from,
+                value: p.value.as_deref().unwrap_or("****"),
+            })
+            .collect()
+    };
+    let explained = Explained {
+        name: &entry.name,
+        phase: entry.display_phase().to_string(),
+        parameters: origins(Kind::Parameter),
+        tags: origins(Kind::Tag),
+        outputs: &entry.status.outputs,
+        depends_on: entry.spec.upstream(),
+        dependents: stacksync::registry::plan::dependents_of(&entry.name, all),
+        waiting_for: &entry.status.waiting_for,
+    };
+    if format != Output::Table {
+        return print_structured(format, &explained);
+    }
+    println!("{} ({})", explained.name, explained.phase);
+    if entry.status.provenance.is_empty() {
+        println!("  no run has recorded where its values came from yet");
+    }
+    for (title, rows) in [
+        ("parameters", &explained.parameters),
+        ("tags", &explained.tags),
+    ] {
+        if rows.is_empty() {
+            continue;
+        }
+        println!("{title}:");
+        for o in rows {
+            println!("  {:<24} {:<40} {}", o.name, o.value, o.from);
+        }
+    }
+    if !explained.outputs.is_empty() {
+        println!("outputs:");
+        for (k, v) in explained.outputs {
+            println!("  {k:<24} {v}");
+        }
+    }
+    if !explained.depends_on.is_empty() {
+        println!("depends on: {}", explained.depends_on.join(", "));
+    }
+    if !explained.dependents.is_empty() {
+        println!("depended on by: {}", explained.dependents.join(", "));
+    }
+    if !explained.waiting_for.is_empty() {
+        println!("waiting for: {}", explained.waiting_for.join(", "));
+    }
+    Ok(())
 }

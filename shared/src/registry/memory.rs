@@ -185,7 +185,7 @@ fn write_change(state: &mut State, change: &Change, now: EpochMillis) {
     let at = Timestamp(now);
     match (&change.action, &change.spec) {
         (Action::Create, Some(spec)) => {
-            let entry = StackEntry::registered(&change.name, spec, now);
+            let entry = StackEntry::registered_by(change, spec, now);
             state.entries.insert(change.name.clone(), entry);
         }
         (Action::Update { from, .. }, Some(spec)) => {
@@ -213,6 +213,7 @@ impl Specs for MemoryRegistry {
     }
 
     async fn apply_batch(&self, batch: &[&Change], now: EpochMillis) -> Result<()> {
+        super::specs::register_dependents(self, batch).await?;
         let mut state = self.state();
         if let Some(conflict) = batch.iter().find_map(|c| refused(&state, c)) {
             return Err(conflict);

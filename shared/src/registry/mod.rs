@@ -110,6 +110,33 @@ impl StackEntry {
         }
     }
 
+    /// A new entry as a plan's change registers it: waiting (not due until
+    /// its `interval`, unless what it waits for makes it due first) when
+    /// some of its dependencies are not `Ready`.
+    pub fn registered_by(
+        change: &plan::Change,
+        spec: &StackSpec,
+        now: crate::clock::EpochMillis,
+    ) -> StackEntry {
+        let mut entry = Self::registered(&change.name, spec, now);
+        if !change.waiting_for.is_empty() {
+            entry.status.message = Some(format!(
+                "waiting for {}: this stack runs once {} Ready",
+                change.waiting_for.join(", "),
+                if change.waiting_for.len() == 1 {
+                    "it is"
+                } else {
+                    "they are"
+                }
+            ));
+            entry.status.waiting_for = change.waiting_for.clone();
+            entry.status.next_reconcile_at = Some(Timestamp(now.saturating_add(
+                i64::try_from(spec.interval.as_secs().saturating_mul(1000)).unwrap_or(i64::MAX),
+            )));
+        }
+        entry
+    }
+
     /// Suspended by the spec or by an operator.
     pub fn is_suspended(&self) -> bool {
         self.suspended || self.spec.suspend

@@ -40,6 +40,11 @@ pub struct Change {
     /// if the new spec drives another.
     #[serde(skip)]
     pub previous: Option<StackSpec>,
+    /// A new entry's dependencies that are not `Ready` (or are new too): it
+    /// is registered waiting for them, not due at once, and they make it
+    /// due when they are (create only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<String>,
 }
 
 /// The changes `apply` makes, in name order.
@@ -126,6 +131,7 @@ fn pruned<'a>(
             },
             spec: None,
             previous: None,
+            waiting_for: Vec::new(),
         })
 }
 
@@ -178,6 +184,21 @@ pub fn plan_apply_at(
         .map(|c| c.name.as_str())
         .collect();
     conflicts.extend(dependency_conflicts(desired, current, &gone));
+    for change in &mut changes {
+        if let (Action::Create, Some(spec)) = (&change.action, &change.spec) {
+            change.waiting_for = spec
+                .upstream()
+                .into_iter()
+                .filter(|up| {
+                    // New in this plan, or registered and not Ready.
+                    by_name
+                        .get(up)
+                        .is_none_or(|e| e.display_phase() != crate::status::Phase::Ready)
+                })
+                .map(str::to_owned)
+                .collect();
+        }
+    }
     if !conflicts.is_empty() {
         return Err(conflicts);
     }
@@ -361,6 +382,7 @@ fn planned(spec: &StackSpec, entry: Option<&StackEntry>) -> Result<Change, PlanC
                 },
                 spec: None,
                 previous: None,
+                waiting_for: Vec::new(),
             });
         }
         Some(entry) => (
@@ -376,6 +398,7 @@ fn planned(spec: &StackSpec, entry: Option<&StackEntry>) -> Result<Change, PlanC
         action,
         spec: Some(spec.clone()),
         previous,
+        waiting_for: Vec::new(),
     })
 }
 

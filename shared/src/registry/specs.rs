@@ -241,10 +241,8 @@ impl Registry {
                 .put(
                     Put::builder()
                         .table_name(&self.table)
-                        .set_item(Some(entry_item(&StackEntry::registered(
-                            &change.name,
-                            spec,
-                            now,
+                        .set_item(Some(entry_item(&StackEntry::registered_by(
+                            change, spec, now,
                         ))))
                         .condition_expression(expr::ABSENT)
                         .set_expression_attribute_names(Some(names(&[expr::ABSENT])))
@@ -376,6 +374,22 @@ impl Entries for Registry {
     }
 }
 
+/// Records, for every entry a batch creates or changes, that it depends on
+/// the stacks its spec names (`registry::dependents`): they make it due.
+pub(super) async fn register_dependents<R: super::Dependents>(
+    registry: &R,
+    batch: &[&Change],
+) -> Result<()> {
+    for change in batch {
+        if let Some(spec) = &change.spec {
+            for upstream in spec.upstream() {
+                registry.add_dependent(upstream, &change.name).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Specs for Registry {
     async fn list(&self) -> Result<Vec<StackEntry>> {
         Ok(self.list_all().await?.0)
@@ -399,6 +413,9 @@ impl Specs for Registry {
     }
 
     async fn apply_batch(&self, batch: &[&Change], now: EpochMillis) -> Result<()> {
+        // Each stack an entry depends on learns of it first (idempotent,
+        // and a name left by a batch that fails costs one read later).
+        register_dependents(self, batch).await?;
         let mut items = Vec::with_capacity(batch.len() * 2);
         // Which change each item is of, and what it is.
         let mut parts = Vec::with_capacity(batch.len() * 2);
