@@ -129,6 +129,20 @@ export interface StackSyncProps extends StackProps {
    */
   readonly sourceParameterArns?: string[];
   /**
+   * Secrets Manager secrets the stacks' parameters may read (`{secret: ARN, key: FIELD}` in stacks.yaml):
+   * template-upload, change-set and poll-status may read these only. Secret ARNs, IAM wildcards (`*`, `?`) allowed
+   * in the name, as `sourceSecretArns`.
+   * @default none (no parameter from Secrets Manager)
+   */
+  readonly valueSecretArns?: string[];
+  /**
+   * SSM parameters (String, StringList, SecureString) the stacks' parameters may read (`{ssm: NAME}` in
+   * stacks.yaml), as `valueSecretArns`: parameter ARNs (`arn:PARTITION:ssm:REGION:ACCOUNT:parameter/NAME`),
+   * wildcards allowed in the name.
+   * @default none (no parameter from SSM)
+   */
+  readonly valueParameterArns?: string[];
+  /**
    * CodeCommit repositories the stacks' sources name: artifact-fetch and the scheduler pull them with their own
    * role (`codecommit:GitPull`), no secret needed. Repository ARNs, wildcards allowed in the name.
    * @default none (no CodeCommit source can be read)
@@ -224,6 +238,10 @@ export interface Permissions {
   sourceSecrets(): iam.PolicyStatement[];
   /** `SourceParameters`: ssm:GetParameter on the `sourceParameterArns` (Git credentials); none without them. */
   sourceParameters(): iam.PolicyStatement[];
+  /** `ValueSecrets`: secretsmanager:GetSecretValue on the `valueSecretArns` (the stacks' parameters); none without them. */
+  valueSecrets(): iam.PolicyStatement[];
+  /** `ValueParameters`: ssm:GetParameter on the `valueParameterArns` (the stacks' parameters); none without them. */
+  valueParameters(): iam.PolicyStatement[];
   /** `SourceObjects`: s3:GetObject and s3:GetObjectVersion on every object of the `sourceBucketNames`; none without them. */
   sourceObjects(): iam.PolicyStatement[];
   /** `SourceBuckets`: s3:ListBucket on the `sourceBucketNames`, so that a missing object reads as 404 rather than 403; none without them. */
@@ -353,6 +371,9 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.ownStacks('cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'),
       ...p.assumeTargetRoles(),
       ...p.putEvents(),
+      // The stacks' parameters read from Secrets Manager and SSM ({secret: ARN}, {ssm: NAME}).
+      ...p.valueSecrets(),
+      ...p.valueParameters(),
     ],
   },
   {
@@ -393,6 +414,9 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       ...p.passServiceRoles(),
       ...p.assumeTargetRoles(),
       ...p.putEvents(),
+      // The stacks' parameters read from Secrets Manager and SSM ({secret: ARN}, {ssm: NAME}).
+      ...p.valueSecrets(),
+      ...p.valueParameters(),
     ],
   },
   {
@@ -417,6 +441,9 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.ownStacks('cloudformation:DeleteChangeSet', 'cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'),
       ...p.assumeTargetRoles(),
       ...p.putEvents(),
+      // The stacks' parameters read from Secrets Manager and SSM ({secret: ARN}, {ssm: NAME}).
+      ...p.valueSecrets(),
+      ...p.valueParameters(),
     ],
   },
   {
@@ -606,6 +633,10 @@ const SECRET_ARN = /^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[
 export const SOURCE_SECRET_ARN = /^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@*?-]+$/;
 /** template.yaml's `SourceParameterArns` AllowedPattern (without the empty alternative): wildcards allowed in the name. */
 export const SOURCE_PARAMETER_ARN = /^arn:aws[a-z-]*:ssm:[a-z0-9-]+:[0-9]{12}:parameter\/[A-Za-z0-9/_.*?-]+$/;
+/** template.yaml's `ValueSecretArns` AllowedPattern (the same as `SourceSecretArns`). */
+export const VALUE_SECRET_ARN = SOURCE_SECRET_ARN;
+/** template.yaml's `ValueParameterArns` AllowedPattern (the same as `SourceParameterArns`). */
+export const VALUE_PARAMETER_ARN = SOURCE_PARAMETER_ARN;
 /** template.yaml's `CodeCommitRepositoryArns` AllowedPattern (without the empty alternative): wildcards allowed in the name. */
 export const CODECOMMIT_REPOSITORY_ARN = /^arn:aws[a-z-]*:codecommit:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_.*?-]+$/;
 
@@ -676,6 +707,8 @@ export class StackSyncStack extends Stack {
   private readonly sourceBucketNames: string[];
   private readonly sourceSecretArns: string[];
   private readonly sourceParameterArns: string[];
+  private readonly valueSecretArns: string[];
+  private readonly valueParameterArns: string[];
   private readonly codeCommitRepositoryArns: string[];
   private readonly webhookReservedConcurrency: number;
   private readonly eventsReservedConcurrency: number;
@@ -746,6 +779,18 @@ export class StackSyncStack extends Stack {
       'sourceParameterArns',
       props.sourceParameterArns,
       SOURCE_PARAMETER_ARN,
+      'an SSM parameter ARN (arn:PARTITION:ssm:REGION:ACCOUNT:parameter/NAME, * and ? allowed in NAME)',
+    );
+    this.valueSecretArns = checkArns(
+      'valueSecretArns',
+      props.valueSecretArns,
+      VALUE_SECRET_ARN,
+      'a Secrets Manager secret ARN (arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME, * and ? allowed in NAME)',
+    );
+    this.valueParameterArns = checkArns(
+      'valueParameterArns',
+      props.valueParameterArns,
+      VALUE_PARAMETER_ARN,
       'an SSM parameter ARN (arn:PARTITION:ssm:REGION:ACCOUNT:parameter/NAME, * and ? allowed in NAME)',
     );
     this.codeCommitRepositoryArns = checkArns(
@@ -1299,6 +1344,14 @@ export class StackSyncStack extends Stack {
         this.sourceParameterArns.length === 0
           ? []
           : [new iam.PolicyStatement({ sid: 'SourceParameters', actions: ['ssm:GetParameter'], resources: this.sourceParameterArns })],
+      valueSecrets: () =>
+        this.valueSecretArns.length === 0
+          ? []
+          : [new iam.PolicyStatement({ sid: 'ValueSecrets', actions: ['secretsmanager:GetSecretValue'], resources: this.valueSecretArns })],
+      valueParameters: () =>
+        this.valueParameterArns.length === 0
+          ? []
+          : [new iam.PolicyStatement({ sid: 'ValueParameters', actions: ['ssm:GetParameter'], resources: this.valueParameterArns })],
       sourceObjects: () =>
         this.sourceBucketNames.length === 0
           ? []
@@ -1336,16 +1389,23 @@ export class StackSyncStack extends Stack {
     const stacks = nagFinding(this.resolve(this.stacksArn()));
     const sourceObjects = new Map(this.sourceBucketNames.map((b) => [nagFinding(this.resolve(this.sourceObjectsArn(b))), b]));
     // The wildcard ARNs the operator wrote: which secrets, parameters and repositories is the operator's choice.
-    const operatorPatterns = new Map<string, string>();
-    for (const [prop, arns] of [
-      ['sourceSecretArns', this.sourceSecretArns],
-      ['sourceParameterArns', this.sourceParameterArns],
-      ['codeCommitRepositoryArns', this.codeCommitRepositoryArns],
-    ] as const) {
-      for (const arn of arns) operatorPatterns.set(arn, prop);
-    }
+    // By statement: the same ARN may be in a private source's list and in a stack parameter's.
+    const gitCredentials =
+      "which Git credentials and repositories the private sources may use is the operator's choice (every secret " +
+      'under a path, the six random characters Secrets Manager appends to a name, ...)';
+    const parameterValues =
+      "which secrets and parameters the stacks' parameters may read is the operator's choice (every secret or " +
+      'parameter under a path, the six random characters Secrets Manager appends to a name, ...)';
+    const operatorPatterns = new Map<string, { prop: string; arns: string[]; why: string }>([
+      ['SourceSecrets', { prop: 'sourceSecretArns', arns: this.sourceSecretArns, why: gitCredentials }],
+      ['SourceParameters', { prop: 'sourceParameterArns', arns: this.sourceParameterArns, why: gitCredentials }],
+      ['CodeCommit', { prop: 'codeCommitRepositoryArns', arns: this.codeCommitRepositoryArns, why: gitCredentials }],
+      ['ValueSecrets', { prop: 'valueSecretArns', arns: this.valueSecretArns, why: parameterValues }],
+      ['ValueParameters', { prop: 'valueParameterArns', arns: this.valueParameterArns, why: parameterValues }],
+    ]);
     const found = new Map<string, string>();
     for (const statement of statements) {
+      const operator = statement.sid === undefined ? undefined : operatorPatterns.get(statement.sid);
       for (const resource of statement.resources) {
         const flat = nagFinding(this.resolve(resource));
         if (!flat.includes('*')) continue;
@@ -1385,13 +1445,8 @@ export class StackSyncStack extends Stack {
               "source archives are read by key and version, and which keys is up to the stacks' sources (the " +
               'registry, at run time), so any key of the listed buckets. As in template.yaml.',
           );
-        } else if (operatorPatterns.has(flat)) {
-          found.set(
-            flat,
-            `The operator's own pattern, written into ${operatorPatterns.get(flat)}: which Git credentials and ` +
-              "repositories the private sources may use is the operator's choice (every secret under a path, the " +
-              'six random characters Secrets Manager appends to a name, ...). As in template.yaml.',
-          );
+        } else if (operator !== undefined && operator.arns.includes(flat)) {
+          found.set(flat, `The operator's own pattern, written into ${operator.prop}: ${operator.why}. As in template.yaml.`);
         } else {
           throw new Error(`${spec.id}: wildcard resource ${flat} has no reason; add one in wildcardSuppressions`);
         }

@@ -18,6 +18,8 @@ import {
   SOURCE_PARAMETER_ARN,
   SOURCE_SECRET_ARN,
   StackSyncStack,
+  VALUE_PARAMETER_ARN,
+  VALUE_SECRET_ARN,
   findWorkspaceRoot,
   nagFinding,
   type StackSyncProps,
@@ -92,12 +94,16 @@ const SOURCE_BUCKETS = ['acme-stacksync-sources', 'acme-other-sources'];
 const SOURCE_SECRETS = ['arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/git-token-AbCdEf'];
 const SOURCE_PARAMETERS = ['arn:aws:ssm:eu-west-1:111122223333:parameter/stacksync/git-password'];
 const CODECOMMIT_REPOSITORIES = ['arn:aws:codecommit:eu-west-1:111122223333:infra'];
+const VALUE_SECRETS = ['arn:aws:secretsmanager:eu-west-1:111122223333:secret:app/db-password-AbCdEf'];
+const VALUE_PARAMETERS = ['arn:aws:ssm:eu-west-1:111122223333:parameter/app/*'];
 const ALARM_TOPIC = 'arn:aws:sns:eu-west-1:111122223333:ops-alerts';
 const FULL: StackSyncProps = {
   sourceBucketNames: SOURCE_BUCKETS,
   sourceSecretArns: SOURCE_SECRETS,
   sourceParameterArns: SOURCE_PARAMETERS,
   codeCommitRepositoryArns: CODECOMMIT_REPOSITORIES,
+  valueSecretArns: VALUE_SECRETS,
+  valueParameterArns: VALUE_PARAMETERS,
   webhookReservedConcurrency: 20,
   eventsReservedConcurrency: 0,
   stackNamePrefix: PREFIX,
@@ -121,9 +127,15 @@ const OPTIONAL_SIDS = new Set([
   'SourceObjects',
   'SourceBuckets',
   'CodeCommit',
+  'ValueSecrets',
+  'ValueParameters',
 ]);
 /** The private sources' statements, in their order at the end of the artifact-fetch and scheduler roles. */
 const SOURCE_SIDS = ['SourceSecrets', 'SourceParameters', 'SourceObjects', 'SourceBuckets', 'CodeCommit'];
+/** The stack parameters' secrets and SSM parameters, in their order at the end of the roles of the functions that read them. */
+const VALUE_SIDS = ['ValueSecrets', 'ValueParameters'];
+/** The functions that read the stacks' parameters from Secrets Manager and SSM. */
+const VALUE_READERS = ['TemplateUpload', 'ChangeSet', 'PollStatus'];
 const STEPS = FUNCTIONS.filter((f) => f.reconcileStep);
 const TRIGGERS = FUNCTIONS.filter((f) => !f.reconcileStep);
 
@@ -274,6 +286,8 @@ describe('IAM conformance', () => {
       webhookSecretArn: fixture.webhookSecretArn,
       sourceSecretArns: fixture.sourceSecretArns,
       sourceParameterArns: fixture.sourceParameterArns,
+      valueSecretArns: fixture.valueSecretArns,
+      valueParameterArns: fixture.valueParameterArns,
       sourceBucketNames: fixture.sourceBucketNames,
       codeCommitRepositoryArns: fixture.codeCommitRepositoryArns,
     });
@@ -409,7 +423,7 @@ describe('functions', () => {
     assert.throws(make({ webhookSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:*' }), /webhookSecretArn/);
     assert.throws(make({ webhookSecretArn: 'arn:aws:ssm:eu-west-1:111122223333:parameter/webhook' }), /webhookSecretArn/);
     assert.throws(make({ webhookSecretArn: 'stacksync/webhook' }), /webhookSecretArn/);
-    // The private sources' ARNs: wildcards in the name only.
+    // The private sources' and the stack parameters' ARNs: wildcards in the name only.
     for (const [prop, bad, what] of [
       ['sourceSecretArns', 'arn:aws:ssm:eu-west-1:111122223333:parameter/stacksync/git-password', 'a Secrets Manager secret ARN'],
       ['sourceSecretArns', 'stacksync/git-token', 'a Secrets Manager secret ARN'],
@@ -417,6 +431,13 @@ describe('functions', () => {
       ['sourceParameterArns', 'arn:aws:ssm:eu-west-1:111122223333:stacksync/git-password', 'an SSM parameter ARN'],
       ['sourceParameterArns', '/stacksync/git-password', 'an SSM parameter ARN'],
       ['sourceParameterArns', 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:git-token', 'an SSM parameter ARN'],
+      ['valueSecretArns', 'arn:aws:ssm:eu-west-1:111122223333:parameter/app/db-password', 'a Secrets Manager secret ARN'],
+      ['valueSecretArns', 'app/db-password', 'a Secrets Manager secret ARN'],
+      ['valueSecretArns', 'arn:aws:secretsmanager:eu-west-1:*:secret:app/*', 'a Secrets Manager secret ARN'],
+      ['valueParameterArns', '/app/db-password', 'an SSM parameter ARN'],
+      ['valueParameterArns', 'app/db-password', 'an SSM parameter ARN'],
+      ['valueParameterArns', 'arn:aws:ssm:eu-west-1:111122223333:app/db-password', 'an SSM parameter ARN'],
+      ['valueParameterArns', 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:app', 'an SSM parameter ARN'],
       ['codeCommitRepositoryArns', 'codecommit::eu-west-1://infra', 'a CodeCommit repository ARN'],
       ['codeCommitRepositoryArns', 'arn:aws:codecommit:eu-west-1:111122223333:infra/main', 'a CodeCommit repository ARN'],
       ['codeCommitRepositoryArns', 'arn:aws:codecommit:eu-west-1:*:infra', 'a CodeCommit repository ARN'],
@@ -442,10 +463,13 @@ describe('functions', () => {
     for (const [i, ok] of ['rate(1 minute)', 'rate(2 hours)', 'cron(0/10 * * * ? *)'].entries()) {
       assert.doesNotThrow(() => new StackSyncStack(good, `Good${2 + i}`, { scheduleExpression: ok, maxStartsPerRun: 1000 }));
     }
-    // template.yaml's patterns of the private sources' ARNs (each `^(ARN)?$`: empty is none), the same.
+    // template.yaml's patterns of the private sources' and the stack parameters' ARNs (each `^(ARN)?$`: empty is
+    // none), the same.
     for (const [parameter, regex] of [
       ['SourceSecretArns', SOURCE_SECRET_ARN],
       ['SourceParameterArns', SOURCE_PARAMETER_ARN],
+      ['ValueSecretArns', VALUE_SECRET_ARN],
+      ['ValueParameterArns', VALUE_PARAMETER_ARN],
       ['CodeCommitRepositoryArns', CODECOMMIT_REPOSITORY_ARN],
     ] as const) {
       const allowed = TEMPLATE_YAML.match(new RegExp(`\n {2}${parameter}:\n(?: {4}.*\n)*? {4}AllowedPattern: "\\^\\((.*)\\)\\?\\$"\n`))?.[1];
@@ -459,6 +483,8 @@ describe('functions', () => {
           sourceSecretArns: ['arn:aws-cn:secretsmanager:cn-north-1:111122223333:secret:git-token-??????'],
           sourceParameterArns: ['arn:aws-us-gov:ssm:us-gov-west-1:111122223333:parameter/stacksync/git/*'],
           codeCommitRepositoryArns: ['arn:aws-cn:codecommit:cn-north-1:111122223333:infra-*'],
+          valueSecretArns: ['arn:aws-us-gov:secretsmanager:us-gov-west-1:111122223333:secret:app/*'],
+          valueParameterArns: ['arn:aws-cn:ssm:cn-north-1:111122223333:parameter/app/db-password'],
         }),
     );
   });
@@ -482,6 +508,8 @@ describe('functions', () => {
         sourceSecretArns: `${SOURCE_SECRETS[0]},arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/git/*`,
         sourceParameterArns: SOURCE_PARAMETERS,
         codeCommitRepositoryArns: ` ${CODECOMMIT_REPOSITORIES[0]} `,
+        valueSecretArns: `${VALUE_SECRETS[0]}, arn:aws:secretsmanager:eu-west-1:111122223333:secret:app/*`,
+        valueParameterArns: VALUE_PARAMETERS,
         webhookReservedConcurrency: '0',
         eventsReservedConcurrency: 2,
       },
@@ -503,6 +531,8 @@ describe('functions', () => {
       sourceSecretArns: [SOURCE_SECRETS[0], 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/git/*'],
       sourceParameterArns: SOURCE_PARAMETERS,
       codeCommitRepositoryArns: CODECOMMIT_REPOSITORIES,
+      valueSecretArns: [VALUE_SECRETS[0], 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:app/*'],
+      valueParameterArns: VALUE_PARAMETERS,
       webhookReservedConcurrency: 0,
       eventsReservedConcurrency: 2,
     });
@@ -990,6 +1020,11 @@ describe('IAM', () => {
       st('SourceBuckets', ['s3:ListBucket'], SOURCE_BUCKETS.map(s3)),
       st('CodeCommit', ['codecommit:GitPull'], [...CODECOMMIT_REPOSITORIES]),
     ];
+    // The stacks' parameters read from Secrets Manager and SSM.
+    const values = [
+      st('ValueSecrets', ['secretsmanager:GetSecretValue'], [...VALUE_SECRETS]),
+      st('ValueParameters', ['ssm:GetParameter'], [...VALUE_PARAMETERS]),
+    ];
     // Every step tells what happens on the bus (template.yaml: with EventBusName other than none).
     const events = {
       ...st('Events', ['events:PutEvents'], ['arn:<AWS::Partition>:events:<AWS::Region>:<AWS::AccountId>:event-bus/default']),
@@ -1012,6 +1047,7 @@ describe('IAM', () => {
         st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:GetTemplate', 'cloudformation:GetStackPolicy'], [S]),
         own('cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'),
         assume,
+        ...values,
       ],
       'change-set': [
         events,
@@ -1027,6 +1063,7 @@ describe('IAM', () => {
         st('Transforms', ['cloudformation:CreateChangeSet'], ['arn:<AWS::Partition>:cloudformation:*:aws:transform/*']),
         pass,
         assume,
+        ...values,
       ],
       'poll-status': [
         events,
@@ -1035,6 +1072,7 @@ describe('IAM', () => {
         st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:DescribeEvents', 'cloudformation:DescribeStackEvents', 'cloudformation:GetStackPolicy', 'cloudformation:GetTemplate'], [S]),
         own('cloudformation:DeleteChangeSet', 'cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'),
         assume,
+        ...values,
       ],
       delete: [
         events,
@@ -1121,9 +1159,11 @@ describe('IAM', () => {
       /- !If\n +- HasWebhookSecret\n +- \{ Sid: Secret, Effect: Allow, Action: secretsmanager:GetSecretValue, Resource: !Ref WebhookSecretArn \}\n +- !Ref AWS::NoValue/,
     );
     for (const [s, secrets] of [[full, [WEBHOOK_SECRET]], [defaults, []]] as const) {
-      // Besides the private sources' Git credentials (SourceSecrets, below).
+      // Besides the private sources' Git credentials (SourceSecrets) and the stacks' parameters (ValueSecrets), below.
       const found = identityStatements(s.json).filter(
-        (x) => x.statement.Sid !== 'SourceSecrets' && arr(x.statement.Action).some((a) => a.startsWith('secretsmanager:')),
+        (x) =>
+          !['SourceSecrets', 'ValueSecrets'].includes(String(x.statement.Sid)) &&
+          arr(x.statement.Action).some((a) => a.startsWith('secretsmanager:')),
       );
       assert.equal(found.length, secrets.length, 'the webhook role only');
       for (const { roles, statement } of found) {
@@ -1143,8 +1183,10 @@ describe('IAM', () => {
       const found = identityStatements(s.json).filter(
         (x) =>
           SOURCE_SIDS.includes(String(x.statement.Sid)) ||
-          // (change-set's `Templates` reads the artifact bucket's templates by version, not sources.)
-          (x.statement.Sid !== 'Templates' && arr(x.statement.Action).some((a) => /^(ssm|codecommit):|^s3:GetObjectVersion$/.test(a))),
+          // (change-set's `Templates` reads the artifact bucket's templates by version, not sources; the stacks'
+          // parameters from SSM are the ValueParameters statements, below.)
+          (!['Templates', 'ValueParameters'].includes(String(x.statement.Sid)) &&
+            arr(x.statement.Action).some((a) => /^(ssm|codecommit):|^s3:GetObjectVersion$/.test(a))),
       );
       assert.equal(found.length, withProps ? 2 * SOURCE_SIDS.length : 0);
       for (const { roles, statement } of found) assert.ok(roles.length === 1 && readers.includes(roles[0]), statement.Sid);
@@ -1158,6 +1200,37 @@ describe('IAM', () => {
     // In template.yaml's order, after the statements of the function's own.
     for (const spec of FUNCTIONS.filter((f) => f.id === 'ArtifactFetch' || f.id === 'Scheduler')) {
       assert.deepEqual(roleStatements(full, spec).slice(-SOURCE_SIDS.length).map((x) => x.sid), SOURCE_SIDS, spec.binary);
+    }
+  });
+
+  test("the stacks' parameters: only template-upload, change-set and poll-status read them, last in their roles, only with props", () => {
+    const defaults = lazyDefaults();
+    const full = lazyFull();
+    for (const [s, withProps] of [[full, true], [defaults, false]] as const) {
+      const readers = VALUE_READERS.map((id) => logicalId(s, s.stack.functions[id].role as any));
+      const found = identityStatements(s.json).filter((x) => VALUE_SIDS.includes(String(x.statement.Sid)));
+      assert.equal(found.length, withProps ? VALUE_READERS.length * VALUE_SIDS.length : 0);
+      for (const { roles, statement } of found) {
+        assert.ok(roles.length === 1 && readers.includes(roles[0]), statement.Sid);
+        const [action, arns] = statement.Sid === 'ValueSecrets' ? ['secretsmanager:GetSecretValue', VALUE_SECRETS] : ['ssm:GetParameter', VALUE_PARAMETERS];
+        assert.deepEqual(arr(statement.Action), [action], statement.Sid);
+        assert.deepEqual(arr(statement.Resource), arns, statement.Sid);
+        assert.equal(statement.Condition, undefined, statement.Sid);
+      }
+    }
+    // In template.yaml's order, after the statements of the function's own, each under its condition.
+    for (const spec of FUNCTIONS.filter((f) => VALUE_READERS.includes(f.id))) {
+      assert.deepEqual(roleStatements(full, spec).slice(-VALUE_SIDS.length).map((x) => x.sid), VALUE_SIDS, spec.binary);
+      assert.match(
+        templateResource(`${spec.id}Function`),
+        /- !If\n +- HasValueSecrets\n +- \{ Sid: ValueSecrets, Effect: Allow, Action: secretsmanager:GetSecretValue, Resource: !Ref ValueSecretArns \}\n +- !Ref AWS::NoValue\n +- !If\n +- HasValueParameters\n +- \{ Sid: ValueParameters, Effect: Allow, Action: ssm:GetParameter, Resource: !Ref ValueParameterArns \}\n +- !Ref AWS::NoValue\n*$/,
+        spec.binary,
+      );
+    }
+    assert.match(TEMPLATE_YAML, /\n {2}HasValueSecrets: !Not \[!Equals \[!Join \["", !Ref ValueSecretArns\], ""\]\]\n/);
+    assert.match(TEMPLATE_YAML, /\n {2}HasValueParameters: !Not \[!Equals \[!Join \["", !Ref ValueParameterArns\], ""\]\]\n/);
+    for (const parameter of ['ValueSecretArns', 'ValueParameterArns']) {
+      assert.match(TEMPLATE_YAML, new RegExp(`\n {2}${parameter}:\n {4}Type: CommaDelimitedList\n {4}Default: ""\n`), parameter);
     }
   });
 
@@ -1208,13 +1281,18 @@ describe('cdk-nag (AwsSolutions)', () => {
     });
   }
 
-  test("wildcards the operator wrote into the private sources' ARNs are suppressed as the operator's own pattern", () => {
+  test("wildcards the operator wrote into the private sources' and the stack parameters' ARNs are suppressed as the operator's own pattern", () => {
     const patterns = {
       sourceSecretArns: ['arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/git/*', 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:git-token-??????'],
       sourceParameterArns: ['arn:aws:ssm:eu-west-1:111122223333:parameter/stacksync/git/*'],
       codeCommitRepositoryArns: ['arn:aws:codecommit:eu-west-1:111122223333:infra-*'],
     };
-    const s = synth({ ...patterns, sourceBucketNames: SOURCE_BUCKETS });
+    // The same pattern in a private source's list and a stack parameter's: each role names its own.
+    const values = {
+      valueSecretArns: ['arn:aws:secretsmanager:eu-west-1:111122223333:secret:app/*', 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/git/*'],
+      valueParameterArns: ['arn:aws:ssm:eu-west-1:111122223333:parameter/app/*'],
+    };
+    const s = synth({ ...patterns, ...values, sourceBucketNames: SOURCE_BUCKETS });
     const annotations = Annotations.fromStack(s.stack);
     const findings = [
       ...annotations.findError('*', Match.stringLikeRegexp('AwsSolutions-.*')),
@@ -1232,6 +1310,16 @@ describe('cdk-nag (AwsSolutions)', () => {
         for (const arn of arns.filter((a) => a.includes('*'))) assert.match(reason(arn), new RegExp(`operator's own pattern, written into ${prop}`));
       }
       for (const b of SOURCE_BUCKETS) assert.match(reason(`arn:<AWS::Partition>:s3:::${b}/*`), new RegExp(`Objects of ${b}, a source bucket`));
+    }
+    for (const fn of VALUE_READERS.map((id) => s.stack.functions[id])) {
+      const role = s.json.Resources[logicalId(s, fn.role as any)];
+      const iam5 = arr<{ id: string; reason: string; applies_to?: string[] }>(role.Metadata?.cdk_nag?.rules_to_suppress).filter(
+        (x) => x.id === 'AwsSolutions-IAM5',
+      );
+      const reason = (resource: string) => iam5.find((x) => x.applies_to?.includes(`Resource::${resource}`))?.reason ?? '';
+      for (const [prop, arns] of Object.entries(values)) {
+        for (const arn of arns) assert.match(reason(arn), new RegExp(`operator's own pattern, written into ${prop}: .*the stacks' parameters`));
+      }
     }
   });
 

@@ -267,6 +267,39 @@ impl<F: CloudFormationFactory> Harness<F> {
         AsFunctions(&self.steps, self.steps.config.installation.clone())
     }
 
+    /// Runs what is due among `names`, as the scheduler does, until
+    /// nothing is: each round starts every due stack (here one after the
+    /// other, in name order), as the scheduler starts a batch at once. The
+    /// executions, in order, each with the states it entered. Panics on a
+    /// run that does not succeed, and after 10 rounds.
+    pub async fn run_due(&self, names: &[&str]) -> Vec<(String, usize)> {
+        let mut ran = Vec::new();
+        for _ in 0..10 {
+            let entries = self.steps.registry.list().await.expect("list");
+            let now = now_millis();
+            let due: Vec<String> = entries
+                .iter()
+                .filter(|e| names.contains(&e.name.as_str()))
+                .filter(|e| e.status.next_reconcile_at.is_some_and(|t| t.0 <= now))
+                .map(|e| e.name.clone())
+                .collect();
+            if due.is_empty() {
+                return ran;
+            }
+            for name in due {
+                let outcome = self.reconcile(&name).await;
+                assert!(
+                    matches!(outcome, Outcome::Succeeded(_)),
+                    "{name}: {outcome:?}: {:?}",
+                    self.entry(&name).await.status.message
+                );
+                let states = self.take_states().len();
+                ran.push((name, states));
+            }
+        }
+        panic!("still due after 10 rounds: {ran:?}");
+    }
+
     /// The entry as it is now.
     pub async fn entry(&self, name: &str) -> StackEntry {
         self.steps

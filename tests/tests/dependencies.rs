@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
 use stacksync::asl::Outcome;
 use stacksync::clock::now_millis;
-use stacksync::registry::Specs;
+use stacksync::registry::Schedule;
 use stacksync::status::{Phase, StallReason};
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::harness::Harness;
@@ -255,7 +255,7 @@ async fn a_missing_value_fails_naming_it_and_a_deployment_file_alone_gives_the_t
     );
 }
 
-const NETWORK: &[u8] = b"Parameters:
+const NETWORK: &str = "Parameters:
   Cidr: {Type: String}
   Owner: {Type: String}
 Resources:
@@ -278,35 +278,13 @@ Resources:
   Queue: {Type: AWS::SQS::Queue}
 ";
 
-/// Runs what is due, as the scheduler would, until nothing is: the names
-/// run, in order (one execution each).
+/// The names of what ran (`Harness::run_due`), in order.
 async fn run_due(h: &Harness<SdkCloudFormationFactory>, names: &[&str]) -> Vec<String> {
-    let mut ran = Vec::new();
-    for _ in 0..10 {
-        let entries = h.steps.registry.list().await.unwrap();
-        let now = now_millis();
-        let due: Vec<String> = entries
-            .iter()
-            .filter(|e| names.contains(&e.name.as_str()))
-            .filter(|e| e.status.next_reconcile_at.is_some_and(|t| t.0 <= now))
-            .map(|e| e.name.clone())
-            .collect();
-        if due.is_empty() {
-            return ran;
-        }
-        // The scheduler starts every due stack at once: downstream first
-        // here (the names sort so), the order that costs the most.
-        for name in &due {
-            let outcome = h.reconcile(name).await;
-            assert!(
-                matches!(outcome, Outcome::Succeeded(_)),
-                "{name}: {outcome:?}: {:?}",
-                h.entry(name).await.status.message
-            );
-            ran.push(name.clone());
-        }
-    }
-    panic!("still due after 10 rounds: {ran:?}");
+    h.run_due(names)
+        .await
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -315,7 +293,7 @@ async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it
     let repo = GitRepo::new("chain");
     repo.commit(
         &[
-            ("net.yaml", NETWORK),
+            ("net.yaml", NETWORK.as_bytes()),
             ("db.yaml", DATABASE),
             ("app.yaml", APP),
         ],
@@ -352,6 +330,14 @@ async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it
     assert_eq!(ran, [net.clone(), db.clone(), app.clone()]);
     assert_eq!(stack_parameters(&db).await["Vpc"], "vpc-10");
     assert_eq!(stack_parameters(&app).await["Endpoint"], "db.vpc-10");
+    let vpc = h.entry(&db).await.status.provenance;
+    assert_eq!(
+        (vpc[0].from.clone(), vpc[0].value.clone()),
+        (
+            format!("stacks.yaml: output VpcId of stack {net}"),
+            Some("vpc-10".to_owned())
+        )
+    );
     assert_eq!(
         h.entry(&net).await.status.outputs,
         BTreeMap::from([("VpcId".to_owned(), "vpc-10".to_owned())])
@@ -371,4 +357,37 @@ async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it
     h.apply(&stacks("20", "b")).await;
     assert_eq!(run_due(&h, &names).await, std::slice::from_ref(&net));
     assert_eq!(stack_parameters(&net).await["Owner"], "b");
+
+    // A push all three follow (the network's output changes with it): all
+    // three are started at once, downstream first. Those downstream find
+    // what they depend on due and wait (a short execution each) rather
+    // than deploy what is about to change; each stack deploys once, in
+    // order.
+    repo.commit(
+        &[("net.yaml", NETWORK.replace("[vpc,", "[net,").as_bytes())],
+        "rename",
+    );
+    for name in names {
+        h.steps.registry.mark_due(name, now_millis()).await.unwrap();
+    }
+    assert_eq!(
+        run_due(&h, &names).await,
+        [
+            app.clone(),
+            db.clone(),
+            net.clone(),
+            db.clone(),
+            app.clone()
+        ]
+    );
+    assert_eq!(stack_parameters(&db).await["Vpc"], "net-20");
+    assert_eq!(stack_parameters(&app).await["Endpoint"], "db.net-20");
+    for name in names {
+        let status = h.entry(name).await.status;
+        assert_eq!(status.phase, Phase::Ready, "{name}");
+        assert!(
+            status.message.unwrap().starts_with("applied"),
+            "{name}: one deploy each"
+        );
+    }
 }

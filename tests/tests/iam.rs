@@ -101,6 +101,14 @@ fn deployments(installation: &Installation, fixture: &Value) -> Vec<Deployment> 
             fixture["sourceParameterArns"].clone(),
         ),
         (
+            "ValueSecretArns".to_owned(),
+            fixture["valueSecretArns"].clone(),
+        ),
+        (
+            "ValueParameterArns".to_owned(),
+            fixture["valueParameterArns"].clone(),
+        ),
+        (
             "SourceBucketNames".to_owned(),
             fixture["sourceBucketNames"].clone(),
         ),

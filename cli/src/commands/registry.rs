@@ -80,7 +80,7 @@ pub async fn delete(registry: &Registry, name: &str, force: bool, format: Output
     let entry = registered(registry, name).await?;
     if !force {
         let all = registry.list().await.map_err(|e| e.to_string())?;
-        let dependents = stacksync::registry::plan::dependents_of(name, &all);
+        let dependents = stacksync::registry::graph::dependents_of(name, &all);
         if !dependents.is_empty() {
             return Err(format!(
                 "{name}: refused: {} depend{} on it (dependsOn or fromStack); change {} first, \
@@ -205,7 +205,7 @@ fn explain_entry(entry: &StackEntry, all: &[StackEntry], format: Output) -> Resu
         tags: origins(Kind::Tag),
         outputs: &entry.status.outputs,
         depends_on: entry.spec.upstream(),
-        dependents: stacksync::registry::plan::dependents_of(&entry.name, all),
+        dependents: stacksync::registry::graph::dependents_of(&entry.name, all),
         waiting_for: &entry.status.waiting_for,
     };
     if format != Output::Table {

@@ -171,15 +171,17 @@ async fn sync_deployed(
 }
 
 /// Applies `file`, and returns what to reconcile: its entries, and every
-/// entry being deleted (pruned now or before), whose reconcile deletes it.
+/// entry being deleted (pruned now or before), whose reconcile deletes it;
+/// each after what it depends on.
 async fn apply_for_sync(aws: &Connection, file: &Path, prune: Prune) -> Result<Vec<String>> {
     let desired = apply_file(aws, file, prune, false, Output::Table).await?;
     let entries = aws.registry.list().await.map_err(|e| e.to_string())?;
-    Ok(entries
+    let wanted: Vec<_> = entries
         .into_iter()
         .filter(|e| e.deletion_requested_at.is_some() || desired.iter().any(|s| s.name == e.name))
-        .map(|e| e.name)
-        .collect())
+        .collect();
+    // What a stack depends on runs before it (and is deleted after it).
+    Ok(stacksync::registry::graph::in_dependency_order(&wanted))
 }
 
 /// The in-process runner, on the same registry as the rest of the command.

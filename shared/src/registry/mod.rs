@@ -24,6 +24,7 @@ pub mod deliveries;
 pub mod dependents;
 pub mod expr;
 pub mod followers;
+pub mod graph;
 pub mod item;
 pub mod leases;
 pub mod plan;

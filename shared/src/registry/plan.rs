@@ -183,7 +183,7 @@ pub fn plan_apply_at(
         .filter(|c| matches!(c.action, Action::Prune { .. }))
         .map(|c| c.name.as_str())
         .collect();
-    conflicts.extend(dependency_conflicts(desired, current, &gone));
+    conflicts.extend(super::graph::dependency_conflicts(desired, current, &gone));
     for change in &mut changes {
         if let (Action::Create, Some(spec)) = (&change.action, &change.spec) {
             change.waiting_for = spec
@@ -204,128 +204,6 @@ pub fn plan_apply_at(
     }
     changes.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Plan { changes })
-}
-
-/// The specs the registry holds once a plan is written: the file's over
-/// the registry's, without those being deleted (or pruned).
-fn after_plan<'a>(
-    desired: &'a [StackSpec],
-    current: &'a [StackEntry],
-    gone: &BTreeSet<&str>,
-) -> BTreeMap<&'a str, &'a StackSpec> {
-    let mut specs: BTreeMap<&str, &StackSpec> = current
-        .iter()
-        .filter(|e| e.deletion_requested_at.is_none() && !gone.contains(e.name.as_str()))
-        .map(|e| (e.name.as_str(), &e.spec))
-        .collect();
-    specs.extend(desired.iter().map(|s| (s.name.as_str(), s)));
-    specs
-}
-
-/// The dependencies (`dependsOn`, `fromStack`) a plan would leave broken:
-/// one on a stack neither in the file nor registered (or being deleted,
-/// or pruned: its dependents are named), and cycles.
-fn dependency_conflicts(
-    desired: &[StackSpec],
-    current: &[StackEntry],
-    gone: &BTreeSet<&str>,
-) -> Vec<PlanConflict> {
-    let specs = after_plan(desired, current, gone);
-    let mut conflicts = Vec::new();
-    for (name, spec) in &specs {
-        for upstream in spec.upstream() {
-            if specs.contains_key(upstream) {
-                continue;
-            }
-            let why = if gone.contains(upstream) {
-                format!(
-                    "{upstream} would be pruned (it is not in the file), and {name} depends on it: keep it in the file, or remove the dependency first"
-                )
-            } else if current
-                .iter()
-                .any(|e| e.name == upstream && e.deletion_requested_at.is_some())
-            {
-                format!("depends on {upstream}, which is being deleted")
-            } else {
-                format!("depends on {upstream}, which is neither in the file nor registered")
-            };
-            conflicts.push(PlanConflict {
-                name: (*name).to_owned(),
-                field: "dependsOn",
-                message: why,
-            });
-        }
-    }
-    if let Some(cycle) = find_cycle(&specs) {
-        conflicts.push(PlanConflict {
-            name: cycle[0].clone(),
-            field: "dependsOn",
-            message: format!(
-                "the dependencies form a cycle ({}): no stack of it could ever run first",
-                cycle.join(" → ")
-            ),
-        });
-    }
-    conflicts
-}
-
-/// A cycle among the specs' dependencies, as the names along it (the first
-/// again at the end), if there is one.
-fn find_cycle(specs: &BTreeMap<&str, &StackSpec>) -> Option<Vec<String>> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mark {
-        Open,
-        Done,
-    }
-    fn visit<'a>(
-        name: &'a str,
-        specs: &BTreeMap<&'a str, &'a StackSpec>,
-        marks: &mut BTreeMap<&'a str, Mark>,
-        path: &mut Vec<&'a str>,
-    ) -> Option<Vec<String>> {
-        match marks.get(name) {
-            Some(Mark::Done) => return None,
-            Some(Mark::Open) => {
-                let start = path.iter().position(|n| *n == name).unwrap_or(0);
-                let mut cycle: Vec<String> =
-                    path[start..].iter().map(|n| (*n).to_owned()).collect();
-                cycle.push(name.to_owned());
-                return Some(cycle);
-            }
-            None => {}
-        }
-        marks.insert(name, Mark::Open);
-        path.push(name);
-        if let Some(spec) = specs.get(name) {
-            for upstream in spec.upstream() {
-                if let Some((key, _)) = specs.get_key_value(upstream)
-                    && let Some(cycle) = visit(key, specs, marks, path)
-                {
-                    return Some(cycle);
-                }
-            }
-        }
-        path.pop();
-        marks.insert(name, Mark::Done);
-        None
-    }
-    let mut marks = BTreeMap::new();
-    for name in specs.keys() {
-        let mut path = Vec::new();
-        if let Some(cycle) = visit(name, specs, &mut marks, &mut path) {
-            return Some(cycle);
-        }
-    }
-    None
-}
-
-/// The registered entries (not being deleted) that depend on `name`.
-pub fn dependents_of<'a>(name: &str, current: &'a [StackEntry]) -> Vec<&'a str> {
-    current
-        .iter()
-        .filter(|e| e.deletion_requested_at.is_none() && e.spec.upstream().contains(&name))
-        .map(|e| e.name.as_str())
-        .collect()
 }
 
 /// The stack `spec` drives is driven by another entry: of the registry, or
@@ -451,62 +329,6 @@ mod tests {
             lease: None,
             unsupported: None,
         }
-    }
-
-    fn depends(name: &str, on: &[&str]) -> StackSpec {
-        let mut s = spec(name);
-        s.source.path = format!("{name}.yaml");
-        s.stack_name = Some(format!("s-{name}"));
-        s.depends_on = on.iter().map(|n| (*n).to_owned()).collect();
-        s
-    }
-
-    #[test]
-    fn a_dependency_cycle_is_refused_before_anything_is_written_naming_it() {
-        let mut app = depends("app", &["db"]);
-        app.parameters.insert(
-            "Vpc".into(),
-            crate::spec::ParameterValue::From(crate::spec::ValueRef::FromStack {
-                from_stack: "net".into(),
-                output: "VpcId".into(),
-            }),
-        );
-        let ok = [depends("net", &[]), depends("db", &["net"]), app.clone()];
-        assert!(plan_apply(&ok, &[], false).is_ok());
-        // net reads app's output: net → app → net (fromStack counts too).
-        let mut net = depends("net", &["app"]);
-        net.depends_on.clear();
-        net.parameters.insert(
-            "X".into(),
-            crate::spec::ParameterValue::From(crate::spec::ValueRef::FromStack {
-                from_stack: "app".into(),
-                output: "Url".into(),
-            }),
-        );
-        let err = plan_apply(&[net, depends("db", &["net"]), app], &[], false).unwrap_err();
-        assert_eq!(err.len(), 1, "{err:?}");
-        assert!(err[0].message.contains("cycle"), "{err:?}");
-        assert!(err[0].message.contains("app → db → net → app"), "{err:?}");
-    }
-
-    #[test]
-    fn a_dependency_on_an_unknown_or_pruned_stack_is_refused_naming_both() {
-        let err = plan_apply(&[depends("db", &["net"])], &[], false).unwrap_err();
-        assert!(
-            err[0]
-                .message
-                .contains("neither in the file nor registered"),
-            "{err:?}"
-        );
-        let current = vec![
-            entry(depends("net", &[]), 1),
-            entry(depends("db", &["net"]), 1),
-        ];
-        // db stays (in the file), net is pruned: refused.
-        let err = plan_apply(&[depends("db", &["net"])], &current, true).unwrap_err();
-        assert!(err[0].message.contains("net would be pruned"), "{err:?}");
-        assert_eq!(dependents_of("net", &current), vec!["db"]);
-        assert!(dependents_of("db", &current).is_empty());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 use crate::duration::Duration;
 
@@ -65,7 +65,7 @@ pub struct StackSpec {
     /// comma-separated value (CloudFormation's `CommaDelimitedList`); a
     /// mapping says where a run reads the value (`{ssm: NAME}`, `{secret:
     /// ARN, key: FIELD}`, `{fromStack: NAME, output: KEY}`).
-    #[serde(default, deserialize_with = "parameter_map")]
+    #[serde(default, deserialize_with = "value::parameter_map")]
     pub parameters: BTreeMap<String, ParameterValue>,
     /// A parameter file inside the source (the AWS CLI's, CodePipeline's,
     /// a Git sync deployment file or a plain mapping), merged under
@@ -73,7 +73,7 @@ pub struct StackSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameter_file: Option<String>,
     /// Stack tags.
-    #[serde(default, deserialize_with = "scalar_map")]
+    #[serde(default, deserialize_with = "value::scalar_map")]
     pub tags: BTreeMap<String, String>,
     /// Registered stacks this one waits for: a run starts deploying only
     /// once each is `Ready` (a `fromStack` parameter adds its stack too).
@@ -396,83 +396,6 @@ fn is_default_max_attempts(n: &u32) -> bool {
 
 fn default_retry_interval() -> Duration {
     DEFAULT_RETRY_INTERVAL
-}
-
-/// A YAML scalar read as text: `14`, `true` and `"14"` all mean the string "14"/"true".
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Scalar {
-    Text(String),
-    Int(i64),
-    Float(f64),
-    Bool(bool),
-}
-
-impl Scalar {
-    fn into_text(self) -> String {
-        match self {
-            Self::Text(s) => s,
-            Self::Int(i) => i.to_string(),
-            Self::Float(f) => f.to_string(),
-            Self::Bool(b) => b.to_string(),
-        }
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawParameter {
-    One(Scalar),
-    List(Vec<Scalar>),
-    From(serde_json::Map<String, serde_json::Value>),
-}
-
-fn scalar_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
-    let raw: Option<BTreeMap<String, serde_json::Value>> = Option::deserialize(d)?;
-    raw.unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| {
-            let scalar: Scalar = serde_json::from_value(v).map_err(|_| {
-                serde::de::Error::custom(format!(
-                    "the value of {k:?} must be text, a number or true/false"
-                ))
-            })?;
-            Ok((k, scalar.into_text()))
-        })
-        .collect()
-}
-
-fn parameter_map<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<BTreeMap<String, ParameterValue>, D::Error> {
-    let raw: Option<BTreeMap<String, serde_json::Value>> = Option::deserialize(d)?;
-    raw.unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| {
-            let value: RawParameter = serde_json::from_value(v).map_err(|_| {
-                serde::de::Error::custom(format!(
-                    "the value of parameter {k:?} must be text, a number, true/false, \
-                     a list of those, or {{ssm: NAME}}, {{secret: ARN, key: FIELD}} or \
-                     {{fromStack: NAME, output: KEY}}"
-                ))
-            })?;
-            let value = match value {
-                RawParameter::One(s) => ParameterValue::Text(s.into_text()),
-                RawParameter::List(items) => ParameterValue::Text(
-                    items
-                        .into_iter()
-                        .map(Scalar::into_text)
-                        .collect::<Vec<_>>()
-                        .join(","),
-                ),
-                RawParameter::From(map) => ParameterValue::From(
-                    ValueRef::read(&map)
-                        .map_err(|e| serde::de::Error::custom(format!("parameter {k:?}: {e}")))?,
-                ),
-            };
-            Ok((k, value))
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// One parameter's value as the spec gives it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -156,6 +158,85 @@ impl fmt::Display for ParameterValue {
             Self::From(r) => write!(f, "({})", r.describe()),
         }
     }
+}
+
+/// A YAML scalar read as text: `14`, `true` and `"14"` all mean the string "14"/"true".
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scalar {
+    Text(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl Scalar {
+    fn into_text(self) -> String {
+        match self {
+            Self::Text(s) => s,
+            Self::Int(i) => i.to_string(),
+            Self::Float(f) => f.to_string(),
+            Self::Bool(b) => b.to_string(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawParameter {
+    One(Scalar),
+    List(Vec<Scalar>),
+    From(serde_json::Map<String, serde_json::Value>),
+}
+
+pub(super) fn scalar_map<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, String>, D::Error> {
+    let raw: Option<BTreeMap<String, serde_json::Value>> = Option::deserialize(d)?;
+    raw.unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| {
+            let scalar: Scalar = serde_json::from_value(v).map_err(|_| {
+                serde::de::Error::custom(format!(
+                    "the value of {k:?} must be text, a number or true/false"
+                ))
+            })?;
+            Ok((k, scalar.into_text()))
+        })
+        .collect()
+}
+
+pub(super) fn parameter_map<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, ParameterValue>, D::Error> {
+    let raw: Option<BTreeMap<String, serde_json::Value>> = Option::deserialize(d)?;
+    raw.unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| {
+            let value: RawParameter = serde_json::from_value(v).map_err(|_| {
+                serde::de::Error::custom(format!(
+                    "the value of parameter {k:?} must be text, a number, true/false, \
+                     a list of those, or {{ssm: NAME}}, {{secret: ARN, key: FIELD}} or \
+                     {{fromStack: NAME, output: KEY}}"
+                ))
+            })?;
+            let value = match value {
+                RawParameter::One(s) => ParameterValue::Text(s.into_text()),
+                RawParameter::List(items) => ParameterValue::Text(
+                    items
+                        .into_iter()
+                        .map(Scalar::into_text)
+                        .collect::<Vec<_>>()
+                        .join(","),
+                ),
+                RawParameter::From(map) => ParameterValue::From(
+                    ValueRef::read(&map)
+                        .map_err(|e| serde::de::Error::custom(format!("parameter {k:?}: {e}")))?,
+                ),
+            };
+            Ok((k, value))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -28,13 +28,20 @@
 //!
 //! Resources are the installation's: every table is the registry, every
 //! bucket the artifact bucket except the tests' source buckets (named
-//! `source-…`), every secret the webhook's when the webhook reads it and a
-//! source secret otherwise.
+//! `source-…`), every secret the webhook's when the webhook reads it, a
+//! stack parameter's (`ValueSecretArns`) when a function that reads the
+//! stacks' parameters does, and a source secret otherwise; SSM parameters
+//! alike (`ValueParameterArns`).
 
 use stacksync::ownership::INSTALLATION_TAG;
 use std::collections::BTreeMap;
 
 use super::call::Call;
+
+/// The functions that read the stacks' parameters from Secrets Manager and
+/// SSM (`{secret: ARN}`, `{ssm: NAME}`), through the stack's CloudFormation
+/// port: their reads are of `ValueSecretArns` and `ValueParameterArns`.
+const VALUE_READERS: [&str; 3] = ["template-upload", "change-set", "poll-status"];
 
 /// The CloudFormation operations known here, each authorized on the stack
 /// ARN alone (plus what [`requests`] adds for roles, tags and templates).
@@ -73,6 +80,8 @@ pub struct Installation {
     pub target_role_arn: String,
     pub source_secret_arn: String,
     pub source_parameter_arn: String,
+    pub value_secret_arn: String,
+    pub value_parameter_arn: String,
     pub source_bucket: String,
     pub codecommit_repository_arn: String,
 }
@@ -102,6 +111,8 @@ impl Installation {
             target_role_arn: first("targetAccountRoleArns"),
             source_secret_arn: first("sourceSecretArns"),
             source_parameter_arn: first("sourceParameterArns"),
+            value_secret_arn: first("valueSecretArns"),
+            value_parameter_arn: first("valueParameterArns"),
             source_bucket: first("sourceBucketNames"),
             codecommit_repository_arn: first("codeCommitRepositoryArns"),
         }
@@ -212,6 +223,7 @@ pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>
     let region = i.region(call);
     let op = call.operation.as_str();
     let action = format!("{}:{op}", call.service);
+    let reads_values = VALUE_READERS.contains(&call.function.as_str());
     let unknown = || {
         Err(format!(
             "{}:{op}: a call the IAM conformance test does not know yet (tests/src/iam/requests.rs)",
@@ -391,6 +403,10 @@ pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>
             "GetSecretValue" if call.function == "webhook" => {
                 vec![Request::new(&action, i.webhook_secret_arn.clone())]
             }
+            // A stack parameter's `{secret: ARN}`, whichever secret the test made.
+            "GetSecretValue" if reads_values => {
+                vec![Request::new(&action, i.value_secret_arn.clone())]
+            }
             "GetSecretValue" => vec![Request::new(&action, i.source_secret_arn.clone())],
             _ => return unknown(),
         },
@@ -399,6 +415,11 @@ pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>
             _ => return unknown(),
         },
         "ssm" => match op {
+            // A stack parameter's `{ssm: NAME}` (a name or an ARN), whichever
+            // parameter the test made.
+            "GetParameter" if reads_values => {
+                vec![Request::new(&action, i.value_parameter_arn.clone())]
+            }
             // A source's credentials are named by ARN; the webhook's by name.
             "GetParameter"
                 if call
@@ -453,6 +474,8 @@ mod tests {
             "targetAccountRoleArns": ["arn:aws:iam::210987654321:role/target"],
             "sourceSecretArns": ["arn:aws:secretsmanager:us-east-1:123456789012:secret:git-AbCdEf"],
             "sourceParameterArns": ["arn:aws:ssm:us-east-1:123456789012:parameter/git"],
+            "valueSecretArns": ["arn:aws:secretsmanager:us-east-1:123456789012:secret:app-AbCdEf"],
+            "valueParameterArns": ["arn:aws:ssm:us-east-1:123456789012:parameter/app/*"],
             "sourceBucketNames": ["sources"],
             "codeCommitRepositoryArns": ["arn:aws:codecommit:us-east-1:123456789012:infra"],
         });
@@ -496,6 +519,67 @@ mod tests {
         assert_eq!(
             (got[0].action.as_str(), got[0].resource.as_str()),
             ("s3:GetObjectVersion", "arn:aws-cn:s3:::sources/app.zip")
+        );
+    }
+
+    #[test]
+    fn the_stacks_parameters_are_read_from_the_installations_value_secrets_and_parameters() {
+        let i = installation("aws");
+        let call = |service: &str, operation: &str, function: &str, target: Option<&str>| Call {
+            service: service.into(),
+            operation: operation.into(),
+            function: function.into(),
+            region: "eu-west-1".into(),
+            target: target.map(Into::into),
+            ..Call::default()
+        };
+        let got = |call: Call| -> Vec<String> {
+            requests(&call, &i)
+                .unwrap()
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        for function in VALUE_READERS {
+            assert_eq!(
+                got(call("secretsmanager", "GetSecretValue", function, None)),
+                [
+                    "secretsmanager:GetSecretValue on arn:aws:secretsmanager:us-east-1:123456789012:secret:app-AbCdEf"
+                ],
+                "{function}"
+            );
+            // By name (as stacks.yaml gives it), by ARN, or unrecorded: the installation's list.
+            for target in [
+                Some("/stacksync-tests/pw-xyz"),
+                Some("arn:aws:ssm:eu-west-1:1:parameter/x"),
+                None,
+            ] {
+                assert_eq!(
+                    got(call("ssm", "GetParameter", function, target)),
+                    ["ssm:GetParameter on arn:aws:ssm:us-east-1:123456789012:parameter/app/*"],
+                    "{function} {target:?}"
+                );
+            }
+        }
+        // The other functions read their own: a source's credentials, the webhook's secret.
+        assert_eq!(
+            got(call("secretsmanager", "GetSecretValue", "scheduler", None)),
+            [
+                "secretsmanager:GetSecretValue on arn:aws:secretsmanager:us-east-1:123456789012:secret:git-AbCdEf"
+            ]
+        );
+        assert_eq!(
+            got(call(
+                "ssm",
+                "GetParameter",
+                "artifact-fetch",
+                Some("arn:aws:ssm:us-east-1:1:parameter/x")
+            )),
+            ["ssm:GetParameter on arn:aws:ssm:us-east-1:123456789012:parameter/git"]
+        );
+        assert_eq!(
+            got(call("ssm", "GetParameter", "webhook", Some("/hook"))),
+            ["ssm:GetParameter on arn:aws:ssm:eu-west-1:123456789012:parameter/hook"]
         );
     }
 

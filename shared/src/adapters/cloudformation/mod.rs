@@ -24,9 +24,11 @@ use crate::ports::{
 };
 
 mod events;
+mod factory;
 use crate::stack_status::{
     ChangeSetKind, ChangeSetStatus, ExecutionStatus, StackStatus, is_empty_change_set_reason,
 };
+pub use factory::SdkCloudFormationFactory;
 
 /// CloudFormation through the SDK, for one region and set of credentials.
 #[derive(Debug, Clone)]
@@ -542,48 +544,6 @@ impl CloudFormation for SdkCloudFormation {
     }
 }
 
-/// Builds the CloudFormation port per stack: its region, and its account
-/// through `assumeRoleArn` (STS AssumeRole on top of the base credentials).
-#[derive(Debug, Clone)]
-pub struct SdkCloudFormationFactory {
-    base: aws_config::SdkConfig,
-}
-
-impl SdkCloudFormationFactory {
-    pub fn new(base: aws_config::SdkConfig) -> Self {
-        Self { base }
-    }
-}
-
-impl crate::ports::CloudFormationFactory for SdkCloudFormationFactory {
-    type Port = SdkCloudFormation;
-
-    async fn for_stack(
-        &self,
-        region: Option<&str>,
-        assume_role: Option<&str>,
-    ) -> PortResult<SdkCloudFormation> {
-        let mut config = self.base.to_builder();
-        if let Some(region) = region {
-            config = config.region(aws_config::Region::new(region.to_owned()));
-        }
-        if let Some(role) = assume_role {
-            let provider = aws_config::sts::AssumeRoleProvider::builder(role)
-                .session_name("stacksync")
-                .configure(&self.base)
-                .build()
-                .await;
-            config = config.credentials_provider(
-                aws_sdk_cloudformation::config::SharedCredentialsProvider::new(provider),
-            );
-        }
-        Ok(SdkCloudFormation::new(&config.build()))
-    }
-
-    fn home_region(&self) -> Option<String> {
-        self.base.region().map(|r| r.to_string())
-    }
-}
 /// The `ClientRequestToken` of one delete request: the same for the same
 /// stack and attempt (a retry after a lost answer), another for a later
 /// attempt (CloudFormation would take a reused token for a retry of the

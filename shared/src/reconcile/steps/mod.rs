@@ -25,9 +25,11 @@ pub mod delete;
 pub mod finalize;
 mod name;
 mod notify;
+mod parameters;
 pub mod poll_status;
 mod settings;
 pub mod template_upload;
+mod upstream;
 
 #[cfg(test)]
 mod testing;
@@ -285,75 +287,6 @@ where
         Ok(state)
     }
 
-    /// After a run that ended `Ready`: makes due the entries that depend on
-    /// this stack and must run again — those that wait for it, and those
-    /// that read an output that changed (`before` → `after`); no other.
-    /// Best effort: a word lost here is made up by the waiting entry's own
-    /// `interval` (logged as a warning).
-    async fn wake_dependents(
-        &self,
-        name: &str,
-        before: &BTreeMap<String, String>,
-        after: &BTreeMap<String, String>,
-    ) {
-        if let Err(e) = self.try_wake_dependents(name, before, after).await {
-            tracing::warn!(stack = name, error = %e, "could not make the stacks that depend on this one due: they run at their own interval");
-        }
-    }
-
-    async fn try_wake_dependents(
-        &self,
-        name: &str,
-        before: &BTreeMap<String, String>,
-        after: &BTreeMap<String, String>,
-    ) -> Result<(), crate::registry::RegistryError> {
-        let dependents = self.registry.dependents(name).await?;
-        if dependents.is_empty() {
-            return Ok(());
-        }
-        let changed: Vec<&str> = before
-            .keys()
-            .chain(after.keys())
-            .filter(|k| before.get(*k) != after.get(*k))
-            .map(String::as_str)
-            .collect();
-        for dependent in dependents {
-            let entry = self.registry.get(&dependent).await?;
-            let Some(entry) = entry.filter(|e| e.spec.upstream().contains(&name)) else {
-                // Gone, or depends on this stack no more.
-                self.registry.remove_dependent(name, &dependent).await?;
-                continue;
-            };
-            let reads: Vec<&str> = entry
-                .spec
-                .consumes(name)
-                .filter(|o| changed.contains(o))
-                .collect();
-            let mut waits = entry.status.waiting_for.iter().any(|w| w == name);
-            if waits && reads.is_empty() {
-                // Waiting for another stack too: that one makes it due
-                // once Ready (this one is Ready already, so it sees that).
-                for other in entry.status.waiting_for.iter().filter(|w| *w != name) {
-                    let ready = self
-                        .registry
-                        .get(other)
-                        .await?
-                        .is_some_and(|o| o.display_phase() == Phase::Ready);
-                    if !ready {
-                        waits = false;
-                        break;
-                    }
-                }
-            }
-            if reads.is_empty() && !waits {
-                continue;
-            }
-            let marked = self.registry.mark_due(&dependent, now_millis()).await?;
-            info!(stack = name, dependent = %dependent, outputs = ?reads, waited = waits, marked, "made a dependent stack due");
-        }
-        Ok(())
-    }
-
     /// Ends the run in sync: `Ready` at this run's revision, nothing deployed.
     async fn in_sync(
         &self,
@@ -404,44 +337,6 @@ where
             Some(stack) => Ok(Some(self.observe(cfn, spec, stack).await?)),
             None => Ok(None),
         }
-    }
-
-    /// The parameters template-upload stored for this run, secrets read
-    /// again through the stack's port `cfn`.
-    async fn parameters(
-        &self,
-        state: &RunState,
-        cfn: &F::Port,
-    ) -> Result<Vec<(String, String)>, StepError> {
-        let Some(key) = &state.parameters_key else {
-            return Ok(Vec::new());
-        };
-        let bytes = self
-            .blobs
-            .get(key, 16 * 1024 * 1024)
-            .await
-            .map_err(StepError::port(StallReason::ArtifactUnavailable))?;
-        if *key != crate::naming::parameters_key(&bytes) {
-            return Err(StepError::stalled(
-                StallReason::ArtifactUnavailable,
-                format!(
-                    "{key} no longer holds the parameters its name is the hash of (written outside stacksync since the run stored it); nothing was deployed, and the next run stores them again"
-                ),
-            ));
-        }
-        let stored: BTreeMap<String, crate::parameters::Stored> = serde_json::from_slice(&bytes)
-            .map_err(|e| {
-                StepError::stalled(StallReason::ArtifactUnavailable, format!("{key}: {e}"))
-            })?;
-        crate::reconcile::values::read_again(cfn, stored)
-            .await
-            .map_err(|e| match e {
-                crate::reconcile::values::ValueError::Missing(why) => {
-                    StepError::stalled(StallReason::MissingValue, why)
-                }
-                crate::reconcile::values::ValueError::Port(e) => e.into(),
-                crate::reconcile::values::ValueError::Registry(e) => e.into(),
-            })
     }
 
     /// Why the stack's operation failed: the first failed resource since the

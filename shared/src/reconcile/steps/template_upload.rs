@@ -3,16 +3,17 @@
 //! computes the desired hash. Already applied to a healthy stack → the run
 //! ends in sync, no change set made.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
+use super::parameters::{provenance, value_error};
 use super::settings::with_settings;
 use super::{StepResult, Steps, short};
 use crate::artifact;
 use crate::hash::sha256_hex;
 use crate::naming::{parameters_key, template_key};
-use crate::parameters::{self, Kind, Provenance};
+use crate::parameters::{self, Provenance};
 use crate::reconcile::values;
-use crate::spec::{ParameterValue, StackSpec};
+use crate::spec::StackSpec;
 use tracing::{info, warn};
 
 use crate::clock::now_millis;
@@ -77,97 +78,41 @@ struct Desired {
     provenance: Vec<Provenance>,
 }
 
+fn invalid(e: impl std::fmt::Display) -> StepError {
+    StepError::stalled(StallReason::InvalidTemplate, e.to_string())
+}
+
+/// The template's path (`source.path`, or the one the deployment file
+/// names) and the file of values, if any, with what kind of file it is.
+#[allow(clippy::type_complexity)]
+fn values_file(
+    archive: &[u8],
+    spec: &StackSpec,
+    at: &str,
+) -> Result<(String, Option<(String, Vec<u8>)>, &'static str), StepError> {
+    Ok(match (&spec.parameter_file, &spec.source.deployment_file) {
+        (_, Some(file)) if spec.source.path.is_empty() => {
+            let bytes = read_required(archive, file, "deployment file", at)?;
+            let path = template::deployment_template_path(file, &bytes).map_err(invalid)?;
+            (path, Some((file.clone(), bytes)), "deployment file")
+        }
+        (Some(file), _) => {
+            let bytes = read_required(archive, file, "parameter file", at)?;
+            (
+                spec.source.path.clone(),
+                Some((file.clone(), bytes)),
+                "parameter file",
+            )
+        }
+        (None, _) => (spec.source.path.clone(), None, "parameter file"),
+    })
+}
+
 /// A file the entry names, out of the artifact.
 fn read_required(archive: &[u8], file: &str, what: &str, at: &str) -> Result<Vec<u8>, StepError> {
     artifact::read_file(archive, file, template::MAX_PARAMETER_FILE_BYTES as u64)
         .map_err(invalid)?
         .ok_or_else(|| invalid(format!("{what} {file} not found {at}")))
-}
-
-/// A value that could not be read: `MissingValue` naming it, or the port's
-/// error as any other.
-fn value_error(e: values::ValueError) -> StepError {
-    match e {
-        values::ValueError::Missing(why) => StepError::stalled(StallReason::MissingValue, why),
-        values::ValueError::Port(e) => e.into(),
-        values::ValueError::Registry(e) => e.into(),
-    }
-}
-
-/// The longest value `get --explain` keeps of a parameter or tag.
-const MAX_EXPLAINED_VALUE: usize = 256;
-
-/// Where each parameter and tag came from: the entry, the file, a secret
-/// store, another stack, stacksync. Secrets' and `NoEcho` parameters'
-/// values are left out; the others are cut to [`MAX_EXPLAINED_VALUE`].
-fn provenance(
-    spec: &StackSpec,
-    file: &template::FileValues,
-    file_label: Option<&str>,
-    no_echo: &BTreeSet<String>,
-) -> Vec<Provenance> {
-    let cut = |v: &str| -> String {
-        if v.len() <= MAX_EXPLAINED_VALUE {
-            return v.to_owned();
-        }
-        let mut end = MAX_EXPLAINED_VALUE;
-        while !v.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}…", &v[..end])
-    };
-    let file_label = file_label.unwrap_or("parameter file");
-    let mut out = Vec::new();
-    let names: BTreeSet<&String> = file
-        .parameters
-        .keys()
-        .chain(spec.parameters.keys())
-        .collect();
-    for name in names {
-        let masked = no_echo.contains(name.as_str());
-        let (from, value) = match (spec.parameters.get(name), file.parameters.get(name)) {
-            (Some(ParameterValue::From(r)), _) => (
-                format!("stacks.yaml: {}", r.describe()),
-                (!r.is_secret() && !masked).then(|| "(read at each run)".to_owned()),
-            ),
-            (Some(ParameterValue::Text(t)), over) => (
-                if over.is_some() {
-                    format!("stacks.yaml (over the {file_label})")
-                } else {
-                    "stacks.yaml".to_owned()
-                },
-                (!masked).then(|| cut(t)),
-            ),
-            (None, Some(t)) => (file_label.to_owned(), (!masked).then(|| cut(t))),
-            (None, None) => continue,
-        };
-        out.push(Provenance {
-            kind: Kind::Parameter,
-            name: name.clone(),
-            from,
-            value,
-        });
-    }
-    let tags: BTreeSet<&String> = file.tags.keys().chain(spec.tags.keys()).collect();
-    for name in tags {
-        let (from, value) = match (spec.tags.get(name), file.tags.get(name)) {
-            (Some(v), Some(_)) => (format!("stacks.yaml (over the {file_label})"), v),
-            (Some(v), None) => ("stacks.yaml".to_owned(), v),
-            (None, Some(v)) => (file_label.to_owned(), v),
-            (None, None) => continue,
-        };
-        out.push(Provenance {
-            kind: Kind::Tag,
-            name: name.clone(),
-            from,
-            value: Some(cut(value)),
-        });
-    }
-    out
-}
-
-fn invalid(e: impl std::fmt::Display) -> StepError {
-    StepError::stalled(StallReason::InvalidTemplate, e.to_string())
 }
 
 /// The parameter file's tags and the entry's, with stacksync's two, must
@@ -296,23 +241,7 @@ where
             "at {}",
             short(state.revision.as_deref().unwrap_or_default())
         );
-        // The template: `source.path`, or the one the deployment file names.
-        let (path, file, file_kind) = match (&spec.parameter_file, &spec.source.deployment_file) {
-            (_, Some(file)) if spec.source.path.is_empty() => {
-                let bytes = read_required(&archive, file, "deployment file", &at)?;
-                let path = template::deployment_template_path(file, &bytes).map_err(invalid)?;
-                (path, Some((file.clone(), bytes)), "deployment file")
-            }
-            (Some(file), _) => {
-                let bytes = read_required(&archive, file, "parameter file", &at)?;
-                (
-                    spec.source.path.clone(),
-                    Some((file.clone(), bytes)),
-                    "parameter file",
-                )
-            }
-            (None, _) => (spec.source.path.clone(), None, "parameter file"),
-        };
+        let (path, file, file_kind) = values_file(&archive, spec, &at)?;
         let path = path.as_str();
         let template = artifact::read_file(&archive, path, template::MAX_TEMPLATE_BYTES as u64)
             .map_err(invalid)?
@@ -330,17 +259,18 @@ where
             None => template::FileValues::default(),
         };
         let file_label = file.as_ref().map(|(name, _)| format!("{file_kind} {name}"));
+        let merged = template::merge_parameters(from_file.parameters.clone(), spec);
+        let cfn = self.port(spec).await?;
+        let read = values::read_values(&self.cloudformation, &self.registry, &cfn, &merged)
+            .await
+            .map_err(value_error)?;
         let provenance = provenance(
             spec,
             &from_file,
             file_label.as_deref(),
             &parameters::no_echo(&template),
+            &read.values,
         );
-        let merged = template::merge_parameters(from_file.parameters, spec);
-        let cfn = self.port(spec).await?;
-        let read = values::read_values(&self.cloudformation, &self.registry, &cfn, &merged)
-            .await
-            .map_err(value_error)?;
         let tags = template::merge_tags(from_file.tags.clone(), spec);
         check_tag_count(&tags, spec)?;
         let template_sha = sha256_hex(&template);
@@ -401,116 +331,6 @@ mod tests {
     async fn uploaded(t: &Test) -> StepResult {
         let state = t.steps.artifact_fetch(t.input("run-1")).await?;
         t.steps.template_upload(state).await
-    }
-
-    /// `orders` reading a SecureString and a key of a JSON secret.
-    async fn with_secrets(password: &str) -> Test {
-        let t = Test::with_entry(|e| {
-            e.spec.parameters.insert(
-                "Pw".into(),
-                ParameterValue::From(crate::spec::ValueRef::Ssm {
-                    ssm: "/db/pw".into(),
-                }),
-            );
-            e.spec.parameters.insert(
-                "Key".into(),
-                ParameterValue::From(crate::spec::ValueRef::Secret {
-                    secret: "arn:aws:secretsmanager:us-east-1:111122223333:secret:db".into(),
-                    key: Some("apiKey".into()),
-                }),
-            );
-            e.spec.parameters.insert("Plain".into(), "visible".into());
-        })
-        .await;
-        t.cfn.script().ssm.insert("/db/pw".into(), password.into());
-        t.cfn.script().secrets.insert(
-            "arn:aws:secretsmanager:us-east-1:111122223333:secret:db".into(),
-            r#"{"apiKey": "k-SECRET-1", "other": "x"}"#.into(),
-        );
-        t
-    }
-
-    #[tokio::test]
-    async fn secrets_enter_the_hash_as_hashes_and_are_stored_nowhere() {
-        let t = with_secrets("pw-SECRET-1").await;
-        let state = uploaded(&t).await.unwrap();
-        let blob = t.blob(state.parameters_key.as_deref().unwrap()).unwrap();
-        let blob = String::from_utf8(blob).unwrap();
-        let state_json = serde_json::to_string(&state).unwrap();
-        let status_json = serde_json::to_string(&t.entry()).unwrap();
-        for (what, text) in [
-            ("blob", &blob),
-            ("state", &state_json),
-            ("entry", &status_json),
-        ] {
-            assert!(!text.contains("SECRET"), "{what} holds a secret: {text}");
-        }
-        assert!(
-            blob.contains("/db/pw") && blob.contains("visible"),
-            "{blob}"
-        );
-        // Where each came from, the secrets' values masked.
-        let provenance = t.entry().status.provenance;
-        let pw = provenance.iter().find(|p| p.name == "Pw").unwrap();
-        assert_eq!(
-            (pw.from.as_str(), pw.value.as_deref()),
-            ("stacks.yaml: SSM parameter /db/pw", None)
-        );
-        let plain = provenance.iter().find(|p| p.name == "Plain").unwrap();
-        assert_eq!(plain.value.as_deref(), Some("visible"));
-        // The change set's request has the values, read again.
-        let cfn = t.steps.port(&t.entry().spec).await.unwrap();
-        let values: BTreeMap<String, String> = t
-            .steps
-            .parameters(&state, &cfn)
-            .await
-            .unwrap()
-            .into_iter()
-            .collect();
-        assert_eq!(values["Pw"], "pw-SECRET-1");
-        assert_eq!(values["Key"], "k-SECRET-1");
-
-        // Rotated: another desired hash (so the next run updates the stack).
-        let rotated = with_secrets("pw-SECRET-2").await;
-        let again = uploaded(&rotated).await.unwrap();
-        assert_ne!(again.desired_hash, state.desired_hash);
-        let same = with_secrets("pw-SECRET-1").await;
-        assert_eq!(
-            uploaded(&same).await.unwrap().desired_hash,
-            state.desired_hash
-        );
-    }
-
-    #[tokio::test]
-    async fn a_missing_secret_or_key_is_a_failure_that_names_it_and_not_its_value() {
-        let t = with_secrets("pw").await;
-        t.cfn.script().ssm.clear();
-        let err = uploaded(&t).await.unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StepError::Stalled {
-                    reason: StallReason::MissingValue,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        assert!(
-            err.to_string()
-                .contains("parameter Pw: SSM parameter /db/pw is not there"),
-            "{err}"
-        );
-        let t = with_secrets("pw").await;
-        t.cfn.script().secrets.insert(
-            "arn:aws:secretsmanager:us-east-1:111122223333:secret:db".into(),
-            r#"{"other": "SECRET"}"#.into(),
-        );
-        let err = uploaded(&t).await.unwrap_err().to_string();
-        assert!(
-            err.contains("no key \"apiKey\"") && !err.contains("SECRET"),
-            "{err}"
-        );
     }
 
     #[tokio::test]

@@ -5,140 +5,24 @@
 //! the `REVIEW_IN_PROGRESS` placeholder a create leaves. It never executes
 //! anything, stores nothing, and touches no stack that is not the entry's.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::content::Wanted;
 use crate::hash::sha256_hex;
 use crate::ownership::{Owner, desired_tags_with, owner};
-use crate::ports::{
-    ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, ResourceChange,
-    SourceFetcher, SourceLocation, StackInfo,
-};
-use crate::registry::Entries;
-use crate::spec::{ParameterValue, StackSpec, ValueRef};
+use crate::ports::{ChangeSetRequest, CloudFormation, Created, ResourceChange, StackInfo};
+use crate::spec::StackSpec;
 use crate::stack_status::{
     ChangeSetKind, ChangeSetStatus, StackStatus, is_empty_change_set_reason,
 };
-use crate::template;
 
 /// The most bytes CloudFormation takes as `TemplateBody`.
 pub const MAX_TEMPLATE_BODY: usize = 51_200;
 
-/// The desired state at one revision of the source.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Desired {
-    pub revision: String,
-    pub template: Vec<u8>,
-    /// The parameters, file's and entry's, before their references are
-    /// read ([`Desired::read_values`]).
-    pub merged: BTreeMap<String, ParameterValue>,
-    /// The parameters' values, once read (secrets among them: never shown).
-    pub parameters: BTreeMap<String, String>,
-    /// Parameters whose values a preview never shows: secrets', and those
-    /// the template marks `NoEcho`.
-    pub masked: BTreeSet<String>,
-    /// The parameter file's tags (the entry's own are in the spec).
-    pub file_tags: BTreeMap<String, String>,
-}
-
-/// Reads the desired state of `spec` at `reference` (default: the spec's
-/// ref): the template and the parameter file, refused as a run refuses them.
-pub async fn desired<S: SourceFetcher>(
-    sources: &S,
-    spec: &StackSpec,
-    reference: Option<&str>,
-) -> Result<Desired, String> {
-    let source = SourceLocation::of(&spec.source);
-    let reference = reference.or(spec.effective_ref()).unwrap_or_default();
-    let revision = sources
-        .resolve(&source, reference)
-        .await
-        .map_err(|e| e.to_string())?;
-    let files = sources
-        .fetch(&source, &revision, &Wanted::of(spec))
-        .await
-        .map_err(|e| e.to_string())?;
-    let file = |path: &str| {
-        files
-            .iter()
-            .find(|(p, _)| p == path)
-            .map(|(_, bytes)| bytes.clone())
-    };
-    let at = &revision[..revision.len().min(12)];
-    let (path, values_file) = match (&spec.parameter_file, &spec.source.deployment_file) {
-        (_, Some(name)) if spec.source.path.is_empty() => {
-            let bytes =
-                file(name).ok_or_else(|| format!("deployment file {name} not found at {at}"))?;
-            let path = template::deployment_template_path(name, &bytes)?;
-            (path, Some((name.clone(), bytes)))
-        }
-        (Some(name), _) => {
-            let bytes =
-                file(name).ok_or_else(|| format!("parameter file {name} not found at {at}"))?;
-            (spec.source.path.clone(), Some((name.clone(), bytes)))
-        }
-        (None, _) => (spec.source.path.clone(), None),
-    };
-    let template = match file(&path) {
-        Some(bytes) => bytes,
-        // A deployment file's template, fetched once its name is known.
-        None if spec.source.path.is_empty() => sources
-            .fetch(&source, &revision, &Wanted::of(spec).with_template(&path))
-            .await
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .find(|(p, _)| *p == path)
-            .map(|(_, bytes)| bytes)
-            .ok_or_else(|| format!("template {path} not found at {at}"))?,
-        None => return Err(format!("template {path} not found at {at}")),
-    };
-    template::check_template(&path, &template).map_err(|e| format!("{e} (at {at})"))?;
-    let from_file = match &values_file {
-        Some((name, bytes)) => template::read_parameter_file(name, bytes, &path)?,
-        None => template::FileValues::default(),
-    };
-    let merged = template::merge_parameters(from_file.parameters, spec);
-    let mut masked = crate::parameters::no_echo(&template);
-    masked.extend(
-        merged
-            .iter()
-            .filter(|(_, v)| v.reference().is_some_and(ValueRef::is_secret))
-            .map(|(k, _)| k.clone()),
-    );
-    Ok(Desired {
-        revision,
-        merged,
-        parameters: BTreeMap::new(),
-        masked,
-        file_tags: from_file.tags,
-        template,
-    })
-}
-
-impl Desired {
-    /// Reads the parameters' references as a run reads them (secrets in
-    /// the stack's account and region through `port`, other stacks'
-    /// outputs from CloudFormation).
-    pub async fn read_values<F, E>(
-        mut self,
-        factory: &F,
-        registry: &E,
-        port: &F::Port,
-    ) -> Result<Self, String>
-    where
-        F: CloudFormationFactory,
-        E: Entries,
-    {
-        let read = crate::reconcile::values::read_values(factory, registry, port, &self.merged)
-            .await
-            .map_err(|e| e.to_string())?;
-        self.parameters = read.values;
-        Ok(self)
-    }
-}
+mod desired;
+pub use desired::{Desired, desired};
 
 /// One value that differs between the stack and the desired state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -245,25 +129,7 @@ pub async fn diff<C: CloudFormation>(
         stack_status: stack.as_ref().map(|s| s.status.to_string()),
         changes,
         parameters: existing
-            .map(|s| {
-                // Only those the desired state gives: one it leaves out takes
-                // the template's default, which only the change set knows.
-                let given = s
-                    .parameters
-                    .iter()
-                    .filter(|(k, _)| desired.parameters.contains_key(*k))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                let mut found = differences(&given, &desired.parameters);
-                for d in found
-                    .iter_mut()
-                    .filter(|d| desired.masked.contains(&d.name))
-                {
-                    d.now = d.now.as_ref().map(|_| "****".to_owned());
-                    d.desired = d.desired.as_ref().map(|_| "****".to_owned());
-                }
-                found
-            })
+            .map(|s| parameter_differences(s, desired))
             .unwrap_or_default(),
         // The change set gives the whole tag set: one not in it goes.
         tags: existing
@@ -276,6 +142,27 @@ pub async fn diff<C: CloudFormation>(
             .unwrap_or_default(),
         settings: existing.map(|s| settings(s, spec)).unwrap_or_default(),
     })
+}
+
+/// The parameters that differ: only those the desired state gives (one it
+/// leaves out takes the template's default, which only the change set
+/// knows); values of secrets and `NoEcho` parameters shown as `****`.
+fn parameter_differences(stack: &StackInfo, desired: &Desired) -> Vec<Difference> {
+    let given = stack
+        .parameters
+        .iter()
+        .filter(|(k, _)| desired.parameters.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut found = differences(&given, &desired.parameters);
+    for d in found
+        .iter_mut()
+        .filter(|d| desired.masked.contains(&d.name))
+    {
+        d.now = d.now.as_ref().map(|_| "****".to_owned());
+        d.desired = d.desired.as_ref().map(|_| "****".to_owned());
+    }
+    found
 }
 
 /// The change set a run would make, named `name`, reading `template`.

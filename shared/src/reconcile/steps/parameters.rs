@@ -1,0 +1,260 @@
+//! The parameters a run gives CloudFormation, between template-upload
+//! (which reads and stores them) and the steps that make or compare the
+//! change set (which read secrets again): where each came from, and how a
+//! value that cannot be read ends the run.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::Steps;
+use crate::parameters::{Kind, Provenance, Stored};
+use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher};
+use crate::reconcile::run::{RunState, StepError};
+use crate::reconcile::values::{self, ValueError};
+use crate::registry::StepRegistry;
+use crate::spec::{ParameterValue, StackSpec};
+use crate::status::StallReason;
+use crate::template::FileValues;
+
+impl<R, B, F, S> Steps<R, B, F, S>
+where
+    R: StepRegistry,
+    B: Blobs,
+    F: CloudFormationFactory,
+    S: SourceFetcher,
+{
+    /// The parameters template-upload stored for this run, secrets read
+    /// again through the stack's port `cfn`.
+    pub(super) async fn parameters(
+        &self,
+        state: &RunState,
+        cfn: &F::Port,
+    ) -> Result<Vec<(String, String)>, StepError> {
+        let Some(key) = &state.parameters_key else {
+            return Ok(Vec::new());
+        };
+        let bytes = self
+            .blobs
+            .get(key, 16 * 1024 * 1024)
+            .await
+            .map_err(StepError::port(StallReason::ArtifactUnavailable))?;
+        if *key != crate::naming::parameters_key(&bytes) {
+            return Err(StepError::stalled(
+                StallReason::ArtifactUnavailable,
+                format!(
+                    "{key} no longer holds the parameters its name is the hash of (written outside stacksync since the run stored it); nothing was deployed, and the next run stores them again"
+                ),
+            ));
+        }
+        let stored: BTreeMap<String, Stored> = serde_json::from_slice(&bytes).map_err(|e| {
+            StepError::stalled(StallReason::ArtifactUnavailable, format!("{key}: {e}"))
+        })?;
+        values::read_again(cfn, stored).await.map_err(value_error)
+    }
+}
+
+/// A value that could not be read: `MissingValue` naming it, or the port's
+/// error as any other.
+pub(super) fn value_error(e: values::ValueError) -> StepError {
+    match e {
+        ValueError::Missing(why) => StepError::stalled(StallReason::MissingValue, why),
+        ValueError::Port(e) => e.into(),
+        ValueError::Registry(e) => e.into(),
+    }
+}
+
+/// The longest value `get --explain` keeps of a parameter or tag.
+const MAX_EXPLAINED_VALUE: usize = 256;
+
+/// Where each parameter and tag came from: the entry, the file, a secret
+/// store, another stack, stacksync. Secrets' and `NoEcho` parameters'
+/// values are left out; the others are cut to [`MAX_EXPLAINED_VALUE`].
+pub(super) fn provenance(
+    spec: &StackSpec,
+    file: &FileValues,
+    file_label: Option<&str>,
+    no_echo: &BTreeSet<String>,
+    read: &BTreeMap<String, String>,
+) -> Vec<Provenance> {
+    let cut = |v: &str| -> String {
+        if v.len() <= MAX_EXPLAINED_VALUE {
+            return v.to_owned();
+        }
+        let mut end = MAX_EXPLAINED_VALUE;
+        while !v.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}…", &v[..end])
+    };
+    let file_label = file_label.unwrap_or("parameter file");
+    let mut out = Vec::new();
+    let names: BTreeSet<&String> = file
+        .parameters
+        .keys()
+        .chain(spec.parameters.keys())
+        .collect();
+    for name in names {
+        let masked = no_echo.contains(name.as_str());
+        let (from, value) = match (spec.parameters.get(name), file.parameters.get(name)) {
+            (Some(ParameterValue::From(r)), _) => (
+                format!("stacks.yaml: {}", r.describe()),
+                // Another stack's output, as read: no secret.
+                read.get(name)
+                    .filter(|_| !r.is_secret() && !masked)
+                    .map(|v| cut(v)),
+            ),
+            (Some(ParameterValue::Text(t)), over) => (
+                if over.is_some() {
+                    format!("stacks.yaml (over the {file_label})")
+                } else {
+                    "stacks.yaml".to_owned()
+                },
+                (!masked).then(|| cut(t)),
+            ),
+            (None, Some(t)) => (file_label.to_owned(), (!masked).then(|| cut(t))),
+            (None, None) => continue,
+        };
+        out.push(Provenance {
+            kind: Kind::Parameter,
+            name: name.clone(),
+            from,
+            value,
+        });
+    }
+    let tags: BTreeSet<&String> = file.tags.keys().chain(spec.tags.keys()).collect();
+    for name in tags {
+        let (from, value) = match (spec.tags.get(name), file.tags.get(name)) {
+            (Some(v), Some(_)) => (format!("stacks.yaml (over the {file_label})"), v),
+            (Some(v), None) => ("stacks.yaml".to_owned(), v),
+            (None, Some(v)) => (file_label.to_owned(), v),
+            (None, None) => continue,
+        };
+        out.push(Provenance {
+            kind: Kind::Tag,
+            name: name.clone(),
+            from,
+            value: Some(cut(value)),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+
+    async fn uploaded(t: &Test) -> Result<RunState, StepError> {
+        let state = t.steps.artifact_fetch(t.input("run-1")).await?;
+        t.steps.template_upload(state).await
+    }
+
+    /// `orders` reading a SecureString and a key of a JSON secret.
+    async fn with_secrets(password: &str) -> Test {
+        let t = Test::with_entry(|e| {
+            e.spec.parameters.insert(
+                "Pw".into(),
+                ParameterValue::From(crate::spec::ValueRef::Ssm {
+                    ssm: "/db/pw".into(),
+                }),
+            );
+            e.spec.parameters.insert(
+                "Key".into(),
+                ParameterValue::From(crate::spec::ValueRef::Secret {
+                    secret: "arn:aws:secretsmanager:us-east-1:111122223333:secret:db".into(),
+                    key: Some("apiKey".into()),
+                }),
+            );
+            e.spec.parameters.insert("Plain".into(), "visible".into());
+        })
+        .await;
+        t.cfn.script().ssm.insert("/db/pw".into(), password.into());
+        t.cfn.script().secrets.insert(
+            "arn:aws:secretsmanager:us-east-1:111122223333:secret:db".into(),
+            r#"{"apiKey": "k-SECRET-1", "other": "x"}"#.into(),
+        );
+        t
+    }
+
+    #[tokio::test]
+    async fn secrets_enter_the_hash_as_hashes_and_are_stored_nowhere() {
+        let t = with_secrets("pw-SECRET-1").await;
+        let state = uploaded(&t).await.unwrap();
+        let blob = t.blob(state.parameters_key.as_deref().unwrap()).unwrap();
+        let blob = String::from_utf8(blob).unwrap();
+        let state_json = serde_json::to_string(&state).unwrap();
+        let status_json = serde_json::to_string(&t.entry()).unwrap();
+        for (what, text) in [
+            ("blob", &blob),
+            ("state", &state_json),
+            ("entry", &status_json),
+        ] {
+            assert!(!text.contains("SECRET"), "{what} holds a secret: {text}");
+        }
+        assert!(
+            blob.contains("/db/pw") && blob.contains("visible"),
+            "{blob}"
+        );
+        // Where each came from, the secrets' values masked.
+        let provenance = t.entry().status.provenance;
+        let pw = provenance.iter().find(|p| p.name == "Pw").unwrap();
+        assert_eq!(
+            (pw.from.as_str(), pw.value.as_deref()),
+            ("stacks.yaml: SSM parameter /db/pw", None)
+        );
+        let plain = provenance.iter().find(|p| p.name == "Plain").unwrap();
+        assert_eq!(plain.value.as_deref(), Some("visible"));
+        // The change set's request has the values, read again.
+        let cfn = t.steps.port(&t.entry().spec).await.unwrap();
+        let values: BTreeMap<String, String> = t
+            .steps
+            .parameters(&state, &cfn)
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+        assert_eq!(values["Pw"], "pw-SECRET-1");
+        assert_eq!(values["Key"], "k-SECRET-1");
+
+        // Rotated: another desired hash (so the next run updates the stack).
+        let rotated = with_secrets("pw-SECRET-2").await;
+        let again = uploaded(&rotated).await.unwrap();
+        assert_ne!(again.desired_hash, state.desired_hash);
+        let same = with_secrets("pw-SECRET-1").await;
+        assert_eq!(
+            uploaded(&same).await.unwrap().desired_hash,
+            state.desired_hash
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_secret_or_key_is_a_failure_that_names_it_and_not_its_value() {
+        let t = with_secrets("pw").await;
+        t.cfn.script().ssm.clear();
+        let err = uploaded(&t).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StepError::Stalled {
+                    reason: StallReason::MissingValue,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("parameter Pw: SSM parameter /db/pw is not there"),
+            "{err}"
+        );
+        let t = with_secrets("pw").await;
+        t.cfn.script().secrets.insert(
+            "arn:aws:secretsmanager:us-east-1:111122223333:secret:db".into(),
+            r#"{"other": "SECRET"}"#.into(),
+        );
+        let err = uploaded(&t).await.unwrap_err().to_string();
+        assert!(
+            err.contains("no key \"apiKey\"") && !err.contains("SECRET"),
+            "{err}"
+        );
+    }
+}
