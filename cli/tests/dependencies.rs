@@ -187,4 +187,30 @@ async fn get_explain_says_where_each_value_came_from_masks_secrets_and_shows_out
             "a NoEcho value is shown: {text}"
         );
     }
+
+    // A preview of a new NoEcho value never shows it.
+    repo.commit(
+        &[(
+            "p.json",
+            br#"{"Parameters": {"Days": "7", "Owner": "file", "Pw": "other-pw"}, "Tags": {"team": "file"}}"# as &[u8],
+        )],
+        "rotate",
+    );
+    let out = stacksync_on(&table, &["-o", "json", "diff", &name]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        !text.contains("other-pw") && !text.contains("from-file-pw"),
+        "{text}"
+    );
+    let diff: Value = serde_json::from_str(&text).unwrap();
+    let pw = diff["diff"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "Pw")
+        .cloned();
+    // CloudFormation reports a NoEcho value as `****`, so the preview
+    // cannot tell whether it changed; if it lists it, masked.
+    assert!(pw.is_none_or(|p| p["desired"] == "****"), "{text}");
 }

@@ -130,7 +130,7 @@ export interface StackSyncProps extends StackProps {
   readonly sourceParameterArns?: string[];
   /**
    * Secrets Manager secrets the stacks' parameters may read (`{secret: ARN, key: FIELD}` in stacks.yaml):
-   * template-upload, change-set and poll-status may read these only. Secret ARNs, IAM wildcards (`*`, `?`) allowed
+   * template-upload and change-set may read these only. Secret ARNs, IAM wildcards (`*`, `?`) allowed
    * in the name, as `sourceSecretArns`.
    * @default none (no parameter from Secrets Manager)
    */
@@ -441,9 +441,6 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.ownStacks('cloudformation:DeleteChangeSet', 'cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'),
       ...p.assumeTargetRoles(),
       ...p.putEvents(),
-      // The stacks' parameters read from Secrets Manager and SSM ({secret: ARN}, {ssm: NAME}).
-      ...p.valueSecrets(),
-      ...p.valueParameters(),
     ],
   },
   {

@@ -135,7 +135,7 @@ const SOURCE_SIDS = ['SourceSecrets', 'SourceParameters', 'SourceObjects', 'Sour
 /** The stack parameters' secrets and SSM parameters, in their order at the end of the roles of the functions that read them. */
 const VALUE_SIDS = ['ValueSecrets', 'ValueParameters'];
 /** The functions that read the stacks' parameters from Secrets Manager and SSM. */
-const VALUE_READERS = ['TemplateUpload', 'ChangeSet', 'PollStatus'];
+const VALUE_READERS = ['TemplateUpload', 'ChangeSet'];
 const STEPS = FUNCTIONS.filter((f) => f.reconcileStep);
 const TRIGGERS = FUNCTIONS.filter((f) => !f.reconcileStep);
 
@@ -1072,7 +1072,6 @@ describe('IAM', () => {
         st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:DescribeEvents', 'cloudformation:DescribeStackEvents', 'cloudformation:GetStackPolicy', 'cloudformation:GetTemplate'], [S]),
         own('cloudformation:DeleteChangeSet', 'cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'),
         assume,
-        ...values,
       ],
       delete: [
         events,
@@ -1203,7 +1202,7 @@ describe('IAM', () => {
     }
   });
 
-  test("the stacks' parameters: only template-upload, change-set and poll-status read them, last in their roles, only with props", () => {
+  test("the stacks' parameters: only template-upload and change-set read them, last in their roles, only with props", () => {
     const defaults = lazyDefaults();
     const full = lazyFull();
     for (const [s, withProps] of [[full, true], [defaults, false]] as const) {

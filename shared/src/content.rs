@@ -44,6 +44,7 @@ const LFS_POINTER: &[u8] = b"version https://git-lfs.github.com/spec/v1";
 pub enum Role {
     Template,
     ParameterFile,
+    DeploymentFile,
     Included,
 }
 
@@ -52,6 +53,7 @@ impl std::fmt::Display for Role {
         f.write_str(match self {
             Role::Template => "template",
             Role::ParameterFile => "parameter file",
+            Role::DeploymentFile => "deployment file",
             Role::Included => "included path",
         })
     }
@@ -77,12 +79,11 @@ impl Wanted {
         if !spec.source.path.is_empty() {
             paths.push((normal(&spec.source.path), Role::Template));
         }
-        if let Some(file) = spec
-            .parameter_file
-            .as_ref()
-            .or(spec.source.deployment_file.as_ref())
-        {
+        if let Some(file) = &spec.parameter_file {
             paths.push((normal(file), Role::ParameterFile));
+        }
+        if let Some(file) = &spec.source.deployment_file {
+            paths.push((normal(file), Role::DeploymentFile));
         }
         paths.extend(
             spec.source

@@ -139,6 +139,9 @@ pub fn parse_manifest(file: &str, text: &str) -> Result<Vec<StackSpec>, Manifest
     let mut problems = rule_problems(&stacks, &names);
     problems.extend(clash_problems(&stacks, &names));
     if problems.is_empty() {
+        problems.extend(cycle_problem(&stacks, &names));
+    }
+    if problems.is_empty() {
         Ok(stacks)
     } else {
         Err(fail(problems))
@@ -274,6 +277,23 @@ fn clash_problems(stacks: &[StackSpec], names: &EntryNames) -> Vec<Problem> {
     problems
 }
 
+/// A cycle among the file's own dependencies (`dependsOn`, `fromStack`):
+/// no stack of it could ever run first. (Dependencies on entries outside
+/// the file are `apply`'s to check, against the registry.)
+fn cycle_problem(stacks: &[StackSpec], names: &EntryNames) -> Option<Problem> {
+    let specs: BTreeMap<&str, &StackSpec> = stacks.iter().map(|s| (s.name.as_str(), s)).collect();
+    let cycle = crate::spec::find_cycle(&specs)?;
+    let index = stacks.iter().position(|s| s.name == cycle[0])?;
+    Some(Problem {
+        entry: Some(names.entry(index)),
+        field: Some("dependsOn".into()),
+        message: format!(
+            "the dependencies form a cycle ({}): no stack of it could ever run first",
+            cycle.join(" → ")
+        ),
+    })
+}
+
 /// `stacks[2].source.path` → (Some(2), Some("source.path")).
 fn split_path(path: &serde_path_to_error::Path) -> (Option<usize>, Option<String>) {
     use serde_path_to_error::Segment;
@@ -334,6 +354,28 @@ stacks:
         assert_eq!(specs[0].effective_stack_name(), "prod-orders-queue");
         assert_eq!(specs[0].parameters["RetentionDays"], "14");
         assert_eq!(specs[1].effective_ref(), None);
+    }
+
+    #[test]
+    fn a_dependency_cycle_within_the_file_is_refused_offline_naming_it() {
+        let entry = |name: &str, extra: &str| {
+            format!(
+                "  - name: {name}\n    source: {{git: 'https://h/r.git', path: {name}.yaml}}\n{extra}"
+            )
+        };
+        let msg = problem(&format!(
+            "stacks:\n{}{}",
+            entry("a", "    dependsOn: [b]\n"),
+            entry("b", "    parameters: {P: {fromStack: a, output: O}}\n"),
+        ));
+        assert!(
+            msg.contains("stacks[0] (a)") && msg.contains("dependsOn"),
+            "{msg}"
+        );
+        assert!(msg.contains("a cycle (a → b → a)"), "{msg}");
+        // A dependency outside the file is apply's to check.
+        let outside = format!("stacks:\n{}", entry("a", "    dependsOn: [elsewhere]\n"));
+        assert!(parse_manifest("f", &outside).is_ok());
     }
 
     #[test]

@@ -2,16 +2,17 @@
 //! between the steps (never a secret's value), where each came from (for
 //! `stacksync get --explain`), and what the desired hash takes of them.
 //!
-//! A value read from SSM or Secrets Manager enters the desired hash as a
-//! hash (so a rotation triggers an update), is stored as the reference it
-//! was read from, and is read again by the step that makes the change set:
-//! it is never in the run's state, the registry, a blob or a log line.
+//! A value read from SSM or Secrets Manager enters the desired hash as the
+//! version it was read at (so a rotation, a new version, triggers an
+//! update), is stored as the reference it was read from, and is read again
+//! by the step that makes the change set: it is never in the run's state,
+//! the registry, a blob or a log line, and nothing derived from it is
+//! either (a hash of a short password would let a reader confirm guesses).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::hash::sha256_hex;
 use crate::spec::ValueRef;
 
 /// One parameter as the parameters object (in the bucket) holds it.
@@ -20,24 +21,23 @@ use crate::spec::ValueRef;
 pub enum Stored {
     /// The value (a literal, a file's, another stack's output).
     Text(String),
-    /// A secret's: where to read it again, and the hash of what was read.
-    Read { from: ValueRef, sha256: String },
+    /// A secret's: where to read it again, and the version that was read
+    /// (SSM's `Version`, Secrets Manager's `VersionId`).
+    Read { from: ValueRef, version: String },
 }
 
 impl Stored {
-    /// What the desired hash takes of it: the text, or the hash of a
-    /// secret (tagged, so no text can collide with it).
+    /// What the desired hash takes of it: the text, or where a secret is
+    /// read and its version (tagged, so no text can collide with it).
     pub fn hash_input(&self) -> String {
         match self {
             Self::Text(t) => t.clone(),
-            Self::Read { sha256, .. } => format!("\0sha256:{sha256}"),
+            Self::Read { from, version } => format!(
+                "\0{}@{version}",
+                serde_json::to_string(from).unwrap_or_default()
+            ),
         }
     }
-}
-
-/// The hash a value read from a secret store is known by.
-pub fn value_hash(value: &str) -> String {
-    sha256_hex(value.as_bytes())
 }
 
 /// Whether a parameter or a tag.
@@ -63,6 +63,21 @@ pub struct Provenance {
     pub value: Option<String>,
 }
 
+/// The longest output value the registry records as it is; a longer one
+/// is recorded by its hash (`sha256:…`), so the status stays small.
+pub const MAX_RECORDED_OUTPUT: usize = 128;
+
+/// An output's value as the registry records it: itself, or its hash when
+/// longer than [`MAX_RECORDED_OUTPUT`] bytes (outputs are no secrets:
+/// CloudFormation shows them to whoever may describe the stack).
+pub fn output_record(value: &str) -> String {
+    if value.len() <= MAX_RECORDED_OUTPUT {
+        value.to_owned()
+    } else {
+        format!("sha256:{}", crate::hash::sha256_hex(value.as_bytes()))
+    }
+}
+
 /// The value of `key` in a secret's `SecretString` (a JSON object), or the
 /// whole string when no key is asked. The error never shows the secret.
 pub fn pick(secret: &str, raw: &str, key: Option<&str>) -> Result<String, String> {
@@ -85,12 +100,11 @@ pub fn pick(secret: &str, raw: &str, key: Option<&str>) -> Result<String, String
 }
 
 /// The template's parameters marked `NoEcho: true`: their values are
-/// masked wherever a status shows parameters. Unreadable → none (the
-/// template was checked before).
-pub fn no_echo(template: &[u8]) -> BTreeSet<String> {
-    let Ok(text) = std::str::from_utf8(template) else {
-        return BTreeSet::new();
-    };
+/// masked wherever a status shows parameters. `None` when the template
+/// cannot be read here: then every value is masked (never shown by
+/// mistake).
+pub fn no_echo(template: &[u8]) -> Option<BTreeSet<String>> {
+    let text = std::str::from_utf8(template).ok()?;
     let value: Option<serde_json::Value> = if text.trim_start().starts_with('{') {
         serde_json::from_str(text).ok()
     } else {
@@ -98,14 +112,12 @@ pub fn no_echo(template: &[u8]) -> BTreeSet<String> {
             .ok()
             .and_then(|v| serde_json::to_value(v).ok())
     };
-    let Some(params) = value
-        .as_ref()
-        .and_then(|v| v.get("Parameters"))
-        .and_then(|p| p.as_object())
-    else {
-        return BTreeSet::new();
+    let value = value?;
+    let Some(params) = value.get("Parameters") else {
+        return Some(BTreeSet::new());
     };
-    params
+    let params = params.as_object()?;
+    let names = params
         .iter()
         .filter(|(_, p)| match p.get("NoEcho") {
             Some(serde_json::Value::Bool(b)) => *b,
@@ -113,7 +125,8 @@ pub fn no_echo(template: &[u8]) -> BTreeSet<String> {
             _ => false,
         })
         .map(|(k, _)| k.clone())
-        .collect()
+        .collect();
+    Some(names)
 }
 
 /// The map the desired hash is computed over.
@@ -146,32 +159,46 @@ mod tests {
         let yaml = b"Parameters:\n  Pw: {Type: String, NoEcho: true}\n  Name: {Type: String}\n  Key: {Type: String, NoEcho: 'true'}\nResources: {}\n";
         assert_eq!(
             no_echo(yaml),
-            BTreeSet::from(["Key".to_owned(), "Pw".to_owned()])
+            Some(BTreeSet::from(["Key".to_owned(), "Pw".to_owned()]))
         );
         let json =
             br#"{"Parameters": {"Pw": {"Type": "String", "NoEcho": true}}, "Resources": {}}"#;
-        assert_eq!(no_echo(json), BTreeSet::from(["Pw".to_owned()]));
-        assert!(no_echo(b"Resources: {}").is_empty());
+        assert_eq!(no_echo(json), Some(BTreeSet::from(["Pw".to_owned()])));
+        assert_eq!(no_echo(b"Resources: {}"), Some(BTreeSet::new()));
+        // Unreadable here: everything is masked (`None`), never nothing.
+        assert_eq!(no_echo(b"Parameters: [a, b]\nResources: {}"), None);
+        assert_eq!(no_echo(b"\xff"), None);
     }
 
     #[test]
-    fn a_secret_enters_the_hash_as_its_hash_and_rotation_changes_it() {
+    fn a_secret_enters_the_hash_as_where_it_is_read_and_its_version() {
         let from = ValueRef::Ssm {
             ssm: "/db/pw".into(),
         };
-        let one = Stored::Read {
+        let at = |version: &str| Stored::Read {
             from: from.clone(),
-            sha256: value_hash("a"),
+            version: version.into(),
         };
-        let two = Stored::Read {
-            from,
-            sha256: value_hash("b"),
+        assert_ne!(at("1").hash_input(), at("2").hash_input());
+        let other = Stored::Read {
+            from: ValueRef::Ssm {
+                ssm: "/db/other".into(),
+            },
+            version: "1".into(),
         };
-        assert_ne!(one.hash_input(), two.hash_input());
-        let json = serde_json::to_string(&one).unwrap_or_default();
+        assert_ne!(
+            other.hash_input(),
+            at("1").hash_input(),
+            "another parameter at its version 1"
+        );
+        let json = serde_json::to_string(&at("7")).unwrap_or_default();
+        assert_eq!(json, r#"{"from":{"ssm":"/db/pw"},"version":"7"}"#);
         let back: Stored = serde_json::from_str(&json).unwrap_or(Stored::Text(String::new()));
-        assert_eq!(back, one);
-        let text: Stored = serde_json::from_str("\"x\"").unwrap_or(Stored::Text(String::new()));
+        assert_eq!(back, at("7"));
+        let text: Stored = serde_json::from_str("\"x\"").unwrap_or(Stored::Read {
+            from: from.clone(),
+            version: String::new(),
+        });
         assert_eq!(text, Stored::Text("x".into()));
     }
 }

@@ -361,8 +361,9 @@ pub struct Status {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<ApprovalRecord>,
     /// The stack's outputs as CloudFormation reported them when the last
-    /// run ended `Ready` (what `fromStack` parameters of other entries
-    /// read, and what tells whether they must run again).
+    /// run ended `Ready` (each as [`crate::parameters::output_record`]
+    /// keeps it): what tells whether the entries that read them must run
+    /// again (they read the values themselves, from CloudFormation).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub outputs: std::collections::BTreeMap<String, String>,
     /// Where each parameter and tag of the last run came from, with the
@@ -370,10 +371,16 @@ pub struct Status {
     /// (`stacksync get NAME --explain`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub provenance: Vec<crate::parameters::Provenance>,
-    /// The registered stacks the last run waited for (not `Ready` yet): a
+    /// The registered stacks the last run waited for (not settled yet): a
     /// stack that becomes `Ready` makes those that wait for it due.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waiting_for: Vec<String>,
+    /// The other stacks' outputs the last run read (`fromStack`): stack →
+    /// output → value as recorded ([`crate::parameters::output_record`]).
+    /// A stack whose outputs are no longer these makes this one due.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub read_outputs:
+        std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
 }
 
 /// How many approval records a status keeps.
@@ -481,9 +488,24 @@ impl Status {
     }
 }
 
+/// The most bytes the provenance of a status may take as stored (its
+/// registry item holds the spec too); past it, its values are left out.
+pub const MAX_PROVENANCE_BYTES: usize = 64 * 1024;
+
 impl Status {
-    /// The record as it may be stored: messages cut to [`MAX_MESSAGE_CHARS`].
+    /// The record as it may be stored: messages cut to [`MAX_MESSAGE_CHARS`],
+    /// the provenance to [`MAX_PROVENANCE_BYTES`] (values left out first).
     pub fn bounded(mut self) -> Self {
+        let size =
+            |p: &[crate::parameters::Provenance]| serde_json::to_vec(p).map_or(0, |b| b.len());
+        if size(&self.provenance) > MAX_PROVENANCE_BYTES {
+            for row in &mut self.provenance {
+                row.value = None;
+            }
+            while size(&self.provenance) > MAX_PROVENANCE_BYTES {
+                self.provenance.pop();
+            }
+        }
         for text in [&mut self.message, &mut self.stack_status_reason]
             .into_iter()
             .flatten()
@@ -500,6 +522,29 @@ impl Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_large_provenance_loses_its_values_first_and_then_rows() {
+        let row = |i: usize| crate::parameters::Provenance {
+            kind: crate::parameters::Kind::Parameter,
+            name: format!("P{i}"),
+            from: "stacks.yaml".into(),
+            value: Some("v".repeat(256)),
+        };
+        let fits = Status {
+            provenance: (0..10).map(row).collect(),
+            ..Status::default()
+        }
+        .bounded();
+        assert!(fits.provenance.iter().all(|p| p.value.is_some()));
+        let big = Status {
+            provenance: (0..400).map(row).collect(),
+            ..Status::default()
+        }
+        .bounded();
+        assert_eq!(big.provenance.len(), 400);
+        assert!(big.provenance.iter().all(|p| p.value.is_none()));
+    }
 
     #[test]
     fn long_messages_are_cut_on_a_character_boundary() {

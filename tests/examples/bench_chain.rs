@@ -8,8 +8,6 @@
 //! `scripts/bench chain` (and by `scripts/bench`); prints Markdown.
 #![recursion_limit = "256"]
 
-use stacksync::clock::now_millis;
-use stacksync::registry::Schedule;
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::unique_name;
@@ -94,16 +92,24 @@ async fn main() {
         &h.run_due(&names).await,
         &id,
     );
-    repo.commit(
+    // The webhook starts every follower at once (here downstream first).
+    let head = repo.commit(
         &[("net.yaml", NETWORK.replace("[vpc,", "[net,").as_bytes())],
         "rename",
     );
-    for name in names {
-        let _ = h.steps.registry.mark_due(name, now_millis()).await;
+    let mut ran = Vec::new();
+    for name in [&app, &db, &net] {
+        let pushed = serde_json::json!({
+            "stackId": name,
+            "trigger": {"kind": "webhook", "revision": head},
+        });
+        h.reconcile_with(name, pushed).await;
+        ran.push((name.clone(), h.take_states().len()));
     }
+    ran.extend(h.run_due(&names).await);
     row(
         "a push all three follow, changing the network's output",
-        &h.run_due(&names).await,
+        &ran,
         &id,
     );
 }

@@ -5,7 +5,7 @@
 pub use stacksync::fakes::{Script, ScriptedCloudFormation, failed, failure_event, pending, ready};
 use stacksync::ports::{
     ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, EventsOf,
-    OperationEvent, PortResult, ResourceChange, StackEvent, StackInfo, StackSummary,
+    OperationEvent, PortResult, ResourceChange, StackEvent, StackInfo, StackSummary, Versioned,
 };
 
 use crate::iam::call::Call;
@@ -94,12 +94,12 @@ impl<T: CloudFormation + StackInstallation> CloudFormation for Recorded<T> {
         self.0.list_stacks().await
     }
 
-    async fn ssm_parameter(&self, name: &str) -> PortResult<Option<String>> {
+    async fn ssm_parameter(&self, name: &str) -> PortResult<Option<Versioned>> {
         record_value_read("ssm", "GetParameter");
         self.0.ssm_parameter(name).await
     }
 
-    async fn secret_string(&self, id: &str) -> PortResult<Option<String>> {
+    async fn secret_string(&self, id: &str) -> PortResult<Option<Versioned>> {
         record_value_read("secretsmanager", "GetSecretValue");
         self.0.secret_string(id).await
     }

@@ -13,7 +13,6 @@ use std::collections::BTreeMap;
 use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
 use stacksync::asl::Outcome;
 use stacksync::clock::now_millis;
-use stacksync::registry::Schedule;
 use stacksync::status::{Phase, StallReason};
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::harness::Harness;
@@ -107,6 +106,11 @@ async fn ssm_and_secrets_manager_values_rotate_into_one_update_and_are_never_sho
             .filter(|p| p.name != "Region")
             .all(|p| p.value.is_none())
     );
+
+    // Back in the queue after its interval: a rotation announces itself
+    // nowhere else.
+    let due = h.entry(&name).await.status.next_reconcile_at.unwrap().0;
+    assert!(due > now_millis() + 9 * 60_000, "due at its interval (10m)");
 
     // In sync: nothing to change.
     assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
@@ -358,28 +362,30 @@ async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it
     assert_eq!(run_due(&h, &names).await, std::slice::from_ref(&net));
     assert_eq!(stack_parameters(&net).await["Owner"], "b");
 
-    // A push all three follow (the network's output changes with it): all
-    // three are started at once, downstream first. Those downstream find
-    // what they depend on due and wait (a short execution each) rather
-    // than deploy what is about to change; each stack deploys once, in
-    // order.
-    repo.commit(
+    // A push all three follow (the network's output changes with it): the
+    // webhook starts all three at once (here downstream first). Those
+    // downstream find that what they depend on has not run at the pushed
+    // commit yet and wait (a short execution each) rather than deploy what
+    // is about to change; each stack then deploys once, in order.
+    let head = repo.commit(
         &[("net.yaml", NETWORK.replace("[vpc,", "[net,").as_bytes())],
         "rename",
     );
-    for name in names {
-        h.steps.registry.mark_due(name, now_millis()).await.unwrap();
+    for name in [&app, &db, &net] {
+        let pushed = serde_json::json!({
+            "stackId": name,
+            "trigger": {"kind": "webhook", "revision": head},
+        });
+        assert!(matches!(
+            h.reconcile_with(name, pushed).await,
+            Outcome::Succeeded(_)
+        ));
     }
-    assert_eq!(
-        run_due(&h, &names).await,
-        [
-            app.clone(),
-            db.clone(),
-            net.clone(),
-            db.clone(),
-            app.clone()
-        ]
-    );
+    let waited = h.entry(&app).await.status;
+    assert_eq!(waited.phase, Phase::Pending);
+    let message = waited.message.unwrap();
+    assert!(message.contains("not run at"), "app waited: {message}");
+    assert_eq!(run_due(&h, &names).await, [db.clone(), app.clone()]);
     assert_eq!(stack_parameters(&db).await["Vpc"], "net-20");
     assert_eq!(stack_parameters(&app).await["Endpoint"], "db.net-20");
     for name in names {

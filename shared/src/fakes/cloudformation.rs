@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use crate::ports::{
     ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, EventsOf,
     OperationEvent, PortError, PortResult, ResourceChange, StackEvent, StackInfo, StackSummary,
+    Versioned,
 };
 use crate::stack_status::{ChangeSetStatus, ExecutionStatus, StackStatus};
 
@@ -308,14 +309,14 @@ impl CloudFormation for ScriptedCloudFormation {
         Ok(self.script().listing.clone())
     }
 
-    async fn ssm_parameter(&self, name: &str) -> PortResult<Option<String>> {
+    async fn ssm_parameter(&self, name: &str) -> PortResult<Option<Versioned>> {
         self.call("GetParameter", name.to_owned())?;
-        Ok(self.script().ssm.get(name).cloned())
+        Ok(self.script().ssm.get(name).map(|v| versioned(v)))
     }
 
-    async fn secret_string(&self, id: &str) -> PortResult<Option<String>> {
+    async fn secret_string(&self, id: &str) -> PortResult<Option<Versioned>> {
         self.call("GetSecretValue", id.to_owned())?;
-        Ok(self.script().secrets.get(id).cloned())
+        Ok(self.script().secrets.get(id).map(|v| versioned(v)))
     }
 
     async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {
@@ -446,5 +447,13 @@ impl CloudFormation for ScriptedCloudFormation {
     async fn events_since(&self, stack: &str, _since: i64) -> PortResult<Vec<StackEvent>> {
         self.call("DescribeStackEvents", stack.to_owned())?;
         Ok(self.script().events.clone())
+    }
+}
+
+/// A scripted secret at a version of its own: a new value, a new version.
+fn versioned(value: &str) -> Versioned {
+    Versioned {
+        value: value.to_owned(),
+        version: crate::hash::sha256_hex(value.as_bytes())[..8].to_owned(),
     }
 }

@@ -16,7 +16,7 @@ use crate::ports::source::{FetchError, Files, SourceLocation};
 use crate::ports::{
     Blobs, ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created,
     EventsOf, OperationEvent, PortError, PortResult, ResourceChange, SourceFetcher, StackEvent,
-    StackInfo, StackSummary, Started, Starter, Stored, Trigger,
+    StackInfo, StackSummary, Started, Starter, Stored, Trigger, Versioned,
 };
 use crate::registry::{
     Answer, Answers, Deliveries, Entries, Follower, Lease, Leases, RegistryError, Schedule,
@@ -186,12 +186,12 @@ impl<T: CloudFormation> CloudFormation for Failing<T> {
         self.inner.list_stacks().await
     }
 
-    async fn ssm_parameter(&self, name: &str) -> PortResult<Option<String>> {
+    async fn ssm_parameter(&self, name: &str) -> PortResult<Option<Versioned>> {
         self.check("GetParameter")?;
         self.inner.ssm_parameter(name).await
     }
 
-    async fn secret_string(&self, id: &str) -> PortResult<Option<String>> {
+    async fn secret_string(&self, id: &str) -> PortResult<Option<Versioned>> {
         self.check("GetSecretValue")?;
         self.inner.secret_string(id).await
     }

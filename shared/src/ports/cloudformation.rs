@@ -34,6 +34,23 @@ pub struct StackInfo {
     pub operations: Vec<(String, String)>,
 }
 
+/// A value read from a secret store, and the version it was read at (what
+/// a run records of it: never the value, nor anything derived from it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Versioned {
+    pub value: String,
+    pub version: String,
+}
+
+/// The version only: the value may be a secret.
+impl std::fmt::Debug for Versioned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Versioned")
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
 impl StackInfo {
     /// The operation that deployed or deleted the stack last (the one whose
     /// failure a rollback follows), if reported.
@@ -224,11 +241,16 @@ pub trait CloudFormation: Send + Sync {
     fn list_stacks(&self) -> impl Future<Output = PortResult<Vec<StackSummary>>> + Send;
     /// An SSM parameter's value in the stack's account and region
     /// (SecureString decrypted; a StringList as its comma-separated text),
-    /// or `None` when there is none. Never logged.
-    fn ssm_parameter(&self, name: &str) -> impl Future<Output = PortResult<Option<String>>> + Send;
+    /// with its version, or `None` when there is none. Never logged.
+    fn ssm_parameter(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = PortResult<Option<Versioned>>> + Send;
     /// A Secrets Manager secret's `SecretString` in the stack's account and
-    /// region, or `None` when there is none. Never logged.
-    fn secret_string(&self, id: &str) -> impl Future<Output = PortResult<Option<String>>> + Send;
+    /// region, with its `VersionId`, or `None` when there is none. Never
+    /// logged.
+    fn secret_string(&self, id: &str)
+    -> impl Future<Output = PortResult<Option<Versioned>>> + Send;
     /// The stack's template as it was submitted (`GetTemplate`, stage
     /// `Original`), or `None` when the stack does not exist.
     fn template_body(&self, stack: &str)

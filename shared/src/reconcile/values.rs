@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::parameters::{Stored, pick, value_hash};
-use crate::ports::{CloudFormation, CloudFormationFactory, PortError};
+use crate::parameters::{Stored, pick};
+use crate::ports::{CloudFormation, CloudFormationFactory, PortError, Versioned};
 use crate::registry::{Entries, RegistryError};
 use crate::spec::{ParameterValue, ValueRef};
 
@@ -61,12 +61,12 @@ where
                 (Stored::Text(value.clone()), value)
             }
             ParameterValue::From(from) => {
-                let value = read_secret(port, name, from).await?;
+                let read = read_secret(port, name, from).await?;
                 let keep = Stored::Read {
                     from: from.clone(),
-                    sha256: value_hash(&value),
+                    version: read.version,
                 };
-                (keep, value)
+                (keep, read.value)
             }
         };
         stored.insert(name.clone(), keep);
@@ -85,12 +85,12 @@ pub async fn read_again<P: CloudFormation>(
     for (name, value) in stored {
         let value = match value {
             Stored::Text(text) => text,
-            Stored::Read { from, sha256 } => {
-                let value = read_secret(port, &name, &from).await?;
-                if value_hash(&value) != sha256 {
-                    tracing::info!(parameter = %name, from = %from.describe(), "the value changed since the run read it: the new one is deployed, and the next run records it");
+            Stored::Read { from, version } => {
+                let read = read_secret(port, &name, &from).await?;
+                if read.version != version {
+                    tracing::info!(parameter = %name, from = %from.describe(), was = %version, now = %read.version, "a new version since the run read it: that one is deployed, and the next run records it");
                 }
-                value
+                read.value
             }
         };
         out.push((name, value));
@@ -98,26 +98,45 @@ pub async fn read_again<P: CloudFormation>(
     Ok(out)
 }
 
-/// An SSM parameter or a secret (or one key of it).
+/// An SSM parameter or a secret (or one key of it), with its version. A
+/// refusal or a failure of the store names the parameter and what it reads.
 async fn read_secret<P: CloudFormation>(
     port: &P,
     name: &str,
     from: &ValueRef,
-) -> Result<String, ValueError> {
+) -> Result<Versioned, ValueError> {
     let missing = |what: String| ValueError::Missing(format!("parameter {name}: {what}"));
+    let failed = |e: PortError| {
+        let what = format!("parameter {name}: reading {}", from.describe());
+        ValueError::Port(match e {
+            PortError::Transient(m) => PortError::Transient(format!("{what}: {m}")),
+            PortError::Rejected(m) => PortError::Rejected(format!("{what}: {m}")),
+        })
+    };
     match from {
-        ValueRef::Ssm { ssm } => port.ssm_parameter(ssm).await?.ok_or_else(|| {
-            missing(format!(
-                "SSM parameter {ssm} is not there (in the stack's account and region)"
-            ))
-        }),
-        ValueRef::Secret { secret, key } => {
-            let raw = port.secret_string(secret).await?.ok_or_else(|| {
+        ValueRef::Ssm { ssm } => port
+            .ssm_parameter(ssm)
+            .await
+            .map_err(failed)?
+            .ok_or_else(|| {
                 missing(format!(
-                    "secret {secret} is not there, or holds no text (in the stack's account and region)"
+                    "SSM parameter {ssm} is not there (in the stack's account and region)"
                 ))
-            })?;
-            pick(secret, &raw, key.as_deref()).map_err(missing)
+            }),
+        ValueRef::Secret { secret, key } => {
+            let raw = port
+                .secret_string(secret)
+                .await
+                .map_err(failed)?
+                .ok_or_else(|| {
+                    missing(format!(
+                        "secret {secret} is not there, or holds no text (in the stack's account and region)"
+                    ))
+                })?;
+            Ok(Versioned {
+                value: pick(secret, &raw.value, key.as_deref()).map_err(missing)?,
+                version: raw.version,
+            })
         }
         ValueRef::FromStack { .. } => Err(missing(
             "a stack's output is read from that stack, not a secret store".into(),

@@ -24,15 +24,19 @@ fn after_plan<'a>(
     specs
 }
 
-/// The dependencies (`dependsOn`, `fromStack`) a plan would leave broken:
-/// one on a stack neither in the file nor registered (or being deleted,
-/// or pruned: its dependents are named), and cycles.
+/// The dependencies (`dependsOn`, `fromStack`) a plan would break: an
+/// entry of the file that depends on an entry neither in the file nor
+/// registered (or being deleted), an entry that stays and depends on one
+/// this plan prunes, and a cycle through an entry of the file. A registered
+/// entry whose dependency was broken before (`delete --force`) does not
+/// stop the apply of another file.
 pub(super) fn dependency_conflicts(
     desired: &[StackSpec],
     current: &[StackEntry],
     gone: &BTreeSet<&str>,
 ) -> Vec<PlanConflict> {
     let specs = after_plan(desired, current, gone);
+    let in_file: BTreeSet<&str> = desired.iter().map(|s| s.name.as_str()).collect();
     let mut conflicts = Vec::new();
     for (name, spec) in &specs {
         for upstream in spec.upstream() {
@@ -43,6 +47,8 @@ pub(super) fn dependency_conflicts(
                 format!(
                     "{upstream} would be pruned (it is not in the file), and {name} depends on it: keep it in the file, or remove the dependency first"
                 )
+            } else if !in_file.contains(name) {
+                continue;
             } else if current
                 .iter()
                 .any(|e| e.name == upstream && e.deletion_requested_at.is_some())
@@ -58,7 +64,9 @@ pub(super) fn dependency_conflicts(
             });
         }
     }
-    if let Some(cycle) = find_cycle(&specs) {
+    if let Some(cycle) = crate::spec::find_cycle(&specs)
+        && cycle.iter().any(|n| in_file.contains(n.as_str()))
+    {
         conflicts.push(PlanConflict {
             name: cycle[0].clone(),
             field: "dependsOn",
@@ -71,54 +79,13 @@ pub(super) fn dependency_conflicts(
     conflicts
 }
 
-/// A cycle among the specs' dependencies, as the names along it (the first
-/// again at the end), if there is one.
-fn find_cycle(specs: &BTreeMap<&str, &StackSpec>) -> Option<Vec<String>> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mark {
-        Open,
-        Done,
-    }
-    fn visit<'a>(
-        name: &'a str,
-        specs: &BTreeMap<&'a str, &'a StackSpec>,
-        marks: &mut BTreeMap<&'a str, Mark>,
-        path: &mut Vec<&'a str>,
-    ) -> Option<Vec<String>> {
-        match marks.get(name) {
-            Some(Mark::Done) => return None,
-            Some(Mark::Open) => {
-                let start = path.iter().position(|n| *n == name).unwrap_or(0);
-                let mut cycle: Vec<String> =
-                    path[start..].iter().map(|n| (*n).to_owned()).collect();
-                cycle.push(name.to_owned());
-                return Some(cycle);
-            }
-            None => {}
-        }
-        marks.insert(name, Mark::Open);
-        path.push(name);
-        if let Some(spec) = specs.get(name) {
-            for upstream in spec.upstream() {
-                if let Some((key, _)) = specs.get_key_value(upstream)
-                    && let Some(cycle) = visit(key, specs, marks, path)
-                {
-                    return Some(cycle);
-                }
-            }
-        }
-        path.pop();
-        marks.insert(name, Mark::Done);
-        None
-    }
-    let mut marks = BTreeMap::new();
-    for name in specs.keys() {
-        let mut path = Vec::new();
-        if let Some(cycle) = visit(name, specs, &mut marks, &mut path) {
-            return Some(cycle);
-        }
-    }
-    None
+/// Whether a stack others depend on is settled: `Ready`, no run of it
+/// under way, not due to run (a spec change, a mark). Its outputs are then
+/// not about to change.
+pub fn settled(entry: &StackEntry, now: crate::clock::EpochMillis) -> bool {
+    entry.display_phase() == crate::status::Phase::Ready
+        && entry.lease.as_ref().is_none_or(|l| l.expires_at.0 <= now)
+        && entry.status.next_reconcile_at.is_none_or(|t| t.0 > now)
 }
 
 /// The registered entries (not being deleted) that depend on `name`.
@@ -280,6 +247,10 @@ mod tests {
         let err = plan_apply(&[depends("db", &["net"])], &current, true).unwrap_err();
         assert!(err[0].message.contains("net would be pruned"), "{err:?}");
         assert_eq!(dependents_of("net", &current), vec!["db"]);
+        // db's dependency broken before (net deleted with --force): another
+        // file's apply is not refused for it.
+        let broken = vec![entry(depends("db", &["net"]), 1)];
+        assert!(plan_apply(&[depends("other", &[])], &broken, false).is_ok());
         assert!(dependents_of("db", &current).is_empty());
     }
 }

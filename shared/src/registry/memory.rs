@@ -214,14 +214,16 @@ impl Specs for MemoryRegistry {
 
     async fn apply_batch(&self, batch: &[&Change], now: EpochMillis) -> Result<()> {
         super::specs::register_dependents(self, batch).await?;
-        let mut state = self.state();
-        if let Some(conflict) = batch.iter().find_map(|c| refused(&state, c)) {
-            return Err(conflict);
+        {
+            let mut state = self.state();
+            if let Some(conflict) = batch.iter().find_map(|c| refused(&state, c)) {
+                return Err(conflict);
+            }
+            for change in batch {
+                write_change(&mut state, change, now);
+            }
         }
-        for change in batch {
-            write_change(&mut state, change, now);
-        }
-        Ok(())
+        super::specs::wake_created(self, batch, now).await
     }
 
     async fn request_deletion(&self, name: &str, now: EpochMillis) -> Result<bool> {

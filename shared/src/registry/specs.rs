@@ -374,6 +374,30 @@ impl Entries for Registry {
     }
 }
 
+/// After a batch is written: a new entry registered waiting whose
+/// dependencies have all settled meanwhile (one ended `Ready` between the
+/// plan and the write, and found it not there yet) is made due now.
+pub(super) async fn wake_created<R: Entries + super::Schedule>(
+    registry: &R,
+    batch: &[&Change],
+    now: EpochMillis,
+) -> Result<()> {
+    for change in batch {
+        if !matches!(change.action, Action::Create) || change.waiting_for.is_empty() {
+            continue;
+        }
+        let mut settled = true;
+        for upstream in &change.waiting_for {
+            let entry = registry.get(upstream).await?;
+            settled &= entry.is_some_and(|e| super::graph::settled(&e, now));
+        }
+        if settled {
+            registry.mark_due(&change.name, now).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Records, for every entry a batch creates or changes, that it depends on
 /// the stacks its spec names (`registry::dependents`): they make it due.
 pub(super) async fn register_dependents<R: super::Dependents>(
@@ -437,7 +461,8 @@ impl Specs for Registry {
             .send()
             .await
             .map(drop)
-            .map_err(|err| self.transaction_error(err, batch, &parts))
+            .map_err(|err| self.transaction_error(err, batch, &parts))?;
+        wake_created(self, batch, now).await
     }
 
     async fn request_deletion(&self, name: &str, now: EpochMillis) -> Result<bool> {

@@ -12,12 +12,14 @@ use serde::{Deserialize, Serialize};
 use crate::duration::Duration;
 
 mod deploy;
+mod deps;
 mod value;
 
 pub use deploy::{
     Approval, DeploymentConfig, DeploymentMode, OnFailedCreate, OnStackFailure, RollbackConfig,
     RollbackTrigger,
 };
+pub use deps::find_cycle;
 pub use value::{ParameterValue, ValueRef};
 
 /// Default `interval` (the longest an out-of-band change may go unnoticed; the
@@ -338,6 +340,15 @@ impl StackSpec {
         names.sort_unstable();
         names.dedup();
         names
+    }
+
+    /// Whether a parameter reads SSM or Secrets Manager: the stack is then
+    /// reconciled every `interval`, so a new version (a rotation) is
+    /// deployed without a push.
+    pub fn reads_secrets(&self) -> bool {
+        self.parameters
+            .values()
+            .any(|v| v.reference().is_some_and(ValueRef::is_secret))
     }
 
     /// The outputs of stack `name` that this one's parameters read.

@@ -41,7 +41,7 @@ use super::call::Call;
 /// The functions that read the stacks' parameters from Secrets Manager and
 /// SSM (`{secret: ARN}`, `{ssm: NAME}`), through the stack's CloudFormation
 /// port: their reads are of `ValueSecretArns` and `ValueParameterArns`.
-const VALUE_READERS: [&str; 3] = ["template-upload", "change-set", "poll-status"];
+const VALUE_READERS: [&str; 2] = ["template-upload", "change-set"];
 
 /// The CloudFormation operations known here, each authorized on the stack
 /// ARN alone (plus what [`requests`] adds for roles, tags and templates).

@@ -20,7 +20,7 @@ use super::port_error;
 use crate::naming::request_token;
 use crate::ports::{
     ChangeSetInfo, ChangeSetRequest, CloudFormation, Created, EventsOf, OperationEvent, PortError,
-    PortResult, ResourceChange, StackEvent, StackInfo, StackSummary,
+    PortResult, ResourceChange, StackEvent, StackInfo, StackSummary, Versioned,
 };
 
 mod events;
@@ -196,7 +196,7 @@ impl CloudFormation for SdkCloudFormation {
         Ok(stacks)
     }
 
-    async fn ssm_parameter(&self, name: &str) -> PortResult<Option<String>> {
+    async fn ssm_parameter(&self, name: &str) -> PortResult<Option<Versioned>> {
         match self
             .ssm
             .get_parameter()
@@ -205,15 +205,23 @@ impl CloudFormation for SdkCloudFormation {
             .send()
             .await
         {
-            Ok(out) => Ok(out.parameter().and_then(|p| p.value()).map(str::to_owned)),
+            Ok(out) => Ok(out.parameter().and_then(|p| {
+                Some(Versioned {
+                    value: p.value()?.to_owned(),
+                    version: p.version().to_string(),
+                })
+            })),
             Err(e) if e.code() == Some("ParameterNotFound") => Ok(None),
             Err(e) => Err(port_error("GetParameter", &e)),
         }
     }
 
-    async fn secret_string(&self, id: &str) -> PortResult<Option<String>> {
+    async fn secret_string(&self, id: &str) -> PortResult<Option<Versioned>> {
         match self.secrets.get_secret_value().secret_id(id).send().await {
-            Ok(out) => Ok(out.secret_string().map(str::to_owned)),
+            Ok(out) => Ok(out.secret_string().map(|value| Versioned {
+                value: value.to_owned(),
+                version: out.version_id().unwrap_or_default().to_owned(),
+            })),
             Err(e) if e.code() == Some("ResourceNotFoundException") => Ok(None),
             Err(e) => Err(port_error("GetSecretValue", &e)),
         }

@@ -83,7 +83,9 @@ pub async fn desired<S: SourceFetcher>(
         None => template::FileValues::default(),
     };
     let merged = template::merge_parameters(from_file.parameters, spec);
-    let mut masked = crate::parameters::no_echo(&template);
+    // Unreadable here: every value masked.
+    let mut masked =
+        crate::parameters::no_echo(&template).unwrap_or_else(|| merged.keys().cloned().collect());
     masked.extend(
         merged
             .iter()

@@ -58,9 +58,6 @@ where
         if let Some(why) = self.config.policy.refuses_spec(&entry.spec) {
             return Err(StepError::stalled(StallReason::NotAllowed, why));
         }
-        if let Some(ended) = self.wait_for_upstream(&state, &entry).await? {
-            return Ok(ended);
-        }
         let revision = self.resolve(&state, &entry).await?;
         if !state.trigger.force && entry.status.gave_up_at(entry.spec_version, Some(&revision)) {
             // Nothing changed since the run that gave up: trying again would
@@ -78,6 +75,9 @@ where
                      or reconcile with --force",
                 )
                 .await;
+        }
+        if let Some(ended) = self.wait_for_upstream(&state, &entry, &revision).await? {
+            return Ok(ended);
         }
         // Recorded before the fetch, so a revision whose files are refused
         // is the one the failure names. Due when the lease runs out: a run

@@ -258,6 +258,10 @@ where
         info!(stack = %state.stack_id, phase = %status.phase, outcome, "run finished");
         let mut status = with_transition(entry, status);
         status.run = Some(state.execution.clone());
+        // Only a stack that waits keeps what it waits for.
+        if status.phase != Phase::Pending {
+            status.waiting_for.clear();
+        }
         // The spec changed (or deletion was asked) while this run worked from
         // an older one: look again at once rather than after `interval`.
         if state.spec_version > 0 {
@@ -272,9 +276,9 @@ where
             .write_status_and_release(&state.stack_id, &state.execution, &status)
             .await?;
         if status.phase == Phase::Ready {
-            self.wake_dependents(&state.stack_id, &entry.status.outputs, &status.outputs)
-                .await;
+            self.wake_dependents(&state.stack_id, &status.outputs).await;
         }
+        self.recheck_upstream(entry, &status).await;
         // A run that ends as it found the stack (suspended still, given up
         // still) tells nobody: a notice is a change of phase. Waiting for
         // another stack is not an end either.
@@ -376,7 +380,8 @@ fn with_transition(entry: &StackEntry, mut status: Status) -> Status {
 }
 
 /// `Ready` at the run's revision and desired hash, with the stack as seen
-/// now; out of the scheduler's queue (its health check watches the stack).
+/// now; out of the scheduler's queue (its health check watches the stack),
+/// unless a parameter reads a secret store (due again after `interval`).
 /// `outputs`: the stack's, as CloudFormation reports them now (`None`: not
 /// described, the last recorded stay).
 fn ready_status(
@@ -401,7 +406,13 @@ fn ready_status(
         stall_reason: None,
         last_transition_at: None,
         last_reconcile_at: Some(Timestamp(now)),
-        next_reconcile_at: None,
+        // Back in the queue after `interval` when a parameter reads a
+        // secret store: its new versions (rotations) announce themselves
+        // nowhere else.
+        next_reconcile_at: entry
+            .spec
+            .reads_secrets()
+            .then(|| Timestamp(due(now, entry.spec.interval.as_secs()))),
         // Set by `finish`, with the execution that writes it.
         run: None,
         // A success ends the failures in a row.
@@ -414,9 +425,16 @@ fn ready_status(
         adoption: entry.status.adoption.clone(),
         awaiting: None,
         approvals: entry.status.approvals.clone(),
-        outputs: outputs.unwrap_or_else(|| entry.status.outputs.clone()),
+        outputs: outputs
+            .map(|o| {
+                o.iter()
+                    .map(|(k, v)| (k.clone(), crate::parameters::output_record(v)))
+                    .collect()
+            })
+            .unwrap_or_else(|| entry.status.outputs.clone()),
         provenance: entry.status.provenance.clone(),
         waiting_for: Vec::new(),
+        read_outputs: entry.status.read_outputs.clone(),
     }
 }
 

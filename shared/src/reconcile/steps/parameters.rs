@@ -29,8 +29,18 @@ where
         state: &RunState,
         cfn: &F::Port,
     ) -> Result<Vec<(String, String)>, StepError> {
+        let stored = self.stored_parameters(state).await?;
+        values::read_again(cfn, stored).await.map_err(value_error)
+    }
+
+    /// The parameters as template-upload stored them (a secret as where it
+    /// is read and its version), checked against the hash their key names.
+    pub(super) async fn stored_parameters(
+        &self,
+        state: &RunState,
+    ) -> Result<BTreeMap<String, Stored>, StepError> {
         let Some(key) = &state.parameters_key else {
-            return Ok(Vec::new());
+            return Ok(BTreeMap::new());
         };
         let bytes = self
             .blobs
@@ -45,10 +55,9 @@ where
                 ),
             ));
         }
-        let stored: BTreeMap<String, Stored> = serde_json::from_slice(&bytes).map_err(|e| {
+        serde_json::from_slice(&bytes).map_err(|e| {
             StepError::stalled(StallReason::ArtifactUnavailable, format!("{key}: {e}"))
-        })?;
-        values::read_again(cfn, stored).await.map_err(value_error)
+        })
     }
 }
 
@@ -72,7 +81,7 @@ pub(super) fn provenance(
     spec: &StackSpec,
     file: &FileValues,
     file_label: Option<&str>,
-    no_echo: &BTreeSet<String>,
+    no_echo: Option<&BTreeSet<String>>,
     read: &BTreeMap<String, String>,
 ) -> Vec<Provenance> {
     let cut = |v: &str| -> String {
@@ -93,7 +102,7 @@ pub(super) fn provenance(
         .chain(spec.parameters.keys())
         .collect();
     for name in names {
-        let masked = no_echo.contains(name.as_str());
+        let masked = no_echo.is_none_or(|n| n.contains(name.as_str()));
         let (from, value) = match (spec.parameters.get(name), file.parameters.get(name)) {
             (Some(ParameterValue::From(r)), _) => (
                 format!("stacks.yaml: {}", r.describe()),

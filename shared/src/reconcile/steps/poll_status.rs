@@ -2,8 +2,6 @@
 //! stack while someone else works on it, our change set being made, or our
 //! change set being executed — and says: wait again, go on, or finish.
 
-use std::collections::BTreeMap;
-
 use tracing::info;
 
 use super::settings::with_settings;
@@ -212,11 +210,16 @@ where
         if stack.status.not_created() {
             return Ok(false);
         }
-        let wanted: BTreeMap<String, String> =
-            self.parameters(state, cfn).await?.into_iter().collect();
-        let same_parameters = wanted
-            .iter()
-            .all(|(k, v)| stack.parameters.get(k) == Some(v));
+        // A secret's value is not read here (nor anywhere but where the
+        // change set is made): a stack whose parameters read secrets is not
+        // known to have them, and its change set is executed.
+        let mut same_parameters = true;
+        for (k, v) in self.stored_parameters(state).await? {
+            same_parameters &= match v {
+                crate::parameters::Stored::Text(v) => stack.parameters.get(&k) == Some(&v),
+                crate::parameters::Stored::Read { .. } => false,
+            };
+        }
         Ok(same_parameters
             && stack.tags
                 == crate::ownership::desired_tags_with(

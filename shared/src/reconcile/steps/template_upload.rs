@@ -76,6 +76,8 @@ struct Desired {
     file_tags: BTreeMap<String, String>,
     /// Where each parameter and tag came from (values masked as needed).
     provenance: Vec<Provenance>,
+    /// The other stacks' outputs read (stack → output → recorded value).
+    read_outputs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 fn invalid(e: impl std::fmt::Display) -> StepError {
@@ -106,6 +108,25 @@ fn values_file(
         }
         (None, _) => (spec.source.path.clone(), None, "parameter file"),
     })
+}
+
+/// The other stacks' outputs among the parameters, as read (each as the
+/// registry records an output), by stack and output.
+fn read_outputs(
+    merged: &BTreeMap<String, crate::spec::ParameterValue>,
+    values: &BTreeMap<String, String>,
+) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut read: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for (name, value) in merged {
+        if let Some(crate::spec::ValueRef::FromStack { from_stack, output }) = value.reference()
+            && let Some(v) = values.get(name)
+        {
+            read.entry(from_stack.clone())
+                .or_default()
+                .insert(output.clone(), parameters::output_record(v));
+        }
+    }
+    read
 }
 
 /// A file the entry names, out of the artifact.
@@ -140,11 +161,15 @@ where
     pub async fn template_upload(&self, mut state: RunState) -> StepResult {
         let mut entry = self.resume(&state).await?;
         let desired = self.store_desired(&state, &entry).await?;
-        if entry.status.provenance != desired.provenance {
-            // Where the values came from (`get --explain`): written when it
-            // changes, so an unchanged stack's run writes nothing more.
+        if entry.status.provenance != desired.provenance
+            || entry.status.read_outputs != desired.read_outputs
+        {
+            // Where the values came from (`get --explain`), and the other
+            // stacks' outputs read: written when they change, so an
+            // unchanged stack's run writes nothing more.
             let status = crate::status::Status {
                 provenance: desired.provenance,
+                read_outputs: desired.read_outputs,
                 ..entry.status.clone()
             };
             self.record(&state, &entry, status.clone()).await?;
@@ -264,11 +289,12 @@ where
         let read = values::read_values(&self.cloudformation, &self.registry, &cfn, &merged)
             .await
             .map_err(value_error)?;
+        let read_outputs = read_outputs(&merged, &read.values);
         let provenance = provenance(
             spec,
             &from_file,
             file_label.as_deref(),
-            &parameters::no_echo(&template),
+            parameters::no_echo(&template).as_ref(),
             &read.values,
         );
         let tags = template::merge_tags(from_file.tags.clone(), spec);
@@ -297,6 +323,7 @@ where
             hash,
             file_tags: from_file.tags,
             provenance,
+            read_outputs,
         })
     }
 

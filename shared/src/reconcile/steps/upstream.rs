@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use tracing::info;
 
-use super::{Steps, due};
+use super::{Steps, due, short};
 use crate::clock::now_millis;
 use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher};
 use crate::reconcile::run::{RunState, StepError};
@@ -14,29 +14,54 @@ use crate::registry::{StackEntry, StepRegistry};
 use crate::status::{Phase, StallReason, Status, Timestamp};
 
 /// Why a stack this one depends on is not settled, if it is not: not
-/// `Ready`, a run of it under way, or due to run (a push or a spec change
-/// made it due): its outputs may be about to change, so a dependent run
-/// waits for it rather than deploy what may be stale.
-fn unsettled(upstream: &StackEntry, now: crate::clock::EpochMillis) -> Option<String> {
+/// `Ready`, a run of it under way, due to run (a spec change, a mark), or
+/// following this stack's source without having run at `revision` yet (a
+/// push starts every follower at once: its run is coming). Its outputs may
+/// be about to change, so a dependent run waits rather than deploy what
+/// may be stale.
+fn unsettled(
+    upstream: &StackEntry,
+    source: Option<(&str, &str)>,
+    now: crate::clock::EpochMillis,
+) -> Option<String> {
     let phase = upstream.display_phase();
     if phase != Phase::Ready {
         return Some(phase.to_string());
     }
-    if upstream
-        .lease
-        .as_ref()
-        .is_some_and(|l| l.expires_at.0 > now)
-    {
-        return Some("a run of it is under way".into());
+    if !crate::registry::graph::settled(upstream, now) {
+        return Some("a run of it is under way, or due".into());
     }
-    if upstream
-        .status
-        .next_reconcile_at
-        .is_some_and(|t| t.0 <= now)
+    if let Some((key, revision)) = source
+        && follows(&upstream.spec) == key
+        && upstream
+            .status
+            .last_attempted_revision
+            .as_deref()
+            .is_none_or(|r| !r.eq_ignore_ascii_case(revision))
     {
-        return Some("due to run".into());
+        return Some(format!("not run at {} yet", short(revision)));
     }
     None
+}
+
+/// The source key a spec follows.
+fn follows(spec: &crate::spec::StackSpec) -> String {
+    crate::source::source_key(spec.source.url(), spec.effective_ref())
+}
+
+/// Whether `entry` read an output of `upstream` that is not what
+/// `upstream` now records (or never read it): the outputs it names.
+fn stale_reads<'a>(
+    entry: &'a StackEntry,
+    upstream: &'a str,
+    outputs: &'a BTreeMap<String, String>,
+) -> Vec<&'a str> {
+    let read = entry.status.read_outputs.get(upstream);
+    entry
+        .spec
+        .consumes(upstream)
+        .filter(|o| read.and_then(|r| r.get(*o)) != outputs.get(*o))
+        .collect()
 }
 
 impl<R, B, F, S> Steps<R, B, F, S>
@@ -47,26 +72,33 @@ where
     S: SourceFetcher,
 {
     /// Ends the run `Pending` while a stack this one depends on (`dependsOn`,
-    /// `fromStack`) is not `Ready`: that stack's run makes this one due when
-    /// it ends `Ready`. Due again after `interval` all the same, should that
-    /// word be lost. Each upstream stack records this entry among its
-    /// dependents (`registry::dependents`).
+    /// `fromStack`) is not settled ([`unsettled`]): that stack's run makes
+    /// this one due when it ends `Ready`. Due again after `interval` all
+    /// the same. Each upstream stack records this entry among its
+    /// dependents (`registry::dependents`). `revision`: the head this run
+    /// resolved.
     pub(super) async fn wait_for_upstream(
         &self,
         state: &RunState,
         entry: &StackEntry,
+        revision: &str,
     ) -> Result<Option<RunState>, StepError> {
         let mut waiting = Vec::new();
         let mut names = Vec::new();
+        let key = follows(&entry.spec);
         for name in entry.spec.upstream() {
             let Some(upstream) = self.registry.get(name).await? else {
                 return Err(StepError::stalled(
                     StallReason::MissingValue,
-                    format!("{} depends on {name}, which is not registered", entry.name),
+                    format!(
+                        "{} depends on {name}, which is not registered: register it, or \
+                         remove the dependency (dependsOn, fromStack)",
+                        entry.name
+                    ),
                 ));
             };
             self.registry.add_dependent(name, &entry.name).await?;
-            if let Some(why) = unsettled(&upstream, now_millis()) {
+            if let Some(why) = unsettled(&upstream, Some((&key, revision)), now_millis()) {
                 waiting.push(format!("{name} ({why})"));
                 names.push(name.to_owned());
             }
@@ -87,85 +119,138 @@ where
         let status = Status {
             phase: Phase::Pending,
             message: Some(message.clone()),
-            waiting_for: names,
+            waiting_for: names.clone(),
             next_reconcile_at: Some(Timestamp(due(
                 state.started_at,
                 entry.spec.interval.as_secs(),
             ))),
             ..entry.status.clone()
         };
-        Ok(Some(
-            self.finish(state.clone(), entry, status, &message).await?,
-        ))
-    }
-
-    /// After a run that ended `Ready`: makes due the entries that depend on
-    /// this stack and must run again — those that wait for it, and those
-    /// that read an output that changed (`before` → `after`); no other.
-    /// Best effort: a word lost here is made up by the waiting entry's own
-    /// `interval` (logged as a warning).
-    pub(super) async fn wake_dependents(
-        &self,
-        name: &str,
-        before: &BTreeMap<String, String>,
-        after: &BTreeMap<String, String>,
-    ) {
-        if let Err(e) = self.try_wake_dependents(name, before, after).await {
-            tracing::warn!(stack = name, error = %e, "could not make the stacks that depend on this one due: they run at their own interval");
+        let ended = self.finish(state.clone(), entry, status, &message).await?;
+        // What it waits for may have settled while this run looked (its
+        // word then found this stack still leased): look once more, now
+        // that the lease is given back.
+        let mut settled = true;
+        for name in &names {
+            settled &= matches!(
+                self.registry.get(name).await,
+                Ok(Some(upstream)) if unsettled(&upstream, Some((&key, revision)), now_millis()).is_none()
+            );
         }
-    }
-
-    pub(super) async fn try_wake_dependents(
-        &self,
-        name: &str,
-        before: &BTreeMap<String, String>,
-        after: &BTreeMap<String, String>,
-    ) -> Result<(), crate::registry::RegistryError> {
-        let dependents = self.registry.dependents(name).await?;
-        if dependents.is_empty() {
-            return Ok(());
-        }
-        let changed: Vec<&str> = before
-            .keys()
-            .chain(after.keys())
-            .filter(|k| before.get(*k) != after.get(*k))
-            .map(String::as_str)
-            .collect();
-        for dependent in dependents {
-            let entry = self.registry.get(&dependent).await?;
-            let Some(entry) = entry.filter(|e| e.spec.upstream().contains(&name)) else {
-                // Gone, or depends on this stack no more.
-                self.registry.remove_dependent(name, &dependent).await?;
-                continue;
-            };
-            let reads: Vec<&str> = entry
-                .spec
-                .consumes(name)
-                .filter(|o| changed.contains(o))
-                .collect();
-            let mut waits = entry.status.waiting_for.iter().any(|w| w == name);
-            if waits && reads.is_empty() {
-                // Waiting for another stack too: that one makes it due
-                // once Ready (this one is Ready already, so it sees that).
-                for other in entry.status.waiting_for.iter().filter(|w| *w != name) {
-                    let ready = self
-                        .registry
-                        .get(other)
-                        .await?
-                        .is_some_and(|o| unsettled(&o, now_millis()).is_none());
-                    if !ready {
-                        waits = false;
-                        break;
-                    }
+        if settled {
+            match self.registry.mark_due(&entry.name, now_millis()).await {
+                Ok(_) => {
+                    info!(stack = %entry.name, "what it waited for settled meanwhile: due again")
+                }
+                Err(e) => {
+                    tracing::warn!(stack = %entry.name, error = %e, "could not make the stack due again")
                 }
             }
-            if reads.is_empty() && !waits {
-                continue;
-            }
-            let marked = self.registry.mark_due(&dependent, now_millis()).await?;
-            info!(stack = name, dependent = %dependent, outputs = ?reads, waited = waits, marked, "made a dependent stack due");
         }
+        Ok(Some(ended))
+    }
+
+    /// After a run of `name` that ended `Ready` with `outputs`: makes due
+    /// the entries that depend on it and must run again, and no other:
+    /// those that wait for it (once nothing else they wait for is
+    /// unsettled), and those that read an output of it that is not what
+    /// they read. Compared with what each dependent read (not with this
+    /// stack's outputs before), so a word lost here is given again by the
+    /// next run that ends `Ready`. One dependent that cannot be read or
+    /// marked stops none of the others (each is logged).
+    pub(super) async fn wake_dependents(&self, name: &str, outputs: &BTreeMap<String, String>) {
+        let dependents = match self.registry.dependents(name).await {
+            Ok(dependents) => dependents,
+            Err(e) => {
+                tracing::warn!(stack = name, error = %e, "could not read the stacks that depend on this one: they run at their own interval, or when this one ends Ready again");
+                return;
+            }
+        };
+        for dependent in dependents {
+            if let Err(e) = self.wake_one(name, outputs, &dependent).await {
+                tracing::warn!(stack = name, dependent = %dependent, error = %e, "could not make a dependent stack due");
+            }
+        }
+    }
+
+    async fn wake_one(
+        &self,
+        name: &str,
+        outputs: &BTreeMap<String, String>,
+        dependent: &str,
+    ) -> Result<(), crate::registry::RegistryError> {
+        // Not there (yet: an apply registers its dependencies before the
+        // entry; or no more): left for a later look.
+        let Some(entry) = self.registry.get(dependent).await? else {
+            return Ok(());
+        };
+        if !entry.spec.upstream().contains(&name) {
+            self.registry.remove_dependent(name, dependent).await?;
+            return Ok(());
+        }
+        let reads = stale_reads(&entry, name, outputs);
+        let waits = entry.status.waiting_for.iter().any(|w| w == name)
+            && self.settled(&entry.status.waiting_for, Some(name)).await?;
+        if reads.is_empty() && !waits {
+            return Ok(());
+        }
+        let marked = self.registry.mark_due(dependent, now_millis()).await?;
+        info!(stack = name, dependent = %dependent, outputs = ?reads, waited = waits, marked, "made a dependent stack due");
         Ok(())
+    }
+
+    /// Whether every stack of `names` (but `except`) is settled now.
+    async fn settled(
+        &self,
+        names: &[String],
+        except: Option<&str>,
+    ) -> Result<bool, crate::registry::RegistryError> {
+        for other in names.iter().filter(|w| Some(w.as_str()) != except) {
+            let settled = self
+                .registry
+                .get(other)
+                .await?
+                .is_some_and(|o| unsettled(&o, None, now_millis()).is_none());
+            if !settled {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// After this entry's own run ended `Ready` (its final status written,
+    /// its lease given back): makes it due at once if an output it read is
+    /// no longer what that stack records. A stack that changed while this
+    /// one held its lease could not make it due for good (this run's final
+    /// write sets the due time); this look closes that gap. (A run that
+    /// ends waiting looks itself: [`Steps::wait_for_upstream`].)
+    pub(super) async fn recheck_upstream(&self, entry: &StackEntry, status: &Status) {
+        if status.phase != Phase::Ready {
+            return;
+        }
+        let ran = StackEntry {
+            status: status.clone(),
+            ..entry.clone()
+        };
+        let mut due_now = false;
+        for name in entry.spec.upstream() {
+            if let Ok(Some(upstream)) = self.registry.get(name).await
+                && upstream.display_phase() == Phase::Ready
+                && !stale_reads(&ran, name, &upstream.status.outputs).is_empty()
+            {
+                due_now = true;
+            }
+        }
+        if due_now {
+            match self.registry.mark_due(&entry.name, now_millis()).await {
+                Ok(marked) => {
+                    info!(stack = %entry.name, marked, "an output it read changed while it ran: due again")
+                }
+                Err(e) => {
+                    tracing::warn!(stack = %entry.name, error = %e, "could not make the stack due again")
+                }
+            }
+        }
     }
 }
 
@@ -228,48 +313,42 @@ mod tests {
                 .unwrap_or(i64::MAX)
                 <= at
         };
-        // net ends Ready with its first outputs: orders waits for it, and reads VpcId.
-        let before = BTreeMap::new();
-        let after = BTreeMap::from([("VpcId".to_owned(), "vpc-1".to_owned())]);
-        t.steps
-            .try_wake_dependents("net", &before, &after)
-            .await
-            .unwrap();
-        assert!(due(crate::clock::now_millis()).await);
+        // net ends Ready with its first outputs: orders waits for it (and
+        // has read nothing of it yet).
+        let first = BTreeMap::from([("VpcId".to_owned(), "vpc-1".to_owned())]);
+        t.steps.wake_dependents("net", &first).await;
+        assert!(due(now_millis()).await);
 
-        // orders runs, Ready; net changes an output orders does not read: nothing.
+        // orders runs, Ready, having read vpc-1; net changes an output
+        // orders does not read: nothing.
         let mut ready = registry.get(NAME).await.unwrap().unwrap();
         ready.status.phase = Phase::Ready;
         ready.status.waiting_for.clear();
         ready.status.next_reconcile_at = None;
+        ready.status.read_outputs = BTreeMap::from([("net".to_owned(), first.clone())]);
         registry.insert(ready.clone());
         let more = BTreeMap::from([
             ("VpcId".to_owned(), "vpc-1".to_owned()),
             ("Other".to_owned(), "x".to_owned()),
         ]);
-        t.steps
-            .try_wake_dependents("net", &after, &more)
-            .await
-            .unwrap();
+        t.steps.wake_dependents("net", &more).await;
         assert!(
             !due(i64::MAX - 1).await,
             "an output nobody reads changed: nothing"
         );
-        // VpcId changes: orders is due.
+        // VpcId changes: orders is due; and again at net's next Ready run
+        // should this word be lost (orders has not read vpc-2 yet).
         let changed = BTreeMap::from([("VpcId".to_owned(), "vpc-2".to_owned())]);
-        t.steps
-            .try_wake_dependents("net", &more, &changed)
-            .await
-            .unwrap();
-        assert!(due(crate::clock::now_millis()).await);
+        t.steps.wake_dependents("net", &changed).await;
+        assert!(due(now_millis()).await);
+        registry.insert(ready.clone());
+        t.steps.wake_dependents("net", &changed).await;
+        assert!(due(now_millis()).await, "compared with what orders read");
 
         // An entry that no longer depends on net is forgotten, not run.
         ready.spec.parameters.clear();
         registry.insert(ready);
-        t.steps
-            .try_wake_dependents("net", &changed, &before)
-            .await
-            .unwrap();
+        t.steps.wake_dependents("net", &first).await;
         assert!(registry.dependents("net").await.unwrap().is_empty());
     }
 }
