@@ -397,3 +397,69 @@ async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it
         );
     }
 }
+
+/// Values are read where the stack is: a stack in another account (its
+/// `assumeRoleArn`) reads an SSM parameter of that account, and a stack of
+/// the installation's account reads its output, through its role.
+#[tokio::test(flavor = "multi_thread")]
+async fn values_are_read_in_the_account_of_the_stack_that_holds_them() {
+    let emulator = Emulator::shared();
+    let h = Harness::new("xvalues").await;
+    let repo = GitRepo::new("xvalues");
+    repo.commit(
+        &[
+            (
+                "net.yaml",
+                b"Parameters:\n  Cidr: {Type: String}\nResources:\n  Queue: {Type: AWS::SQS::Queue}\nOutputs:\n  VpcId:\n    Value: !Join ['-', [vpc, !Ref Cidr]]\n" as &[u8],
+            ),
+            ("db.yaml", DATABASE),
+        ],
+        "two accounts",
+    );
+    let target = "arn:aws:iam::210987654321:role/stacksync-target";
+    let config = emulator.sdk_config();
+    let assumed = aws_config::SdkConfig::builder()
+        .region(config.region().cloned())
+        .endpoint_url(emulator.endpoint())
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .credentials_provider(
+            aws_credential_types::provider::SharedCredentialsProvider::new(
+                aws_config::sts::AssumeRoleProvider::builder(target)
+                    .session_name("test")
+                    .configure(&config)
+                    .build()
+                    .await,
+            ),
+        )
+        .build();
+    let parameter = format!("/stacksync-tests/{}", unique_name("cidr"));
+    aws_sdk_ssm::Client::new(&assumed)
+        .put_parameter()
+        .name(&parameter)
+        .value("172")
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .send()
+        .await
+        .unwrap();
+    let id = unique_name("x").replace('-', "x");
+    let (net, db) = (format!("{id}net"), format!("{id}db"));
+    h.apply(&format!(
+        "stacks:\n  - name: {net}\n    source: {{git: '{url}', path: net.yaml}}\n    \
+         assumeRoleArn: {target}\n    parameters: {{Cidr: {{ssm: '{parameter}'}}}}\n  \
+         - name: {db}\n    source: {{git: '{url}', path: db.yaml}}\n    \
+         parameters: {{Vpc: {{fromStack: {net}, output: VpcId}}}}\n",
+        url = repo.file_url()
+    ))
+    .await;
+    let ran: Vec<String> = run_due(&h, &[net.as_str(), db.as_str()]).await;
+    assert_eq!(ran, [net.clone(), db.clone()]);
+    assert_eq!(stack_parameters(&db).await["Vpc"], "vpc-172");
+    // The parameter is not in the installation's account: read there, it
+    // would have failed (MissingValue).
+    let here = aws_sdk_ssm::Client::new(&config)
+        .get_parameter()
+        .name(&parameter)
+        .send()
+        .await;
+    assert!(here.is_err(), "the parameter is only in the other account");
+}
