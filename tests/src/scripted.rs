@@ -94,6 +94,27 @@ impl<T: CloudFormation + StackInstallation> CloudFormation for Recorded<T> {
         self.0.list_stacks().await
     }
 
+    async fn detect_drift(&self, stack: &str) -> PortResult<String> {
+        self.call("DetectStackDrift", stack, None);
+        self.0.detect_drift(stack).await
+    }
+
+    async fn drift_detection(
+        &self,
+        id: &str,
+    ) -> PortResult<stacksync::ports::drift::DriftDetection> {
+        self.call("DescribeStackDriftDetectionStatus", "", None);
+        self.0.drift_detection(id).await
+    }
+
+    async fn resource_drifts(
+        &self,
+        stack: &str,
+    ) -> PortResult<Vec<stacksync::ports::drift::ResourceDrift>> {
+        self.call("DescribeStackResourceDrifts", stack, None);
+        self.0.resource_drifts(stack).await
+    }
+
     async fn ssm_parameter(&self, name: &str) -> PortResult<Option<Versioned>> {
         record_value_read("ssm", "GetParameter");
         self.0.ssm_parameter(name).await

@@ -62,6 +62,10 @@ pub struct Script {
     pub operations: Vec<(String, String)>,
     /// The stack's outputs, as DescribeStacks reports them.
     pub outputs: BTreeMap<String, String>,
+    /// What drift detections report, one per `DescribeStackDriftDetectionStatus`
+    /// (the last repeats), and the drifted resources.
+    pub drift_detections: VecDeque<crate::ports::drift::DriftDetection>,
+    pub resource_drifts: Vec<crate::ports::drift::ResourceDrift>,
     /// SSM parameters and secrets of the stack's account (name → value).
     pub ssm: BTreeMap<String, String>,
     pub secrets: BTreeMap<String, String>,
@@ -118,6 +122,8 @@ impl Default for Script {
             requests: Vec::new(),
             changes: Vec::new(),
             operations: Vec::new(),
+            drift_detections: VecDeque::new(),
+            resource_drifts: Vec::new(),
             outputs: BTreeMap::new(),
             ssm: BTreeMap::new(),
             secrets: BTreeMap::new(),
@@ -307,6 +313,35 @@ impl CloudFormation for ScriptedCloudFormation {
     async fn list_stacks(&self) -> PortResult<Vec<StackSummary>> {
         self.call("ListStacks", String::new())?;
         Ok(self.script().listing.clone())
+    }
+
+    async fn detect_drift(&self, stack: &str) -> PortResult<String> {
+        self.call("DetectStackDrift", stack.to_owned())?;
+        Ok(format!("drift-{stack}"))
+    }
+
+    async fn drift_detection(&self, id: &str) -> PortResult<crate::ports::drift::DriftDetection> {
+        self.call("DescribeStackDriftDetectionStatus", id.to_owned())?;
+        let mut s = self.script();
+        let next = if s.drift_detections.len() > 1 {
+            s.drift_detections.pop_front()
+        } else {
+            s.drift_detections.front().cloned()
+        };
+        Ok(next.unwrap_or(crate::ports::drift::DriftDetection {
+            status: crate::ports::drift::DetectionStatus::Complete,
+            stack_drift: Some("IN_SYNC".into()),
+            reason: None,
+            drifted_resources: Some(0),
+        }))
+    }
+
+    async fn resource_drifts(
+        &self,
+        stack: &str,
+    ) -> PortResult<Vec<crate::ports::drift::ResourceDrift>> {
+        self.call("DescribeStackResourceDrifts", stack.to_owned())?;
+        Ok(self.script().resource_drifts.clone())
     }
 
     async fn ssm_parameter(&self, name: &str) -> PortResult<Option<Versioned>> {

@@ -186,6 +186,24 @@ impl<T: CloudFormation> CloudFormation for Failing<T> {
         self.inner.list_stacks().await
     }
 
+    async fn detect_drift(&self, stack: &str) -> PortResult<String> {
+        self.check("DetectStackDrift")?;
+        self.inner.detect_drift(stack).await
+    }
+
+    async fn drift_detection(&self, id: &str) -> PortResult<crate::ports::drift::DriftDetection> {
+        self.check("DescribeStackDriftDetectionStatus")?;
+        self.inner.drift_detection(id).await
+    }
+
+    async fn resource_drifts(
+        &self,
+        stack: &str,
+    ) -> PortResult<Vec<crate::ports::drift::ResourceDrift>> {
+        self.check("DescribeStackResourceDrifts")?;
+        self.inner.resource_drifts(stack).await
+    }
+
     async fn ssm_parameter(&self, name: &str) -> PortResult<Option<Versioned>> {
         self.check("GetParameter")?;
         self.inner.ssm_parameter(name).await

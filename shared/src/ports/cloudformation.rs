@@ -329,6 +329,19 @@ pub trait CloudFormation: Send + Sync {
         stack: &str,
         since: i64,
     ) -> impl Future<Output = PortResult<Vec<StackEvent>>> + Send;
+    /// Starts a drift detection of the stack (`DetectStackDrift`): its id.
+    fn detect_drift(&self, stack: &str) -> impl Future<Output = PortResult<String>> + Send;
+    /// Where the detection `id` is (`DescribeStackDriftDetectionStatus`).
+    fn drift_detection(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = PortResult<super::drift::DriftDetection>> + Send;
+    /// The stack's resources that drifted (`MODIFIED` or `DELETED`), with
+    /// their property differences, as the last detection found them.
+    fn resource_drifts(
+        &self,
+        stack: &str,
+    ) -> impl Future<Output = PortResult<Vec<super::drift::ResourceDrift>>> + Send;
 }
 
 /// What CloudFormation says of resources it gave up because another one

@@ -17,6 +17,7 @@
 pub mod aws_error;
 mod blobs;
 mod cloudformation;
+pub mod drift;
 mod executions;
 mod notices;
 pub mod secrets;

@@ -23,6 +23,7 @@ use crate::ports::{
     PortResult, ResourceChange, StackEvent, StackInfo, StackSummary, Versioned,
 };
 
+mod drift;
 mod events;
 mod factory;
 use crate::stack_status::{
@@ -194,6 +195,21 @@ impl CloudFormation for SdkCloudFormation {
             }
         }
         Ok(stacks)
+    }
+
+    async fn detect_drift(&self, stack: &str) -> PortResult<String> {
+        drift::detect(&self.client, stack).await
+    }
+
+    async fn drift_detection(&self, id: &str) -> PortResult<crate::ports::drift::DriftDetection> {
+        drift::detection(&self.client, id).await
+    }
+
+    async fn resource_drifts(
+        &self,
+        stack: &str,
+    ) -> PortResult<Vec<crate::ports::drift::ResourceDrift>> {
+        drift::resources(&self.client, stack).await
     }
 
     async fn ssm_parameter(&self, name: &str) -> PortResult<Option<Versioned>> {
