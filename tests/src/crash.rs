@@ -97,6 +97,13 @@ pub struct CrashReport {
     /// Holds ended as the `ExecutionEnded` rule ends them (the finalizer
     /// itself was killed).
     pub holds_ended: usize,
+    /// Leases the killed run took after its hold was ended: the kill
+    /// dropped the lease request in flight, and it reached DynamoDB after
+    /// the `ExecutionEnded` rule had looked (a Lambda stopped after it sent
+    /// the request). Deployed, the lease runs out and the scheduler starts
+    /// the stack again; here that expiry is played by ending the hold once
+    /// more, and counted.
+    pub late_leases: usize,
     /// Runs after the killed one until the stack converged, at most.
     pub most_recovery_runs: usize,
     /// Rounds whose stack did not converge within 3 runs.
@@ -163,6 +170,20 @@ pub async fn crash_rounds(
         }
         let mut recovered = None;
         for run in 1..=3 {
+            if let Ok(Some(entry)) = direct.get(name).await
+                && entry.lease.is_some_and(|l| l.owner == execution)
+                && end_hold(
+                    direct,
+                    name,
+                    &execution,
+                    "the lease outlived its execution",
+                    now_millis(),
+                )
+                .await
+                .unwrap_or(false)
+            {
+                report.late_leases += 1;
+            }
             harness.reconcile(name).await;
             let entry = direct.get(name).await.ok().flatten();
             if entry.is_some_and(|e| {
@@ -176,9 +197,21 @@ pub async fn crash_rounds(
         }
         match recovered {
             Some(runs) => report.most_recovery_runs = report.most_recovery_runs.max(runs),
-            None => report
-                .stuck
-                .push(format!("round {round} ({name}, {kill:?}, {killed:?})")),
+            None => {
+                // How it was left: what to look at first.
+                let left = direct.get(name).await.ok().flatten().map(|e| {
+                    format!(
+                        "{} at {:?}, lease {:?}: {:?}",
+                        e.status.phase,
+                        e.status.last_applied_revision,
+                        e.lease.map(|l| l.owner),
+                        e.status.message
+                    )
+                });
+                report.stuck.push(format!(
+                    "round {round} ({name}, {kill:?}, {killed:?}; head {head}): {left:?}"
+                ));
+            }
         }
         let after = executed_change_sets(&proxy.log())
             .get(name)

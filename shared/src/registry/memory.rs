@@ -223,7 +223,8 @@ impl Specs for MemoryRegistry {
                 write_change(&mut state, change, now);
             }
         }
-        super::specs::wake_created(self, batch, now).await
+        super::specs::wake_created(self, batch, now).await;
+        Ok(())
     }
 
     async fn request_deletion(&self, name: &str, now: EpochMillis) -> Result<bool> {

@@ -377,25 +377,28 @@ impl Entries for Registry {
 /// After a batch is written: a new entry registered waiting whose
 /// dependencies have all settled meanwhile (one ended `Ready` between the
 /// plan and the write, and found it not there yet) is made due now.
+/// Best effort, after the batch is written: a failure is logged (the
+/// entry then runs at its `interval`), never the apply's.
 pub(super) async fn wake_created<R: Entries + super::Schedule>(
     registry: &R,
     batch: &[&Change],
     now: EpochMillis,
-) -> Result<()> {
+) {
     for change in batch {
         if !matches!(change.action, Action::Create) || change.waiting_for.is_empty() {
             continue;
         }
         let mut settled = true;
         for upstream in &change.waiting_for {
-            let entry = registry.get(upstream).await?;
-            settled &= entry.is_some_and(|e| super::graph::settled(&e, now));
+            settled &= matches!(
+                registry.get(upstream).await,
+                Ok(Some(e)) if super::graph::settled(&e, now)
+            );
         }
-        if settled {
-            registry.mark_due(&change.name, now).await?;
+        if settled && let Err(e) = registry.mark_due(&change.name, now).await {
+            tracing::warn!(stack = %change.name, error = %e, "could not make the new entry due: it runs at its interval");
         }
     }
-    Ok(())
 }
 
 /// Records, for every entry a batch creates or changes, that it depends on
@@ -462,7 +465,8 @@ impl Specs for Registry {
             .await
             .map(drop)
             .map_err(|err| self.transaction_error(err, batch, &parts))?;
-        wake_created(self, batch, now).await
+        wake_created(self, batch, now).await;
+        Ok(())
     }
 
     async fn request_deletion(&self, name: &str, now: EpochMillis) -> Result<bool> {

@@ -54,3 +54,37 @@ pub fn find_cycle(specs: &BTreeMap<&str, &StackSpec>) -> Option<Vec<String>> {
     }
     None
 }
+
+/// A cycle through one of `through`, as the names along it (that name
+/// first and again at the end), if there is one: a cycle elsewhere in the
+/// graph does not hide it.
+pub fn find_cycle_through(
+    specs: &BTreeMap<&str, &StackSpec>,
+    through: &std::collections::BTreeSet<&str>,
+) -> Option<Vec<String>> {
+    for start in through {
+        // Depth first from `start`, back to it: each name entered once.
+        let mut seen = std::collections::BTreeSet::new();
+        let mut stack: Vec<(&str, Vec<&str>)> = vec![(start, vec![start])];
+        while let Some((name, path)) = stack.pop() {
+            let Some(spec) = specs.get(name) else {
+                continue;
+            };
+            for upstream in spec.upstream() {
+                if upstream == *start {
+                    let mut cycle: Vec<String> = path.iter().map(|n| (*n).to_owned()).collect();
+                    cycle.push((*start).to_owned());
+                    return Some(cycle);
+                }
+                if let Some((key, _)) = specs.get_key_value(upstream)
+                    && seen.insert(*key)
+                {
+                    let mut next = path.clone();
+                    next.push(key);
+                    stack.push((key, next));
+                }
+            }
+        }
+    }
+    None
+}

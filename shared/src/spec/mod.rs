@@ -19,7 +19,7 @@ pub use deploy::{
     Approval, DeploymentConfig, DeploymentMode, OnFailedCreate, OnStackFailure, RollbackConfig,
     RollbackTrigger,
 };
-pub use deps::find_cycle;
+pub use deps::{find_cycle, find_cycle_through};
 pub use value::{ParameterValue, ValueRef};
 
 /// Default `interval` (the longest an out-of-band change may go unnoticed; the

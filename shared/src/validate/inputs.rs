@@ -65,6 +65,16 @@ pub(super) fn check_parameters(spec: &StackSpec, errors: &mut Errors) {
 fn reference(own: &str, from: &ValueRef) -> Result<(), String> {
     match from {
         ValueRef::Ssm { ssm } => {
+            if ssm
+                .trim_start_matches('/')
+                .starts_with("aws/reference/secretsmanager/")
+            {
+                return Err(format!(
+                    "ssm {ssm:?} reads a Secrets Manager secret through Parameter Store, which \
+                     reports no version of it (a rotation would go unseen): write \
+                     {{secret: ARN}} instead"
+                ));
+            }
             let name = ssm.strip_prefix("arn:").map_or(ssm.as_str(), |_| "/arn");
             if ssm.len() > 2048
                 || !name

@@ -26,6 +26,7 @@ use crate::ports::{
 mod drift;
 mod events;
 mod factory;
+mod values;
 use crate::stack_status::{
     ChangeSetKind, ChangeSetStatus, ExecutionStatus, StackStatus, is_empty_change_set_reason,
 };
@@ -213,34 +214,11 @@ impl CloudFormation for SdkCloudFormation {
     }
 
     async fn ssm_parameter(&self, name: &str) -> PortResult<Option<Versioned>> {
-        match self
-            .ssm
-            .get_parameter()
-            .name(name)
-            .with_decryption(true)
-            .send()
-            .await
-        {
-            Ok(out) => Ok(out.parameter().and_then(|p| {
-                Some(Versioned {
-                    value: p.value()?.to_owned(),
-                    version: p.version().to_string(),
-                })
-            })),
-            Err(e) if e.code() == Some("ParameterNotFound") => Ok(None),
-            Err(e) => Err(port_error("GetParameter", &e)),
-        }
+        values::ssm_parameter(&self.ssm, name).await
     }
 
     async fn secret_string(&self, id: &str) -> PortResult<Option<Versioned>> {
-        match self.secrets.get_secret_value().secret_id(id).send().await {
-            Ok(out) => Ok(out.secret_string().map(|value| Versioned {
-                value: value.to_owned(),
-                version: out.version_id().unwrap_or_default().to_owned(),
-            })),
-            Err(e) if e.code() == Some("ResourceNotFoundException") => Ok(None),
-            Err(e) => Err(port_error("GetSecretValue", &e)),
-        }
+        values::secret_string(&self.secrets, id).await
     }
 
     async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {

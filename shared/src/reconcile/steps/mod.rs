@@ -278,7 +278,8 @@ where
         if status.phase == Phase::Ready {
             self.wake_dependents(&state.stack_id, &status.outputs).await;
         }
-        self.recheck_upstream(entry, &status).await;
+        self.recheck_upstream(entry, &status, state.started_at)
+            .await;
         // A run that ends as it found the stack (suspended still, given up
         // still) tells nobody: a notice is a change of phase. Waiting for
         // another stack is not an end either.
@@ -325,7 +326,7 @@ where
             changed_at: Timestamp(stack.changed_at),
             stack_status: stack.status.to_string(),
             drift: stack.drift.clone(),
-            deployed_hash: deployed_hash(&body, &stack.parameters, &stack.tags),
+            deployed_hash: deployed_hash(&body, &masked(spec, &stack.parameters), &stack.tags),
             interval_seconds: spec.interval.as_secs(),
         })
     }
@@ -367,6 +368,26 @@ where
             .or_else(|| stack.and_then(|s| s.reason))
             .unwrap_or_else(|| "no reason given".into()))
     }
+}
+
+/// The stack's parameters with the values of those the spec reads from a
+/// secret store masked, as CloudFormation masks `NoEcho` ones: the hash of
+/// what is deployed is recorded, and must let nobody confirm a guess.
+fn masked(spec: &StackSpec, parameters: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    parameters
+        .iter()
+        .map(|(k, v)| {
+            let secret = spec
+                .parameters
+                .get(k)
+                .and_then(|p| p.reference())
+                .is_some_and(crate::spec::ValueRef::is_secret);
+            (
+                k.clone(),
+                if secret { "****".to_owned() } else { v.clone() },
+            )
+        })
+        .collect()
 }
 
 /// The phase's transition time: kept when the phase stays, now when it changes.

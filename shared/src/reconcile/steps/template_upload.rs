@@ -161,9 +161,14 @@ where
     pub async fn template_upload(&self, mut state: RunState) -> StepResult {
         let mut entry = self.resume(&state).await?;
         let desired = self.store_desired(&state, &entry).await?;
-        if entry.status.provenance != desired.provenance
-            || entry.status.read_outputs != desired.read_outputs
-        {
+        // Compared as stored (a large provenance is bounded).
+        let bounded = crate::status::Status {
+            provenance: desired.provenance.clone(),
+            ..crate::status::Status::default()
+        }
+        .bounded()
+        .provenance;
+        if entry.status.provenance != bounded || entry.status.read_outputs != desired.read_outputs {
             // Where the values came from (`get --explain`), and the other
             // stacks' outputs read: written when they change, so an
             // unchanged stack's run writes nothing more.

@@ -224,7 +224,12 @@ where
     /// one held its lease could not make it due for good (this run's final
     /// write sets the due time); this look closes that gap. (A run that
     /// ends waiting looks itself: [`Steps::wait_for_upstream`].)
-    pub(super) async fn recheck_upstream(&self, entry: &StackEntry, status: &Status) {
+    pub(super) async fn recheck_upstream(
+        &self,
+        entry: &StackEntry,
+        status: &Status,
+        started_at: crate::clock::EpochMillis,
+    ) {
         if status.phase != Phase::Ready {
             return;
         }
@@ -234,8 +239,16 @@ where
         };
         let mut due_now = false;
         for name in entry.spec.upstream() {
+            // Only a record that stack made while this one ran is newer than
+            // what this run read from CloudFormation (an older one may lag
+            // behind CloudFormation: a change outside stacksync, outputs
+            // recorded by an earlier version).
             if let Ok(Some(upstream)) = self.registry.get(name).await
                 && upstream.display_phase() == Phase::Ready
+                && upstream
+                    .status
+                    .last_reconcile_at
+                    .is_some_and(|t| t.0 >= started_at)
                 && !stale_reads(&ran, name, &upstream.status.outputs).is_empty()
             {
                 due_now = true;

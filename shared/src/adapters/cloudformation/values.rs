@@ -1,0 +1,51 @@
+//! The values a stack's parameters read in its account and region: SSM
+//! parameters (decrypted) and Secrets Manager secrets, with their versions.
+
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+
+use super::super::port_error;
+use crate::ports::{PortError, PortResult, Versioned};
+
+pub(super) async fn ssm_parameter(
+    ssm: &aws_sdk_ssm::Client,
+    name: &str,
+) -> PortResult<Option<Versioned>> {
+    match ssm
+        .get_parameter()
+        .name(name)
+        .with_decryption(true)
+        .send()
+        .await
+    {
+        Ok(out) => Ok(out.parameter().and_then(|p| {
+            Some(Versioned {
+                value: p.value()?.to_owned(),
+                version: p.version().to_string(),
+            })
+        })),
+        Err(e) if e.code() == Some("ParameterNotFound") => Ok(None),
+        Err(e) => Err(port_error("GetParameter", &e)),
+    }
+}
+
+pub(super) async fn secret_string(
+    secrets: &aws_sdk_secretsmanager::Client,
+    id: &str,
+) -> PortResult<Option<Versioned>> {
+    match secrets.get_secret_value().secret_id(id).send().await {
+        Ok(out) => match (out.secret_string(), out.version_id()) {
+            (Some(value), Some(version)) => Ok(Some(Versioned {
+                value: value.to_owned(),
+                version: version.to_owned(),
+            })),
+            (None, _) => Ok(None),
+            // Without a version a rotation could not be told: refused
+            // rather than deployed blind.
+            (Some(_), None) => Err(PortError::Rejected(format!(
+                "GetSecretValue: {id} answered without a VersionId"
+            ))),
+        },
+        Err(e) if e.code() == Some("ResourceNotFoundException") => Ok(None),
+        Err(e) => Err(port_error("GetSecretValue", &e)),
+    }
+}
