@@ -8,6 +8,7 @@
 //! themselves by unique table and bucket names, never by resetting the server.
 
 pub mod archives;
+pub mod chain;
 pub mod counted;
 pub mod crash;
 pub mod faults;
@@ -335,6 +336,49 @@ impl Emulator {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// The parameters of the stack `name` in the emulator, as DescribeStacks
+    /// gives them.
+    pub async fn stack_parameters(&self, name: &str) -> std::collections::BTreeMap<String, String> {
+        let out = self
+            .cloudformation()
+            .describe_stacks()
+            .stack_name(name)
+            .send()
+            .await
+            .expect("the stack is described");
+        out.stacks()
+            .first()
+            .map(|s| {
+                s.parameters()
+                    .iter()
+                    .map(|p| {
+                        (
+                            p.parameter_key().unwrap_or("").to_owned(),
+                            p.parameter_value().unwrap_or("").to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The emulator's SDK configuration with the credentials of `role`
+    /// (STS AssumeRole): moto puts what they make in the role's account.
+    pub async fn assumed_config(&self, role: &str) -> SdkConfig {
+        let config = self.sdk_config();
+        let provider = aws_config::sts::AssumeRoleProvider::builder(role)
+            .session_name("test")
+            .configure(&config)
+            .build()
+            .await;
+        config
+            .to_builder()
+            .credentials_provider(
+                aws_credential_types::provider::SharedCredentialsProvider::new(provider),
+            )
+            .build()
     }
 
     /// A DynamoDB client for the emulator.

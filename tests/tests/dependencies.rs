@@ -14,29 +14,14 @@ use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
 use stacksync::asl::Outcome;
 use stacksync::clock::now_millis;
 use stacksync::status::{Phase, StallReason};
+use stacksync_testkit::chain::{Chain, DATABASE};
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::{Emulator, logs, unique_name};
 
 /// The stack's parameters as the emulator's CloudFormation has them.
 async fn stack_parameters(stack: &str) -> BTreeMap<String, String> {
-    let out = Emulator::shared()
-        .cloudformation()
-        .describe_stacks()
-        .stack_name(stack)
-        .send()
-        .await
-        .unwrap();
-    out.stacks()[0]
-        .parameters()
-        .iter()
-        .map(|p| {
-            (
-                p.parameter_key().unwrap().to_owned(),
-                p.parameter_value().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    Emulator::shared().stack_parameters(stack).await
 }
 
 async fn put_ssm(name: &str, value: &str, kind: aws_sdk_ssm::types::ParameterType) {
@@ -259,29 +244,6 @@ async fn a_missing_value_fails_naming_it_and_a_deployment_file_alone_gives_the_t
     );
 }
 
-const NETWORK: &str = "Parameters:
-  Cidr: {Type: String}
-  Owner: {Type: String}
-Resources:
-  Queue: {Type: AWS::SQS::Queue}
-Outputs:
-  VpcId:
-    Value: !Join ['-', [vpc, !Ref Cidr]]
-";
-const DATABASE: &[u8] = b"Parameters:
-  Vpc: {Type: String}
-Resources:
-  Queue: {Type: AWS::SQS::Queue}
-Outputs:
-  Endpoint:
-    Value: !Join ['.', [db, !Ref Vpc]]
-";
-const APP: &[u8] = b"Parameters:
-  Endpoint: {Type: String}
-Resources:
-  Queue: {Type: AWS::SQS::Queue}
-";
-
 /// The names of what ran (`Harness::run_due`), in order.
 async fn run_due(h: &Harness<SdkCloudFormationFactory>, names: &[&str]) -> Vec<String> {
     h.run_due(names)
@@ -294,29 +256,10 @@ async fn run_due(h: &Harness<SdkCloudFormationFactory>, names: &[&str]) -> Vec<S
 #[tokio::test(flavor = "multi_thread")]
 async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it() {
     let h = Harness::new("chain").await;
-    let repo = GitRepo::new("chain");
-    repo.commit(
-        &[
-            ("net.yaml", NETWORK.as_bytes()),
-            ("db.yaml", DATABASE),
-            ("app.yaml", APP),
-        ],
-        "three stacks",
-    );
-    let id = unique_name("c").replace('-', "x");
-    let (net, db, app) = (format!("{id}net"), format!("{id}db"), format!("{id}app"));
-    let stacks = |cidr: &str, owner: &str| {
-        format!(
-            "stacks:\n  - name: {net}\n    source: {{git: '{url}', path: net.yaml}}\n    \
-             parameters: {{Cidr: '{cidr}', Owner: {owner}}}\n  \
-             - name: {db}\n    source: {{git: '{url}', path: db.yaml}}\n    \
-             parameters: {{Vpc: {{fromStack: {net}, output: VpcId}}}}\n  \
-             - name: {app}\n    source: {{git: '{url}', path: app.yaml}}\n    dependsOn: [{net}]\n    \
-             parameters: {{Endpoint: {{fromStack: {db}, output: Endpoint}}}}\n",
-            url = repo.file_url()
-        )
-    };
-    let names = [net.as_str(), db.as_str(), app.as_str()];
+    let chain = Chain::new("chain");
+    let (net, db, app) = (chain.net.clone(), chain.db.clone(), chain.app.clone());
+    let stacks = |cidr: &str, owner: &str| chain.stacks(cidr, owner);
+    let names = chain.names();
     h.apply(&stacks("10", "a")).await;
 
     // From empty: the entries downstream are registered waiting (not due);
@@ -367,10 +310,7 @@ async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it
     // downstream find that what they depend on has not run at the pushed
     // commit yet and wait (a short execution each) rather than deploy what
     // is about to change; each stack then deploys once, in order.
-    let head = repo.commit(
-        &[("net.yaml", NETWORK.replace("[vpc,", "[net,").as_bytes())],
-        "rename",
-    );
+    let head = chain.push_new_output();
     for name in [&app, &db, &net] {
         let pushed = serde_json::json!({
             "stackId": name,
@@ -412,26 +352,13 @@ async fn values_are_read_in_the_account_of_the_stack_that_holds_them() {
                 "net.yaml",
                 b"Parameters:\n  Cidr: {Type: String}\nResources:\n  Queue: {Type: AWS::SQS::Queue}\nOutputs:\n  VpcId:\n    Value: !Join ['-', [vpc, !Ref Cidr]]\n" as &[u8],
             ),
-            ("db.yaml", DATABASE),
+            ("db.yaml", DATABASE.as_bytes()),
         ],
         "two accounts",
     );
     let target = "arn:aws:iam::210987654321:role/stacksync-target";
     let config = emulator.sdk_config();
-    let assumed = aws_config::SdkConfig::builder()
-        .region(config.region().cloned())
-        .endpoint_url(emulator.endpoint())
-        .behavior_version(aws_config::BehaviorVersion::latest())
-        .credentials_provider(
-            aws_credential_types::provider::SharedCredentialsProvider::new(
-                aws_config::sts::AssumeRoleProvider::builder(target)
-                    .session_name("test")
-                    .configure(&config)
-                    .build()
-                    .await,
-            ),
-        )
-        .build();
+    let assumed = emulator.assumed_config(target).await;
     let parameter = format!("/stacksync-tests/{}", unique_name("cidr"));
     aws_sdk_ssm::Client::new(&assumed)
         .put_parameter()

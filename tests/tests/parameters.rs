@@ -24,23 +24,7 @@ Resources:
 
 /// The stack's parameters as the emulator's CloudFormation has them.
 async fn stack_parameters(stack: &str) -> BTreeMap<String, String> {
-    let out = Emulator::shared()
-        .cloudformation()
-        .describe_stacks()
-        .stack_name(stack)
-        .send()
-        .await
-        .unwrap();
-    out.stacks()[0]
-        .parameters()
-        .iter()
-        .map(|p| {
-            (
-                p.parameter_key().unwrap().to_owned(),
-                p.parameter_value().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    Emulator::shared().stack_parameters(stack).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -479,17 +479,7 @@ async fn a_stack_in_another_account_is_created_checked_and_deleted_through_the_a
     .await;
     reconciled(&h, &name).await;
     // In the other account, not in this one.
-    let config = emulator.sdk_config();
-    let assumed = aws_sdk_cloudformation::config::Builder::from(&config)
-        .credentials_provider(
-            aws_config::sts::AssumeRoleProvider::builder(target)
-                .session_name("test")
-                .configure(&config)
-                .build()
-                .await,
-        )
-        .build();
-    let there = aws_sdk_cloudformation::Client::from_conf(assumed);
+    let there = aws_sdk_cloudformation::Client::new(&emulator.assumed_config(target).await);
     let stack_there = |name: String| {
         let there = there.clone();
         async move {
@@ -558,18 +548,8 @@ async fn a_create_after_one_that_failed_at_execute_ends_ready() {
         .change_set_name
         .clone()
         .expect("the run's change set named");
-    let config = Emulator::shared().sdk_config();
-    let there = aws_sdk_cloudformation::Client::from_conf(
-        aws_sdk_cloudformation::config::Builder::from(&config)
-            .credentials_provider(
-                aws_config::sts::AssumeRoleProvider::builder(target)
-                    .session_name("test")
-                    .configure(&config)
-                    .build()
-                    .await,
-            )
-            .build(),
-    );
+    let there =
+        aws_sdk_cloudformation::Client::new(&Emulator::shared().assumed_config(target).await);
     let described = there
         .describe_change_set()
         .stack_name(&name)

@@ -154,22 +154,10 @@ mod tests {
     use super::*;
     use crate::registry::plan::plan_apply;
     use crate::spec::fixtures::spec;
-    use crate::status::{Status, Timestamp};
+    use crate::status::Timestamp;
 
-    fn entry(spec: StackSpec, version: u64) -> StackEntry {
-        StackEntry {
-            name: spec.name.clone(),
-            spec_version: version,
-            spec_hash: spec.content_hash(),
-            spec,
-            suspended: false,
-            deletion_requested_at: None,
-            created_at: Timestamp(0),
-            updated_at: Timestamp(0),
-            status: Status::default(),
-            lease: None,
-            unsupported: None,
-        }
+    fn entry(spec: StackSpec, _version: u64) -> StackEntry {
+        StackEntry::registered(&spec.name.clone(), &spec, 0)
     }
 
     fn depends(name: &str, on: &[&str]) -> StackSpec {
