@@ -15,7 +15,9 @@ failed every PutEvents there with a 500), and makes Query on
 an index with an INCLUDE or KEYS_ONLY projection cost what the projection
 holds rather than whole items (same results: moto deep-copied each whole item
 and rendered it to JSON before keeping the few attributes the index holds,
-25 s for the scheduler's 10,000-stack health read). Everything else is moto
+25 s for the scheduler's 10,000-stack health read), and answers drift
+detection with a detection that fails, saying the emulator cannot detect
+drift (moto has none: a 500). Everything else is moto
 as released (requirements-dev.txt pins the version).
 
 It can also forward Lambda invocations to real function processes (the
@@ -321,6 +323,56 @@ def _cfn_serialized(method):
 for _name, _method in list(vars(CloudFormationBackend).items()):
     if callable(_method) and not _name.startswith("_") and not isinstance(_method, (staticmethod, classmethod)):
         setattr(CloudFormationBackend, _name, _cfn_serialized(_method))
+
+# ---- CloudFormation drift detection: answered, never faked -------------------
+# moto has no drift detection (DetectStackDrift and its two readers are
+# unknown actions: a 500). Here a detection can be started, and it ends
+# DETECTION_FAILED at once, saying the emulator cannot detect drift: what a
+# detection reports when it could not check the stack. Nothing is ever
+# reported in sync or drifted. (The scheduler's drift pass then records the
+# reason and waits for the stack's next slot; drift findings are tested
+# against the scripted CloudFormation.)
+from moto.cloudformation.responses import CloudFormationResponse
+
+_CFN_NS = "http://cloudformation.amazonaws.com/doc/2010-05-15/"
+_DETECTIONS = {}
+
+
+def _cfn_reply(action, result):
+    return (
+        f'<{action}Response xmlns="{_CFN_NS}"><{action}Result>{result}</{action}Result>'
+        f"<ResponseMetadata><RequestId>{uuid.uuid4()}</RequestId></ResponseMetadata>"
+        f"</{action}Response>"
+    )
+
+
+def _detect_stack_drift(self):
+    name = self._get_param("StackName")
+    stack = self.cloudformation_backend.get_stack(name)
+    detection = str(uuid.uuid4())
+    _DETECTIONS[detection] = stack.stack_id
+    return _cfn_reply("DetectStackDrift", f"<StackDriftDetectionId>{detection}</StackDriftDetectionId>")
+
+
+def _describe_stack_drift_detection_status(self):
+    detection = self._get_param("StackDriftDetectionId")
+    stack_id = _DETECTIONS.get(detection, "")
+    return _cfn_reply(
+        "DescribeStackDriftDetectionStatus",
+        f"<StackId>{stack_id}</StackId><StackDriftDetectionId>{detection}</StackDriftDetectionId>"
+        "<DetectionStatus>DETECTION_FAILED</DetectionStatus>"
+        "<DetectionStatusReason>the emulator (moto) does not detect drift</DetectionStatusReason>"
+        "<Timestamp>2026-01-01T00:00:00Z</Timestamp>",
+    )
+
+
+def _describe_stack_resource_drifts(self):
+    return _cfn_reply("DescribeStackResourceDrifts", "<StackResourceDrifts></StackResourceDrifts>")
+
+
+CloudFormationResponse.detect_stack_drift = _detect_stack_drift
+CloudFormationResponse.describe_stack_drift_detection_status = _describe_stack_drift_detection_status
+CloudFormationResponse.describe_stack_resource_drifts = _describe_stack_resource_drifts
 
 # ---- EventBridge: rules that match no event, targets moto cannot call -------
 # On AWS a rule with a schedule and no pattern matches no event put on its bus,

@@ -216,6 +216,12 @@ pub enum Command {
         /// Entries to show (default: all).
         names: Vec<String>,
     },
+    /// What the last drift detection found of a stack: each drifted
+    /// resource's properties, expected and actual (less `drift.ignore`).
+    Drift {
+        /// The entry's name.
+        name: String,
+    },
 }
 
 fn main() -> ExitCode {

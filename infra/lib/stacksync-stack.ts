@@ -37,6 +37,9 @@ export type LambdaArchitecture = 'arm64' | 'x86_64';
 /** template.yaml's `ScheduleExpression` AllowedPattern: an EventBridge rate(...) or cron(...) expression. */
 export const SCHEDULE_EXPRESSION = /^(rate\([1-9][0-9]* (minute|minutes|hour|hours|day|days)\)|cron\([^()]+\))$/;
 
+/** template.yaml's `DriftReadPolicy` AllowedPattern: an AWS managed policy's name (its path allowed), or none. */
+export const DRIFT_READ_POLICY = /^(none|[A-Za-z0-9+=,.@_/-]{1,128})$/;
+
 export interface StackSyncProps extends StackProps {
   /**
    * Only stacks whose names start with this prefix may be managed; scopes
@@ -108,6 +111,22 @@ export interface StackSyncProps extends StackProps {
    * @default 50
    */
   readonly maxStartsPerRun?: number;
+  /**
+   * The most drift detections running at once per account and region (1 to
+   * 100); the stacks due wait for a free place (none is dropped).
+   * @default 10
+   */
+  readonly maxDriftDetections?: number;
+  /**
+   * The AWS managed policy (its name, such as `ReadOnlyAccess` or
+   * `job-function/ViewOnlyAccess`) attached to the scheduler's role so that
+   * drift detection can read the stacks' resources in this account:
+   * CloudFormation reads them with the caller's permissions. 'none': attach
+   * nothing (a resource it cannot read is reported as not checked). Stacks in
+   * other accounts are read with their `assumeRoleArn`.
+   * @default 'ReadOnlyAccess'
+   */
+  readonly driftReadPolicy?: string;
   /**
    * The buckets of the stacks' S3 sources: artifact-fetch and the scheduler may read their objects (any key, any
    * version), and only their "Object Created" events reach the events function (the buckets must send events to
@@ -202,6 +221,13 @@ export interface Permissions {
   changeSets(): iam.PolicyStatement;
   /** `ListStacks`: cloudformation:ListStacks, which has no resource-level permission (resource `*`). */
   listStacks(): iam.PolicyStatement;
+  /** `Drift`: cloudformation:DetectStackDrift and DescribeStackResourceDrifts on the same stacks as `stacks`. */
+  drift(): iam.PolicyStatement;
+  /**
+   * `DriftDetections`: cloudformation:DescribeStackDriftDetectionStatus, which names a detection id and has no
+   * resource-level permission (resource `*`).
+   */
+  driftDetections(): iam.PolicyStatement;
   /** `Transforms`: cloudformation:CreateChangeSet on every AWS-owned transform (`arn:PARTITION:cloudformation:*:aws:transform/*`). */
   transforms(): iam.PolicyStatement;
   /** `PassServiceRoles`: iam:PassRole on the configured service roles, to CloudFormation only; none when none are configured. */
@@ -263,6 +289,10 @@ export interface StackValues {
   readonly scheduleExpression: string;
   /** The `maxStartsPerRun` prop, as text (template.yaml's `MaxStartsPerRun`). */
   readonly maxStartsPerRun: string;
+  /** The `maxDriftDetections` prop, as text (template.yaml's `MaxDriftDetections`). */
+  readonly maxDriftDetections: string;
+  /** The `driftReadPolicy` prop: an AWS managed policy's name, or 'none' (template.yaml's `DriftReadPolicy`). */
+  readonly driftReadPolicy: string;
   /** `arn:PARTITION:cloudformation:REGION:ACCOUNT:stack/<stackNamePrefix>`: the ARNs of the stacks this installation may manage start so. */
   readonly stackArnPrefix: string;
   /** The `sourceBucketNames` prop (template.yaml's `SourceBucketNames`). */
@@ -312,6 +342,13 @@ export interface FunctionSpec {
   readonly rules?: (v: StackValues) => Record<string, TriggerRule>;
   /** Concurrency reserved for the function (template.yaml's `ReservedConcurrentExecutions`); 0 or none: no reservation. */
   readonly reservedConcurrency?: (v: StackValues) => number;
+  /**
+   * AWS managed policies attached to the role (template.yaml's `Policies`
+   * naming a policy ARN), by name (`arn:PARTITION:iam::aws:policy/<name>`),
+   * and why the role needs them: cdk-nag's AwsSolutions-IAM4 finding is
+   * suppressed with that reason.
+   */
+  readonly managedPolicies?: { readonly names: (v: StackValues) => string[]; readonly reason: string };
 }
 
 /**
@@ -516,7 +553,7 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
   {
     // A trigger: every scheduleExpression, starts the due stacks (at most maxStartsPerRun; the rest wait for the
     // next run), those whose source moved, and those changed outside stacksync (every stack checked, one
-    // ListStacks per account and region).
+    // ListStacks per account and region); and detects the stacks' drift (at most maxDriftDetections at once).
     id: 'Scheduler',
     binary: 'scheduler',
     description: 'stacksync scheduler: starts the due stacks, those whose source moved, those changed outside stacksync',
@@ -527,6 +564,7 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       STACKSYNC_STATE_MACHINE_ARN: v.stateMachineArn,
       STACKSYNC_MAX_STARTS: v.maxStartsPerRun,
       STACKSYNC_SCHEDULE: v.scheduleExpression,
+      STACKSYNC_MAX_DETECTIONS: v.maxDriftDetections,
     }),
     rules: (v) => ({
       Schedule: { description: 'Runs the stacksync scheduler', schedule: events.Schedule.expression(v.scheduleExpression) },
@@ -548,6 +586,15 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       ),
       // A source no stack follows any more; never a stack's entry.
       p.keys('ForgetSource', ['dynamodb:DeleteItem'], ['source#'], ['pk', 'head']),
+      // Drift detection (README "Drift"): start one, read its findings...
+      p.drift(),
+      // ...and ask how it goes, by its id (no resource-level permission).
+      p.driftDetections(),
+      // The entry whose drift is recorded (its drift settings), and the drift record (status.drift and
+      // watch.drift), written only while no run holds the stack: never a spec or a lease.
+      p.keys('RecordDrift', ['dynamodb:GetItem', 'dynamodb:UpdateItem'], ['stack#'], ['pk', 'status', 'watch', 'leaseOwner', 'leaseExpiresAt']),
+      // Drift notices (Drift Detected, Drift Cleared, Drift Not Cleared).
+      ...p.putEvents(),
       p.startReconcile(),
       ...p.assumeTargetRoles(),
       // Listing private sources' refs and S3 sources' versions.
@@ -557,6 +604,16 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       ...p.sourceBuckets(),
       ...p.codeCommit(),
     ],
+    // Drift detection reads the stacks' resources with the scheduler's own permissions (driftReadPolicy; none:
+    // nothing attached).
+    managedPolicies: {
+      names: (v) => (v.driftReadPolicy === 'none' ? [] : [v.driftReadPolicy]),
+      reason:
+        "Drift detection reads every resource type a stack may hold, and CloudFormation's drift detection reads " +
+        "them with the caller's credentials (the scheduler's role), so the role needs read access to whatever the " +
+        'managed stacks contain, which no fixed list of actions covers. The policy is chosen by the installer ' +
+        "(driftReadPolicy, template.yaml's DriftReadPolicy; default ReadOnlyAccess); 'none' attaches nothing. As in template.yaml.",
+    },
   },
   {
     // A trigger, on EventBridge's default bus of this region: a CodeCommit push or an S3 object starts the stacks
@@ -701,6 +758,8 @@ export class StackSyncStack extends Stack {
   private readonly notificationTopicArn: string | undefined;
   private readonly scheduleExpression: string;
   private readonly maxStartsPerRun: number;
+  private readonly maxDriftDetections: number;
+  private readonly driftReadPolicy: string;
   private readonly sourceBucketNames: string[];
   private readonly sourceSecretArns: string[];
   private readonly sourceParameterArns: string[];
@@ -761,6 +820,14 @@ export class StackSyncStack extends Stack {
     this.maxStartsPerRun = props.maxStartsPerRun ?? 50;
     if (!Number.isInteger(this.maxStartsPerRun) || this.maxStartsPerRun < 1 || this.maxStartsPerRun > 1000) {
       throw new Error(`maxStartsPerRun ${this.maxStartsPerRun}: a whole number from 1 to 1000`);
+    }
+    this.maxDriftDetections = props.maxDriftDetections ?? 10;
+    if (!Number.isInteger(this.maxDriftDetections) || this.maxDriftDetections < 1 || this.maxDriftDetections > 100) {
+      throw new Error(`maxDriftDetections ${this.maxDriftDetections}: a whole number from 1 to 100`);
+    }
+    this.driftReadPolicy = props.driftReadPolicy ?? 'ReadOnlyAccess';
+    if (!DRIFT_READ_POLICY.test(this.driftReadPolicy)) {
+      throw new Error(`driftReadPolicy "${this.driftReadPolicy}": an AWS managed policy's name (such as ReadOnlyAccess), or none`);
     }
     this.sourceBucketNames = [...new Set(props.sourceBucketNames ?? [])];
     for (const bucket of this.sourceBucketNames) {
@@ -1138,6 +1205,10 @@ export class StackSyncStack extends Stack {
       assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
       inlinePolicies: { [spec.binary]: new iam.PolicyDocument({ statements }) },
     });
+    const managedPolicies = (spec.managedPolicies?.names(this.stackValues(spec)) ?? []).map((name) =>
+      iam.ManagedPolicy.fromAwsManagedPolicyName(name),
+    );
+    for (const policy of managedPolicies) role.addManagedPolicy(policy);
     const fn = new RustFunction(this, `${spec.id}Function`, {
       manifestPath: path.join(this.workspaceRoot, 'Cargo.toml'),
       binaryName: spec.binary,
@@ -1191,6 +1262,11 @@ export class StackSyncStack extends Stack {
       role,
       [
         ...this.wildcardSuppressions(spec, statements),
+        ...managedPolicies.map((policy) => ({
+          id: 'AwsSolutions-IAM4',
+          appliesTo: [`Policy::${nagFinding(this.resolve(policy.managedPolicyArn))}`],
+          reason: spec.managedPolicies!.reason,
+        })),
         {
           id: 'AwsSolutions-IAM5',
           appliesTo: ['Resource::*'],
@@ -1221,6 +1297,8 @@ export class StackSyncStack extends Stack {
       webhookSecretArn: this.webhookSecretArn ?? '',
       scheduleExpression: this.scheduleExpression,
       maxStartsPerRun: String(this.maxStartsPerRun),
+      maxDriftDetections: String(this.maxDriftDetections),
+      driftReadPolicy: this.driftReadPolicy,
       stackArnPrefix: `arn:${Aws.PARTITION}:cloudformation:${Aws.REGION}:${Aws.ACCOUNT_ID}:stack/${this.stackNamePrefix}`,
       sourceBucketNames: this.sourceBucketNames,
       webhookReservedConcurrency: this.webhookReservedConcurrency,
@@ -1250,6 +1328,18 @@ export class StackSyncStack extends Stack {
           conditions: { StringEquals: { [`aws:RequestTag/${INSTALLATION_TAG}`]: this.table.tableName }, StringEqualsIfExists: ours },
         }),
       listStacks: () => new iam.PolicyStatement({ sid: 'ListStacks', actions: ['cloudformation:ListStacks'], resources: ['*'] }),
+      drift: () =>
+        new iam.PolicyStatement({
+          sid: 'Drift',
+          actions: ['cloudformation:DetectStackDrift', 'cloudformation:DescribeStackResourceDrifts'],
+          resources: [stacksArn],
+        }),
+      driftDetections: () =>
+        new iam.PolicyStatement({
+          sid: 'DriftDetections',
+          actions: ['cloudformation:DescribeStackDriftDetectionStatus'],
+          resources: ['*'],
+        }),
       transforms: () =>
         new iam.PolicyStatement({ sid: 'Transforms', actions: ['cloudformation:CreateChangeSet'], resources: [this.transformsArn()] }),
       passServiceRoles: () =>
@@ -1401,6 +1491,11 @@ export class StackSyncStack extends Stack {
       ['ValueParameters', { prop: 'valueParameterArns', arns: this.valueParameterArns, why: parameterValues }],
     ]);
     const found = new Map<string, string>();
+    // One suppression per finding: `*` may be the resource of more than one statement (ListStacks, DriftDetections).
+    const addReason = (flat: string, reason: string) => {
+      const before = found.get(flat);
+      found.set(flat, before === undefined || before === reason ? reason : `${before} ${reason}`);
+    };
     for (const statement of statements) {
       const operator = statement.sid === undefined ? undefined : operatorPatterns.get(statement.sid);
       for (const resource of statement.resources) {
@@ -1408,11 +1503,18 @@ export class StackSyncStack extends Stack {
         if (!flat.includes('*')) continue;
         const prefix = flat.startsWith(`${bucketArn}/`) ? flat.slice(bucketArn.length + 1) : undefined;
         if (flat === '*' && statement.actions.every((a) => a === 'cloudformation:ListStacks')) {
-          found.set(
+          addReason(
             flat,
             'cloudformation:ListStacks supports no resource-level permission (the Service Authorization Reference ' +
               'lists none): the health check lists every stack of an account and region once per run and compares ' +
               'those it manages. As in template.yaml.',
+          );
+        } else if (flat === '*' && statement.actions.every((a) => a === 'cloudformation:DescribeStackDriftDetectionStatus')) {
+          addReason(
+            flat,
+            'cloudformation:DescribeStackDriftDetectionStatus names a drift detection id, not a stack, and supports ' +
+              'no resource-level permission (the Service Authorization Reference lists none): the scheduler asks how ' +
+              'the detections it started go. As in template.yaml.',
           );
         } else if (flat === nagFinding(this.resolve(this.transformsArn()))) {
           found.set(

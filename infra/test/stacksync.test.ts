@@ -13,6 +13,7 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { propsFromContext } from '../lib/context';
 import {
   CODECOMMIT_REPOSITORY_ARN,
+  DRIFT_READ_POLICY,
   FUNCTIONS,
   SCHEDULE_EXPRESSION,
   SOURCE_PARAMETER_ARN,
@@ -113,6 +114,8 @@ const FULL: StackSyncProps = {
   alarmTopicArn: ALARM_TOPIC,
   scheduleExpression: 'rate(2 minutes)',
   maxStartsPerRun: 200,
+  maxDriftDetections: 25,
+  driftReadPolicy: 'job-function/ViewOnlyAccess',
 };
 /**
  * The statements a role has only with props (template.yaml: each under the !If of its condition). By Sid, not by
@@ -348,12 +351,12 @@ describe('functions', () => {
     }
   });
 
-  test('the environment: table, bucket, template URL base, log level, what the installation allows; the triggers also the state machine ARN, the webhook its secret ARN, the scheduler its cap and schedule', () => {
+  test('the environment: table, bucket, template URL base, log level, what the installation allows; the triggers also the state machine ARN, the webhook its secret ARN, the scheduler its caps and schedule', () => {
     const defaults = lazyDefaults();
     const full = lazyFull();
-    for (const [s, secret, maxStarts, schedule, prefix, roles] of [
-      [defaults, '', '50', 'rate(5 minutes)', 'stacksync-', ''],
-      [full, WEBHOOK_SECRET, '200', 'rate(2 minutes)', PREFIX, CFN_ROLES.join(',')],
+    for (const [s, secret, maxStarts, schedule, maxDetections, prefix, roles] of [
+      [defaults, '', '50', 'rate(5 minutes)', '10', 'stacksync-', ''],
+      [full, WEBHOOK_SECRET, '200', 'rate(2 minutes)', '25', PREFIX, CFN_ROLES.join(',')],
     ] as const) {
       const common = {
         STACKSYNC_TABLE: { Ref: logicalId(s, s.stack.table) },
@@ -368,7 +371,10 @@ describe('functions', () => {
       const machine = { STACKSYNC_STATE_MACHINE_ARN: { Ref: logicalId(s, s.stack.stateMachine) } };
       const expected: Record<string, [Record<string, unknown>, number]> = {
         webhook: [{ ...common, ...machine, STACKSYNC_WEBHOOK_SECRET_ARN: secret }, 30],
-        scheduler: [{ ...common, ...machine, STACKSYNC_MAX_STARTS: maxStarts, STACKSYNC_SCHEDULE: schedule }, 120],
+        scheduler: [
+          { ...common, ...machine, STACKSYNC_MAX_STARTS: maxStarts, STACKSYNC_SCHEDULE: schedule, STACKSYNC_MAX_DETECTIONS: maxDetections },
+          120,
+        ],
         events: [{ ...common, ...machine }, 30],
       };
       for (const spec of FUNCTIONS) {
@@ -382,6 +388,9 @@ describe('functions', () => {
     assert.match(templateResource('SchedulerFunction'), /\n +STACKSYNC_MAX_STARTS: !Ref MaxStartsPerRun\n/);
     assert.match(templateResource('SchedulerFunction'), /\n +STACKSYNC_SCHEDULE: !Ref ScheduleExpression\n/);
     assert.match(TEMPLATE_YAML, /\n {2}MaxStartsPerRun:\n {4}Type: Number\n {4}Default: 50\n {4}MinValue: 1\n {4}MaxValue: 1000\n/);
+    // The drift detections at once: the MaxDriftDetections parameter (Number, 1 to 100, default 10).
+    assert.match(templateResource('SchedulerFunction'), /\n +STACKSYNC_MAX_DETECTIONS: !Ref MaxDriftDetections\n/);
+    assert.match(TEMPLATE_YAML, /\n {2}MaxDriftDetections:\n {4}Type: Number\n {4}Default: 10\n {4}MinValue: 1\n {4}MaxValue: 100\n/);
   });
 
   test('the webhook and the events function have reserved concurrency (10 and 5 by default; 0: none), the steps none', () => {
@@ -451,6 +460,13 @@ describe('functions', () => {
     for (const bad of [0, 1001, 2.5, Number.NaN]) {
       assert.throws(make({ maxStartsPerRun: bad }), /maxStartsPerRun/, String(bad));
     }
+    for (const bad of [0, 101, 2.5, Number.NaN]) {
+      assert.throws(make({ maxDriftDetections: bad }), /maxDriftDetections/, String(bad));
+    }
+    // A managed policy's name (not its ARN), or none.
+    for (const bad of ['', 'arn:aws:iam::aws:policy/ReadOnlyAccess', 'Read Only', 'R'.repeat(129)]) {
+      assert.throws(make({ driftReadPolicy: bad }), /driftReadPolicy/, bad);
+    }
     // Empty is no secret, as template.yaml's default; other partitions are secret ARNs too.
     const good = new App({ context: { ...CDK_CONTEXT, 'aws:cdk:bundling-stacks': [] } });
     assert.doesNotThrow(() => new StackSyncStack(good, 'Good0', { webhookSecretArn: '' }));
@@ -462,6 +478,21 @@ describe('functions', () => {
     assert.equal(pattern.replace(/\\\\/g, '\\'), SCHEDULE_EXPRESSION.source);
     for (const [i, ok] of ['rate(1 minute)', 'rate(2 hours)', 'cron(0/10 * * * ? *)'].entries()) {
       assert.doesNotThrow(() => new StackSyncStack(good, `Good${2 + i}`, { scheduleExpression: ok, maxStartsPerRun: 1000 }));
+    }
+    // template.yaml's MaxDriftDetections bounds and DriftReadPolicy pattern, the same.
+    const drift = TEMPLATE_YAML.match(/\n {2}MaxDriftDetections:\n(?: {4}.*\n)*? {4}MinValue: (\d+)\n {4}MaxValue: (\d+)\n/);
+    assert.ok(drift, 'template.yaml has MaxDriftDetections with MinValue and MaxValue');
+    const [min, max] = [Number(drift[1]), Number(drift[2])];
+    assert.throws(make({ maxDriftDetections: min - 1 }), /maxDriftDetections/);
+    assert.throws(make({ maxDriftDetections: max + 1 }), /maxDriftDetections/);
+    assert.doesNotThrow(() => new StackSyncStack(good, 'GoodDrift0', { maxDriftDetections: min }));
+    assert.doesNotThrow(() => new StackSyncStack(good, 'GoodDrift1', { maxDriftDetections: max }));
+    const policyPattern = TEMPLATE_YAML.match(/\n {2}DriftReadPolicy:\n(?: {4}.*\n)*? {4}AllowedPattern: "(.*)"\n/)?.[1];
+    assert.ok(policyPattern, 'template.yaml has DriftReadPolicy with an AllowedPattern');
+    assert.equal(new RegExp(policyPattern).source, DRIFT_READ_POLICY.source);
+    assert.match(TEMPLATE_YAML, /\n {2}DriftReadPolicy:\n {4}Type: String\n {4}Default: ReadOnlyAccess\n/);
+    for (const [i, ok] of ['none', 'ReadOnlyAccess', 'job-function/ViewOnlyAccess', 'R'.repeat(128)].entries()) {
+      assert.doesNotThrow(() => new StackSyncStack(good, `GoodPolicy${i}`, { driftReadPolicy: ok }), ok);
     }
     // template.yaml's patterns of the private sources' and the stack parameters' ARNs (each `^(ARN)?$`: empty is
     // none), the same.
@@ -504,6 +535,8 @@ describe('functions', () => {
         architecture: 'x86_64',
         scheduleExpression: 'rate(10 minutes)',
         maxStartsPerRun: '20',
+        maxDriftDetections: '5',
+        driftReadPolicy: ' none ',
         sourceBucketNames: 'acme-a,acme-b',
         sourceSecretArns: `${SOURCE_SECRETS[0]},arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/git/*`,
         sourceParameterArns: SOURCE_PARAMETERS,
@@ -527,6 +560,8 @@ describe('functions', () => {
       architecture: 'x86_64',
       scheduleExpression: 'rate(10 minutes)',
       maxStartsPerRun: 20,
+      maxDriftDetections: 5,
+      driftReadPolicy: 'none',
       sourceBucketNames: ['acme-a', 'acme-b'],
       sourceSecretArns: [SOURCE_SECRETS[0], 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/git/*'],
       sourceParameterArns: SOURCE_PARAMETERS,
@@ -742,9 +777,9 @@ describe('state machine, alarms, outputs', () => {
     }
   });
 
-  test('events: every step may put stacksync events on the bus; eventBusName none takes the grant and the variable away; a notification topic gets the example rule', () => {
+  test('events: every step and the scheduler may put stacksync events on the bus; eventBusName none takes the grant and the variable away; a notification topic gets the example rule', () => {
     const putters = (json: CfnTemplate) => identityStatements(json).filter((x) => arr(x.statement.Action).includes('events:PutEvents'));
-    assert.equal(putters(lazyDefaults().json).length, 7, 'the seven steps');
+    assert.equal(putters(lazyDefaults().json).length, 8, "the seven steps and the scheduler (drift notices)");
     const none = synth({ eventBusName: 'none' });
     assert.equal(putters(none.json).length, 0);
     const fn = none.json.Resources[logicalId(none, none.stack.functions.Finalize)].Properties!;
@@ -945,7 +980,7 @@ describe('state machine, alarms, outputs', () => {
 
 describe('IAM', () => {
   for (const [name, get] of [['defaults', lazyDefaults], ['all props', lazyFull]] as const) {
-    test(`no wildcard actions; "*" resources only for log delivery, X-Ray and ListStacks (${name})`, () => {
+    test(`no wildcard actions; "*" resources only for log delivery, X-Ray, ListStacks and DescribeStackDriftDetectionStatus (${name})`, () => {
       const s = get();
       const statements = identityStatements(s.json);
       assert.ok(statements.length > 0);
@@ -956,8 +991,12 @@ describe('IAM', () => {
         }
         if (arr(statement.Resource).includes('*')) {
           for (const action of arr(statement.Action)) {
-            // cloudformation:ListStacks has no resource-level permission (the scheduler's health check).
-            assert.match(action, /^(xray:|logs:(Create|Get|Update|Delete|List)LogDeliver|logs:(PutResourcePolicy|DescribeResourcePolicies|DescribeLogGroups)$|cloudformation:ListStacks$)/);
+            // cloudformation:ListStacks (the scheduler's health check) and DescribeStackDriftDetectionStatus (its
+            // drift detections, by id) have no resource-level permission.
+            assert.match(
+              action,
+              /^(xray:|logs:(Create|Get|Update|Delete|List)LogDeliver|logs:(PutResourcePolicy|DescribeResourcePolicies|DescribeLogGroups)$|cloudformation:(ListStacks|DescribeStackDriftDetectionStatus)$)/,
+            );
           }
         }
       }
@@ -1100,6 +1139,13 @@ describe('IAM', () => {
           condition: keys(['source#*'], ['pk', 'url', 'ref', 'schedShard', 'nextReconcileAt', 'head', 'followersCheckedAt', 'credentialsSecret']),
         },
         { ...st('ForgetSource', ['dynamodb:DeleteItem'], ['TABLE']), condition: keys(['source#*'], ['pk', 'head']) },
+        st('Drift', ['cloudformation:DetectStackDrift', 'cloudformation:DescribeStackResourceDrifts'], [S]),
+        st('DriftDetections', ['cloudformation:DescribeStackDriftDetectionStatus'], ['*']),
+        {
+          ...st('RecordDrift', ['dynamodb:GetItem', 'dynamodb:UpdateItem'], ['TABLE']),
+          condition: keys(['stack#*'], ['pk', 'status', 'watch', 'leaseOwner', 'leaseExpiresAt']),
+        },
+        events,
         st('StartReconcile', ['states:StartExecution'], ['STATE_MACHINE']),
         assume,
         ...sources,
@@ -1130,7 +1176,32 @@ describe('IAM', () => {
       assert.deepEqual(arr(own[0].statement.Action).sort(), ['logs:CreateLogStream', 'logs:PutLogEvents']);
       assert.deepEqual(own[0].statement.Resource, { 'Fn::GetAtt': [fn.Properties!.LoggingConfig.LogGroup.Ref, 'Arn'] });
     }
-    assert.deepEqual(ofType(defaults.json, 'AWS::IAM::Role').filter(([, r]) => r.Properties?.ManagedPolicyArns), [], 'no managed policies');
+  });
+
+  test("managed policies: only the scheduler's role, the driftReadPolicy AWS managed policy (ReadOnlyAccess by default; none: none), as template.yaml", () => {
+    // template.yaml: the policy's ARN in the scheduler's Policies, under the ReadsForDrift condition.
+    const yaml = templateResource('SchedulerFunction').match(/\n +- !If\n +- ReadsForDrift\n +- !Sub "(.*)"\n +- !Ref AWS::NoValue\n/)?.[1];
+    assert.ok(yaml, 'template.yaml: the scheduler attaches the DriftReadPolicy under ReadsForDrift');
+    assert.match(TEMPLATE_YAML, /\n {2}ReadsForDrift: !Not \[!Equals \[!Ref DriftReadPolicy, none\]\]\n/);
+    const arn = (name: string) => nagFinding(yaml.replace('${DriftReadPolicy}', name));
+    for (const [s, policies] of [
+      [lazyDefaults(), [arn('ReadOnlyAccess')]],
+      [lazyFull(), [arn('job-function/ViewOnlyAccess')]],
+      [synth({ driftReadPolicy: 'none' }), []],
+    ] as const) {
+      const scheduler = logicalId(s, s.stack.functions.Scheduler.role as any);
+      const withPolicies = ofType(s.json, 'AWS::IAM::Role').filter(([, r]) => r.Properties?.ManagedPolicyArns);
+      assert.deepEqual(withPolicies.map(([id]) => id), policies.length === 0 ? [] : [scheduler]);
+      const attached = arr(s.json.Resources[scheduler].Properties?.ManagedPolicyArns).map(nagFinding);
+      assert.deepEqual(attached, [...policies]);
+      assert.equal(ofType(s.json, 'AWS::IAM::ManagedPolicy').length, 0, 'no customer managed policies');
+      // cdk-nag's AwsSolutions-IAM4 (an AWS managed policy) suppressed for exactly that policy, with the reason.
+      const iam4 = arr<{ id: string; reason: string; applies_to?: string[] }>(s.json.Resources[scheduler].Metadata?.cdk_nag?.rules_to_suppress).filter(
+        (x) => x.id === 'AwsSolutions-IAM4',
+      );
+      assert.deepEqual(iam4.flatMap((x) => x.applies_to ?? []), policies.map((p) => `Policy::${p}`));
+      for (const x of iam4) assert.match(x.reason, /caller's credentials.*driftReadPolicy.*'none' attaches nothing/s);
+    }
   });
 
   test('iam:PassRole only to the given service roles, only to CloudFormation; none without them', () => {
@@ -1233,7 +1304,7 @@ describe('IAM', () => {
     }
   });
 
-  test('CloudFormation actions only on stack/<prefix>*/*, CreateChangeSet on the AWS-owned transforms (change-set only), ListStacks (scheduler only)', () => {
+  test('CloudFormation actions only on stack/<prefix>*/*, CreateChangeSet on the AWS-owned transforms (change-set only), ListStacks and DescribeStackDriftDetectionStatus (scheduler only)', () => {
     // finalize: the failed run's unexecuted change set is deleted.
     const defaults = lazyDefaults();
     const full = lazyFull();
@@ -1242,16 +1313,23 @@ describe('IAM', () => {
         (x) =>
           arr(x.statement.Action).some((a) => a.startsWith('cloudformation:')) &&
           x.statement.Sid !== 'Transforms' &&
-          x.statement.Sid !== 'ListStacks',
+          x.statement.Sid !== 'ListStacks' &&
+          x.statement.Sid !== 'DriftDetections',
       );
       const withStacks = new Set(cfn.flatMap((x) => x.roles));
-      assert.equal(withStacks.size, 5, 'template-upload, change-set, poll-status, delete, finalize');
-      // Stacks (reads), OwnStacks (changes) in each; ChangeSets in change-set.
-      assert.equal(cfn.length, 11);
-      const listing = identityStatements(s.json).filter((x) => x.statement.Sid === 'ListStacks');
-      assert.equal(listing.length, 1, 'scheduler only');
-      assert.deepEqual(listing[0].roles, [logicalId(s, s.stack.functions.Scheduler.role as any)]);
-      assert.deepEqual(arr(listing[0].statement.Action), ['cloudformation:ListStacks']);
+      assert.equal(withStacks.size, 6, 'template-upload, change-set, poll-status, delete, finalize, scheduler');
+      // Stacks (reads), OwnStacks (changes) in each step; ChangeSets in change-set; Drift in the scheduler.
+      assert.equal(cfn.length, 12);
+      const scheduler = logicalId(s, s.stack.functions.Scheduler.role as any);
+      const drift = cfn.filter((x) => x.roles.includes(scheduler));
+      assert.deepEqual(drift.map((x) => x.statement.Sid), ['Drift']);
+      for (const [sid, action] of [['ListStacks', 'cloudformation:ListStacks'], ['DriftDetections', 'cloudformation:DescribeStackDriftDetectionStatus']]) {
+        const found = identityStatements(s.json).filter((x) => x.statement.Sid === sid);
+        assert.equal(found.length, 1, `${sid}: scheduler only`);
+        assert.deepEqual(found[0].roles, [scheduler]);
+        assert.deepEqual(arr(found[0].statement.Action), [action]);
+        assert.deepEqual(arr(found[0].statement.Resource), ['*']);
+      }
       for (const { statement } of cfn) {
         assert.ok(arr(statement.Action).every((a) => a.startsWith('cloudformation:')));
         assert.deepEqual(arr(statement.Resource).map(nagFinding), [

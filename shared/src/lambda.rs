@@ -204,6 +204,17 @@ async fn scheduler() -> Result<(), lambda_runtime::Error> {
     config.period = required("STACKSYNC_SCHEDULE")
         .ok()
         .and_then(|e| schedule_period(&e));
+    if let Ok(text) = required("STACKSYNC_MAX_DETECTIONS") {
+        config.max_detections = text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+            format!("STACKSYNC_MAX_DETECTIONS must be a whole number above 0, not {text:?}")
+        })?;
+    }
+    // Drift notices, as the runs' (`EventBusName`; `none`: nowhere).
+    config.installation = registry.table().to_owned();
+    config.notices = crate::wiring::event_bus(
+        &aws,
+        &std::env::var("STACKSYNC_EVENT_BUS").unwrap_or_default(),
+    );
     let scheduler = Scheduler {
         registry,
         starter,

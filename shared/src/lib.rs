@@ -25,6 +25,7 @@ pub mod asl;
 pub mod aws;
 pub mod clock;
 pub mod content;
+pub mod drift;
 pub mod duration;
 #[cfg(any(test, feature = "fakes"))]
 pub mod fakes;

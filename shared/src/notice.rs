@@ -33,10 +33,19 @@ pub enum NoticeKind {
     /// A person rejected it.
     #[serde(rename = "Change Set Rejected")]
     Rejected,
+    /// A drift detection found a drift not reported before.
+    #[serde(rename = "Drift Detected")]
+    DriftDetected,
+    /// A stack reported drifted is no longer.
+    #[serde(rename = "Drift Cleared")]
+    DriftCleared,
+    /// A revert did not clear the drift: reported once, not retried.
+    #[serde(rename = "Drift Not Cleared")]
+    DriftNotCleared,
 }
 
 impl NoticeKind {
-    pub const ALL: [NoticeKind; 7] = [
+    pub const ALL: [NoticeKind; 10] = [
         Self::Started,
         Self::Succeeded,
         Self::Removed,
@@ -44,6 +53,9 @@ impl NoticeKind {
         Self::AwaitingApproval,
         Self::Approved,
         Self::Rejected,
+        Self::DriftDetected,
+        Self::DriftCleared,
+        Self::DriftNotCleared,
     ];
 
     /// The `detail-type`.
@@ -55,6 +67,9 @@ impl NoticeKind {
             Self::AwaitingApproval => "Approval Requested",
             Self::Approved => "Change Set Approved",
             Self::Rejected => "Change Set Rejected",
+            Self::DriftDetected => "Drift Detected",
+            Self::DriftCleared => "Drift Cleared",
+            Self::DriftNotCleared => "Drift Not Cleared",
         }
     }
 
@@ -113,6 +128,21 @@ pub struct Notice {
     /// An approval's: why it was asked, until when, who answered and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<NoticeApproval>,
+    /// A drift notice's: the drifted resources (logical ids), how many,
+    /// the action, and when the detection ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<NoticeDrift>,
+}
+
+/// What a drift notice adds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct NoticeDrift {
+    pub count: usize,
+    pub resources: Vec<String>,
+    pub action: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checked_at: Option<String>,
 }
 
 /// What an approval notice adds.

@@ -42,6 +42,10 @@ pub struct Seen {
     /// period is longer, as it then cannot keep that promise.
     #[serde(default)]
     pub interval_seconds: u64,
+    /// The spec's `drift.interval` (seconds; 0: detection off; `None`:
+    /// recorded before drift detection, the default applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_seconds: Option<u64>,
 }
 
 /// The stack as CloudFormation reports it now (from `DescribeStacks` or a
@@ -66,8 +70,9 @@ pub enum Change {
     Updated,
     /// In another status than the run left it (an operation under way, a rollback).
     StatusChanged,
-    /// CloudFormation's drift detection reports another drift status. A
-    /// change set cannot undo drift: it is recorded, not put back.
+    /// CloudFormation's drift detection reports another drift status.
+    /// Found by runs only: the scheduler's drift detection ([`crate::drift`])
+    /// reads and records drift itself, without a run.
     DriftChanged,
 }
 
@@ -121,8 +126,6 @@ impl Seen {
             Some(Change::Updated)
         } else if now.status != self.stack_status {
             Some(Change::StatusChanged)
-        } else if now.drift.is_some() && now.drift != self.drift.as_deref() {
-            Some(Change::DriftChanged)
         } else {
             None
         }
@@ -190,6 +193,7 @@ mod tests {
             drift: None,
             deployed_hash: "h".into(),
             interval_seconds: 600,
+            drift_seconds: None,
         }
     }
 
@@ -223,11 +227,6 @@ mod tests {
                 Some(Change::StatusChanged),
                 "is UPDATE_ROLLBACK_FAILED (stacksync left it UPDATE_COMPLETE)",
             ),
-            (
-                Some(now(&id, 1_000, "UPDATE_COMPLETE", Some("DRIFTED"))),
-                Some(Change::DriftChanged),
-                "reports DRIFTED",
-            ),
         ];
         for (observed, change, words) in cases {
             assert_eq!(s.change(observed), change, "{observed:?}");
@@ -238,6 +237,18 @@ mod tests {
             s.change(Some(now(&id, 1_000, "UPDATE_COMPLETE", None))),
             None,
             "the same stack, unchanged"
+        );
+        assert_eq!(
+            s.change(Some(now(&id, 1_000, "UPDATE_COMPLETE", Some("DRIFTED")))),
+            None,
+            "drift is the drift detection's to read, not a run's"
+        );
+        assert!(
+            s.describe(
+                Change::DriftChanged,
+                Some(now(&id, 1_000, "UPDATE_COMPLETE", Some("DRIFTED")))
+            )
+            .contains("reports DRIFTED")
         );
         assert!(!Change::DriftChanged.is_put_back() && Change::Updated.is_put_back());
     }

@@ -22,6 +22,10 @@ pub enum Phase {
     Reconciling,
     /// The stack matches the spec at `lastAppliedRevision`.
     Ready,
+    /// `Ready`, and the last drift detection found resources that are not
+    /// as the template says (`status.drift`). Shown, never stored: the
+    /// stored phase stays `Ready`.
+    Drifted,
     /// The last reconcile failed; see `message`.
     Failed,
     /// The entry was removed; the stack is being deleted (or released).
@@ -35,11 +39,18 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// `Ready`, drifted or not: the stack is as the spec says, as far as
+    /// runs go (dependents may go on).
+    pub fn is_ready(self) -> bool {
+        matches!(self, Self::Ready | Self::Drifted)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "Pending",
             Self::Reconciling => "Reconciling",
             Self::Ready => "Ready",
+            Self::Drifted => "Drifted",
             Self::Failed => "Failed",
             Self::Deleting => "Deleting",
             Self::Suspended => "Suspended",
@@ -381,6 +392,10 @@ pub struct Status {
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub read_outputs:
         std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    /// What the last drift detection found ([`crate::drift`]): written
+    /// outside runs, carried by them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<crate::drift::DriftRecord>,
 }
 
 /// How many approval records a status keeps.

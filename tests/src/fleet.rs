@@ -345,6 +345,7 @@ async fn list_created(
                     drift: None,
                     deployed_hash: String::new(),
                     interval_seconds: 600,
+                    drift_seconds: None,
                 },
             );
         }
@@ -381,6 +382,11 @@ pub fn steady_entry(name: &str, url: &str, head: &str, now: EpochMillis) -> Stac
             next_reconcile_at: Some(Timestamp(
                 now + i64::try_from(Duration::from_secs(3600).as_millis()).unwrap_or(0),
             )),
+            // Its drift detected an hour ago: not due again for half a day.
+            drift: Some(stacksync::drift::DriftRecord {
+                checked_at: Some(Timestamp(now - 3_600_000)),
+                ..Default::default()
+            }),
             ..Status::default()
         },
         lease: None,

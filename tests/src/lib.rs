@@ -11,6 +11,7 @@ pub mod archives;
 pub mod chain;
 pub mod counted;
 pub mod crash;
+pub mod drift;
 pub mod faults;
 pub mod fleet;
 pub mod git;

@@ -165,6 +165,15 @@ async fn an_out_of_band_update_is_found_by_the_scheduler_and_put_back_by_the_run
     let cfn = Emulator::shared().cloudformation();
     let s = scheduler(&h);
 
+    // The stack's first drift detection comes first (the emulator's ends
+    // failed at once, saying it cannot detect drift): started, then read.
+    assert_eq!(scheduler_run(&s).await.drift.started, 1);
+    assert_eq!(scheduler_run(&s).await.drift.recorded, 1);
+    let reason = h.entry(&name).await.status.drift.unwrap().reason;
+    assert_eq!(
+        reason.as_deref(),
+        Some("the emulator (moto) does not detect drift")
+    );
     // Fine: nothing started, nothing written.
     let before = h.entry(&name).await;
     let idle = scheduler_run(&s).await;

@@ -8,11 +8,13 @@
 //! - `run`: running the reconcile (`reconcile`, `sync`, `history`);
 //! - `unlock`: ending a stuck run's hold on a stack;
 //! - `approval`: answering a change set that waits for approval (`approve`, `reject`);
-//! - `diff`: previewing what a run would do.
+//! - `diff`: previewing what a run would do;
+//! - `drift`: what the last drift detection found.
 
 mod apply;
 mod approval;
 mod diff;
+mod drift;
 mod registry;
 mod run;
 mod status;
@@ -59,6 +61,7 @@ pub async fn run(cli: Cli) -> Result {
         }
         Command::Reject { name, reason } => approval::reject(&aws, &name, &reason, format).await,
         Command::Status { names } => status::status(&aws.registry, &names, format).await,
+        Command::Drift { name } => drift::drift(&aws.registry, &name, format).await,
         Command::Reconcile {
             name,
             local,

@@ -68,6 +68,10 @@ struct StatusRow<'a> {
     /// Why no run acts on the entry (a later schema, unknown spec fields).
     #[serde(skip_serializing_if = "Option::is_none")]
     unsupported: Option<&'a str>,
+    /// How many resources the last drift detection found drifted
+    /// (`stacksync drift NAME` shows them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drifted_resources: Option<usize>,
 }
 
 impl<'a> StatusRow<'a> {
@@ -88,6 +92,12 @@ impl<'a> StatusRow<'a> {
             message: e.unsupported.as_deref().or(e.status.message.as_deref()),
             lease: e.lease.as_ref(),
             unsupported: e.unsupported.as_deref(),
+            drifted_resources: e
+                .status
+                .drift
+                .as_ref()
+                .map(|d| d.resources.len())
+                .filter(|n| *n > 0),
         }
     }
 }
@@ -144,10 +154,20 @@ pub fn print_status(entries: &[StackEntry], format: Output) -> Result {
             .map(|r| r.chars().take(12).collect::<String>());
         // The reason belongs to the failure: a Pending row (spec changed
         // since) shows none.
-        let phase = match row.stall_reason {
-            Some(reason) if row.phase == Phase::Failed => format!("{} ({reason})", row.phase),
+        let phase = match (row.stall_reason, row.drifted_resources) {
+            (Some(reason), _) if row.phase == Phase::Failed => format!("{} ({reason})", row.phase),
+            (_, Some(n)) if row.phase == Phase::Drifted => format!("Drifted ({n})"),
             _ => row.phase.to_string(),
         };
+        // A drifted stack says so, and where to look.
+        let drift_note = (row.phase == Phase::Drifted).then(|| {
+            format!(
+                "{} resource(s) drifted: `stacksync drift {}`",
+                row.drifted_resources.unwrap_or(0),
+                row.name
+            )
+        });
+        let message = drift_note.as_deref().or(row.message);
         table.row(vec![
             row.name.to_owned(),
             phase,
@@ -157,7 +177,7 @@ pub fn print_status(entries: &[StackEntry], format: Output) -> Result {
                 .map(|t| format!("{} ago", age(now, t.0)))
                 .unwrap_or_else(|| "never".into()),
             held_by(row.lease, now),
-            cell(row.message, 80),
+            cell(message, 80),
         ]);
     }
     put!("{}", table.render());

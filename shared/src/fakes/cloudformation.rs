@@ -154,6 +154,7 @@ pub fn summary(stack: &str, status: StackStatus, changed_at: i64) -> StackSummar
         status,
         changed_at,
         drift: None,
+        drift_checked_at: None,
     }
 }
 

@@ -449,6 +449,19 @@ impl<T: Schedule> Schedule for Failing<T> {
     }
 }
 
+impl<T: crate::registry::DriftRecords> crate::registry::DriftRecords for Failing<T> {
+    async fn record_drift(
+        &self,
+        name: &str,
+        read: Option<u64>,
+        record: &crate::drift::DriftRecord,
+        now: EpochMillis,
+    ) -> Result<bool, RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.record_drift(name, read, record, now).await
+    }
+}
+
 impl<T: Answers> Answers for Failing<T> {
     async fn answer(
         &self,

@@ -106,6 +106,9 @@ pub struct StackSummary {
     /// As [`StackInfo::changed_at`].
     pub changed_at: i64,
     pub drift: Option<String>,
+    /// `DriftInformation.LastCheckTimestamp` (epoch ms): when the last
+    /// drift detection of the stack was started, by anyone.
+    pub drift_checked_at: Option<i64>,
 }
 
 /// A change set as described.
@@ -167,6 +170,9 @@ pub struct ChangeSetRequest {
     pub import_existing_resources: bool,
     /// `DeploymentConfig`.
     pub deployment_config: Option<DeploymentConfig>,
+    /// A drift-aware change set (`DeploymentMode: REVERT_DRIFT`): it also
+    /// puts back what drifted. UPDATE only.
+    pub revert_drift: bool,
     /// Written as `Description`, so a change set tells who made it and why.
     pub description: String,
 }
@@ -214,6 +220,7 @@ impl ChangeSetRequest {
             include_nested_stacks: spec.include_nested_stacks,
             import_existing_resources: spec.import_existing_resources,
             deployment_config: spec.deployment_config.clone(),
+            revert_drift: false,
             description: format!("stacksync: {}", spec.name),
         }
     }

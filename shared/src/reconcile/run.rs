@@ -133,6 +133,14 @@ pub struct RunState {
     /// What the run found changed outside stacksync, to put back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub out_of_band: Option<OutOfBand>,
+    /// The drift this run reverts (its fingerprint, `crate::drift`): a
+    /// drift-aware change set, even at the applied hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revert_drift: Option<String>,
+    /// CloudFormation refused the drift-aware change set: the template is
+    /// applied as it is instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub revert_reapplied: bool,
     /// How the run ended, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,

@@ -81,7 +81,7 @@ pub(super) fn dependency_conflicts(
 /// under way, not due to run (a spec change, a mark). Its outputs are then
 /// not about to change.
 pub fn settled(entry: &StackEntry, now: crate::clock::EpochMillis) -> bool {
-    entry.display_phase() == crate::status::Phase::Ready
+    entry.display_phase().is_ready()
         && entry.lease.as_ref().is_none_or(|l| l.expires_at.0 <= now)
         && entry.status.next_reconcile_at.is_none_or(|t| t.0 > now)
 }

@@ -73,6 +73,9 @@ pub struct Watch {
     pub phase: Phase,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seen: Option<Seen>,
+    /// What the scheduler needs of `status.drift`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<crate::drift::DriftWatch>,
 }
 
 /// A status as it is stored: the record (`status`, without what `watch`
@@ -81,6 +84,7 @@ pub fn status_attributes(status: &Status) -> (AttributeValue, AttributeValue) {
     let watch = Watch {
         phase: status.phase,
         seen: status.seen.clone(),
+        drift: status.drift.as_ref().map(crate::drift::DriftRecord::watch),
     };
     let record = Status {
         seen: None,

@@ -41,6 +41,12 @@ pub(super) struct State {
     pub(super) dependents: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
+impl State {
+    pub(super) fn entry_mut(&mut self, name: &str) -> Option<&mut StackEntry> {
+        self.entries.get_mut(name)
+    }
+}
+
 /// The registry, in memory.
 #[derive(Debug, Default)]
 pub struct MemoryRegistry {
@@ -397,6 +403,11 @@ impl Schedule for MemoryRegistry {
                 deleting: e.deletion_requested_at.is_some(),
                 lease_expires_at: e.lease.as_ref().map(|l| l.expires_at.0),
                 next_reconcile_at: e.status.next_reconcile_at.map(|t| t.0),
+                drift: e
+                    .status
+                    .drift
+                    .as_ref()
+                    .map(crate::drift::DriftRecord::watch),
             })
             .collect())
     }

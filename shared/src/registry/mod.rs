@@ -22,6 +22,7 @@ pub mod answers;
 pub mod claims;
 pub mod deliveries;
 pub mod dependents;
+pub mod drift;
 pub mod expr;
 pub mod followers;
 pub mod graph;
@@ -49,6 +50,7 @@ use serde::Serialize;
 pub use answers::{Answer, Answers};
 pub use deliveries::Deliveries;
 pub use dependents::Dependents;
+pub use drift::DriftRecords;
 pub use followers::Follower;
 pub use leases::{LEASE_TTL, Lease, Leases, lease_ttl};
 pub use schedule::{Schedule, SourceRecord, Watched};
@@ -154,6 +156,14 @@ impl StackEntry {
             && matches!(self.status.phase, Phase::Ready | Phase::Failed)
         {
             Phase::Pending
+        } else if self.status.phase == Phase::Ready
+            && self
+                .status
+                .drift
+                .as_ref()
+                .is_some_and(crate::drift::DriftRecord::drifted)
+        {
+            Phase::Drifted
         } else {
             self.status.phase
         }

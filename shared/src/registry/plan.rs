@@ -193,7 +193,7 @@ pub fn plan_apply_at(
                     // New in this plan, or registered and not Ready.
                     by_name
                         .get(up)
-                        .is_none_or(|e| e.display_phase() != crate::status::Phase::Ready)
+                        .is_none_or(|e| !e.display_phase().is_ready())
                 })
                 .map(str::to_owned)
                 .collect();

@@ -55,6 +55,8 @@ pub struct Watched {
     pub deleting: bool,
     pub lease_expires_at: Option<EpochMillis>,
     pub next_reconcile_at: Option<EpochMillis>,
+    /// What the scheduler needs of the drift record (`watch.drift`).
+    pub drift: Option<crate::drift::DriftWatch>,
 }
 
 /// The scheduler's reads and marks.
@@ -166,6 +168,7 @@ fn watched_from_item(item: &Item) -> Result<Watched> {
         name: text(item, attr::NAME).ok_or_else(|| corrupt("the item has no name".into()))?,
         stack_name: text(item, attr::STACK_NAME).unwrap_or_default(),
         phase: watch.as_ref().map(|w| w.phase),
+        drift: watch.as_ref().and_then(|w| w.drift.clone()),
         seen: watch.and_then(|w| w.seen),
         suspended: matches!(item.get(attr::SUSPENDED), Some(AttributeValue::Bool(true))),
         deleting: item.contains_key(attr::DELETION_REQUESTED_AT),

@@ -13,6 +13,7 @@ use crate::duration::Duration;
 
 mod deploy;
 mod deps;
+mod drift;
 mod value;
 
 pub use deploy::{
@@ -20,6 +21,10 @@ pub use deploy::{
     RollbackTrigger,
 };
 pub use deps::{find_cycle, find_cycle_through};
+pub use drift::{
+    DEFAULT_DRIFT_INTERVAL, DriftAction, DriftSpec, MAX_DRIFT_INTERVAL, MAX_IGNORE_RULES,
+    MIN_DRIFT_INTERVAL,
+};
 pub use value::{ParameterValue, ValueRef};
 
 /// Default `interval` (the longest an out-of-band change may go unnoticed; the
@@ -176,6 +181,10 @@ pub struct StackSpec {
     /// Rollback triggers: CloudWatch alarms watched during and after an update.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<RollbackConfig>,
+    /// Drift detection: `{interval: 24h, action: report | revert | off,
+    /// ignore: [LogicalId.Property.Path]}`.
+    #[serde(default, skip_serializing_if = "DriftSpec::is_default")]
+    pub drift: DriftSpec,
 }
 
 /// Where a template comes from: a Git repository or an S3 archive.
@@ -457,6 +466,7 @@ pub(crate) mod fixtures {
             stack_policy: None,
             notification_arns: vec![],
             rollback: None,
+            drift: DriftSpec::default(),
         }
     }
 }

@@ -585,7 +585,10 @@ fn statements_of(document: &Value) -> Result<Vec<Statement>, String> {
 
 /// Each SAM function's statements (`Policies` of `AWS::Serverless::Function`,
 /// inline documents only, and what the artifact bucket's policy denies its
-/// role), by the binary it runs.
+/// role), by the binary it runs. An AWS managed policy (the scheduler's
+/// `DriftReadPolicy`, for drift detection's reads of the stacks' resources)
+/// is left out: every call stacksync makes itself must be granted inline,
+/// so the checks never lean on it.
 pub fn sam_roles(resolver: &Resolver<'_>) -> Result<BTreeMap<String, Vec<Statement>>, String> {
     let mut roles = BTreeMap::new();
     for (logical, resource) in resolver.template["Resources"]
@@ -604,6 +607,12 @@ pub fn sam_roles(resolver: &Resolver<'_>) -> Result<BTreeMap<String, Vec<Stateme
             .unwrap_or(Value::Null);
         let mut statements = Vec::new();
         for policy in policies.as_array().into_iter().flatten() {
+            if policy
+                .as_str()
+                .is_some_and(|arn| arn.starts_with("arn:") && arn.contains(":iam::aws:policy/"))
+            {
+                continue;
+            }
             if !policy.is_object() || policy.get("Statement").is_none() {
                 return Err(format!(
                     "{logical}: policy {policy} is not an inline document (SAM policy templates and managed policies are not checked)"

@@ -5,7 +5,9 @@
 //! guide ("Controlling access with IAM"):
 //!
 //! - CloudFormation actions are authorized on the stack ARN, change-set
-//!   operations included; `ListStacks` only on `*`.
+//!   and drift operations included; `ListStacks` and
+//!   `DescribeStackDriftDetectionStatus` (it names a detection, not a
+//!   stack) only on `*`.
 //! - `CreateChangeSet`, `DeleteStack` and `ContinueUpdateRollback` with a
 //!   `RoleARN` also need `iam:PassRole` on that role, with
 //!   `iam:PassedToService` = `cloudformation.amazonaws.com` (in every
@@ -45,8 +47,10 @@ const VALUE_READERS: [&str; 2] = ["template-upload", "change-set"];
 
 /// The CloudFormation operations known here, each authorized on the stack
 /// ARN alone (plus what [`requests`] adds for roles, tags and templates).
-const ON_STACK: [&str; 14] = [
+const ON_STACK: [&str; 16] = [
     "DescribeStacks",
+    "DetectStackDrift",
+    "DescribeStackResourceDrifts",
     "DescribeEvents",
     "CreateChangeSet",
     "DescribeChangeSet",
@@ -285,7 +289,9 @@ pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>
         "cloudformation" => {
             let stack = |name: &str| i.stack_arn(region, name);
             let mut out = match (op, &call.stack) {
-                ("ListStacks", _) | ("DescribeStacks", None) => {
+                // A detection is asked about by its id, not its stack.
+                ("ListStacks" | "DescribeStackDriftDetectionStatus", _)
+                | ("DescribeStacks", None) => {
                     vec![Request::new(&action, "*".to_owned())]
                 }
                 (op, Some(name)) if ON_STACK.contains(&op) => {

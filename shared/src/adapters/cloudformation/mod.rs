@@ -188,6 +188,10 @@ impl CloudFormation for SdkCloudFormation {
                         .drift_information()
                         .and_then(|d| d.stack_drift_status())
                         .map(|d| d.as_str().to_owned()),
+                    drift_checked_at: s
+                        .drift_information()
+                        .and_then(|d| d.last_check_timestamp())
+                        .map(|t| millis(Some(t))),
                 });
             }
             match out.next_token() {
@@ -250,7 +254,11 @@ impl CloudFormation for SdkCloudFormation {
             .set_template_body(r.template_body.clone())
             // A retry after a lost answer is then the same request to
             // CloudFormation, not a second change set of that name.
-            .client_token(request_token(&format!("create-{}", r.change_set_name)))
+            .client_token(request_token(&format!(
+                "create-{}{}",
+                r.change_set_name,
+                if r.revert_drift { "-revert-drift" } else { "" }
+            )))
             .description(&r.description)
             .set_role_arn(r.role_arn.clone())
             .set_notification_arns(Some(r.notification_arns.clone()));
@@ -278,6 +286,10 @@ impl CloudFormation for SdkCloudFormation {
         }
         if r.import_existing_resources {
             request = request.import_existing_resources(true);
+        }
+        if r.revert_drift {
+            request =
+                request.deployment_mode(aws_sdk_cloudformation::types::DeploymentMode::RevertDrift);
         }
         if let Some(config) = &r.deployment_config {
             request = request.deployment_config(

@@ -12,7 +12,6 @@
 //!   for a person, and does an approval still hold?
 
 mod approval;
-pub mod drift;
 
 pub use approval::{Approved, approval_holds, approval_needed};
 

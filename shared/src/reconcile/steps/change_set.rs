@@ -233,8 +233,20 @@ where
             }
         }
         let parameters = self.parameters(&state, cfn).await?;
-        let request = self.change_set_request(&state, &entry.spec, &name, kind, parameters)?;
-        match cfn.create_change_set(&request).await? {
+        let mut request = self.change_set_request(&state, &entry.spec, &name, kind, parameters)?;
+        request.revert_drift = state.revert_drift.is_some() && kind == ChangeSetKind::Update;
+        let created = match cfn.create_change_set(&request).await {
+            Err(e) if request.revert_drift && refuses_drift_aware(&e) => {
+                // An endpoint without drift-aware change sets: the template
+                // as it is, which puts back only what it changes.
+                warn!(stack = %state.stack_id, error = %e, "drift-aware change sets refused here: applying the template as it is");
+                state.revert_reapplied = true;
+                request.revert_drift = false;
+                cfn.create_change_set(&request).await?
+            }
+            created => created?,
+        };
+        match created {
             Created::ChangeSet => {
                 state.change_set_name = Some(name);
                 state.change_set_kind = Some(kind);
@@ -293,6 +305,13 @@ where
             )
         })
     }
+}
+
+/// Whether CloudFormation refused a change set for its `DeploymentMode`
+/// (an endpoint, or a partition, without drift-aware change sets).
+fn refuses_drift_aware(e: &crate::ports::PortError) -> bool {
+    let text = e.to_string();
+    text.contains("DeploymentMode") || text.contains("REVERT_DRIFT")
 }
 
 /// The change set's `TemplateURL`: the stored template, pinned to the

@@ -328,6 +328,7 @@ where
             drift: stack.drift.clone(),
             deployed_hash: deployed_hash(&body, &masked(spec, &stack.parameters), &stack.tags),
             interval_seconds: spec.interval.as_secs(),
+            drift_seconds: Some(spec.drift.interval_seconds()),
         })
     }
 
@@ -423,7 +424,18 @@ fn ready_status(
         stack_status_reason: None,
         // This run's change set, or none: never an earlier run's.
         change_set_name: state.change_set_name.clone(),
-        message: Some(message.to_owned()),
+        message: Some(match (&state.revert_drift, state.revert_reapplied) {
+            (None, _) => message.to_owned(),
+            (Some(_), false) => format!(
+                "{message}; drift put back by a drift-aware change set (REVERT_DRIFT), \
+                 checked by a detection at once"
+            ),
+            (Some(_), true) => format!(
+                "{message}; drift-aware change sets are refused here: the template was \
+                 applied as it is, which puts back only what it changes (checked by a \
+                 detection at once)"
+            ),
+        }),
         stall_reason: None,
         last_transition_at: None,
         last_reconcile_at: Some(Timestamp(now)),
@@ -456,6 +468,13 @@ fn ready_status(
         provenance: entry.status.provenance.clone(),
         waiting_for: Vec::new(),
         read_outputs: entry.status.read_outputs.clone(),
+        drift: crate::drift::after_run(
+            entry.status.drift.clone(),
+            state.revert_drift.as_deref(),
+            state.revert_reapplied,
+            state.change_set_name.is_some(),
+            now,
+        ),
     }
 }
 

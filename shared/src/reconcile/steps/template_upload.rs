@@ -187,6 +187,19 @@ where
         state.desired_hash = Some(desired.hash);
         state.file_tags = desired.file_tags;
         state.next = Next::ChangeSet;
+        // A drift found and to be put back (`drift.action: revert`): a
+        // drift-aware change set, whatever the hash.
+        if entry.spec.drift.action == crate::spec::DriftAction::Revert
+            && let Some(print) = entry
+                .status
+                .drift
+                .as_ref()
+                .and_then(|d| d.revert_requested())
+        {
+            info!(stack = %state.stack_id, "reverting drift");
+            state.revert_drift = Some(print.to_owned());
+            state.must_apply = true;
+        }
         // An approved change set is judged by change-set, in sync or not.
         if !hash_matches || state.approved.is_some() {
             return Ok(state);
@@ -201,7 +214,8 @@ where
         match self.as_left(&cfn, &entry, stack.as_ref()).await? {
             AsLeft::Same(seen) => {
                 let healthy = up_to_date(true, stack.as_ref().map(|s| &s.status));
-                if let Some(stack) = stack.as_ref().filter(|_| healthy && !state.trigger.force) {
+                let plain = !state.trigger.force && state.revert_drift.is_none();
+                if let Some(stack) = stack.as_ref().filter(|_| healthy && plain) {
                     let changed = self.apply_settings(&cfn, &entry.spec, stack).await?;
                     let message = with_settings(in_sync_message(&entry, &seen), &changed);
                     let outputs = Some(stack.outputs.clone());
@@ -209,7 +223,7 @@ where
                         .in_sync(state, &entry, Some(seen), outputs, &message)
                         .await;
                 }
-                state.must_apply = state.trigger.force;
+                state.must_apply = state.trigger.force || state.revert_drift.is_some();
             }
             AsLeft::Changed(found) => {
                 info!(stack = %state.stack_id, change = %found.change, detail = %found.detail, "changed outside stacksync: putting it back");

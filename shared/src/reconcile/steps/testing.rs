@@ -120,6 +120,7 @@ impl Test {
             drift: s.drift.clone(),
             deployed_hash: deployed_hash(&s.template, &BTreeMap::new(), &s.stack_tags(NAME)),
             interval_seconds: 600,
+            drift_seconds: Some(86_400),
         }
     }
 

@@ -25,7 +25,7 @@ fn unsettled(
     now: crate::clock::EpochMillis,
 ) -> Option<String> {
     let phase = upstream.display_phase();
-    if phase != Phase::Ready {
+    if !phase.is_ready() {
         return Some(phase.to_string());
     }
     if !crate::registry::graph::settled(upstream, now) {
@@ -244,7 +244,7 @@ where
             // behind CloudFormation: a change outside stacksync, outputs
             // recorded by an earlier version).
             if let Ok(Some(upstream)) = self.registry.get(name).await
-                && upstream.display_phase() == Phase::Ready
+                && upstream.display_phase().is_ready()
                 && upstream
                     .status
                     .last_reconcile_at

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::plan::{Plan, plan_apply};
-use super::{Deliveries, Entries, Leases, RegistryError, Schedule, Specs};
+use super::{Deliveries, DriftRecords, Entries, Leases, RegistryError, Schedule, Specs};
 use crate::manifest::parse_manifest;
 use crate::seen::Seen;
 use crate::source::source_key;
@@ -14,6 +14,7 @@ use crate::status::{Phase, Status, Timestamp};
 
 mod bulk;
 mod claims;
+mod drift;
 mod sources;
 
 use bulk::{large_apply, prunes_last};
@@ -40,11 +41,12 @@ fn plan(current: &[super::StackEntry], names: &[&str], prune: bool) -> Plan {
 /// that name none.
 pub async fn check<R>(registry: &R, label: &str)
 where
-    R: Entries + Specs + Leases + Schedule + Deliveries,
+    R: Entries + Specs + Leases + Schedule + Deliveries + DriftRecords,
 {
     specs(registry, label).await;
     leases(registry, label).await;
     statuses(registry, label).await;
+    drift::drift_records(registry, label).await;
     deletion(registry, label).await;
     schedule(registry, label).await;
     sources(registry, label).await;
@@ -303,6 +305,7 @@ async fn seen_and_out_of_the_queue<R: Entries + Leases + Schedule>(r: &R, label:
         drift: Some("IN_SYNC".into()),
         deployed_hash: "d".repeat(64),
         interval_seconds: 600,
+        drift_seconds: None,
     };
     r.acquire_lease("beta", "run-2", TTL, NOW)
         .await

@@ -20,8 +20,7 @@ use crate::ports::{CloudFormation, CloudFormationFactory, SourceFetcher, StackSu
 use crate::registry::{Entries, RegistryError, Schedule, Watched};
 use crate::seen::Observed;
 
-/// An account and region: (region, role assumed to reach the account).
-type Target = (Option<String>, Option<String>);
+use super::drift::{Listings, Target, drift_listed_in};
 
 /// What the check found, beyond the candidates.
 #[derive(Debug, Default)]
@@ -34,20 +33,22 @@ struct Tally {
 
 impl<R, X, S, F> Scheduler<R, X, S, F>
 where
-    R: Entries + Schedule,
+    R: Entries + Schedule + crate::registry::DriftRecords,
     X: Starter,
     S: SourceFetcher + Clone + 'static,
     F: CloudFormationFactory,
 {
     /// Checks every stack; adds those changed outside stacksync (and not
     /// in `taken`, already started for another reason) to `candidates`.
+    /// Returns what it read: every stack, and every listing (drift
+    /// detection works from both).
     pub(super) async fn check_health(
         &self,
         now: EpochMillis,
         taken: &BTreeSet<String>,
         candidates: &mut Vec<Candidate>,
         report: &mut Report,
-    ) -> Result<(), RegistryError> {
+    ) -> Result<(Vec<Watched>, Listings), RegistryError> {
         let at = Instant::now();
         let watched = self.registry.watched().await?;
         report.timing.watch_read = at.elapsed();
@@ -55,8 +56,9 @@ where
         let home = self.cloudformation.home_region();
         let mut by_target: BTreeMap<Target, Vec<&Watched>> = BTreeMap::new();
         let mut tally = Tally::default();
+        let mut listings = Listings::new();
         for w in &watched {
-            match listed_in(w, now) {
+            match listed_in(w, now).or_else(|| drift_listed_in(w, now)) {
                 Some((region, role)) => {
                     let region = region.map(str::to_owned).or_else(|| home.clone());
                     by_target
@@ -89,13 +91,14 @@ where
                 let listed = listing.get(w.stack_name.as_str()).map(|s| observed(s));
                 self.judge(w, listed, now, taken, candidates, &mut tally);
             }
+            listings.insert(target, listing);
         }
         report.stacks_fine = tally.fine;
         report.listings = tally.listings;
         report.stacks_unchecked = tally.unchecked;
         report.interval_shorter_than_period = tally.slow.len();
         self.warn_slow(&tally.slow);
-        Ok(())
+        Ok((watched, listings))
     }
 
     fn judge(

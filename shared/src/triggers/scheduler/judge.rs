@@ -476,11 +476,13 @@ mod tests {
                 drift: None,
                 deployed_hash: "h".into(),
                 interval_seconds: 600,
+                drift_seconds: None,
             }),
             suspended: false,
             deleting: false,
             lease_expires_at: None,
             next_reconcile_at: None,
+            drift: None,
         }
     }
 

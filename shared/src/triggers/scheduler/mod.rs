@@ -31,6 +31,7 @@
 //! source and one `ListStacks` per account and region, and no write, no
 //! start, no per-stack call.
 
+pub mod drift;
 pub mod health;
 pub mod judge;
 
@@ -72,6 +73,13 @@ pub struct Config {
     /// How often the scheduler runs, when known (`STACKSYNC_SCHEDULE`): a
     /// stack whose `interval` is shorter is warned about.
     pub period: Option<Duration>,
+    /// Most drift detections running at once per account and region
+    /// (`STACKSYNC_MAX_DETECTIONS`); the due ones wait for a free place.
+    pub max_detections: usize,
+    /// The installation, as notices name it (its registry table).
+    pub installation: String,
+    /// Where drift notices go.
+    pub notices: crate::ports::Notifier,
 }
 
 impl Default for Config {
@@ -83,6 +91,9 @@ impl Default for Config {
             probe_concurrency: 8,
             followers_check_every: Duration::from_secs(24 * 3600),
             period: None,
+            max_detections: 10,
+            installation: String::new(),
+            notices: crate::ports::Notifier::none(),
         }
     }
 }
@@ -126,6 +137,8 @@ pub struct Report {
     pub stacks_unchecked: usize,
     /// Fine stacks whose `interval` is shorter than the scheduler's period.
     pub interval_shorter_than_period: usize,
+    /// What drift detection did.
+    pub drift: drift::DriftReport,
     /// What went wrong, per source or stack; the run itself went on.
     pub errors: Vec<String>,
     /// Where the run's time went.
@@ -219,7 +232,7 @@ fn judge_due_entries(due: &[StackEntry], now: EpochMillis) -> (Vec<Candidate>, V
 
 impl<R, X, S, F> Scheduler<R, X, S, F>
 where
-    R: Entries + Schedule,
+    R: Entries + Schedule + crate::registry::DriftRecords,
     X: Starter,
     S: SourceFetcher + Clone + 'static,
     F: CloudFormationFactory,
@@ -254,10 +267,14 @@ where
         report.timing.sources = at.elapsed();
         // Then every stack's health, against one listing per account and region.
         let taken: BTreeSet<String> = candidates.iter().map(|c| c.stack.clone()).collect();
-        self.check_health(now, &taken, &mut candidates, &mut report)
+        let (watched, listings) = self
+            .check_health(now, &taken, &mut candidates, &mut report)
             .await?;
         let at = Instant::now();
         let unfinished = self.start_chosen(candidates, now, &mut report).await;
+        // Drift last: a start above that takes a stack keeps drift off it.
+        self.check_drift(now, &watched, &listings, &mut report)
+            .await;
         for (stack, from, to) in postpone {
             match self.registry.move_due(&stack, from, to).await {
                 Ok(true) => report.postponed += 1,

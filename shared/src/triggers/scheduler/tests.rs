@@ -4,7 +4,7 @@ use super::*;
 use crate::fakes::{
     Failing, MemorySources, RecordingStarter, ScriptedCloudFormation, stack_id, summary,
 };
-use crate::ports::PortError;
+use crate::ports::{PortError, StackSummary};
 use crate::registry::memory::MemoryRegistry;
 use crate::registry::sample_entry;
 use crate::seen::Seen;
@@ -34,6 +34,7 @@ fn seen(name: &str) -> Seen {
         drift: None,
         deployed_hash: "h".into(),
         interval_seconds: 600,
+        drift_seconds: None,
     }
 }
 
@@ -48,10 +49,18 @@ async fn scheduler(names: &[&str], head: &str) -> TestScheduler {
         e.status.observed_spec_version = 1;
         e.status.last_attempted_revision = Some(head.to_owned());
         e.status.seen = Some(seen(name));
+        // Drift checked an hour ago, in sync: not due for a day.
+        e.status.drift = Some(crate::drift::DriftRecord {
+            checked_at: Some(Timestamp(NOW - 3_600_000)),
+            stack_drift: Some("IN_SYNC".into()),
+            ..Default::default()
+        });
         registry.insert(e);
-        cfn.script()
-            .listing
-            .push(summary(name, StackStatus::CreateComplete, CHANGED));
+        cfn.script().listing.push(StackSummary {
+            drift: Some("IN_SYNC".into()),
+            drift_checked_at: Some(NOW - 3_600_000),
+            ..summary(name, StackStatus::CreateComplete, CHANGED)
+        });
     }
     let key = source_key(URL, Some("main"));
     registry.add_source(&key, URL, "main", None).await.unwrap();

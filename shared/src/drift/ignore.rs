@@ -1,9 +1,8 @@
 //! What of a drift detection's findings is reported: the resources that
 //! drifted, each with its property differences, less the properties an
-//! entry says to ignore (`LogicalId.Property.Path`). Groundwork for drift
-//! detection (issue "Drift"): no step calls it yet.
+//! entry says to ignore (`drift.ignore`: `LogicalId.Property.Path`).
 
-use crate::ports::drift::ResourceDrift;
+use crate::drift::found::ResourceDrift;
 
 /// One path to ignore: `Queue.VisibilityTimeout`, `Queue.Tags.*.Value`,
 /// `*.Tags`, or `Queue` (the whole resource). A segment `*` matches any one
@@ -79,7 +78,7 @@ pub fn reportable(drifts: Vec<ResourceDrift>, ignore: &[IgnoreRule]) -> Vec<Reso
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ports::drift::PropertyDifference;
+    use crate::drift::found::PropertyDifference;
 
     fn drift(id: &str, status: &str, paths: &[&str]) -> ResourceDrift {
         ResourceDrift {

@@ -1,0 +1,202 @@
+//! Drift, end to end: the scheduler's detections and their findings
+//! recorded in the real registry (the emulator's DynamoDB), reverts run by
+//! the real state machine, against the scripted CloudFormation (the
+//! emulator has no drift detection).
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+#![recursion_limit = "256"]
+
+use stacksync::drift::RevertState;
+use stacksync::ports::PortError;
+use stacksync::registry::Schedule;
+use stacksync::stack_status::StackStatus as S;
+use stacksync::status::Phase;
+use stacksync_testkit::drift::{Drifting, queue_drift};
+use stacksync_testkit::scripted::{pending, ready};
+
+const MINUTES: i64 = 60_000;
+const DAY: i64 = 86_400_000;
+
+/// Detected, and its findings read on the next scheduler run.
+async fn drifted(t: &mut Drifting) {
+    let report = t.later(MINUTES).await;
+    assert_eq!(report.drift.started, 1, "never checked: at once");
+    assert_eq!(t.calls(), ["ListStacks", "DetectStackDrift"]);
+    let record = t.entry().await.status.drift.unwrap();
+    assert!(record.detection.is_some(), "{record:?}");
+    t.finds("DRIFTED", vec![queue_drift()]);
+    let report = t.later(5 * MINUTES).await;
+    assert_eq!((report.drift.polled, report.drift.detected), (1, 1));
+    assert_eq!(
+        t.calls(),
+        [
+            "ListStacks",
+            "DescribeStackDriftDetectionStatus",
+            "DescribeStackResourceDrifts"
+        ]
+    );
+}
+
+/// A revert run: the state machine from the start, as the scheduler would start it.
+async fn revert_run(t: &Drifting) {
+    {
+        let mut s = t.fake.script();
+        s.change_set = [pending(), ready(1)].into_iter().collect();
+        s.after_execute = vec![Some(S::UpdateInProgress), Some(S::UpdateComplete)];
+    }
+    let outcome = t.h.reconcile(&t.name).await;
+    assert!(
+        matches!(outcome, stacksync::asl::Outcome::Succeeded(_)),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drifted_queue_property_is_reported_with_its_values_and_an_ignored_one_is_not() {
+    let mut t = Drifting::new("drift-report", "    drift: {ignore: [Queue.Tags]}\n").await;
+    drifted(&mut t).await;
+    let entry = t.entry().await;
+    assert_eq!(entry.display_phase(), Phase::Drifted);
+    assert_eq!(
+        entry.status.phase,
+        Phase::Ready,
+        "stored as the run left it"
+    );
+    let record = entry.status.drift.unwrap();
+    assert_eq!(record.ignored, 1, "the tag");
+    let queue = &record.resources[0];
+    assert_eq!(queue.logical_id, "Queue");
+    let found: Vec<_> = queue
+        .differences
+        .iter()
+        .map(|d| (d.path.as_str(), d.expected.as_str(), d.actual.as_str()))
+        .collect();
+    assert_eq!(found, [("/VisibilityTimeout", "30", "60")]);
+    assert_eq!(
+        entry.status.next_reconcile_at, None,
+        "reported, not reverted"
+    );
+    assert_eq!(t.notices.kinds(), ["Drift Detected"]);
+    // The scheduler's index carries what it needs: nothing due until the slot.
+    let watched = t.scheduler.registry.watched().await.unwrap();
+    let w = watched.iter().find(|w| w.name == t.name).unwrap();
+    assert_eq!(
+        w.drift.as_ref().unwrap().checked_at,
+        record.checked_at.map(|c| c.0)
+    );
+    let report = t.later(5 * MINUTES).await;
+    assert_eq!(report.drift, Default::default());
+    assert_eq!(
+        t.calls(),
+        ["ListStacks"],
+        "nothing asked between detections"
+    );
+    // A push: its run keeps the record (the stack is still drifted).
+    t.repo.commit(
+        &[(
+            "t.yaml",
+            b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties: {DelaySeconds: 5}\n",
+        )],
+        "delay",
+    );
+    t.fake.script().change_set = [pending(), ready(1)].into_iter().collect();
+    assert!(matches!(
+        t.h.reconcile(&t.name).await,
+        stacksync::asl::Outcome::Succeeded(_)
+    ));
+    let entry = t.entry().await;
+    assert_eq!(entry.status.drift.as_ref().unwrap().resources.len(), 1);
+    assert_eq!(entry.display_phase(), Phase::Drifted);
+    // Its change set changed the stack: the findings may be stale, so the
+    // next scheduler run detects again, and the same drift is not news.
+    t.calls();
+    assert_eq!(t.later(MINUTES).await.drift.started, 1);
+    t.later(5 * MINUTES).await;
+    assert_eq!(t.notices.kinds().len(), 1);
+    assert!(t.entry().await.status.drift.unwrap().changed_at.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn action_revert_makes_a_revert_drift_change_set_that_clears_the_drift() {
+    let mut t = Drifting::new("drift-revert", "    drift: {action: revert}\n").await;
+    drifted(&mut t).await;
+    let entry = t.entry().await;
+    assert!(
+        entry.status.next_reconcile_at.unwrap().0 <= t.now,
+        "due for a run that reverts"
+    );
+    revert_run(&t).await;
+    let requests = t.fake.script().requests.clone();
+    let last = requests.last().unwrap();
+    assert!(
+        last.revert_drift,
+        "a drift-aware change set, at the applied hash"
+    );
+    let entry = t.entry().await;
+    let message = entry.status.message.clone().unwrap();
+    assert!(message.contains("REVERT_DRIFT"), "{message}");
+    let revert = entry.status.drift.unwrap().revert.unwrap();
+    assert_eq!(revert.state, RevertState::Applied);
+    t.calls();
+    // Checked at once, not at the next slot; found in sync.
+    let report = t.later(MINUTES).await;
+    assert_eq!(report.drift.started, 1);
+    t.finds("IN_SYNC", vec![]);
+    t.later(5 * MINUTES).await;
+    let entry = t.entry().await;
+    assert_eq!(entry.display_phase(), Phase::Ready);
+    assert!(entry.status.drift.unwrap().revert.is_none());
+    assert_eq!(t.notices.kinds(), ["Drift Detected", "Drift Cleared"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revert_that_does_not_clear_the_drift_is_reported_once_and_not_tried_again() {
+    let mut t = Drifting::new("drift-stuck", "    drift: {action: revert}\n").await;
+    drifted(&mut t).await;
+    revert_run(&t).await;
+    let change_sets = |t: &Drifting| t.fake.script().requests.len();
+    let made = change_sets(&t);
+    t.later(MINUTES).await;
+    // CloudFormation could not set the property back: the same drift.
+    t.later(5 * MINUTES).await;
+    let entry = t.entry().await;
+    let record = entry.status.drift.clone().unwrap();
+    assert_eq!(record.revert.unwrap().state, RevertState::NotCleared);
+    assert_eq!(entry.status.next_reconcile_at, None, "not retried");
+    assert_eq!(entry.display_phase(), Phase::Drifted);
+    assert_eq!(t.notices.kinds(), ["Drift Detected", "Drift Not Cleared"]);
+    // Found again at the next slots: never said again, never reverted again.
+    for _ in 0..2 {
+        t.later(2 * DAY).await;
+        t.later(5 * MINUTES).await;
+    }
+    assert_eq!(t.notices.kinds().len(), 2);
+    let entry = t.entry().await;
+    assert_eq!(entry.status.next_reconcile_at, None);
+    assert_eq!(change_sets(&t), made, "no change set since");
+    assert!(t.scheduler.starter.started().is_empty(), "no run started");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn where_drift_aware_change_sets_are_refused_the_template_is_applied_and_the_status_says_so()
+{
+    let mut t = Drifting::new("drift-refused", "    drift: {action: revert}\n").await;
+    drifted(&mut t).await;
+    t.fake.script().failures.insert(
+        "CreateChangeSet",
+        [PortError::Rejected(
+            "CreateChangeSet: ValidationError: Unexpected parameter DeploymentMode".into(),
+        )]
+        .into(),
+    );
+    revert_run(&t).await;
+    let requests = t.fake.script().requests.clone();
+    assert!(
+        !requests.last().unwrap().revert_drift,
+        "made again without DeploymentMode"
+    );
+    let entry = t.entry().await;
+    let message = entry.status.message.clone().unwrap();
+    assert!(message.contains("refused here"), "{message}");
+    let revert = entry.status.drift.unwrap().revert.unwrap();
+    assert!(revert.reapplied && revert.state == RevertState::Applied);
+}
