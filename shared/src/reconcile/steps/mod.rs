@@ -414,6 +414,7 @@ fn ready_status(
     message: &str,
 ) -> Status {
     let now = now_millis();
+    let same = same_stack(entry.status.seen.as_ref(), seen.as_ref());
     Status {
         phase: Phase::Ready,
         observed_spec_version: state.spec_version,
@@ -468,13 +469,22 @@ fn ready_status(
         provenance: entry.status.provenance.clone(),
         waiting_for: Vec::new(),
         read_outputs: entry.status.read_outputs.clone(),
+        // Another stack (made anew, replaced): the findings were another's.
         drift: crate::drift::after_run(
-            entry.status.drift.clone(),
+            entry.status.drift.clone().filter(|_| same),
             state.revert_drift.as_deref(),
             state.revert_reapplied,
             state.change_set_name.is_some(),
             now,
         ),
+    }
+}
+
+/// Whether the stack seen now is the one seen before (none before: yes).
+fn same_stack(before: Option<&Seen>, now: Option<&Seen>) -> bool {
+    match (before, now) {
+        (Some(before), Some(now)) => before.stack_id == now.stack_id,
+        _ => true,
     }
 }
 
@@ -545,6 +555,24 @@ pub fn short(revision: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_drift_record_of_another_stack_is_dropped() {
+        let seen = |id: &str| Seen {
+            region: None,
+            assume_role_arn: None,
+            stack_id: id.into(),
+            changed_at: Timestamp(1),
+            stack_status: "CREATE_COMPLETE".into(),
+            drift: None,
+            deployed_hash: String::new(),
+            interval_seconds: 600,
+            drift_seconds: None,
+        };
+        assert!(same_stack(Some(&seen("a")), Some(&seen("a"))));
+        assert!(!same_stack(Some(&seen("a")), Some(&seen("b"))), "replaced");
+        assert!(same_stack(None, Some(&seen("b"))), "nothing seen before");
+    }
 
     #[test]
     fn poll_intervals_grow_by_half_up_to_a_cap() {

@@ -50,8 +50,10 @@ pub(super) fn observed(stack: &StackInfo) -> Observed<'_> {
 fn in_sync_message(entry: &StackEntry, now: &Seen) -> String {
     match &entry.status.seen {
         Some(before) if before.drift != now.drift && now.drift.is_some() => format!(
-            "in sync: nothing to change; {} (drift is not undone by a change set)",
-            before.describe(Change::DriftChanged, Some(observed_seen(now)))
+            "in sync: nothing to change; {} (`stacksync drift {}` shows what drifted; \
+             `drift.action: revert` puts it back)",
+            before.describe(Change::DriftChanged, Some(observed_seen(now))),
+            entry.name
         ),
         _ => "in sync: nothing to change".to_owned(),
     }
@@ -520,7 +522,8 @@ mod tests {
         assert_eq!(status.seen.unwrap().drift.as_deref(), Some("DRIFTED"));
         let message = status.message.unwrap();
         assert!(
-            message.contains("drift detection reports DRIFTED") && message.contains("not undone"),
+            message.contains("drift detection reports DRIFTED")
+                && message.contains("stacksync drift orders"),
             "{message}"
         );
     }

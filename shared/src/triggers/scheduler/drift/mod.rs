@@ -20,7 +20,7 @@
 //!
 //! A stack with nothing due costs nothing: no call, no read, no write.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use tracing::{info, warn};
 
@@ -36,6 +36,7 @@ use crate::ports::drift::{DetectionStatus, DriftDetection};
 use crate::ports::{CloudFormation, CloudFormationFactory, SourceFetcher, StackSummary, Starter};
 use crate::registry::{DriftRecords, Entries, Schedule, StackEntry, Watched};
 use crate::spec::{DEFAULT_DRIFT_INTERVAL, DriftAction};
+use crate::stack_status::StackStatus;
 use crate::status::{Phase, Timestamp};
 
 /// An account and region: (region, role assumed to reach the account).
@@ -95,7 +96,17 @@ pub fn judge_drift(
     } else {
         next_detection(&w.name, last, i64::try_from(interval).unwrap_or(i64::MAX))
     };
-    (due <= now).then_some(DriftStep::Start { due })
+    (due <= now && detectable(&listed.status)).then_some(DriftStep::Start { due })
+}
+
+/// The statuses CloudFormation detects drift in: an operation that ended
+/// (not one under way, nor a failed create or delete).
+fn detectable(status: &StackStatus) -> bool {
+    status.is_success()
+        || matches!(
+            status,
+            StackStatus::UpdateRollbackComplete | StackStatus::UpdateRollbackFailed
+        )
 }
 
 /// What the drift pass did in one run.
@@ -135,7 +146,9 @@ where
         let home = self.cloudformation.home_region();
         let mut running: BTreeMap<Target, usize> = BTreeMap::new();
         let mut due: BTreeMap<Target, Vec<(EpochMillis, &Watched)>> = BTreeMap::new();
-        for w in watched {
+        // A stack this run started is about to be taken by its run.
+        let started: BTreeSet<String> = report.started.iter().map(|r| r.stack.clone()).collect();
+        for w in watched.iter().filter(|w| !started.contains(&w.name)) {
             let Some((region, role)) = drift_listed_in(w, now) else {
                 continue;
             };

@@ -439,3 +439,22 @@ async fn a_detection_that_fails_is_recorded_with_its_reason_and_tried_at_the_nex
     assert_eq!(t.run(NOW + 600_000).await.drift.started, 0);
     assert!(t.notices.kinds().is_empty());
 }
+
+#[tokio::test]
+async fn a_stack_under_way_or_started_by_this_run_gets_no_detection() {
+    let t = one(DriftSpec::default());
+    t.s.cloudformation.script().listing[0].status = StackStatus::UpdateInProgress;
+    assert_eq!(t.run(NOW).await.drift.started, 0, "an operation under way");
+    t.s.cloudformation.script().listing[0].status = StackStatus::UpdateRollbackComplete;
+    assert_eq!(t.run(NOW).await.drift.started, 1, "a rollback that ended");
+
+    let t = one(DriftSpec::default());
+    let mut entry = t.s.registry.entry("orders").unwrap();
+    entry.status.next_reconcile_at = Some(Timestamp(NOW - 1));
+    let url = entry.spec.source.url().to_owned();
+    t.s.registry.insert(entry);
+    t.s.sources.commit(&url, "main", "h1", &[]);
+    let report = t.run(NOW).await;
+    assert_eq!(report.started.len(), 1, "due: started");
+    assert_eq!(report.drift.started, 0, "its run is about to take it");
+}
