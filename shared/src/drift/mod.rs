@@ -23,6 +23,8 @@ pub const MAX_RESOURCES: usize = 50;
 pub const MAX_DIFFERENCES: usize = 20;
 /// Longest expected or actual value kept; longer ones are cut.
 pub const MAX_VALUE_CHARS: usize = 256;
+/// Most bytes of resources a record keeps (a registry item holds 400 KB).
+pub const MAX_RECORD_BYTES: usize = 64 * 1024;
 /// How long a detection stacksync started is waited for; past it, one
 /// that still cannot be read is given up and started again when due.
 pub const DETECTION_PATIENCE_MS: EpochMillis = 60 * 60 * 1000;
@@ -247,7 +249,7 @@ pub fn recorded(found: Vec<ResourceDrift>, mask: bool) -> (Vec<DriftedResource>,
     };
     let mut omitted = 0usize;
     let total = found.len();
-    let resources = found
+    let resources: Vec<DriftedResource> = found
         .into_iter()
         .take(MAX_RESOURCES)
         .map(|r| {
@@ -272,7 +274,33 @@ pub fn recorded(found: Vec<ResourceDrift>, mask: bool) -> (Vec<DriftedResource>,
         })
         .collect();
     omitted += total.saturating_sub(MAX_RESOURCES);
-    (resources, u32::try_from(omitted).unwrap_or(u32::MAX))
+    // The item's size: resources past the budget are counted, not kept.
+    let mut kept: Vec<DriftedResource> = Vec::new();
+    let mut bytes = 0;
+    for resource in resources {
+        let size = serde_json::to_vec(&resource).map_or(usize::MAX, |b| b.len());
+        if bytes + size > MAX_RECORD_BYTES {
+            omitted += 1 + resource.differences.len();
+            continue;
+        }
+        bytes += size;
+        kept.push(resource);
+    }
+    (kept, u32::try_from(omitted).unwrap_or(u32::MAX))
+}
+
+/// A detection's reason as kept: at most [`crate::status::MAX_MESSAGE_CHARS`]
+/// (CloudFormation lists every resource it could not check).
+pub fn reason_kept(reason: Option<String>) -> Option<String> {
+    let max = crate::status::MAX_MESSAGE_CHARS;
+    reason.map(|r| {
+        if r.chars().count() > max {
+            let kept: String = r.chars().take(max - 1).collect();
+            format!("{kept}…")
+        } else {
+            r
+        }
+    })
 }
 
 /// A detection's findings, and what they change.
@@ -355,7 +383,7 @@ pub fn apply_findings(
         ignored: findings.ignored,
         omitted: findings.omitted,
         detection: None,
-        reason: findings.reason,
+        reason: reason_kept(findings.reason),
         revert: revert_state,
         changed_at: None,
         rev: previous.rev + 1,

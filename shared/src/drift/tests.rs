@@ -145,13 +145,28 @@ fn records_are_bounded_and_a_secret_reading_stack_keeps_no_values() {
             .collect(),
     };
     let (kept, omitted) = recorded((0..60).map(big).collect(), false);
-    assert_eq!(kept.len(), MAX_RESOURCES);
     assert_eq!(kept[0].differences.len(), MAX_DIFFERENCES);
-    assert_eq!(omitted, 10 + 50 * 10);
     assert_eq!(
         kept[0].differences[0].expected.chars().count(),
         MAX_VALUE_CHARS
     );
+    let bytes = serde_json::to_vec(&kept).unwrap().len();
+    assert!(
+        bytes <= MAX_RECORD_BYTES,
+        "{bytes} bytes: an item holds 400 KB"
+    );
+    let dropped = MAX_RESOURCES - kept.len();
+    assert!(
+        dropped > 0,
+        "60 resources of 20 long differences do not fit"
+    );
+    assert_eq!(
+        omitted as usize,
+        10 + 50 * 10 + dropped * (1 + MAX_DIFFERENCES),
+        "every difference left out is counted"
+    );
+    let (small, omitted) = recorded((0..3).map(big).collect(), false);
+    assert_eq!((small.len(), omitted), (3, 30));
     let (masked, _) = recorded(vec![big(0)], true);
     assert!(
         masked[0]
@@ -179,4 +194,12 @@ fn a_change_set_run_on_a_drifted_stack_asks_for_a_detection_at_once() {
         "nothing reported: nothing to check again"
     );
     assert_eq!(after_run(None, None, false, true, 2_000), None);
+}
+
+#[test]
+fn a_long_reason_is_cut() {
+    let long = "Queue: Access Denied; ".repeat(500);
+    let kept = reason_kept(Some(long)).unwrap();
+    assert_eq!(kept.chars().count(), crate::status::MAX_MESSAGE_CHARS);
+    assert_eq!(reason_kept(Some("short".into())).as_deref(), Some("short"));
 }

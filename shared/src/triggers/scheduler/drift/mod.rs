@@ -340,7 +340,7 @@ where
                 let record = DriftRecord {
                     checked_at: Some(Timestamp(checked_at)),
                     detection: None,
-                    reason: d.reason,
+                    reason: crate::drift::reason_kept(d.reason),
                     rev: previous.rev + 1,
                     ..previous.clone()
                 };
