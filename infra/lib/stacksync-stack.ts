@@ -84,12 +84,12 @@ export interface StackSyncProps extends StackProps {
   /**
    * The EventBridge bus (of this account and region, by name) every run's events go to: source `stacksync`,
    * detail types Reconcile Started, Reconcile Succeeded, Reconcile Failed, Approval Requested, Change Set Approved,
-   * Change Set Rejected. 'none': no events.
+   * Change Set Rejected, and the scheduler's Drift Detected, Drift Cleared, Drift Not Cleared. 'none': no events.
    * @default 'default' (the account's default bus)
    */
   readonly eventBusName?: string;
   /**
-   * An example rule: failed runs, rejections and change sets awaiting approval go to this SNS topic (its policy
+   * An example rule: failed runs, rejections, change sets awaiting approval and drift found go to this SNS topic (its policy
    * must let events.amazonaws.com publish).
    * @default none (no rule)
    */
@@ -1037,11 +1037,11 @@ export class StackSyncStack extends Stack {
     // ---- events: an example rule (with a notificationTopicArn only) ---------------------
     if (this.notificationTopicArn !== undefined && this.eventBusName !== 'none') {
       new events.CfnRule(this, 'NotificationRule', {
-        description: 'stacksync: failed runs and change sets awaiting approval, to NotificationTopicArn',
+        description: 'stacksync: failed runs, change sets awaiting approval and drift found, to NotificationTopicArn',
         eventBusName: this.eventBusName,
         eventPattern: {
           source: ['stacksync'],
-          'detail-type': ['Reconcile Failed', 'Approval Requested', 'Change Set Rejected'],
+          'detail-type': ['Reconcile Failed', 'Approval Requested', 'Change Set Rejected', 'Drift Detected', 'Drift Not Cleared'],
           detail: { installation: [this.table.tableName] },
         },
         targets: [{ id: 'notification-topic', arn: this.notificationTopicArn }],

@@ -790,7 +790,13 @@ describe('state machine, alarms, outputs', () => {
     const [[, r]] = rule(own.json);
     assert.equal(r.Properties!.EventBusName, 'ops');
     assert.deepEqual(r.Properties!.EventPattern.source, ['stacksync']);
-    assert.deepEqual(r.Properties!.EventPattern['detail-type'], ['Reconcile Failed', 'Approval Requested', 'Change Set Rejected']);
+    assert.deepEqual(r.Properties!.EventPattern['detail-type'], [
+      'Reconcile Failed',
+      'Approval Requested',
+      'Change Set Rejected',
+      'Drift Detected',
+      'Drift Not Cleared',
+    ]);
     assert.deepEqual(r.Properties!.Targets.map((t: any) => t.Arn), [ALARM_TOPIC]);
     for (const { statement } of putters(own.json)) {
       assert.deepEqual(statement.Resource, { 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, ':events:', { Ref: 'AWS::Region' }, ':', { Ref: 'AWS::AccountId' }, ':event-bus/ops']] });
