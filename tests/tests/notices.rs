@@ -169,3 +169,34 @@ async fn a_run_that_succeeds_and_one_that_fails_reach_a_queue_through_a_rule_on_
     let entry = h.steps.registry.get(&good).await.unwrap().unwrap();
     assert_eq!(entry.status.last_applied_revision, Some(revision));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_schedulers_drift_notices_reach_a_queue_through_a_rule_on_the_bus() {
+    use stacksync_testkit::drift::{Drifting, queue_drift};
+    let mut t = Drifting::new("told-drift", "").await;
+    // The scheduler puts its notices on the emulator's default bus, as deployed.
+    t.scheduler.config.notices =
+        stacksync::wiring::event_bus(&Emulator::shared().sdk_config(), "default");
+    let url = queue_for_installation(&t.scheduler.config.installation).await;
+    t.later(60_000).await;
+    t.finds("DRIFTED", vec![queue_drift()]);
+    t.later(300_000).await;
+    let events = received(&url, 1, Duration::from_secs(20)).await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let event = &events[0];
+    assert_eq!(
+        (&event["source"], &event["detail-type"]),
+        (&json!("stacksync"), &json!("Drift Detected"))
+    );
+    let detail = &event["detail"];
+    assert_eq!(detail["stack"], t.name.as_str());
+    assert_eq!(detail["phase"], "Drifted");
+    assert_eq!(detail["drift"]["count"], 1);
+    assert_eq!(detail["drift"]["resources"], json!(["Queue"]));
+    assert_eq!(detail["drift"]["action"], "report");
+    assert_eq!(detail["trigger"], "drift");
+    // The same drift found again is not news.
+    t.later(2 * 86_400_000).await;
+    t.later(300_000).await;
+    assert!(received(&url, 1, Duration::from_secs(2)).await.is_empty());
+}
