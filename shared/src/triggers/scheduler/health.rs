@@ -6,7 +6,8 @@
 //! summary is compared in memory with what its last run recorded
 //! ([`crate::seen::Seen`]): a stack that is fine costs no write, no call and
 //! no execution; one changed outside stacksync (updated, replaced, deleted,
-//! in another status, drift reported) gets its reconcile started.
+//! in another status) gets its reconcile started. The listings are handed
+//! on to the drift pass ([`super::drift`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

@@ -17,6 +17,10 @@
 //! 3. **Health** ([`health`]): every stack, every run, compared with one
 //!    listing per account and region; only a stack changed outside
 //!    stacksync is started ([`judge::judge_watched`]).
+//! 4. **Drift** ([`drift`]): against the same listings, the drift
+//!    detections that are due are started (capped per account and region),
+//!    those running asked about, and the findings of those that ended
+//!    recorded; a drift to revert makes its stack due.
 //!
 //! At most `max_starts` executions are started per run, most urgent first;
 //! the rest stay due (their `nextReconcileAt` is not moved, the source head
@@ -26,10 +30,10 @@
 //! Execution names are deterministic (stack and due time, head, or change
 //! seen), so a run retried after a crash cannot start anything twice.
 //!
-//! An idle run — nothing due, no source moved, every stack fine — makes six
-//! DynamoDB queries (more only past 1 MB of index), one ref listing per
-//! source and one `ListStacks` per account and region, and no write, no
-//! start, no per-stack call.
+//! An idle run — nothing due, no source moved, every stack fine, no drift
+//! detection due — makes six DynamoDB queries (more only past 1 MB of
+//! index), one ref listing per source and one `ListStacks` per account and
+//! region, and no write, no start, no per-stack call.
 
 pub mod drift;
 pub mod health;
