@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use stacksync::adapters::git::GitFetcher;
 use stacksync::clock::{EpochMillis, now_millis};
+pub use stacksync::fakes::queue_drift;
 use stacksync::fakes::{MemoryNotices, RecordingStarter, stack_id};
-use stacksync::ports::drift::{DetectionStatus, DriftDetection, PropertyDifference, ResourceDrift};
+use stacksync::ports::drift::{DetectionStatus, DriftDetection, ResourceDrift};
 use stacksync::ports::{Notifier, StackSummary};
 use stacksync::registry::{Registry, StackEntry};
 use stacksync::stack_status::StackStatus;
@@ -145,25 +146,5 @@ impl Drifting {
         let calls = self.fake.operations();
         self.fake.script().calls.clear();
         calls
-    }
-}
-
-/// The queue, edited in the console: its visibility timeout and a tag.
-pub fn queue_drift() -> ResourceDrift {
-    let difference = |path: &str, expected: &str, actual: &str| PropertyDifference {
-        path: path.into(),
-        expected: expected.into(),
-        actual: actual.into(),
-        kind: "NOT_EQUAL".into(),
-    };
-    ResourceDrift {
-        logical_id: "Queue".into(),
-        resource_type: "AWS::SQS::Queue".into(),
-        physical_id: Some("https://sqs.us-east-1.amazonaws.com/123456789012/orders".into()),
-        status: "MODIFIED".into(),
-        differences: vec![
-            difference("/VisibilityTimeout", "30", "60"),
-            difference("/Tags/0/Value", "blue", "green"),
-        ],
     }
 }

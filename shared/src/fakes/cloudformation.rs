@@ -158,6 +158,28 @@ pub fn summary(stack: &str, status: StackStatus, changed_at: i64) -> StackSummar
     }
 }
 
+/// What a drift detection finds of a queue edited in the console: its
+/// visibility timeout (30 → 60) and a tag (blue → green).
+pub fn queue_drift() -> crate::ports::drift::ResourceDrift {
+    let difference =
+        |path: &str, expected: &str, actual: &str| crate::ports::drift::PropertyDifference {
+            path: path.into(),
+            expected: expected.into(),
+            actual: actual.into(),
+            kind: "NOT_EQUAL".into(),
+        };
+    crate::ports::drift::ResourceDrift {
+        logical_id: "Queue".into(),
+        resource_type: "AWS::SQS::Queue".into(),
+        physical_id: Some("https://sqs.us-east-1.amazonaws.com/123456789012/orders".into()),
+        status: "MODIFIED".into(),
+        differences: vec![
+            difference("/VisibilityTimeout", "30", "60"),
+            difference("/Tags/0/Value", "blue", "green"),
+        ],
+    }
+}
+
 /// A change set ready to execute, with `changes` changes.
 pub fn ready(changes: usize) -> ChangeSetInfo {
     ChangeSetInfo {

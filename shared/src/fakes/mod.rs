@@ -23,7 +23,7 @@ mod starter;
 pub use blobs::MemoryBlobs;
 pub use cloudformation::{
     Script, ScriptedCloudFormation, TEST_INSTALLATION, failed, failure_event, pending,
-    queue_change, ready, stack_id, summary,
+    queue_change, queue_drift, ready, stack_id, summary,
 };
 pub use failing::Failing;
 pub use notices::MemoryNotices;

@@ -7,9 +7,10 @@ use super::super::{Config, Report, Scheduler};
 use crate::clock::EpochMillis;
 use crate::drift::{DriftRecord, RevertState};
 use crate::fakes::{
-    MemoryNotices, MemorySources, RecordingStarter, ScriptedCloudFormation, stack_id, summary,
+    MemoryNotices, MemorySources, RecordingStarter, ScriptedCloudFormation, queue_drift, stack_id,
+    summary,
 };
-use crate::ports::drift::{DetectionStatus, DriftDetection, PropertyDifference, ResourceDrift};
+use crate::ports::drift::{DetectionStatus, DriftDetection, ResourceDrift};
 use crate::ports::{Notifier, PortError};
 use crate::registry::memory::MemoryRegistry;
 use crate::registry::sample_entry;
@@ -73,25 +74,6 @@ fn fleet(names: &[String], drift: &DriftSpec, cap: usize) -> Test {
 
 fn one(drift: DriftSpec) -> Test {
     fleet(&["orders".to_owned()], &drift, 10)
-}
-
-fn queue_drift() -> ResourceDrift {
-    let difference = |path: &str, expected: &str, actual: &str| PropertyDifference {
-        path: path.into(),
-        expected: expected.into(),
-        actual: actual.into(),
-        kind: "NOT_EQUAL".into(),
-    };
-    ResourceDrift {
-        logical_id: "Queue".into(),
-        resource_type: "AWS::SQS::Queue".into(),
-        physical_id: Some("https://sqs/orders".into()),
-        status: "MODIFIED".into(),
-        differences: vec![
-            difference("/VisibilityTimeout", "30", "60"),
-            difference("/Tags/0/Value", "blue", "green"),
-        ],
-    }
 }
 
 fn complete(stack_drift: &str) -> DriftDetection {
