@@ -30,7 +30,11 @@ impl StackEvents {
         speedup: f64,
     ) -> Result<Self> {
         let cfn = cloudformation
-            .for_stack(spec.region.as_deref(), spec.assume_role_arn.as_deref())
+            .for_stack(
+                spec.region.as_deref(),
+                spec.assume_role_arn.as_deref(),
+                Some(&spec.name),
+            )
             .await
             .map_err(|e| e.to_string())?;
         let (stop, stopped) = oneshot::channel();

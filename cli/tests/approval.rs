@@ -36,12 +36,21 @@ async fn setup(
     let repo = GitRepo::new(prefix);
     repo.commit(&[("t.yaml", template)], "template");
     let name = unique_name("appr").replace('-', "x");
-    h.apply(&format!(
-        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n    approval: always\n    approvalTimeout: {timeout}\n",
-        repo.file_url()
-    ))
-    .await;
+    h.apply(&entry(&name, &repo.file_url(), timeout)).await;
     (h, repo, name)
+}
+
+/// The entry `name` following `url`, asking for approval of every change
+/// set (waiting at most `timeout`); a `git://` URL is fetched `insecure`.
+fn entry(name: &str, url: &str, timeout: &str) -> String {
+    let insecure = if url.starts_with("git://") {
+        ", insecure: true"
+    } else {
+        ""
+    };
+    format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{url}', path: t.yaml{insecure}}}\n    approval: always\n    approvalTimeout: {timeout}\n"
+    )
 }
 
 /// What waits for approval on `name`, once something does (and is not
@@ -265,7 +274,10 @@ async fn an_approval_nobody_gives_times_out_and_its_change_set_is_deleted() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deployed_run_waits_on_its_task_token_and_stacksync_approve_answers_it() {
     let emulator = Emulator::shared();
-    let (h, _repo, name) = setup("appr-deployed", QUEUE, "30d").await;
+    let (h, repo, name) = setup("appr-deployed", QUEUE, "30d").await;
+    // A deployed installation fetches no file:// source: served on loopback.
+    let daemon = stacksync_testkit::git::GitDaemon::serve(&repo);
+    h.apply(&entry(&name, &daemon.url(&repo), "30d")).await;
     let (table, bucket) = (
         h.steps.registry.table().to_owned(),
         h.steps.blobs.bucket().to_owned(),

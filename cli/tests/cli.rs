@@ -725,6 +725,8 @@ async fn reconcile_starts_the_deployed_state_machine_follows_it_and_history_list
         )],
         "queue",
     );
+    // A deployed installation fetches no file:// source: served on loopback.
+    let daemon = stacksync_testkit::git::GitDaemon::serve(&repo);
     let name = unique_name("clidep").replace('-', "x");
     let dir = std::env::temp_dir().join(unique_name("cli-deployed"));
     std::fs::create_dir_all(&dir).unwrap();
@@ -732,8 +734,8 @@ async fn reconcile_starts_the_deployed_state_machine_follows_it_and_history_list
     std::fs::write(
         &file,
         format!(
-            "stacks:\n  - name: {name}\n    source: {{git: '{}', path: q.yaml}}\n    pollInterval: 1s\n",
-            repo.file_url()
+            "stacks:\n  - name: {name}\n    source: {{git: '{}', path: q.yaml, insecure: true}}\n    pollInterval: 1s\n",
+            daemon.url(&repo)
         ),
     )
     .unwrap();

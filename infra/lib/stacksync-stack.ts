@@ -63,7 +63,8 @@ export interface StackSyncProps extends StackProps {
   readonly cloudFormationRoleArns?: string[];
   /**
    * Roles in other accounts the functions may assume (the stacks'
-   * `assumeRoleArn`).
+   * `assumeRoleArn`), tagging the session; each may read by version the
+   * templates of its own account's stacks only.
    * @default none (same account only)
    */
   readonly targetAccountRoleArns?: string[];
@@ -149,7 +150,7 @@ export interface StackSyncProps extends StackProps {
   readonly sourceParameterArns?: string[];
   /**
    * Secrets Manager secrets the stacks' parameters may read (`{secret: ARN, key: FIELD}` in stacks.yaml):
-   * template-upload and change-set may read these only. Secret ARNs, IAM wildcards (`*`, `?`) allowed
+   * template-upload, change-set and poll-status may read these only. Secret ARNs, IAM wildcards (`*`, `?`) allowed
    * in the name, as `sourceSecretArns`.
    * @default none (no parameter from Secrets Manager)
    */
@@ -201,8 +202,12 @@ export interface StackSyncProps extends StackProps {
 
 /** What a row of FUNCTIONS may ask for; each method is one statement of template.yaml. */
 export interface Permissions {
-  /** `Registry`: these DynamoDB actions on the registry table. */
-  registry(...actions: string[]): iam.PolicyStatement;
+  /**
+   * `ReadRegistry`: dynamodb:GetItem on the registry table, only items whose key starts with one of
+   * `RUN_KEY_PREFIXES` (`ForAllValues:StringLike` on `dynamodb:LeadingKeys`), read whole. What a step writes is
+   * `keys('RecordRun', ...)`.
+   */
+  readRegistry(): iam.PolicyStatement;
   /** These object actions on `<prefix>/*` of the artifact bucket, for each prefix. */
   objects(sid: string, actions: string[], prefixes: string[]): iam.PolicyStatement;
   /** `s3:ListBucket` on the bucket, so that a missing object reads as 404 rather than 403. */
@@ -232,11 +237,14 @@ export interface Permissions {
   transforms(): iam.PolicyStatement;
   /** `PassServiceRoles`: iam:PassRole on the configured service roles, to CloudFormation only; none when none are configured. */
   passServiceRoles(): iam.PolicyStatement[];
-  /** `TargetAccounts`: sts:AssumeRole on the configured target-account roles; none when none are configured. */
+  /**
+   * `TargetAccounts`: sts:AssumeRole and sts:TagSession (the sessions are tagged) on the configured
+   * target-account roles; none when none are configured.
+   */
   assumeTargetRoles(): iam.PolicyStatement[];
   /** `Events`: events:PutEvents on the `eventBusName` bus, source `stacksync` only; none with 'none'. */
   putEvents(): iam.PolicyStatement[];
-  /** These DynamoDB actions on the registry table, under a Sid of the row's own (the `Registry` statement is `registry`). */
+  /** These DynamoDB actions on the registry table, under a Sid of the row's own, unconditioned (`keys`: by key prefix). */
   table(sid: string, ...actions: string[]): iam.PolicyStatement;
   /** Sid Deliveries: dynamodb:PutItem on the table, only items whose key starts with `delivery#`, only their key and expiry. */
   deliveries(): iam.PolicyStatement;
@@ -367,6 +375,18 @@ export const FOLLOWER_ATTRIBUTES = [
   'watch',
 ];
 
+/**
+ * The items a step reads (`readRegistry`): its run's entry (`stack#`) and what a run records of the stacks it
+ * depends on (`dependents#`).
+ */
+export const RUN_KEY_PREFIXES = ['stack#', 'dependents#'];
+
+/**
+ * What a step writes of its run's entry (`RecordRun`): its status, its hold (the lease), when it is due; never its
+ * spec (README "Security model"). artifact-fetch also writes the `names` of `dependents#` items.
+ */
+export const RUN_ATTRIBUTES = ['pk', 'status', 'watch', 'leaseOwner', 'leaseExpiresAt', 'leaseTakenAt', 'nextReconcileAt'];
+
 /** The tag naming the installation that made a stack (shared/src/ownership.rs). */
 export const INSTALLATION_TAG = 'stacksync:installation';
 
@@ -379,7 +399,10 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     errorsMetricId: 'fetch',
     reconcileStep: true,
     permissions: (p) => [
-      p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'),
+      // The run's entry (and what it records of the stacks it depends on): read whole, written only as a run
+      // writes it (its status, its hold, when it is due), never its spec (README "Security model").
+      p.readRegistry(),
+      p.keys('RecordRun', ['dynamodb:UpdateItem'], ['stack#', 'dependents#'], [...RUN_ATTRIBUTES, 'names']),
       p.objects('Artifacts', ['s3:GetObject', 's3:PutObject'], ['artifacts']),
       p.listBucket('ArtifactExists'),
       ...p.putEvents(),
@@ -398,7 +421,10 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     errorsMetricId: 'upload',
     reconcileStep: true,
     permissions: (p) => [
-      p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'),
+      // The run's entry (and what it records of the stacks it depends on): read whole, written only as a run
+      // writes it (its status, its hold, when it is due), never its spec (README "Security model").
+      p.readRegistry(),
+      p.keys('RecordRun', ['dynamodb:UpdateItem'], ['stack#'], RUN_ATTRIBUTES),
       p.objects('ReadArtifacts', ['s3:GetObject'], ['artifacts']),
       p.objects('StoreTemplates', ['s3:GetObject', 's3:PutObject'], ['templates', 'parameters']),
       p.listBucket('ObjectExists'),
@@ -420,7 +446,10 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     errorsMetricId: 'changeset',
     reconcileStep: true,
     permissions: (p) => [
-      p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'),
+      // The run's entry (and what it records of the stacks it depends on): read whole, written only as a run
+      // writes it (its status, its hold, when it is due), never its spec (README "Security model").
+      p.readRegistry(),
+      p.keys('RecordRun', ['dynamodb:UpdateItem'], ['stack#'], RUN_ATTRIBUTES),
       // CloudFormation reads TemplateURL with the caller's permissions; the
       // URL names the object version template-upload compared.
       p.objects('Templates', ['s3:GetObjectVersion'], ['templates']),
@@ -463,7 +492,10 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     errorsMetricId: 'poll',
     reconcileStep: true,
     permissions: (p) => [
-      p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'),
+      // The run's entry (and what it records of the stacks it depends on): read whole, written only as a run
+      // writes it (its status, its hold, when it is due), never its spec (README "Security model").
+      p.readRegistry(),
+      p.keys('RecordRun', ['dynamodb:UpdateItem'], ['stack#'], RUN_ATTRIBUTES),
       p.objects('Parameters', ['s3:GetObject'], ['parameters']),
       p.stacks(
         'cloudformation:DescribeStacks',
@@ -478,6 +510,9 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       p.ownStacks('cloudformation:DeleteChangeSet', 'cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'),
       ...p.assumeTargetRoles(),
       ...p.putEvents(),
+      // The stacks' secrets, read again when a run ends Ready: no output holding one is recorded (README "Outputs").
+      ...p.valueSecrets(),
+      ...p.valueParameters(),
     ],
   },
   {
@@ -487,7 +522,12 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     errorsMetricId: 'del',
     reconcileStep: true,
     permissions: (p) => [
-      p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'),
+      // The run's entry (and what it records of the stacks it depends on): read whole, written only as a run
+      // writes it (its status, its hold, when it is due), never its spec (README "Security model").
+      p.readRegistry(),
+      p.keys('RecordRun', ['dynamodb:UpdateItem'], ['stack#'], RUN_ATTRIBUTES),
+      // A removed entry, once its deletion was asked (the code's condition), and the claim it held on its stack's name.
+      p.keys('ForgetEntry', ['dynamodb:DeleteItem'], ['stack#', 'claim#'], ['pk', 'deletionRequestedAt', 'leaseOwner', 'name']),
       // Why a delete failed: the operation's events, else the stack's.
       p.stacks('cloudformation:DescribeStacks', 'cloudformation:DescribeEvents', 'cloudformation:DescribeStackEvents'),
       // stacksync turned protection on (terminationProtection); it lifts it to delete. Never another
@@ -507,7 +547,13 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     description: 'stacksync approval: records a change set that awaits approval',
     errorsMetricId: 'approval',
     reconcileStep: true,
-    permissions: (p) => [p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'), ...p.putEvents()],
+    permissions: (p) => [
+      // The run's entry (and what it records of the stacks it depends on): read whole, written only as a run
+      // writes it (its status, its hold, when it is due), never its spec (README "Security model").
+      p.readRegistry(),
+      p.keys('RecordRun', ['dynamodb:UpdateItem'], ['stack#'], RUN_ATTRIBUTES),
+      ...p.putEvents(),
+    ],
   },
   {
     id: 'Finalize',
@@ -516,7 +562,10 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     errorsMetricId: 'fin',
     reconcileStep: true,
     permissions: (p) => [
-      p.registry('dynamodb:GetItem', 'dynamodb:UpdateItem'),
+      // The run's entry (and what it records of the stacks it depends on): read whole, written only as a run
+      // writes it (its status, its hold, when it is due), never its spec (README "Security model").
+      p.readRegistry(),
+      p.keys('RecordRun', ['dynamodb:UpdateItem'], ['stack#'], RUN_ATTRIBUTES),
       // The failed run's change set, made and never executed, is deleted.
       p.stacks('cloudformation:DescribeChangeSet'),
       p.ownStacks('cloudformation:DeleteChangeSet'),
@@ -1154,8 +1203,10 @@ export class StackSyncStack extends Stack {
    * What CloudFormation deploys is stored in the bucket by content: nobody
    * but the step that stores an object may write or delete it (an
    * administrator too; delete these statements first to empty the bucket).
-   * Target-account roles may read templates by version: CloudFormation
-   * there reads the TemplateURL with the assumed role's credentials.
+   * Target-account roles may read templates by version, of their own
+   * account's stacks only (`aws:PrincipalAccount`, an IAM policy variable):
+   * CloudFormation there reads the TemplateURL with the assumed role's
+   * credentials.
    */
   private protectStoredObjects(): void {
     const writers: [string, string, string[]][] = [
@@ -1177,10 +1228,11 @@ export class StackSyncStack extends Stack {
     if (this.targetAccountRoleArns.length > 0) {
       this.bucket.addToResourcePolicy(
         new iam.PolicyStatement({
-          sid: 'TargetAccountsReadTemplates',
+          sid: 'TargetAccountsReadTheirTemplates',
           principals: this.targetAccountRoleArns.map((arn) => new iam.ArnPrincipal(arn)),
           actions: ['s3:GetObjectVersion'],
-          resources: [this.bucket.arnForObjects('templates/*')],
+          // Literal in the policy: IAM fills in the calling role's account.
+          resources: [this.bucket.arnForObjects('templates/accounts/${aws:PrincipalAccount}/*')],
         }),
       );
     }
@@ -1311,8 +1363,13 @@ export class StackSyncStack extends Stack {
     // The stack's stacksync:installation tag names this installation (its registry table).
     const ours = { [`aws:ResourceTag/${INSTALLATION_TAG}`]: this.table.tableName };
     return {
-      registry: (...actions) =>
-        new iam.PolicyStatement({ sid: 'Registry', actions, resources: [this.table.tableArn] }),
+      readRegistry: () =>
+        new iam.PolicyStatement({
+          sid: 'ReadRegistry',
+          actions: ['dynamodb:GetItem'],
+          resources: [this.table.tableArn],
+          conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': RUN_KEY_PREFIXES.map((k) => `${k}*`) } },
+        }),
       objects: (sid, actions, prefixes) =>
         new iam.PolicyStatement({ sid, actions, resources: prefixes.map((p) => this.bucket.arnForObjects(`${p}/*`)) }),
       listBucket: (sid) =>
@@ -1356,7 +1413,13 @@ export class StackSyncStack extends Stack {
       assumeTargetRoles: () =>
         this.targetAccountRoleArns.length === 0
           ? []
-          : [new iam.PolicyStatement({ sid: 'TargetAccounts', actions: ['sts:AssumeRole'], resources: this.targetAccountRoleArns })],
+          : [
+              new iam.PolicyStatement({
+                sid: 'TargetAccounts',
+                actions: ['sts:AssumeRole', 'sts:TagSession'],
+                resources: this.targetAccountRoleArns,
+              }),
+            ],
       putEvents: () =>
         this.eventBusName === 'none'
           ? []

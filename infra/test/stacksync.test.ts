@@ -137,8 +137,11 @@ const OPTIONAL_SIDS = new Set([
 const SOURCE_SIDS = ['SourceSecrets', 'SourceParameters', 'SourceObjects', 'SourceBuckets', 'CodeCommit'];
 /** The stack parameters' secrets and SSM parameters, in their order at the end of the roles of the functions that read them. */
 const VALUE_SIDS = ['ValueSecrets', 'ValueParameters'];
-/** The functions that read the stacks' parameters from Secrets Manager and SSM. */
-const VALUE_READERS = ['TemplateUpload', 'ChangeSet'];
+/**
+ * The functions that read the stacks' parameters from Secrets Manager and SSM (poll-status reads them again when a
+ * run ends Ready: no output holding one is recorded).
+ */
+const VALUE_READERS = ['TemplateUpload', 'ChangeSet', 'PollStatus'];
 const STEPS = FUNCTIONS.filter((f) => f.reconcileStep);
 const TRIGGERS = FUNCTIONS.filter((f) => !f.reconcileStep);
 
@@ -690,7 +693,7 @@ describe('registry and bucket', () => {
     }
   });
 
-  test('stored objects: only the step that stores them may write or delete them; target roles read templates by version', () => {
+  test("stored objects: only the step that stores them may write or delete them; target roles read by version only their own account's templates", () => {
     const defaults = lazyDefaults();
     const bucketId = logicalId(defaults, defaults.stack.bucket);
     const role = (id: string) => ({ 'Fn::GetAtt': [logicalId(defaults, defaults.stack.functions[id].role!), 'Arn'] });
@@ -719,22 +722,33 @@ describe('registry and bucket', () => {
       ([, r]: [string, any]) => r.Type === 'AWS::S3::BucketPolicy' && r.Properties.Bucket.Ref === bucketId,
     )! as [string, any];
     assert.ok(
-      !bucketPolicy.Properties.PolicyDocument.Statement.some((st: any) => st.Sid === 'TargetAccountsReadTemplates'),
+      !bucketPolicy.Properties.PolicyDocument.Statement.some((st: any) => String(st.Sid).startsWith('TargetAccounts')),
       'no target roles, no grant',
     );
     const target = 'arn:aws:iam::210987654321:role/stacksync-target';
     const withTargets = synth({ targetAccountRoleArns: [target] });
-    withTargets.template.hasResourceProperties(
-      'AWS::S3::BucketPolicy',
-      policy([
-        Match.objectLike({
-          Sid: 'TargetAccountsReadTemplates',
-          Effect: 'Allow',
-          Principal: { AWS: target },
-          Action: 's3:GetObjectVersion',
-        }),
-      ]),
+    // The templates of the calling role's own account only: `${aws:PrincipalAccount}` is an IAM policy variable,
+    // literal in the policy (template.yaml: `${!aws:PrincipalAccount}` in its !Sub).
+    const targetBucketId = logicalId(withTargets, withTargets.stack.bucket);
+    withTargets.template.hasResourceProperties('AWS::S3::BucketPolicy', {
+      Bucket: { Ref: targetBucketId },
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          {
+            Sid: 'TargetAccountsReadTheirTemplates',
+            Effect: 'Allow',
+            Principal: { AWS: target },
+            Action: 's3:GetObjectVersion',
+            Resource: { 'Fn::Join': ['', [{ 'Fn::GetAtt': [targetBucketId, 'Arn'] }, '/templates/accounts/${aws:PrincipalAccount}/*']] },
+          },
+        ]),
+      },
+    });
+    assert.match(
+      templateResource('ArtifactBucketPolicy'),
+      /\n +- !If\n +- CanAssumeRoles\n +- Sid: TargetAccountsReadTheirTemplates\n +Effect: Allow\n +Principal: \{ AWS: !Ref TargetAccountRoleArns \}\n +Action: s3:GetObjectVersion\n +Resource: !Sub "\$\{ArtifactBucket\.Arn\}\/templates\/accounts\/\$\{!aws:PrincipalAccount\}\/\*"\n +- !Ref AWS::NoValue\n/,
     );
+    assert.doesNotMatch(TEMPLATE_YAML, /TargetAccountsReadTemplates/);
   });
 });
 
@@ -1034,9 +1048,8 @@ describe('IAM', () => {
     const full = lazyFull();
     const S = `STACKS:${PREFIX}*/*`;
     const pass = { sid: 'PassServiceRoles', actions: ['iam:PassRole'], resources: [...CFN_ROLES].sort(), condition: { StringEquals: { 'iam:PassedToService': 'cloudformation.amazonaws.com' } } };
-    const assume = { sid: 'TargetAccounts', actions: ['sts:AssumeRole'], resources: TARGET_ROLES, condition: undefined };
+    const assume = { sid: 'TargetAccounts', actions: ['sts:AssumeRole', 'sts:TagSession'], resources: TARGET_ROLES, condition: undefined };
     const st = (sid: string, actions: string[], resources: string[]) => ({ sid, actions: actions.sort(), resources: resources.sort(), condition: undefined });
-    const registry = st('Registry', ['dynamodb:GetItem', 'dynamodb:UpdateItem'], ['TABLE']);
     // Changes only to stacks no other installation tagged as its own; deletes only of its own.
     const tableName = { Ref: logicalId(full, full.stack.table) };
     const ours = { 'aws:ResourceTag/stacksync:installation': tableName };
@@ -1047,6 +1060,14 @@ describe('IAM', () => {
       'ForAllValues:StringEquals': { 'dynamodb:Attributes': attributes },
       StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
     });
+    // The run's entry (and what it records of the stacks it depends on): read whole, written only as a run writes
+    // it (its status, its hold, when it is due), never its spec.
+    const run = ['pk', 'status', 'watch', 'leaseOwner', 'leaseExpiresAt', 'leaseTakenAt', 'nextReconcileAt'];
+    const readRegistry = {
+      ...st('ReadRegistry', ['dynamodb:GetItem'], ['TABLE']),
+      condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['stack#*', 'dependents#*'] } },
+    };
+    const registry = [readRegistry, { ...st('RecordRun', ['dynamodb:UpdateItem'], ['TABLE']), condition: keys(['stack#*'], run) }];
     // What a trigger reads of a source's followers: nothing of their specs.
     const followers = {
       ...st('SourceIndex', ['dynamodb:Query'], ['TABLE/index/by-source']),
@@ -1078,14 +1099,16 @@ describe('IAM', () => {
     const expected: Record<string, unknown[]> = {
       'artifact-fetch': [
         events,
-        registry,
+        readRegistry,
+        // artifact-fetch also records the names of the stacks that depend on another (dependents#).
+        { ...st('RecordRun', ['dynamodb:UpdateItem'], ['TABLE']), condition: keys(['stack#*', 'dependents#*'], [...run, 'names']) },
         st('Artifacts', ['s3:GetObject', 's3:PutObject'], ['BUCKET/artifacts/*']),
         st('ArtifactExists', ['s3:ListBucket'], ['BUCKET']),
         ...sources,
       ],
       'template-upload': [
         events,
-        registry,
+        ...registry,
         st('ReadArtifacts', ['s3:GetObject'], ['BUCKET/artifacts/*']),
         st('StoreTemplates', ['s3:GetObject', 's3:PutObject'], ['BUCKET/templates/*', 'BUCKET/parameters/*']),
         st('ObjectExists', ['s3:ListBucket'], ['BUCKET']),
@@ -1096,7 +1119,7 @@ describe('IAM', () => {
       ],
       'change-set': [
         events,
-        registry,
+        ...registry,
         st('Templates', ['s3:GetObjectVersion'], ['BUCKET/templates/*']),
         st('Parameters', ['s3:GetObject'], ['BUCKET/parameters/*']),
         st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:ListChangeSets', 'cloudformation:DescribeEvents', 'cloudformation:DescribeStackEvents', 'cloudformation:GetTemplate'], [S]),
@@ -1112,22 +1135,28 @@ describe('IAM', () => {
       ],
       'poll-status': [
         events,
-        registry,
+        ...registry,
         st('Parameters', ['s3:GetObject'], ['BUCKET/parameters/*']),
         st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:DescribeEvents', 'cloudformation:DescribeStackEvents', 'cloudformation:GetStackPolicy', 'cloudformation:GetTemplate'], [S]),
         own('cloudformation:DeleteChangeSet', 'cloudformation:UpdateTerminationProtection', 'cloudformation:SetStackPolicy'),
         assume,
+        ...values,
       ],
       delete: [
         events,
-        st('Registry', ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'], ['TABLE']),
+        ...registry,
+        // A removed entry (once its deletion was asked) and its claim on the stack's name.
+        {
+          ...st('ForgetEntry', ['dynamodb:DeleteItem'], ['TABLE']),
+          condition: keys(['stack#*', 'claim#*'], ['pk', 'deletionRequestedAt', 'leaseOwner', 'name']),
+        },
         st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeEvents', 'cloudformation:DescribeStackEvents'], [S]),
         own('cloudformation:UpdateTerminationProtection', 'cloudformation:DeleteStack'),
         pass,
         assume,
       ],
-      approval: [registry, events],
-      finalize: [registry, st('Stacks', ['cloudformation:DescribeChangeSet'], [S]), own('cloudformation:DeleteChangeSet'), assume, events],
+      approval: [...registry, events],
+      finalize: [...registry, st('Stacks', ['cloudformation:DescribeChangeSet'], [S]), own('cloudformation:DeleteChangeSet'), assume, events],
       webhook: [
         { ...st('Deliveries', ['dynamodb:PutItem'], ['TABLE']), condition: keys(['delivery#*'], ['pk', 'expiresAt']) },
         followers,
@@ -1170,6 +1199,69 @@ describe('IAM', () => {
     for (const spec of FUNCTIONS) {
       assert.deepEqual(roleStatements(full, spec).sort(bySid), [...expected[spec.binary]].sort(bySid), spec.binary);
     }
+  });
+
+  test("the steps read their run's entry whole and write only what a run writes, never a spec (ReadRegistry, RecordRun; delete's ForgetEntry), as template.yaml", () => {
+    // What template.yaml's statement `sid` of `${id}Function` says: its action and each condition's values.
+    const list = (text: string) => text.split(',').map((x) => x.trim().replace(/^"(.*)"$/, '$1'));
+    const yamlStatement = (id: string, sid: string) => {
+      const m = templateResource(`${id}Function`).match(
+        new RegExp(
+          `\\n +- Sid: ${sid}\\n +Effect: Allow\\n +Action: (dynamodb:[A-Za-z]+)\\n +Resource: !GetAtt RegistryTable\\.Arn\\n +Condition:\\n` +
+            '((?: +"?[A-Za-z:]+"?: \\{ "dynamodb:[A-Za-z]+": .* \\}\\n)+)',
+        ),
+      );
+      assert.ok(m, `template.yaml: ${id}Function has ${sid}`);
+      const conditions: Record<string, Record<string, string[] | string>> = {};
+      for (const [, operator, key, value] of m[2].matchAll(/ +"?([A-Za-z:]+)"?: \{ "(dynamodb:[A-Za-z]+)": (.*) \}\n/g)) {
+        const values = value.startsWith('[') ? list(value.slice(1, -1)) : value;
+        conditions[operator] = { [key]: values };
+      }
+      return { actions: [m[1]], conditions };
+    };
+    const run = ['pk', 'status', 'watch', 'leaseOwner', 'leaseExpiresAt', 'leaseTakenAt', 'nextReconcileAt'];
+    const written = (prefixes: string[], attributes: string[]) => ({
+      'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': prefixes },
+      'ForAllValues:StringEquals': { 'dynamodb:Attributes': attributes },
+      StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
+    });
+    for (const s of [lazyDefaults(), lazyFull()]) {
+      for (const spec of STEPS) {
+        const expected: Record<string, { actions: string[]; conditions: unknown }> = {
+          ReadRegistry: { actions: ['dynamodb:GetItem'], conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['stack#*', 'dependents#*'] } } },
+          // artifact-fetch also records the names of the stacks that depend on another (dependents#).
+          RecordRun:
+            spec.id === 'ArtifactFetch'
+              ? { actions: ['dynamodb:UpdateItem'], conditions: written(['stack#*', 'dependents#*'], [...run, 'names']) }
+              : { actions: ['dynamodb:UpdateItem'], conditions: written(['stack#*'], run) },
+        };
+        if (spec.id === 'Delete') {
+          expected.ForgetEntry = {
+            actions: ['dynamodb:DeleteItem'],
+            conditions: written(['stack#*', 'claim#*'], ['pk', 'deletionRequestedAt', 'leaseOwner', 'name']),
+          };
+        }
+        // Every DynamoDB statement of a step is one of these: none unconditioned, none on another kind of item.
+        const table = roleStatements(s, spec).filter((x) => x.actions.some((a) => a.startsWith('dynamodb:')));
+        assert.deepEqual(table.map((x) => x.sid).sort(), Object.keys(expected).sort(), spec.binary);
+        for (const x of table) {
+          const want = expected[String(x.sid)];
+          assert.deepEqual(x.actions, want.actions, `${spec.binary} ${x.sid}`);
+          assert.deepEqual(x.resources, ['TABLE'], `${spec.binary} ${x.sid}`);
+          assert.deepEqual(x.condition, want.conditions, `${spec.binary} ${x.sid}`);
+          // template.yaml's statement, the same.
+          assert.deepEqual(yamlStatement(spec.id, String(x.sid)), { actions: want.actions, conditions: want.conditions }, `template.yaml: ${spec.binary} ${x.sid}`);
+        }
+        // The first statements of the role, in template.yaml's order.
+        assert.deepEqual(
+          roleStatements(s, spec).slice(0, table.length).map((x) => x.sid),
+          Object.keys(expected),
+          spec.binary,
+        );
+      }
+    }
+    // The unconditioned Registry statement is gone from every step of template.yaml.
+    for (const spec of STEPS) assert.doesNotMatch(templateResource(`${spec.id}Function`), /Sid: Registry\n/, spec.binary);
   });
 
   test('a role also writes only its own log group (and X-Ray traces)', () => {
@@ -1221,10 +1313,21 @@ describe('IAM', () => {
         assert.deepEqual(arr(statement.Resource).sort(), [...roles].sort());
         assert.deepEqual(statement.Condition, { StringEquals: { 'iam:PassedToService': 'cloudformation.amazonaws.com' } });
       }
-      const assume = identityStatements(s.json).filter((x) => arr(x.statement.Action).includes('sts:AssumeRole'));
+      const assume = identityStatements(s.json).filter((x) => arr(x.statement.Action).some((a) => a.startsWith('sts:')));
       assert.equal(assume.length, s === full ? 6 : 0, 'template-upload, change-set, poll-status, delete, finalize, scheduler');
-      for (const { statement } of assume) assert.deepEqual(arr(statement.Resource), TARGET_ROLES);
+      for (const { statement } of assume) {
+        // The sessions are tagged (the entry, the installation): sts:TagSession with sts:AssumeRole.
+        assert.equal(statement.Sid, 'TargetAccounts');
+        assert.deepEqual(arr(statement.Action), ['sts:AssumeRole', 'sts:TagSession']);
+        assert.deepEqual(arr(statement.Resource), TARGET_ROLES);
+      }
     }
+    // template.yaml: the same statement in the same six roles, each under CanAssumeRoles.
+    const targetAccounts = /\n +- !If\n +- CanAssumeRoles\n +- \{ Sid: TargetAccounts, Effect: Allow, Action: \[sts:AssumeRole, sts:TagSession\], Resource: !Ref TargetAccountRoleArns \}\n +- !Ref AWS::NoValue\n/;
+    for (const id of ['TemplateUpload', 'ChangeSet', 'PollStatus', 'Delete', 'Finalize', 'Scheduler']) {
+      assert.match(templateResource(`${id}Function`), targetAccounts, id);
+    }
+    assert.equal([...TEMPLATE_YAML.matchAll(/Sid: TargetAccounts,/g)].length, 6);
   });
 
   test('the webhook reads its secret only when one is given (template.yaml: HasWebhookSecret)', () => {
@@ -1279,7 +1382,7 @@ describe('IAM', () => {
     }
   });
 
-  test("the stacks' parameters: only template-upload and change-set read them, last in their roles, only with props", () => {
+  test("the stacks' parameters: only template-upload, change-set and poll-status read them, last in their roles, only with props", () => {
     const defaults = lazyDefaults();
     const full = lazyFull();
     for (const [s, withProps] of [[full, true], [defaults, false]] as const) {

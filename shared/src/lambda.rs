@@ -106,34 +106,10 @@ async fn serve(step: StepName) -> Result<(), lambda_runtime::Error> {
     .await
 }
 
-/// What the installation allows its entries, from its parameters:
-/// `STACKSYNC_STACK_NAME_PREFIX` (`StackNamePrefix`),
-/// `STACKSYNC_SERVICE_ROLE_ARNS` (`CloudFormationRoleArns`, comma-separated;
-/// unset: not known, and any attached role must be named) and
-/// `STACKSYNC_REQUIRE_ROLE_ARN` (`true` or `false`, `RequireRoleArn`).
+/// What the installation allows its entries, from its parameters
+/// ([`InstallationPolicy::from_env`]).
 fn installation_policy() -> Result<InstallationPolicy, lambda_runtime::Error> {
-    let require = match std::env::var("STACKSYNC_REQUIRE_ROLE_ARN").as_deref() {
-        Ok("true") => true,
-        Ok("false") | Err(_) => false,
-        Ok(other) => {
-            return Err(
-                format!("STACKSYNC_REQUIRE_ROLE_ARN must be true or false, not {other:?}").into(),
-            );
-        }
-    };
-    Ok(InstallationPolicy {
-        stack_name_prefix: std::env::var("STACKSYNC_STACK_NAME_PREFIX").unwrap_or_default(),
-        service_roles: std::env::var("STACKSYNC_SERVICE_ROLE_ARNS")
-            .ok()
-            .map(|list| {
-                list.split(',')
-                    .map(str::trim)
-                    .filter(|r| !r.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            }),
-        require_role_arn: require,
-    })
+    InstallationPolicy::from_env(|name| std::env::var(name).ok()).map_err(Into::into)
 }
 
 /// Runs the webhook function (behind a Lambda Function URL).
@@ -223,7 +199,8 @@ async fn scheduler() -> Result<(), lambda_runtime::Error> {
             std::env::var("AWS_ENDPOINT_URL").is_ok_and(|e| !e.is_empty()),
             &std::env::temp_dir().join("stacksync"),
         ),
-        cloudformation: crate::adapters::cloudformation::SdkCloudFormationFactory::new(aws),
+        cloudformation: crate::adapters::cloudformation::SdkCloudFormationFactory::new(aws)
+            .for_installation(config.installation.clone()),
         config,
     };
     let scheduler = &scheduler;

@@ -88,9 +88,15 @@ pub fn artifact_key(url: &str, revision: &str, wanted: &str) -> String {
     )
 }
 
-/// Where a template is stored: by the SHA-256 of its bytes.
-pub fn template_key(template_sha256: &str) -> String {
-    format!("templates/{template_sha256}")
+/// Where a template is stored: by the SHA-256 of its bytes; for a stack in
+/// another account (`account`: its `assumeRoleArn`'s), under that account,
+/// whose role may read only its own account's templates (the bucket's
+/// policy grants `templates/accounts/${aws:PrincipalAccount}/*`).
+pub fn template_key(template_sha256: &str, account: Option<&str>) -> String {
+    match account.filter(|a| a.len() == 12 && a.bytes().all(|b| b.is_ascii_digit())) {
+        Some(account) => format!("templates/accounts/{account}/{template_sha256}"),
+        None => format!("templates/{template_sha256}"),
+    }
 }
 
 /// Where a run's merged parameters are stored: by the SHA-256 of their JSON.
@@ -157,7 +163,8 @@ mod tests {
             ),
             artifact_key("s3://bucket/key.zip", &"v/../../x".repeat(100), "../x"),
             artifact_key("s3://bucket/key.zip", "3/L4kqtJlcpX.roDTD+mJ", "k"),
-            template_key(&"b".repeat(64)),
+            template_key(&"b".repeat(64), None),
+            template_key(&"b".repeat(64), Some("210987654321")),
             parameters_key(b"{}"),
         ] {
             assert!(key.len() <= 1024 && !key.contains(".."), "{key}");
@@ -165,6 +172,18 @@ mod tests {
             // A kind, a source, a revision, a file: never more folders.
             assert!(!file.is_empty() && key.matches('/').count() <= 3, "{key}");
         }
+    }
+
+    #[test]
+    fn a_template_for_another_account_is_stored_under_that_account_only() {
+        let sha = "b".repeat(64);
+        assert_eq!(template_key(&sha, None), format!("templates/{sha}"));
+        assert_eq!(
+            template_key(&sha, Some("210987654321")),
+            format!("templates/accounts/210987654321/{sha}")
+        );
+        // Not an account id: never a folder of its own making.
+        assert_eq!(template_key(&sha, Some("../x")), format!("templates/{sha}"));
     }
 
     #[test]

@@ -104,6 +104,36 @@ pub struct InstallationPolicy {
 }
 
 impl InstallationPolicy {
+    /// What a deployed installation's functions are told (`get`: an
+    /// environment variable's value): `STACKSYNC_STACK_NAME_PREFIX`
+    /// (`StackNamePrefix`), `STACKSYNC_SERVICE_ROLE_ARNS`
+    /// (`CloudFormationRoleArns`, comma-separated; unset: not known, and any
+    /// attached role must be named) and `STACKSYNC_REQUIRE_ROLE_ARN` (`true`
+    /// or `false`, `RequireRoleArn`; unset or empty: `true`, the safe side,
+    /// as the template's default).
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let require = match get("STACKSYNC_REQUIRE_ROLE_ARN").as_deref().map(str::trim) {
+            None | Some("" | "true") => true,
+            Some("false") => false,
+            Some(other) => {
+                return Err(format!(
+                    "STACKSYNC_REQUIRE_ROLE_ARN must be true or false, not {other:?}"
+                ));
+            }
+        };
+        Ok(InstallationPolicy {
+            stack_name_prefix: get("STACKSYNC_STACK_NAME_PREFIX").unwrap_or_default(),
+            service_roles: get("STACKSYNC_SERVICE_ROLE_ARNS").map(|list| {
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|r| !r.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            }),
+            require_role_arn: require,
+        })
+    }
+
     /// Why the installation refuses `spec` before anything is fetched or
     /// called: its stack name, its missing or unlisted `roleArn`.
     pub fn refuses_spec(&self, spec: &StackSpec) -> Option<String> {
@@ -215,6 +245,34 @@ mod tests {
     use crate::spec::fixtures::spec;
 
     const ID: &str = "arn:aws:cloudformation:us-east-1:1:stack/orders/1";
+
+    #[test]
+    fn an_unset_require_role_arn_requires_a_role_and_a_wrong_one_is_named() {
+        let from = |value: Option<&str>| {
+            InstallationPolicy::from_env(|name| {
+                (name == "STACKSYNC_REQUIRE_ROLE_ARN")
+                    .then(|| value.map(str::to_owned))
+                    .flatten()
+            })
+        };
+        assert!(from(None).unwrap().require_role_arn, "unset: required");
+        assert!(from(Some("")).unwrap().require_role_arn, "empty: required");
+        assert!(from(Some("true")).unwrap().require_role_arn);
+        assert!(!from(Some("false")).unwrap().require_role_arn);
+        let err = from(Some("yes")).unwrap_err();
+        assert!(
+            err.contains("STACKSYNC_REQUIRE_ROLE_ARN") && err.contains("\"yes\""),
+            "{err}"
+        );
+        let listed = InstallationPolicy::from_env(|name| {
+            (name == "STACKSYNC_SERVICE_ROLE_ARNS").then(|| " arn:a , ,arn:b".to_owned())
+        })
+        .unwrap();
+        assert_eq!(
+            listed.service_roles,
+            Some(vec!["arn:a".to_owned(), "arn:b".to_owned()])
+        );
+    }
 
     #[test]
     fn a_stack_is_ours_by_its_tags_or_its_recorded_id_else_adopted_or_foreign() {

@@ -78,6 +78,66 @@ pub fn output_record(value: &str) -> String {
     }
 }
 
+/// How the registry records an output whose value holds a secret the run
+/// read: never the value, nor a hash of it.
+pub const MASKED_OUTPUT: &str = "****";
+
+/// A secret at least this long is looked for inside outputs too (a
+/// connection string that embeds a password); a shorter one only as a
+/// whole value, lest every output holding its letters be masked.
+const FOUND_WITHIN: usize = 8;
+
+/// `outputs` with every value that is, or holds, one of `secrets`
+/// replaced by [`MASKED_OUTPUT`]. A template may echo a `NoEcho`
+/// parameter into an output (CloudFormation masks no output), and outputs
+/// are recorded in the registry: a secret's value never is.
+pub fn without_secrets(
+    outputs: BTreeMap<String, String>,
+    secrets: &[String],
+) -> BTreeMap<String, String> {
+    outputs
+        .into_iter()
+        .map(|(key, value)| {
+            let holds = secrets.iter().any(|s| {
+                !s.is_empty() && (value == *s || (s.len() >= FOUND_WITHIN && value.contains(s)))
+            });
+            let value = if holds {
+                MASKED_OUTPUT.to_owned()
+            } else {
+                value
+            };
+            (key, value)
+        })
+        .collect()
+}
+
+/// Refuses a secret's value for a parameter the template does not mark
+/// `NoEcho` (`no_echo`; `None`: the template cannot be read here, so none
+/// is): CloudFormation shows such a parameter's value to whoever may
+/// describe the stack or its change sets. `secrets`: each parameter given
+/// a secret's value, and where it was read.
+pub fn refuse_exposed_secrets(
+    secrets: &BTreeMap<String, crate::spec::ValueRef>,
+    no_echo: Option<&BTreeSet<String>>,
+) -> Result<(), String> {
+    let exposed: Vec<String> = secrets
+        .iter()
+        .filter(|(name, _)| no_echo.is_none_or(|n| !n.contains(name.as_str())))
+        .map(|(name, from)| format!("{name} (from {})", from.describe()))
+        .collect();
+    if exposed.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "a secret's value would be passed to a parameter the template does not mark NoEcho: \
+         {}; anyone who may describe the stack would read it there. Mark the parameter \
+         `NoEcho: true`, or let CloudFormation read the secret itself with a dynamic reference \
+         in the template ({{{{resolve:secretsmanager:ARN:SecretString:KEY}}}}, \
+         {{{{resolve:ssm-secure:NAME}}}}); nothing was deployed",
+        exposed.join(", ")
+    ))
+}
+
 /// The value of `key` in a secret's `SecretString` (a JSON object), or the
 /// whole string when no key is asked. The error never shows the secret.
 pub fn pick(secret: &str, raw: &str, key: Option<&str>) -> Result<String, String> {

@@ -158,10 +158,17 @@ pub enum StallReason {
     /// (or the key in it) or stack output is not there. Retried with
     /// backoff: the value may be created without a change to the spec.
     MissingValue,
+    /// The source's credentials secret may not be sent to the source's
+    /// host (or repository), or names none (`hosts`): nothing was sent.
+    CredentialNotForHost,
+    /// A secret (`{secret:}`, a SecureString `{ssm:}`) would be passed to
+    /// a parameter the template does not mark `NoEcho`, where anyone who
+    /// may describe the stack reads it.
+    SecretNotNoEcho,
 }
 
 impl StallReason {
-    pub const ALL: [StallReason; 26] = [
+    pub const ALL: [StallReason; 28] = [
         Self::NotRegistered,
         Self::Unsupported,
         Self::SourceUnavailable,
@@ -188,6 +195,8 @@ impl StallReason {
         Self::Interrupted,
         Self::Unexpected,
         Self::MissingValue,
+        Self::CredentialNotForHost,
+        Self::SecretNotNoEcho,
     ];
 
     /// Whether trying again at the same revision and spec is unlikely to
@@ -237,6 +246,8 @@ impl StallReason {
             Self::Interrupted => "Interrupted",
             Self::Unexpected => "Unexpected",
             Self::MissingValue => "MissingValue",
+            Self::CredentialNotForHost => "CredentialNotForHost",
+            Self::SecretNotNoEcho => "SecretNotNoEcho",
         }
     }
 

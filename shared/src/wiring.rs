@@ -54,7 +54,8 @@ pub async fn sdk_steps(
     Ok(Steps {
         registry,
         blobs,
-        cloudformation: SdkCloudFormationFactory::new(config.clone()),
+        cloudformation: SdkCloudFormationFactory::new(config.clone())
+            .for_installation(installation.clone()),
         sources: sdk_sources(
             config,
             endpoint.is_some(),

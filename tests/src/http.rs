@@ -127,6 +127,9 @@ pub struct Config {
     pub codecommit: Option<CodeCommit>,
     /// Accept connections and never answer.
     pub hang: bool,
+    /// Answer every request with `302 Found` to this base URL (the same
+    /// path and query there).
+    pub redirect_to: Option<String>,
 }
 
 /// What the server saw.
@@ -144,6 +147,10 @@ pub struct Seen {
     pub bytes_sent: usize,
     /// Connections accepted and never answered (`hang`).
     pub held: usize,
+    /// Connections accepted, answered or not.
+    pub connections: usize,
+    /// Requests that carried an `Authorization` header (any scheme).
+    pub authorized: usize,
 }
 
 /// The server; stopped on drop.
@@ -220,7 +227,13 @@ fn accept(
 ) {
     let mut held = Vec::new();
     while !stop.load(Ordering::SeqCst) {
-        match listener.accept() {
+        let accepted = listener.accept();
+        if accepted.is_ok() {
+            seen.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .connections += 1;
+        }
+        match accepted {
             Ok((stream, _)) if config.hang => {
                 held.push(stream); // never answered
                 seen.lock().unwrap_or_else(PoisonError::into_inner).held += 1;
@@ -326,6 +339,22 @@ fn serve_connection(
     let request = read_request(&stream)?;
     let note = |f: &dyn Fn(&mut Seen)| f(&mut seen.lock().unwrap_or_else(PoisonError::into_inner));
     note(&|s| *s.requests.entry(request.path.clone()).or_default() += 1);
+    if request.headers.contains_key("authorization") {
+        note(&|s| s.authorized += 1);
+    }
+    if let Some(base) = &config.redirect_to {
+        let query = if request.query.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", request.query)
+        };
+        return respond(
+            &stream,
+            "302 Found",
+            &[("Location", format!("{base}{}{query}", request.path))],
+            b"",
+        );
+    }
     if request.path.starts_with("/api/v3/app/installations/") {
         let (status, body) = issue_token(&request, config.app.as_ref());
         if status.starts_with("201") {

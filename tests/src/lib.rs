@@ -18,6 +18,7 @@ pub mod git;
 pub mod harness;
 pub mod http;
 pub mod iam;
+pub mod listener;
 pub mod logs;
 pub mod reliability;
 pub mod scripted;

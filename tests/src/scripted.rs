@@ -64,6 +64,7 @@ where
         &self,
         region: Option<&str>,
         assume_role: Option<&str>,
+        entry: Option<&str>,
     ) -> PortResult<Self::Port> {
         if let Some(role) = assume_role.filter(|_| recording()) {
             record(Call {
@@ -72,10 +73,14 @@ where
                 region: "us-east-1".into(),
                 status: 200,
                 target: Some(role.to_owned()),
+                // The session is tagged with the entry and installation.
+                tagged: true,
                 ..Call::default()
             });
         }
-        Ok(Recorded(self.0.for_stack(region, assume_role).await?))
+        Ok(Recorded(
+            self.0.for_stack(region, assume_role, entry).await?,
+        ))
     }
 
     fn home_region(&self) -> Option<String> {

@@ -178,6 +178,9 @@ impl Emulator {
                 .env("STACKSYNC_TABLE", table)
                 .env("STACKSYNC_BUCKET", bucket)
                 .env("STACKSYNC_LOG", "warn")
+                // As an installation deployed with RequireRoleArn=false (the
+                // tests' entries name no role unless they test roles).
+                .env("STACKSYNC_REQUIRE_ROLE_ARN", "false")
                 .stdin(Stdio::null());
             for (k, v) in self.env() {
                 cmd.env(k, v);

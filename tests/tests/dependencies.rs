@@ -43,6 +43,9 @@ const SECRETS_TEMPLATE: &[u8] = b"Parameters:
 Resources:
   Queue:
     Type: AWS::SQS::Queue
+Outputs:
+  Echoed: {Value: !Ref Password}
+  QueueUrl: {Value: !Ref Queue}
 ";
 
 #[tokio::test(flavor = "multi_thread")]
@@ -80,6 +83,28 @@ async fn ssm_and_secrets_manager_values_rotate_into_one_update_and_are_never_sho
     assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
     let params = stack_parameters(&name).await;
     assert_eq!(params["Region"], "eu-west-1");
+    // The template echoes the password into an output (CloudFormation
+    // shows it there): the registry records it masked, the others as they are.
+    let outputs = h.entry(&name).await.status.outputs;
+    assert_eq!(outputs["Echoed"], "****", "{outputs:?}");
+    let described = emulator
+        .cloudformation()
+        .describe_stacks()
+        .stack_name(&name)
+        .send()
+        .await
+        .unwrap();
+    let echoed = described.stacks()[0]
+        .outputs()
+        .iter()
+        .find(|o| o.output_key() == Some("Echoed"))
+        .and_then(|o| o.output_value());
+    assert_eq!(
+        echoed.map(|v| v.starts_with("pw-SECRET")),
+        Some(true),
+        "CloudFormation shows the value, not stacksync"
+    );
+    assert!(outputs["QueueUrl"].contains("://"), "{outputs:?}");
     // NoEcho: CloudFormation shows stars; the change set had the values.
     assert_eq!(h.entry(&name).await.status.phase, Phase::Ready);
     let provenance = h.entry(&name).await.status.provenance;
@@ -120,6 +145,41 @@ async fn ssm_and_secrets_manager_values_rotate_into_one_update_and_are_never_sho
     assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
     let message = h.entry(&name).await.status.message.unwrap();
     assert!(message.starts_with("in sync"), "one update only: {message}");
+
+    // A secret for a parameter the template does not mark NoEcho, where
+    // DescribeStacks would show it: refused, nothing made.
+    let exposed = unique_name("expo").replace('-', "x");
+    repo.commit(
+        &[(
+            "open.yaml",
+            b"Parameters:\n  Password: {Type: String}\nResources:\n  Queue: {Type: AWS::SQS::Queue}\n"
+                as &[u8],
+        )],
+        "open",
+    );
+    h.apply(&format!(
+        "stacks:\n  - name: {exposed}\n    source: {{git: '{}', path: open.yaml}}\n    parameters:\n      \
+         Password: {{ssm: '{secure}'}}\n",
+        repo.file_url()
+    ))
+    .await;
+    assert!(matches!(h.reconcile(&exposed).await, Outcome::Failed(_)));
+    let status = h.entry(&exposed).await.status;
+    assert_eq!(
+        status.stall_reason,
+        Some(StallReason::SecretNotNoEcho),
+        "{:?}",
+        status.message
+    );
+    assert!(
+        status
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains(&format!("Password (from SSM parameter {secure})"))),
+        "{:?}",
+        status.message
+    );
+    assert_eq!(emulator.stack_status(&exposed).await, None, "nothing made");
 
     // Nowhere: logs, the status (and `get -o json`, which prints it), the
     // executions' states, the stored parameters.

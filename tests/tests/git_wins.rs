@@ -86,7 +86,9 @@ fn scheduler(h: &Harness<SdkCloudFormationFactory>) -> TestScheduler {
         registry: h.steps.registry.clone(),
         starter: RecordingStarter::new(),
         sources: GitFetcher::new(std::env::temp_dir()),
-        cloudformation: SdkCloudFormationFactory::new(Emulator::shared().sdk_config()),
+        // As deployed: target roles assumed as this installation.
+        cloudformation: SdkCloudFormationFactory::new(Emulator::shared().sdk_config())
+            .for_installation(h.steps.registry.table()),
         config: Config::default(),
     }
 }

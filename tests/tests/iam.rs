@@ -295,6 +295,46 @@ fn without_roles_or_a_secret_the_optional_statements_are_not_granted() {
     }
 }
 
+/// A target role (`TargetAccountRoleArns`) reads by version the templates
+/// of its own account's stacks only, never another account's: a role in
+/// one account learns nothing of what is deployed in another.
+#[test]
+fn a_target_role_reads_only_its_own_accounts_templates() {
+    let fixture = fixture();
+    let installation = Installation::in_partition("aws", &fixture);
+    let own = installation
+        .target_role_arn
+        .split(':')
+        .nth(4)
+        .unwrap()
+        .to_owned();
+    for deployment in deployments(&installation, &fixture) {
+        let reads = |key: &str| {
+            let request = stacksync_testkit::iam::requests::Request {
+                action: "s3:GetObjectVersion".into(),
+                resource: format!("arn:aws:s3:::{}/{key}", installation.bucket),
+                context: BTreeMap::new(),
+            };
+            allowed(&deployment.target_role, &request).unwrap()
+        };
+        assert!(
+            reads(&format!("templates/accounts/{own}/0a1b")),
+            "{}: its own account's",
+            deployment.name
+        );
+        assert!(
+            !reads("templates/accounts/111122223333/0a1b"),
+            "{}: another account's",
+            deployment.name
+        );
+        assert!(
+            !reads("templates/0a1b"),
+            "{}: the installation's own account's",
+            deployment.name
+        );
+    }
+}
+
 /// IAM holds stacksync to its own stacks too, whatever its code does: a
 /// change or delete only of a stack no other installation tagged as its own
 /// (`aws:ResourceTag/stacksync:installation`), a change set only if it tags
@@ -585,6 +625,137 @@ fn the_triggers_name_only_the_attributes_they_own() {
                 call.key,
                 call.attributes,
                 call.select,
+                call.return_values
+            );
+        }
+    }
+}
+
+/// The steps parse what anyone may push to a repository (Git objects,
+/// archives, YAML): their roles may write of an entry only what a run
+/// writes (its status, its hold, when it is due), never its spec, and no
+/// other kind of item but those their code writes. In both deployments.
+#[test]
+fn the_steps_write_only_what_a_run_writes_never_a_spec() {
+    let fixture = fixture();
+    let installation = Installation::in_partition("aws", &fixture);
+    let call = |function: &str, operation: &str, key: &str, attributes: &[&str]| Call {
+        function: function.to_owned(),
+        service: "dynamodb".to_owned(),
+        operation: operation.to_owned(),
+        region: "us-east-1".to_owned(),
+        table: Some("stacksync-registry".to_owned()),
+        key: Some(key.to_owned()),
+        attributes: attributes.iter().map(|a| (*a).to_owned()).collect(),
+        ..Call::default()
+    };
+    let run = [
+        "pk",
+        "status",
+        "watch",
+        "leaseOwner",
+        "leaseExpiresAt",
+        "leaseTakenAt",
+        "nextReconcileAt",
+    ];
+    let with =
+        |extra: &'static str| -> Vec<&'static str> { run.iter().copied().chain([extra]).collect() };
+    let steps = [
+        "artifact-fetch",
+        "template-upload",
+        "change-set",
+        "poll-status",
+        "delete",
+        "approval",
+        "finalize",
+    ];
+    let mut cases = Vec::new();
+    for step in steps {
+        cases.push((call(step, "UpdateItem", "stack#a", &run), true));
+        for field in [
+            "spec",
+            "specVersion",
+            "sourceKey",
+            "deletionRequestedAt",
+            "suspended",
+        ] {
+            cases.push((call(step, "UpdateItem", "stack#a", &with(field)), false));
+        }
+        cases.push((call(step, "UpdateItem", "source#k", &["pk", "head"]), false));
+        cases.push((
+            call(step, "UpdateItem", "claim#1#r#a", &["pk", "name"]),
+            false,
+        ));
+        cases.push((
+            call(step, "UpdateItem", "delivery#1", &["pk", "expiresAt"]),
+            false,
+        ));
+        cases.push((call(step, "GetItem", "stack#a", &["pk"]), true));
+        cases.push((
+            Call {
+                return_values: Some("ALL_OLD".to_owned()),
+                ..call(step, "UpdateItem", "stack#a", &run)
+            },
+            false,
+        ));
+    }
+    // What a run records of the stacks it depends on.
+    cases.push((
+        call(
+            "artifact-fetch",
+            "UpdateItem",
+            "dependents#a",
+            &["pk", "names"],
+        ),
+        true,
+    ));
+    cases.push((
+        call(
+            "artifact-fetch",
+            "UpdateItem",
+            "dependents#a",
+            &["pk", "spec"],
+        ),
+        false,
+    ));
+    cases.push((
+        call(
+            "template-upload",
+            "UpdateItem",
+            "dependents#a",
+            &["pk", "names"],
+        ),
+        false,
+    ));
+    // A removed entry goes, with its claim, once its deletion was asked.
+    cases.push((
+        call(
+            "delete",
+            "DeleteItem",
+            "stack#a",
+            &["pk", "deletionRequestedAt", "leaseOwner"],
+        ),
+        true,
+    ));
+    cases.push((
+        call("delete", "DeleteItem", "claim#1#r#a", &["pk", "name"]),
+        true,
+    ));
+    cases.push((call("delete", "DeleteItem", "source#k", &["pk"]), false));
+    for deployment in deployments(&installation, &fixture) {
+        for (call, expected) in &cases {
+            let role = &deployment.roles[&call.function];
+            let needed = requests(call, &installation).unwrap();
+            let allowed = needed.iter().all(|r| allowed(role, r).unwrap());
+            assert_eq!(
+                allowed,
+                *expected,
+                "{}: {} {} {:?} {:?} (returns {:?})",
+                deployment.name,
+                call.function,
+                call.operation,
+                call.key,
+                call.attributes,
                 call.return_values
             );
         }

@@ -213,7 +213,7 @@ async fn a_template_object_overwritten_in_the_bucket_is_not_deployed() {
     ))
     .await;
     assert!(ok(&h.reconcile(&name).await));
-    let key = stacksync::naming::template_key(&stacksync::hash::sha256_hex(OURS));
+    let key = stacksync::naming::template_key(&stacksync::hash::sha256_hex(OURS), None);
     let bucket = h.steps.blobs.bucket().to_owned();
     Emulator::shared()
         .put_object(&bucket, &key, SUBSTITUTED.to_vec())
@@ -252,7 +252,7 @@ async fn a_template_overwritten_between_the_check_and_the_change_set_is_not_depl
     let (_, outcome) = h.reconcile_by(&runner, &name).await;
     assert!(ok(&outcome), "{outcome:?}");
     assert_eq!(resources_of(&name).await, ["Queue"], "the compared version");
-    let key = stacksync::naming::template_key(&stacksync::hash::sha256_hex(OURS));
+    let key = stacksync::naming::template_key(&stacksync::hash::sha256_hex(OURS), None);
     assert_eq!(
         object(&bucket, &key).await,
         SUBSTITUTED,

@@ -6,6 +6,7 @@
 // The run's future nests the interpreter, the steps and their ports deeply.
 #![recursion_limit = "256"]
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use stacksync::asl::Outcome;
@@ -471,6 +472,7 @@ async fn a_stack_in_another_account_is_created_checked_and_deleted_through_the_a
     repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
     let name = stack_name("x");
     let target = "arn:aws:iam::210987654321:role/stacksync-target";
+    emulator.start_recording();
     h.apply(&stacks(
         &name,
         &repo.file_url(),
@@ -478,6 +480,35 @@ async fn a_stack_in_another_account_is_created_checked_and_deleted_through_the_a
     ))
     .await;
     reconciled(&h, &name).await;
+    // Assumed as this installation (its ExternalId, for the target role's
+    // trust policy to name), in a session named and tagged after the entry.
+    let assumed = emulator.recorded_bodies("AssumeRole", &format!("RoleSessionName={name}"));
+    assert!(!assumed.is_empty(), "the role was assumed for the entry");
+    let installation = h.steps.registry.table();
+    for body in &assumed {
+        let form = stacksync_testkit::iam::call::parse_form(body.as_bytes());
+        assert_eq!(
+            form.get("ExternalId").map(String::as_str),
+            Some(installation),
+            "{form:?}"
+        );
+        let tags: BTreeMap<&str, &str> = (1..=2)
+            .filter_map(|i| {
+                Some((
+                    form.get(&format!("Tags.member.{i}.Key"))?.as_str(),
+                    form.get(&format!("Tags.member.{i}.Value"))?.as_str(),
+                ))
+            })
+            .collect();
+        assert_eq!(
+            tags,
+            BTreeMap::from([
+                ("stacksync:entry", name.as_str()),
+                ("stacksync:installation", installation)
+            ]),
+            "{form:?}"
+        );
+    }
     // In the other account, not in this one.
     let there = aws_sdk_cloudformation::Client::new(&emulator.assumed_config(target).await);
     let stack_there = |name: String| {

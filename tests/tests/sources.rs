@@ -26,6 +26,7 @@ use stacksync_testkit::harness::Harness;
 use stacksync_testkit::http::{App, Config, GitHttpServer};
 use stacksync_testkit::iam::as_function;
 use stacksync_testkit::iam::record::record_call;
+use stacksync_testkit::listener::Listener;
 use stacksync_testkit::sshd::Sshd;
 use stacksync_testkit::{Emulator, archives, logs, unique_name};
 
@@ -72,13 +73,13 @@ async fn private_repositories_are_synced_with_a_token_or_a_password_from_secrets
     let token_secret = emulator
         .put_secret(
             "git-token",
-            &format!(r#"{{"token": "{token}", "username": "ci-bot"}}"#),
+            &format!(r#"{{"token": "{token}", "username": "ci-bot", "hosts": ["127.0.0.1"]}}"#),
         )
         .await;
     let password_parameter = emulator
         .put_parameter(
             "git-password",
-            r#"{"username": "deploy", "password": "pass-word"}"#,
+            r#"{"username": "deploy", "password": "pass-word", "hosts": ["127.0.0.1"]}"#,
         )
         .await;
     let h = Harness::new("private").await;
@@ -134,7 +135,7 @@ async fn a_wrong_token_fails_once_saying_authentication_failed_and_the_secret_sh
     let secret = Emulator::shared()
         .put_secret(
             "git-token",
-            &format!(r#"{{"token": "{wrong}", "username": "ci-bot"}}"#),
+            &format!(r#"{{"token": "{wrong}", "username": "ci-bot", "hosts": ["127.0.0.1"]}}"#),
         )
         .await;
     let h = Harness::new("wrong").await;
@@ -205,7 +206,7 @@ async fn a_github_app_gets_an_installation_token_once_and_reuses_it_until_it_exp
     let secret = |installation: &str| {
         serde_json::json!({
             "appId": 4242, "installationId": installation, "privateKey": key,
-            "apiUrl": server.api_url(),
+            "apiUrl": server.api_url(), "hosts": ["127.0.0.1"],
         })
         .to_string()
     };
@@ -246,6 +247,157 @@ async fn a_github_app_gets_an_installation_token_once_and_reuses_it_until_it_exp
         message.contains("installation 999") && message.contains("404"),
         "{message}"
     );
+}
+
+/// A registry writer who may not read a secret points an entry at a server
+/// of theirs: the secret is bound to other hosts, so nothing reaches that
+/// server, neither a token or password (HTTP), a key (SSH), nor a GitHub
+/// App's JWT; not in a run, and not in the scheduler's probe of the source.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_is_sent_to_no_server_it_does_not_name() {
+    let (repo, server) = private_repo(
+        "attacker",
+        Config {
+            accounts: vec![("ci-bot".into(), "anything".into())],
+            any_username: true,
+            ..Config::default()
+        },
+    );
+    let ssh = Listener::start();
+    let (_, app_key) = App::generate("4242", "77", "ghs_unused");
+    let keys = std::env::temp_dir().join(unique_name("keys"));
+    std::fs::create_dir_all(&keys).unwrap();
+    let (deploy_key, _) = stacksync_testkit::sshd::keygen(&keys, "deploy");
+    let (_, host_key) = stacksync_testkit::sshd::keygen(&keys, "host");
+    let emulator = Emulator::shared();
+    let token = unique_name("tok");
+    let secrets = [
+        (
+            "http",
+            serde_json::json!({"token": token, "username": "ci-bot", "hosts": ["git.acme.example"]}),
+            server.url(&repo),
+        ),
+        (
+            "app",
+            // No apiUrl: the JWT may go to GitHub's API only, never to the
+            // source's host.
+            serde_json::json!({"appId": 4242, "installationId": 77, "privateKey": app_key,
+                "hosts": ["github.com"], "repositories": ["acme/*"]}),
+            server.url(&repo),
+        ),
+        (
+            "ssh",
+            serde_json::json!({"sshPrivateKey": deploy_key,
+                "knownHosts": format!("[127.0.0.1]:{} {host_key}", ssh.port()),
+                "hosts": ["git.acme.example"]}),
+            format!("ssh://git@127.0.0.1:{}/acme/infra.git", ssh.port()),
+        ),
+    ];
+    let h = Harness::new("bound").await;
+    let workdir = std::env::temp_dir().join(unique_name("bound"));
+    let sources = sdk_sources(&emulator.sdk_config(), true, &workdir);
+    for (kind, value, url) in secrets {
+        let arn = emulator
+            .put_secret(&format!("git-{kind}"), &value.to_string())
+            .await;
+        // The scheduler's probe of the source (ls-remote) ...
+        let probe = as_function(
+            "scheduler",
+            sources.resolve(
+                &SourceLocation {
+                    url: url.clone(),
+                    credentials: Some(arn.clone()),
+                },
+                "main",
+            ),
+        )
+        .await;
+        assert!(
+            matches!(&probe, Err(FetchError::CredentialNotForHost { secret, .. }) if *secret == arn),
+            "{kind}: {probe:?}"
+        );
+        // ... and a run.
+        let name = stack_name(kind);
+        h.apply(&entry(&name, &url, &arn)).await;
+        let outcome = h.reconcile(&name).await;
+        assert!(
+            matches!(&outcome, Outcome::Failed(_)),
+            "{kind}: {outcome:?}"
+        );
+        let status = h.entry(&name).await.status;
+        let message = status.message.clone().unwrap_or_default();
+        assert_eq!(
+            status.stall_reason,
+            Some(StallReason::CredentialNotForHost),
+            "{kind}: {message}"
+        );
+        assert!(
+            message.contains(&arn)
+                && message.contains("127.0.0.1")
+                && message.contains("Nothing was sent"),
+            "{kind}: {message}"
+        );
+        assert!(!message.contains(&token), "{kind}: {message}");
+    }
+    let seen = server.seen();
+    assert_eq!(
+        (seen.connections, seen.authorized, seen.tokens_issued),
+        (0, 0, 0),
+        "the attacker's HTTP server saw nothing: {seen:?}"
+    );
+    assert_eq!(
+        ssh.connections(),
+        0,
+        "the attacker's SSH server saw nothing"
+    );
+}
+
+/// A server the secret may go to redirects elsewhere: the credentials are
+/// not sent after the redirect (gix reuses them only on the same host and
+/// port), so the other server sees none.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redirect_to_another_host_carries_no_credentials() {
+    let (repo, elsewhere) = private_repo(
+        "elsewhere",
+        Config {
+            accounts: vec![("ci-bot".into(), "t0ken".into())],
+            ..Config::default()
+        },
+    );
+    let allowed = GitHttpServer::serve(
+        &std::env::temp_dir(),
+        Config {
+            redirect_to: Some(elsewhere.root()),
+            accounts: vec![("ci-bot".into(), "t0ken".into())],
+            ..Config::default()
+        },
+    );
+    let url = elsewhere
+        .url(&repo)
+        .replace(&elsewhere.root(), &allowed.root());
+    let authority = allowed.root().trim_start_matches("http://").to_owned();
+    let arn = Emulator::shared()
+        .put_secret(
+            "git-redirected",
+            &serde_json::json!({"token": "t0ken", "username": "ci-bot", "hosts": [authority]})
+                .to_string(),
+        )
+        .await;
+    let workdir = std::env::temp_dir().join(unique_name("redirect"));
+    let sources = sdk_sources(&Emulator::shared().sdk_config(), true, &workdir);
+    let resolved = sources
+        .resolve(
+            &SourceLocation {
+                url,
+                credentials: Some(arn),
+            },
+            "main",
+        )
+        .await;
+    assert!(resolved.is_err(), "{resolved:?}");
+    assert!(allowed.seen().connections > 0, "{:?}", allowed.seen());
+    let seen = elsewhere.seen();
+    assert_eq!(seen.authorized, 0, "{seen:?}");
 }
 
 /// CodeCommit, reached at a loopback endpoint standing in for it: the Git
@@ -306,7 +458,8 @@ async fn ssh_deploy_keys_are_used_in_process_and_host_keys_are_verified() {
     repo.commit(&[("t.yaml", QUEUE)], "queue");
     let url = sshd.url(&repo);
     let secret = |key: &str, known_hosts: &str| {
-        serde_json::json!({"sshPrivateKey": key, "knownHosts": known_hosts}).to_string()
+        serde_json::json!({"sshPrivateKey": key, "knownHosts": known_hosts, "hosts": ["127.0.0.1"]})
+            .to_string()
     };
     let (stranger, stranger_public) = sshd.stranger();
     let other_host = format!(
@@ -463,7 +616,7 @@ async fn the_scheduler_sees_private_and_s3_sources_move_and_starts_their_followe
     let secret = emulator
         .put_secret(
             "git-token",
-            &format!(r#"{{"token": "{token}", "username": "ci-bot"}}"#),
+            &format!(r#"{{"token": "{token}", "username": "ci-bot", "hosts": ["127.0.0.1"]}}"#),
         )
         .await;
     let bucket = emulator.source_bucket(true).await;
@@ -617,7 +770,7 @@ async fn the_scheduler_reads_ssm_credentials_keeps_pinned_versions_and_names_wha
     let parameter = emulator
         .put_parameter(
             "git-password",
-            r#"{"username": "deploy", "password": "pass-word"}"#,
+            r#"{"username": "deploy", "password": "pass-word", "hosts": ["127.0.0.1"]}"#,
         )
         .await;
     let bucket = emulator.source_bucket(true).await;

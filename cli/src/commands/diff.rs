@@ -28,9 +28,14 @@ pub async fn run(aws: &Connection, name: &str, reference: Option<&str>, format: 
     let wanted = desired(&sources, spec, reference).await;
     let _ = std::fs::remove_dir_all(&workdir);
     let wanted = wanted.map_err(|e| format!("{name}: {e}"))?;
-    let factory = SdkCloudFormationFactory::new(aws.config.clone());
+    let factory = SdkCloudFormationFactory::new(aws.config.clone())
+        .for_installation(aws.registry.table().to_owned());
     let cfn = factory
-        .for_stack(spec.region.as_deref(), spec.assume_role_arn.as_deref())
+        .for_stack(
+            spec.region.as_deref(),
+            spec.assume_role_arn.as_deref(),
+            Some(&spec.name),
+        )
         .await
         .map_err(|e| format!("{name}: {e}"))?;
     let wanted = wanted

@@ -67,7 +67,9 @@ pub struct Script {
     pub drift_detections: VecDeque<crate::ports::drift::DriftDetection>,
     pub resource_drifts: Vec<crate::ports::drift::ResourceDrift>,
     /// SSM parameters and secrets of the stack's account (name → value).
+    /// SSM parameters are `SecureString`s unless named in `plain_ssm`.
     pub ssm: BTreeMap<String, String>,
+    pub plain_ssm: std::collections::BTreeSet<String>,
     pub secrets: BTreeMap<String, String>,
     /// What `DescribeEvents` answers; `None`: not served (as the emulator).
     pub operation_events: Option<Vec<OperationEvent>>,
@@ -126,6 +128,7 @@ impl Default for Script {
             resource_drifts: Vec::new(),
             outputs: BTreeMap::new(),
             ssm: BTreeMap::new(),
+            plain_ssm: std::collections::BTreeSet::new(),
             secrets: BTreeMap::new(),
             operation_events: None,
             listed_change_sets: None,
@@ -300,6 +303,7 @@ impl CloudFormationFactory for ScriptedCloudFormation {
         &self,
         region: Option<&str>,
         assume_role: Option<&str>,
+        _entry: Option<&str>,
     ) -> PortResult<Self::Port> {
         self.script()
             .connections
@@ -369,7 +373,11 @@ impl CloudFormation for ScriptedCloudFormation {
 
     async fn ssm_parameter(&self, name: &str) -> PortResult<Option<Versioned>> {
         self.call("GetParameter", name.to_owned())?;
-        Ok(self.script().ssm.get(name).map(|v| versioned(v)))
+        let s = self.script();
+        Ok(s.ssm.get(name).map(|v| Versioned {
+            secret: !s.plain_ssm.contains(name),
+            ..versioned(v)
+        }))
     }
 
     async fn secret_string(&self, id: &str) -> PortResult<Option<Versioned>> {
@@ -513,5 +521,6 @@ fn versioned(value: &str) -> Versioned {
     Versioned {
         value: value.to_owned(),
         version: crate::hash::sha256_hex(value.as_bytes())[..8].to_owned(),
+        secret: true,
     }
 }

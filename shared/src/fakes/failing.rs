@@ -160,12 +160,13 @@ where
         &self,
         region: Option<&str>,
         assume_role: Option<&str>,
+        entry: Option<&str>,
     ) -> PortResult<Self::Port> {
         if assume_role.is_some() {
             self.check("AssumeRole")?;
         }
         Ok(Failing {
-            inner: self.inner.for_stack(region, assume_role).await?,
+            inner: self.inner.for_stack(region, assume_role, entry).await?,
             plan: Arc::clone(&self.plan),
         })
     }

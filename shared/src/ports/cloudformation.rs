@@ -40,6 +40,10 @@ pub struct StackInfo {
 pub struct Versioned {
     pub value: String,
     pub version: String,
+    /// A secret's (Secrets Manager, an SSM `SecureString`), not a plain
+    /// SSM `String` or `StringList`: it may go only to a `NoEcho`
+    /// parameter, and no output equal to it is recorded.
+    pub secret: bool,
 }
 
 /// The version only: the value may be a secret.
@@ -421,11 +425,14 @@ pub fn first_failure(events: &[StackEvent]) -> Option<String> {
 pub trait CloudFormationFactory: Send + Sync {
     type Port: CloudFormation;
     /// `region`: the stack's (the default one when `None`); `assume_role`: a
-    /// role to assume first (cross-account).
+    /// role to assume first (cross-account); `entry`: the entry the calls
+    /// are made for, which names the assumed role's session (`None`: the
+    /// scheduler's, for many stacks).
     fn for_stack(
         &self,
         region: Option<&str>,
         assume_role: Option<&str>,
+        entry: Option<&str>,
     ) -> impl Future<Output = PortResult<Self::Port>> + Send;
     /// The region used when a stack names none, if known: stacks that name
     /// it and stacks that name none are then listed together.

@@ -50,6 +50,11 @@ pub enum FetchError {
     /// The credentials were refused: wrong, expired or without access.
     #[error("authentication failed for {url}: {detail}")]
     Authentication { url: String, detail: String },
+    /// The source is not among the places its credentials secret may be
+    /// sent (the secret's `hosts` and `repositories`), or the secret names
+    /// none: nothing was sent, no connection made.
+    #[error("{detail}")]
+    CredentialNotForHost { secret: String, detail: String },
     /// The source did not answer within the transport's timeouts.
     #[error("{url} did not answer in time: {detail}")]
     TimedOut { url: String, detail: String },

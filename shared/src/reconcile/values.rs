@@ -28,6 +28,9 @@ pub enum ValueError {
 pub struct ReadValues {
     pub stored: BTreeMap<String, Stored>,
     pub values: BTreeMap<String, String>,
+    /// The parameters given a secret's value (Secrets Manager, an SSM
+    /// `SecureString`), and where each was read.
+    pub secrets: BTreeMap<String, ValueRef>,
 }
 
 /// Names only: the values may be secrets.
@@ -53,6 +56,7 @@ where
 {
     let mut stored = BTreeMap::new();
     let mut values = BTreeMap::new();
+    let mut secrets = BTreeMap::new();
     for (name, value) in merged {
         let (keep, value) = match value {
             ParameterValue::Text(text) => (Stored::Text(text.clone()), text.clone()),
@@ -62,6 +66,9 @@ where
             }
             ParameterValue::From(from) => {
                 let read = read_secret(port, name, from).await?;
+                if read.secret {
+                    secrets.insert(name.clone(), from.clone());
+                }
                 let keep = Stored::Read {
                     from: from.clone(),
                     version: read.version,
@@ -72,7 +79,29 @@ where
         stored.insert(name.clone(), keep);
         values.insert(name.clone(), value);
     }
-    Ok(ReadValues { stored, values })
+    Ok(ReadValues {
+        stored,
+        values,
+        secrets,
+    })
+}
+
+/// The secrets' values among `stored` (Secrets Manager, SSM
+/// `SecureString`s), read again: what no recorded output may hold.
+pub async fn secret_values<P: CloudFormation>(
+    port: &P,
+    stored: &BTreeMap<String, Stored>,
+) -> Result<Vec<String>, ValueError> {
+    let mut out = Vec::new();
+    for (name, value) in stored {
+        if let Stored::Read { from, .. } = value {
+            let read = read_secret(port, name, from).await?;
+            if read.secret {
+                out.push(read.value);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The parameters a stored set stands for, secrets read again through the
@@ -136,6 +165,7 @@ async fn read_secret<P: CloudFormation>(
             Ok(Versioned {
                 value: pick(secret, &raw.value, key.as_deref()).map_err(missing)?,
                 version: raw.version,
+                secret: raw.secret,
             })
         }
         ValueRef::FromStack { .. } => Err(missing(
@@ -164,7 +194,11 @@ where
         .ok_or_else(|| missing(format!("stack {from_stack} is not registered")))?;
     let spec = &upstream.spec;
     let port = factory
-        .for_stack(spec.region.as_deref(), spec.assume_role_arn.as_deref())
+        .for_stack(
+            spec.region.as_deref(),
+            spec.assume_role_arn.as_deref(),
+            Some(&spec.name),
+        )
         .await?;
     let stack = port
         .describe_stack(spec.effective_stack_name())

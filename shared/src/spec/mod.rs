@@ -351,6 +351,15 @@ impl StackSpec {
         names
     }
 
+    /// The account of `assumeRoleArn` (`arn:PARTITION:iam::ACCOUNT:role/…`):
+    /// where the stack lives, when not in the installation's.
+    pub fn target_account(&self) -> Option<&str> {
+        self.assume_role_arn
+            .as_deref()
+            .and_then(|arn| arn.split(':').nth(4))
+            .filter(|a| a.len() == 12 && a.bytes().all(|b| b.is_ascii_digit()))
+    }
+
     /// Whether a parameter reads SSM or Secrets Manager: the stack is then
     /// reconciled every `interval`, so a new version (a rotation) is
     /// deployed without a push.

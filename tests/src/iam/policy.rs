@@ -137,10 +137,16 @@ impl<'a> Resolver<'a> {
             let document = self
                 .resolve(&resource["Properties"]["PolicyDocument"])?
                 .unwrap_or(Value::Null);
+            // IAM's policy variable for the caller's account, as IAM fills
+            // it in for this role.
+            let account = role_arn.split(':').nth(4).unwrap_or_default();
             for mut statement in statements_of(&document)?
                 .into_iter()
                 .filter(|s| s.principals.iter().any(|p| p == "*" || glob(p, role_arn)))
             {
+                for resource in &mut statement.resources {
+                    *resource = resource.replace("${aws:PrincipalAccount}", account);
+                }
                 let principal = vec![role_arn.to_owned()];
                 let mut applies = true;
                 statement.conditions.retain(|(operator, key, values)| {

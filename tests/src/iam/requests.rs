@@ -43,7 +43,7 @@ use super::call::Call;
 /// The functions that read the stacks' parameters from Secrets Manager and
 /// SSM (`{secret: ARN}`, `{ssm: NAME}`), through the stack's CloudFormation
 /// port: their reads are of `ValueSecretArns` and `ValueParameterArns`.
-const VALUE_READERS: [&str; 2] = ["template-upload", "change-set"];
+const VALUE_READERS: [&str; 3] = ["template-upload", "change-set", "poll-status"];
 
 /// The CloudFormation operations known here, each authorized on the stack
 /// ARN alone (plus what [`requests`] adds for roles, tags and templates).
@@ -448,6 +448,11 @@ pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>
             _ => return unknown(),
         },
         "sts" => match op {
+            // Session tags (the entry, the installation) need TagSession too.
+            "AssumeRole" if call.tagged => vec![
+                Request::new(&action, i.target_role_arn.clone()),
+                Request::new("sts:TagSession", i.target_role_arn.clone()),
+            ],
             "AssumeRole" => vec![Request::new(&action, i.target_role_arn.clone())],
             _ => return unknown(),
         },

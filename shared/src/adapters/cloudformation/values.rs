@@ -21,6 +21,7 @@ pub(super) async fn ssm_parameter(
             Some(Versioned {
                 value: p.value()?.to_owned(),
                 version: p.version().to_string(),
+                secret: p.r#type() == Some(&aws_sdk_ssm::types::ParameterType::SecureString),
             })
         })),
         Err(e) if e.code() == Some("ParameterNotFound") => Ok(None),
@@ -37,6 +38,7 @@ pub(super) async fn secret_string(
             (Some(value), Some(version)) => Ok(Some(Versioned {
                 value: value.to_owned(),
                 version: version.to_owned(),
+                secret: true,
             })),
             (None, _) => Ok(None),
             // Without a version a rotation could not be told: refused

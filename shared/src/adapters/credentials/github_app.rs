@@ -33,14 +33,15 @@ pub enum AppError {
     Transient(String),
 }
 
-/// The API a source's host answers on: `apiUrl` from the secret, else
-/// api.github.com for github.com and `https://HOST/api/v3` for GitHub
-/// Enterprise Server.
-pub fn api_url(host: &str, configured: Option<&str>) -> String {
+/// The API the app's JWT is sent to: `apiUrl` from the secret (GitHub
+/// Enterprise Server: `https://HOST/api/v3`; it must be on one of the
+/// secret's `hosts`), else GitHub's own. Never derived from a source's
+/// host: whoever writes the registry chooses that, and with the JWT anyone
+/// can make installation tokens for every organisation the app is in.
+pub fn api_url(configured: Option<&str>) -> String {
     match configured {
         Some(url) => url.trim_end_matches('/').to_owned(),
-        None if host.eq_ignore_ascii_case("github.com") => "https://api.github.com".into(),
-        None => format!("https://{host}/api/v3"),
+        None => "https://api.github.com".into(),
     }
 }
 
@@ -203,16 +204,11 @@ mod tests {
     }
 
     #[test]
-    fn the_api_is_github_com_s_or_the_enterprise_server_s() {
-        assert_eq!(api_url("github.com", None), "https://api.github.com");
-        assert_eq!(
-            api_url("ghe.acme.internal", None),
-            "https://ghe.acme.internal/api/v3"
-        );
-        assert_eq!(
-            api_url("github.com", Some("http://127.0.0.1:9/")),
-            "http://127.0.0.1:9"
-        );
+    fn the_api_is_github_s_own_unless_the_secret_names_another() {
+        // Never the source's host: the JWT goes to GitHub, or to the
+        // secret's `apiUrl` (which must be on one of its hosts).
+        assert_eq!(api_url(None), "https://api.github.com");
+        assert_eq!(api_url(Some("http://127.0.0.1:9/")), "http://127.0.0.1:9");
     }
 
     #[test]

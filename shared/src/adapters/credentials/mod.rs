@@ -6,8 +6,11 @@
 //!
 //! A secret's value never leaves this module but as a [`Secret`], whose
 //! `Debug` hides it: it is never logged, put in an error, the registry, an
-//! artifact or a run's state.
+//! artifact or a run's state. And it goes only where the secret itself says
+//! it may (`hosts`, `repositories`: [`binding`]), checked before any
+//! connection is made.
 
+pub mod binding;
 pub mod codecommit;
 pub mod github_app;
 pub mod stored;
@@ -19,8 +22,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_sdk_secretsmanager::config::Region;
 
+use self::binding::Binding;
 use self::github_app::{AppError, InstallationToken};
-use self::stored::{Stored, token_username};
+use self::stored::{Stored, Unusable, token_username};
 use crate::adapters::port_error;
 use crate::ports::PortError;
 use crate::ports::source::{FetchError, SourceLocation, rejected, transient};
@@ -123,7 +127,7 @@ pub struct Credentials {
     /// endpoint: `STACKSYNC_CODECOMMIT_ENDPOINT`).
     codecommit_endpoint: Option<String>,
     aws_keys: Option<SharedCredentialsProvider>,
-    cache: Mutex<HashMap<String, (Instant, Stored)>>,
+    cache: Mutex<HashMap<String, (Instant, Stored, Binding)>>,
     tokens: Mutex<HashMap<String, InstallationToken>>,
 }
 
@@ -184,8 +188,12 @@ impl Credentials {
                 None => Ok((url, GitAuth::Anonymous)),
             };
         };
-        let stored = self.stored(arn).await?;
-        let auth = self.present(&url, stored).await?;
+        let (stored, binding) = self.stored(arn).await?;
+        // Before any connection: the secret goes only where it says.
+        binding
+            .allows(&url)
+            .map_err(|why| not_for(arn, &url, &why))?;
+        let auth = self.present(arn, &url, stored, &binding).await?;
         Ok((url, auth))
     }
 
@@ -201,7 +209,13 @@ impl Credentials {
     }
 
     /// What a stored secret presents to the server at `url`.
-    async fn present(&self, url: &str, stored: Stored) -> Result<GitAuth, FetchError> {
+    async fn present(
+        &self,
+        arn: &str,
+        url: &str,
+        stored: Stored,
+        binding: &Binding,
+    ) -> Result<GitAuth, FetchError> {
         let host = host_of(url).to_ascii_lowercase();
         Ok(match stored {
             Stored::Token { token, username } => {
@@ -226,7 +240,14 @@ impl Credentials {
                 private_key,
                 api_url,
             } => {
-                let api = github_app::api_url(&host, api_url.as_deref());
+                // Never derived from the source's host: GitHub's own API,
+                // or the secret's `apiUrl` on one of its hosts.
+                let api = github_app::api_url(api_url.as_deref());
+                if api_url.is_some() {
+                    binding
+                        .allows_api(&api)
+                        .map_err(|why| not_for(arn, url, &why))?;
+                }
                 let token = self
                     .app_token(url, &api, &app_id, &installation_id, &private_key)
                     .await?;
@@ -310,20 +331,29 @@ impl Credentials {
         })
     }
 
-    /// The secret at `arn`, read (or from the cache).
-    async fn stored(&self, arn: &str) -> Result<Stored, FetchError> {
-        if let Some((at, stored)) = self.cache.lock().ok().and_then(|c| c.get(arn).cloned())
+    /// The secret at `arn`, read (or from the cache), and where it may go.
+    async fn stored(&self, arn: &str) -> Result<(Stored, Binding), FetchError> {
+        if let Some((at, stored, binding)) =
+            self.cache.lock().ok().and_then(|c| c.get(arn).cloned())
             && at.elapsed() < SECRET_CACHE
         {
-            return Ok(stored);
+            return Ok((stored, binding));
         }
         let text = self.read(arn).await?;
-        let stored = Stored::parse(&text)
-            .map_err(|e| rejected(format!("source.credentialsSecret {arn}: {e}")))?;
+        let (stored, binding) = Stored::parse(&text).map_err(|e| match e {
+            Unusable::Invalid(m) => rejected(format!("source.credentialsSecret {arn}: {m}")),
+            Unusable::Unbound(m) => FetchError::CredentialNotForHost {
+                secret: arn.to_owned(),
+                detail: format!("source.credentialsSecret {arn}: {m}; nothing was sent"),
+            },
+        })?;
         if let Ok(mut cache) = self.cache.lock() {
-            cache.insert(arn.to_owned(), (Instant::now(), stored.clone()));
+            cache.insert(
+                arn.to_owned(),
+                (Instant::now(), stored.clone(), binding.clone()),
+            );
         }
-        Ok(stored)
+        Ok((stored, binding))
     }
 
     /// The text of the secret or parameter at `arn`.
@@ -405,6 +435,19 @@ fn clients_for(
     match clients.lock() {
         Ok(mut map) => map.entry(region.to_owned()).or_insert_with(make).clone(),
         Err(_) => make(),
+    }
+}
+
+/// The source at `url` is not among the places the secret at `arn` may be
+/// sent to (`why`): nothing was sent.
+fn not_for(arn: &str, url: &str, why: &str) -> FetchError {
+    FetchError::CredentialNotForHost {
+        secret: arn.to_owned(),
+        detail: format!(
+            "source.credentialsSecret {arn} may not be sent to {url}: {why}. Nothing was sent; \
+             point the entry at a repository the secret names, or add it to the secret's \
+             `hosts` (and `repositories`)"
+        ),
     }
 }
 

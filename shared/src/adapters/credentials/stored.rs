@@ -4,6 +4,24 @@
 use serde_json::{Map, Value};
 
 use super::Secret;
+use super::binding::Binding;
+
+/// Why a secret's text cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unusable {
+    /// It holds none of the shapes stacksync reads.
+    Invalid(String),
+    /// It does not say where it may be sent (`hosts`), or says it wrongly.
+    Unbound(String),
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unusable::Invalid(m) | Unusable::Unbound(m) => f.write_str(m),
+        }
+    }
+}
 
 /// A source secret, read.
 #[derive(Debug, Clone)]
@@ -33,49 +51,69 @@ pub enum Stored {
 
 impl Stored {
     /// Reads a secret's text: JSON with one of the shapes the README lists,
-    /// or a plain token.
-    pub fn parse(text: &str) -> Result<Stored, String> {
+    /// and the hosts (and repositories) it may be sent to.
+    pub fn parse(text: &str) -> Result<(Stored, Binding), Unusable> {
         let trimmed = text.trim();
         if trimmed.is_empty() {
-            return Err("the secret is empty".into());
+            return Err(Unusable::Invalid("the secret is empty".into()));
         }
         let map = match serde_json::from_str::<Value>(trimmed) {
             Ok(Value::Object(map)) => map,
-            Ok(_) => return Err("the secret is JSON but not an object".into()),
+            Ok(_) => {
+                return Err(Unusable::Invalid(
+                    "the secret is JSON but not an object".into(),
+                ));
+            }
             Err(_) if trimmed.starts_with('{') => {
-                return Err("the secret starts with `{` but is not valid JSON".into());
+                return Err(Unusable::Invalid(
+                    "the secret starts with `{` but is not valid JSON".into(),
+                ));
             }
             Err(_) => {
-                return Ok(Stored::Token {
-                    token: Secret::new(trimmed),
-                    username: None,
-                });
+                return Err(Unusable::Unbound(
+                    "the secret is a plain token, which does not say where it may be sent: \
+                     stacksync sends a credential only to the hosts its secret names. Store it as \
+                     JSON instead: {\"token\": \"<the token>\", \"hosts\": [\"github.com\"], \
+                     \"repositories\": [\"acme/*\"]} (README: Private repositories)"
+                        .into(),
+                ));
             }
         };
-        let keys: Vec<&str> = map.keys().map(String::as_str).collect();
+        let stored = Self::shape(&map).map_err(Unusable::Invalid)?;
+        let binding = Binding::parse(&map).map_err(Unusable::Unbound)?;
+        Ok((stored, binding))
+    }
+
+    /// The credential a secret's JSON object holds.
+    fn shape(map: &Map<String, Value>) -> Result<Stored, String> {
+        let keys: Vec<&str> = map
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !matches!(*k, "hosts" | "repositories"))
+            .collect();
         let shape = |k: &str| map.contains_key(k);
         let stored = if shape("sshPrivateKey") {
             Stored::Ssh {
-                private_key: Secret::new(required(&map, "sshPrivateKey")?),
-                passphrase: optional(&map, "passphrase").map(Secret::new),
-                known_hosts: required(&map, "knownHosts")?,
+                private_key: Secret::new(required(map, "sshPrivateKey")?),
+                passphrase: optional(map, "passphrase").map(Secret::new),
+                known_hosts: required(map, "knownHosts")?,
             }
         } else if shape("appId") || shape("installationId") {
             Stored::GitHubApp {
-                app_id: required(&map, "appId")?,
-                installation_id: required(&map, "installationId")?,
-                private_key: Secret::new(required(&map, "privateKey")?),
-                api_url: optional(&map, "apiUrl"),
+                app_id: required(map, "appId")?,
+                installation_id: required(map, "installationId")?,
+                private_key: Secret::new(required(map, "privateKey")?),
+                api_url: optional(map, "apiUrl"),
             }
         } else if shape("token") {
             Stored::Token {
-                token: Secret::new(required(&map, "token")?),
-                username: optional(&map, "username"),
+                token: Secret::new(required(map, "token")?),
+                username: optional(map, "username"),
             }
         } else if shape("password") {
             Stored::Password {
-                username: required(&map, "username")?,
-                password: Secret::new(required(&map, "password")?),
+                username: required(map, "username")?,
+                password: Secret::new(required(map, "password")?),
             }
         } else {
             return Err(format!(
@@ -134,26 +172,36 @@ pub fn token_username(host: &str) -> Option<&'static str> {
 mod tests {
     use super::*;
 
+    /// A secret's JSON with the hosts it may be sent to.
+    fn bound(json: &str) -> String {
+        let inner = json.trim().trim_start_matches('{');
+        format!(r#"{{"hosts": ["git.acme.internal"], {inner}"#)
+    }
+
+    fn shape(json: &str) -> Stored {
+        Stored::parse(&bound(json)).unwrap().0
+    }
+
     #[test]
     fn each_shape_of_secret_is_read() {
         assert!(matches!(
-            Stored::parse("ghp_plain\n").unwrap(),
-            Stored::Token { username: None, .. }
-        ));
-        assert!(matches!(
-            Stored::parse(r#"{"token": "t", "username": "bot"}"#).unwrap(),
+            shape(r#"{"token": "t", "username": "bot"}"#),
             Stored::Token { username: Some(u), .. } if u == "bot"
         ));
         assert!(matches!(
-            Stored::parse(r#"{"username": "u", "password": "p"}"#).unwrap(),
+            shape(r#"{"token": "t"}"#),
+            Stored::Token { username: None, .. }
+        ));
+        assert!(matches!(
+            shape(r#"{"username": "u", "password": "p"}"#),
             Stored::Password { .. }
         ));
         assert!(matches!(
-            Stored::parse(r#"{"appId": 12, "installationId": "34", "privateKey": "k"}"#).unwrap(),
+            shape(r#"{"appId": 12, "installationId": "34", "privateKey": "k"}"#),
             Stored::GitHubApp { app_id, .. } if app_id == "12"
         ));
         assert!(matches!(
-            Stored::parse(r#"{"sshPrivateKey": "k", "knownHosts": "h ssh-ed25519 AAAA"}"#).unwrap(),
+            shape(r#"{"sshPrivateKey": "k", "knownHosts": "h ssh-ed25519 AAAA"}"#),
             Stored::Ssh {
                 passphrase: None,
                 ..
@@ -162,17 +210,33 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_that_does_not_say_where_it_goes_is_refused_saying_how_to_bind_it() {
+        for text in ["ghp_plain\n", r#"{"token": "ghp_plain"}"#] {
+            let err = Stored::parse(text).unwrap_err();
+            assert!(matches!(err, Unusable::Unbound(_)), "{err:?}");
+            let err = err.to_string();
+            assert!(err.contains("\"hosts\": [\"github.com\"]"), "{err}");
+            assert!(!err.contains("ghp_plain"), "{err}");
+        }
+    }
+
+    #[test]
     fn a_secret_stacksync_cannot_read_is_named_by_its_keys_never_its_values() {
         for (text, wants) in [
-            (r#"{"secret": "hunter2"}"#, "[\"secret\"]"),
-            (r#"{"appId": 1, "privateKey": "hunter2"}"#, "installationId"),
-            (r#"{"sshPrivateKey": "hunter2"}"#, "knownHosts"),
-            (r#"{"token": ""}"#, "`token`"),
-            ("{hunter2", "not valid JSON"),
-            ("[\"hunter2\"]", "not an object"),
-            ("  ", "empty"),
+            (bound(r#"{"secret": "hunter2"}"#), "[\"secret\"]"),
+            (
+                bound(r#"{"appId": 1, "privateKey": "hunter2"}"#),
+                "installationId",
+            ),
+            (bound(r#"{"sshPrivateKey": "hunter2"}"#), "knownHosts"),
+            (bound(r#"{"token": ""}"#), "`token`"),
+            ("{hunter2".to_owned(), "not valid JSON"),
+            ("[\"hunter2\"]".to_owned(), "not an object"),
+            ("  ".to_owned(), "empty"),
         ] {
-            let err = Stored::parse(text).unwrap_err();
+            let err = Stored::parse(&text).unwrap_err();
+            assert!(matches!(err, Unusable::Invalid(_)), "{text}: {err:?}");
+            let err = err.to_string();
             assert!(err.contains(wants), "{text}: {err}");
             assert!(!err.contains("hunter2"), "{err}");
         }

@@ -6,6 +6,14 @@ fn credentials(secret: &str) -> Credentials {
     Credentials::fixed([(ARN.to_owned(), secret.to_owned())], "eu-west-1")
 }
 
+/// Where the tests' secrets may go.
+const BOUND: &str = r#""hosts": ["github.com", "gitlab.com", "bitbucket.org", "git.acme.internal"], "repositories": ["acme/*", "infra"]"#;
+
+/// A secret's JSON (`{...}` without its braces) bound to the tests' hosts.
+fn bound(fields: &str) -> String {
+    format!("{{{fields}, {BOUND}}}")
+}
+
 fn at(url: &str) -> SourceLocation {
     SourceLocation {
         url: url.into(),
@@ -22,7 +30,7 @@ fn basic(auth: GitAuth) -> (String, String) {
 
 #[tokio::test]
 async fn a_token_goes_under_its_hosts_user_name_or_the_one_the_secret_gives() {
-    let c = credentials("ghp_abc");
+    let c = credentials(&bound(r#""token": "ghp_abc""#));
     let (url, auth) = c
         .git_access(&at("https://github.com/acme/infra.git"))
         .await
@@ -35,7 +43,7 @@ async fn a_token_goes_under_its_hosts_user_name_or_the_one_the_secret_gives() {
         .unwrap();
     assert_eq!(basic(auth).0, "oauth2");
 
-    let c = credentials(r#"{"token": "t0k", "username": "ci-bot"}"#);
+    let c = credentials(&bound(r#""token": "t0k", "username": "ci-bot""#));
     let (_, auth) = c
         .git_access(&at("https://git.acme.internal/infra.git"))
         .await
@@ -45,7 +53,7 @@ async fn a_token_goes_under_its_hosts_user_name_or_the_one_the_secret_gives() {
 
 #[tokio::test]
 async fn a_token_for_a_host_of_unknown_convention_asks_for_a_user_name_without_showing_it() {
-    let c = credentials("hunter2");
+    let c = credentials(&bound(r#""token": "hunter2""#));
     let err = c
         .git_access(&at("https://git.acme.internal/infra.git"))
         .await
@@ -57,13 +65,15 @@ async fn a_token_for_a_host_of_unknown_convention_asks_for_a_user_name_without_s
 
 #[tokio::test]
 async fn ssh_keys_and_passwords_are_presented_as_they_are_stored() {
-    let c = credentials(r#"{"username": "me", "password": "pw"}"#);
+    let c = credentials(&bound(r#""username": "me", "password": "pw""#));
     let (_, auth) = c
         .git_access(&at("https://bitbucket.org/acme/infra.git"))
         .await
         .unwrap();
     assert_eq!(basic(auth), ("me".into(), "pw".into()));
-    let c = credentials(r#"{"sshPrivateKey": "KEY", "knownHosts": "host ssh-ed25519 AAAA"}"#);
+    let c = credentials(&bound(
+        r#""sshPrivateKey": "KEY", "knownHosts": "host ssh-ed25519 AAAA""#,
+    ));
     let (_, auth) = c
         .git_access(&at("git@github.com:acme/infra.git"))
         .await
@@ -73,7 +83,7 @@ async fn ssh_keys_and_passwords_are_presented_as_they_are_stored() {
 
 #[tokio::test]
 async fn nothing_of_a_secret_shows_in_debug_output() {
-    let c = credentials(r#"{"username": "me", "password": "hunter2"}"#);
+    let c = credentials(&bound(r#""username": "me", "password": "hunter2""#));
     let (_, auth) = c
         .git_access(&at("https://bitbucket.org/acme/infra.git"))
         .await
@@ -122,6 +132,71 @@ async fn codecommit_is_signed_with_the_roles_keys_and_no_secret() {
     let (user, password) = basic(auth);
     assert_eq!(user, "AKID%TOKEN");
     assert_eq!(password.len(), "20261123T180455Z".len() + 64);
+}
+
+#[tokio::test]
+async fn a_secret_is_presented_nowhere_it_does_not_name_and_says_where_it_may_go() {
+    for fields in [
+        r#""token": "hunter2""#,
+        r#""username": "me", "password": "hunter2""#,
+        r#""sshPrivateKey": "hunter2", "knownHosts": "evil.example ssh-ed25519 AAAA""#,
+        r#""appId": 1, "installationId": 2, "privateKey": "hunter2""#,
+    ] {
+        let c = credentials(&bound(fields));
+        for url in [
+            "https://evil.example/acme/infra.git",
+            "ssh://git@evil.example/acme/infra.git",
+            "git@evil.example:acme/infra.git",
+            "https://github.com/someone-else/infra.git",
+        ] {
+            let err = c.git_access(&at(url)).await.unwrap_err();
+            assert!(
+                matches!(err, FetchError::CredentialNotForHost { ref secret, .. } if secret == ARN),
+                "{fields} to {url}: {err:?}"
+            );
+            let err = err.to_string();
+            assert!(
+                err.contains(ARN) && err.contains("Nothing was sent"),
+                "{err}"
+            );
+            assert!(!err.contains("hunter2"), "{err}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_github_app_s_api_url_must_be_on_one_of_its_hosts() {
+    let c = credentials(&bound(
+        r#""appId": 1, "installationId": 2, "privateKey": "hunter2", "apiUrl": "https://evil.example/api/v3""#,
+    ));
+    let err = c
+        .git_access(&at("https://github.com/acme/infra.git"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, FetchError::CredentialNotForHost { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("evil.example"), "{err}");
+}
+
+#[tokio::test]
+async fn a_secret_that_names_no_hosts_is_refused_before_any_connection() {
+    for text in ["ghp_plain", r#"{"token": "ghp_plain"}"#] {
+        let err = credentials(text)
+            .git_access(&at("https://github.com/acme/infra.git"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, FetchError::CredentialNotForHost { .. }),
+            "{err:?}"
+        );
+        let err = err.to_string();
+        assert!(
+            err.contains("\"hosts\"") && !err.contains("ghp_plain"),
+            "{err}"
+        );
+    }
 }
 
 #[test]

@@ -119,6 +119,11 @@ impl Desired {
         let read = crate::reconcile::values::read_values(factory, registry, port, &self.merged)
             .await
             .map_err(|e| e.to_string())?;
+        // A preview's change set shows its parameters as a run's would.
+        crate::parameters::refuse_exposed_secrets(
+            &read.secrets,
+            crate::parameters::no_echo(&self.template).as_ref(),
+        )?;
         self.parameters = read.values;
         Ok(self)
     }

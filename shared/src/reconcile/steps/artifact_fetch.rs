@@ -54,10 +54,10 @@ where
             };
             return self.finish(state, &entry, status, "suspended").await;
         }
-        self.transport_allowed(&entry)?;
         if let Some(why) = self.config.policy.refuses_spec(&entry.spec) {
             return Err(StepError::stalled(StallReason::NotAllowed, why));
         }
+        self.transport_allowed(&entry)?;
         let revision = self.resolve(&state, &entry).await?;
         if !state.trigger.force && entry.status.gave_up_at(entry.spec_version, Some(&revision)) {
             // Nothing changed since the run that gave up: trying again would
@@ -135,7 +135,9 @@ where
     /// Refuses an unauthenticated transport (`http://`, `git://`) in a
     /// deployed installation, unless the spec says `source.insecure`:
     /// whoever sits on the network path would choose the template that
-    /// runs under the stack's service role.
+    /// runs under the stack's service role. And `file://` always there: a
+    /// path on the function's own disk is no source anyone reviews (and
+    /// would run `git-upload-pack`, which Lambda has not).
     fn transport_allowed(&self, entry: &StackEntry) -> Result<(), StepError> {
         let source = &entry.spec.source;
         let Some(url) = source.git.as_deref() else {
@@ -143,6 +145,14 @@ where
         };
         let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
         match scheme.as_deref() {
+            Some("file") if !self.config.local => Err(StepError::stalled(
+                StallReason::Unsupported,
+                format!(
+                    "{url}: file:// sources are for the local runner only (stacksync \
+                     reconcile --local); a deployed installation fetches from https://, \
+                     ssh://, CodeCommit or S3"
+                ),
+            )),
             Some(plain @ ("http" | "git")) if !self.config.local && !source.insecure => {
                 Err(StepError::stalled(
                     StallReason::Unsupported,
@@ -262,6 +272,9 @@ fn fetch_error(e: FetchError) -> StepError {
         e @ FetchError::Authentication { .. } => {
             StepError::stalled(StallReason::AuthenticationFailed, e.to_string())
         }
+        e @ FetchError::CredentialNotForHost { .. } => {
+            StepError::stalled(StallReason::CredentialNotForHost, e.to_string())
+        }
         e @ FetchError::TimedOut { .. } => StepError::TimedOut {
             message: e.to_string(),
         },
@@ -315,6 +328,36 @@ mod tests {
                 }
                 Ok(state) if !refused => assert_eq!(state.next, Next::Upload, "{url}"),
                 other => panic!("{url} insecure={insecure} local={local}: {other:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_file_source_is_for_the_local_runner_only_insecure_or_not() {
+        for (insecure, local, refused) in [
+            (false, false, true),
+            (true, false, true),
+            (false, true, false),
+        ] {
+            let url = "file:///tmp/infra";
+            let mut t = Test::with_entry(|e| {
+                e.spec.source.git = Some(url.into());
+                e.spec.source.insecure = insecure;
+            })
+            .await;
+            t.steps.config.local = local;
+            t.steps
+                .sources
+                .commit(url, "main", HEAD, &[("t.yaml", TEMPLATE)]);
+            let result = t.steps.artifact_fetch(t.input("run-1")).await;
+            match result {
+                Err(e) if refused => {
+                    assert_eq!(e.name(), "StackSync.Stalled.Unsupported");
+                    assert!(e.message().contains("local runner only"), "{}", e.message());
+                    assert_eq!(t.steps.sources.calls(), (0, 0), "nothing fetched");
+                }
+                Ok(state) if !refused => assert_eq!(state.next, Next::Upload),
+                other => panic!("insecure={insecure} local={local}: {other:?}"),
             }
         }
     }

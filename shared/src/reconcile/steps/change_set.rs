@@ -70,8 +70,15 @@ where
                     .observe_if_there(&cfn, &entry.spec, stack.as_ref())
                     .await?;
                 let outputs = stack.as_ref().map(|s| s.outputs.clone());
-                self.in_sync(state, &entry, seen, outputs, "in sync: nothing to change")
-                    .await
+                self.in_sync(
+                    state,
+                    &entry,
+                    &cfn,
+                    seen,
+                    outputs,
+                    "in sync: nothing to change",
+                )
+                .await
             }
             StackDecision::RollbackStuck => {
                 // Continuing did not help: a resource needs skipping or fixing by hand.
@@ -261,6 +268,7 @@ where
                 self.in_sync(
                     state,
                     entry,
+                    cfn,
                     seen,
                     outputs,
                     "in sync: the change set was empty",

@@ -228,7 +228,11 @@ where
     async fn port(&self, spec: &StackSpec) -> Result<F::Port, StepError> {
         Ok(self
             .cloudformation
-            .for_stack(spec.region.as_deref(), spec.assume_role_arn.as_deref())
+            .for_stack(
+                spec.region.as_deref(),
+                spec.assume_role_arn.as_deref(),
+                Some(&spec.name),
+            )
             .await?)
     }
 
@@ -292,15 +296,20 @@ where
         Ok(state)
     }
 
-    /// Ends the run in sync: `Ready` at this run's revision, nothing deployed.
+    /// Ends the run in sync: `Ready` at this run's revision, nothing
+    /// deployed. `outputs`: the stack's, as `cfn` reported them.
     async fn in_sync(
         &self,
         state: RunState,
         entry: &StackEntry,
+        cfn: &F::Port,
         seen: Option<Seen>,
         outputs: Option<BTreeMap<String, String>>,
         message: &str,
     ) -> StepResult {
+        let outputs = self
+            .recordable_outputs(&state, &entry.spec, cfn, outputs)
+            .await?;
         let status = ready_status(&state, entry, seen, outputs, message);
         self.finish(state, entry, status, "in sync").await
     }

@@ -33,6 +33,41 @@ where
         values::read_again(cfn, stored).await.map_err(value_error)
     }
 
+    /// The stack's `outputs` as the registry may record them: any that is,
+    /// or holds, the value of a secret the run's parameters read is masked
+    /// ([`crate::parameters::without_secrets`]); the secrets are read again
+    /// through `cfn` for this, and if they cannot be, every output is
+    /// masked (never recorded by mistake).
+    pub(super) async fn recordable_outputs(
+        &self,
+        state: &RunState,
+        spec: &StackSpec,
+        cfn: &F::Port,
+        outputs: Option<BTreeMap<String, String>>,
+    ) -> Result<Option<BTreeMap<String, String>>, StepError> {
+        let outputs = match outputs {
+            Some(o) if !o.is_empty() && spec.reads_secrets() => o,
+            other => return Ok(other),
+        };
+        let stored = self.stored_parameters(state).await?;
+        if !stored.values().any(|v| matches!(v, Stored::Read { .. })) {
+            return Ok(Some(outputs));
+        }
+        let secrets = match values::secret_values(cfn, &stored).await {
+            Ok(secrets) => secrets,
+            Err(e) => {
+                tracing::warn!(stack = %state.stack_id, error = %e, "the secrets could not be read again to check the outputs: every output recorded masked");
+                return Ok(Some(
+                    outputs
+                        .into_keys()
+                        .map(|k| (k, crate::parameters::MASKED_OUTPUT.to_owned()))
+                        .collect(),
+                ));
+            }
+        };
+        Ok(Some(crate::parameters::without_secrets(outputs, &secrets)))
+    }
+
     /// The parameters as template-upload stored them (a secret as where it
     /// is read and its version), checked against the hash their key names.
     pub(super) async fn stored_parameters(
@@ -151,14 +186,26 @@ pub(super) fn provenance(
 mod tests {
     use super::super::testing::*;
     use super::*;
+    use crate::reconcile::run::Next;
+    use crate::stack_status::StackStatus as S;
+    use crate::status::Phase;
 
     async fn uploaded(t: &Test) -> Result<RunState, StepError> {
         let state = t.steps.artifact_fetch(t.input("run-1")).await?;
         t.steps.template_upload(state).await
     }
 
+    /// A template whose secret parameters are `NoEcho`, with an output
+    /// that echoes one of them.
+    const SECRET_TEMPLATE: &[u8] = b"Parameters:\n  Pw: {Type: String, NoEcho: true}\n  Key: {Type: String, NoEcho: true}\n  Plain: {Type: String}\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\nOutputs:\n  Echo: {Value: !Ref Pw}\n";
+
     /// `orders` reading a SecureString and a key of a JSON secret.
     async fn with_secrets(password: &str) -> Test {
+        with_secrets_in(password, SECRET_TEMPLATE).await
+    }
+
+    /// The same, `template` committed.
+    async fn with_secrets_in(password: &str, template: &[u8]) -> Test {
         let t = Test::with_entry(|e| {
             e.spec.parameters.insert(
                 "Pw".into(),
@@ -176,6 +223,9 @@ mod tests {
             e.spec.parameters.insert("Plain".into(), "visible".into());
         })
         .await;
+        t.steps
+            .sources
+            .commit(URL, "main", HEAD, &[("t.yaml", template)]);
         t.cfn.script().ssm.insert("/db/pw".into(), password.into());
         t.cfn.script().secrets.insert(
             "arn:aws:secretsmanager:us-east-1:111122223333:secret:db".into(),
@@ -265,5 +315,68 @@ mod tests {
             err.contains("no key \"apiKey\"") && !err.contains("SECRET"),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_secret_for_a_parameter_the_template_does_not_mark_no_echo_is_refused_naming_it() {
+        // `Key` reads a Secrets Manager key, `Pw` a SecureString: neither
+        // marked NoEcho here, so DescribeStacks would show their values.
+        let template = b"Parameters:\n  Pw: {Type: String}\n  Key: {Type: String}\n  Plain: {Type: String}\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
+        let t = with_secrets_in("pw-SECRET-1", template).await;
+        let err = uploaded(&t).await.unwrap_err();
+        let StepError::Stalled { reason, message } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(*reason, StallReason::SecretNotNoEcho, "{message}");
+        assert!(
+            message.contains("Pw (from SSM parameter /db/pw)")
+                && message.contains("Key (from key \"apiKey\"")
+                && message.contains("{{resolve:secretsmanager:")
+                && !message.contains("Plain"),
+            "{message}"
+        );
+        assert!(!message.contains("SECRET"), "{message}");
+        assert!(
+            !t.cfn.operations().iter().any(|o| o == "CreateChangeSet"),
+            "nothing made"
+        );
+
+        // A plain SSM String is no secret: any parameter may take it.
+        let t = with_secrets_in("pw-SECRET-1", template).await;
+        t.cfn.script().plain_ssm.insert("/db/pw".into());
+        t.cfn.script().secrets.clear();
+        let mut entry = t.entry();
+        entry.spec.parameters.remove("Key");
+        t.steps.registry.inner.insert(entry);
+        uploaded(&t).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_output_that_echoes_a_secret_is_recorded_masked() {
+        let t = with_secrets("pw-SECRET-1").await;
+        {
+            let mut s = t.cfn.script();
+            s.outputs.insert("Echo".into(), "pw-SECRET-1".into());
+            s.outputs.insert(
+                "Url".into(),
+                "postgres://app:pw-SECRET-1@db.internal/app".into(),
+            );
+            s.outputs
+                .insert("Arn".into(), "arn:aws:sqs:us-east-1:1:q".into());
+        }
+        let state = uploaded(&t).await.unwrap();
+        let mut state = t.steps.change_set(state).await.unwrap();
+        state.execute = true;
+        let state = t.steps.change_set(state).await.unwrap();
+        t.stack_answers(&[Some(S::CreateComplete)]);
+        let state = t.steps.poll_status(state).await.unwrap();
+        assert_eq!(state.next, Next::Done, "{state:?}");
+        let status = t.entry().status;
+        assert_eq!(status.phase, Phase::Ready);
+        assert_eq!(status.outputs["Echo"], crate::parameters::MASKED_OUTPUT);
+        assert_eq!(status.outputs["Url"], crate::parameters::MASKED_OUTPUT);
+        assert_eq!(status.outputs["Arn"], "arn:aws:sqs:us-east-1:1:q");
+        let text = serde_json::to_string(&t.entry()).unwrap();
+        assert!(!text.contains("SECRET"), "{text}");
     }
 }

@@ -152,7 +152,8 @@ where
         };
         let message = with_settings(message, &changed);
         let outputs = stack.as_ref().map(|s| s.outputs.clone());
-        self.in_sync(state, entry, seen, outputs, &message).await
+        self.in_sync(state, entry, cfn, seen, outputs, &message)
+            .await
     }
 
     /// The approval a ready change set must wait for, if the entry's policy
@@ -275,6 +276,7 @@ where
                 }
                 let seen = self.observe_if_there(cfn, spec, stack.as_ref()).await?;
                 let outputs = stack.as_ref().map(|s| s.outputs.clone());
+                let outputs = self.recordable_outputs(&state, spec, cfn, outputs).await?;
                 let status = ready_status(&state, entry, seen, outputs, &message);
                 let outcome = if state.out_of_band.is_some() {
                     "put back"

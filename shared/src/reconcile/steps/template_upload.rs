@@ -222,7 +222,7 @@ where
                     let message = with_settings(in_sync_message(&entry, &seen), &changed);
                     let outputs = Some(stack.outputs.clone());
                     return self
-                        .in_sync(state, &entry, Some(seen), outputs, &message)
+                        .in_sync(state, &entry, &cfn, Some(seen), outputs, &message)
                         .await;
                 }
                 state.must_apply = state.trigger.force || state.revert_drift.is_some();
@@ -310,12 +310,15 @@ where
         let read = values::read_values(&self.cloudformation, &self.registry, &cfn, &merged)
             .await
             .map_err(value_error)?;
+        let no_echo = parameters::no_echo(&template);
+        parameters::refuse_exposed_secrets(&read.secrets, no_echo.as_ref())
+            .map_err(|m| StepError::stalled(StallReason::SecretNotNoEcho, m))?;
         let read_outputs = read_outputs(&merged, &read.values);
         let provenance = provenance(
             spec,
             &from_file,
             file_label.as_deref(),
-            parameters::no_echo(&template).as_ref(),
+            no_echo.as_ref(),
             &read.values,
         );
         let tags = template::merge_tags(from_file.tags.clone(), spec);
@@ -332,7 +335,7 @@ where
         // value is not among them: its reference and hash are.
         let parameters_json = serde_json::to_vec(&read.stored).map_err(invalid)?;
         drop(read);
-        let template_key = template_key(&template_sha);
+        let template_key = template_key(&template_sha, spec.target_account());
         let parameters_key = parameters_key(&parameters_json);
         let template_version = self.store(&template_key, template, "text/plain").await?;
         self.store(&parameters_key, parameters_json, "application/json")
@@ -401,7 +404,7 @@ mod tests {
     async fn a_stored_template_replaced_outside_stacksync_is_written_again_and_that_version_pinned()
     {
         let t = Test::new().await;
-        let key = template_key(&sha256_hex(TEMPLATE));
+        let key = template_key(&sha256_hex(TEMPLATE), None);
         t.steps
             .blobs
             .inner

@@ -133,7 +133,7 @@ where
     async fn list(&self, target: &Target) -> Result<BTreeMap<String, StackSummary>, String> {
         let cfn = self
             .cloudformation
-            .for_stack(target.0.as_deref(), target.1.as_deref())
+            .for_stack(target.0.as_deref(), target.1.as_deref(), None)
             .await
             .map_err(|e| e.to_string())?;
         let stacks = cfn.list_stacks().await.map_err(|e| e.to_string())?;

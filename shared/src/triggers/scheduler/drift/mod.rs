@@ -202,7 +202,7 @@ where
 
     async fn port(&self, target: &Target) -> Result<F::Port, String> {
         self.cloudformation
-            .for_stack(target.0.as_deref(), target.1.as_deref())
+            .for_stack(target.0.as_deref(), target.1.as_deref(), None)
             .await
             .map_err(|e| e.to_string())
     }
