@@ -403,6 +403,27 @@ def _send_to_targets(self, original_event, transform_input=True):
 
 _EventsRule.send_to_targets = _send_to_targets
 
+# ---- Step Functions: a task failed with its cause ------------------------------
+# AWS's SendTaskFailure takes an `error` and a `cause`, and the failed task
+# (its Catch, its execution) carries both; moto's handler passes the error
+# alone, so every Catch saw `Cause: null` (the finalize step then refused
+# its input). Here the cause is passed on too.
+from moto.core.responses import EmptyResult as _EmptyResult
+from moto.stepfunctions.responses import StepFunctionResponse
+
+
+def _send_task_failure(self):
+    self.stepfunction_backend.send_task_failure(
+        self._get_param("taskToken"),
+        error=self._get_param("error"),
+        cause=self._get_param("cause"),
+    )
+    return _EmptyResult()
+
+
+StepFunctionResponse.send_task_failure = _send_task_failure
+
+
 # ---- Lambda Runtime API, for real function processes ------------------------
 
 _QUEUES: dict = {}

@@ -2,10 +2,12 @@
 
 Translates the SAM template into plain CloudFormation with aws-sam-translator
 (as `sam deploy` would), deploys it into the local AWS emulator (moto), and
-checks that the resources exist: the seven step functions and the three
-triggers (webhook, scheduler, events), the table with its four indexes, the
-bucket, the state machine calling exactly the step functions; the scheduler's
-EventBridge schedule and the events function's four EventBridge rules, each
+checks that the resources exist: the seven step functions, the four
+triggers (webhook, scheduler, drift, events) and the answer function
+(IAM-authorised URL), the table with its four
+indexes, the bucket, the state machine calling exactly the step functions;
+the scheduler's and the drift function's EventBridge schedules and the
+events function's four EventBridge rules, each
 targeting its function, which lets EventBridge invoke it from that rule only;
 that the stack's outputs name them; starts an execution by the
 StateMachineArn output; and puts events through the deployed rules (in the
@@ -53,8 +55,12 @@ class _NoIam:
         return {}
 
 
-def main(path):
-    os.environ.setdefault("AWS_DEFAULT_REGION", os.environ.get("AWS_REGION", "us-east-1"))
+def translate(path):
+    """template.yaml as `sam deploy` would send it (aws-sam-translator), ready
+    for the emulator: the functions' code a stand-in archive in the bucket
+    `stacksync-code`, and the Function URLs (moto's CloudFormation cannot make
+    AWS::Lambda::Url) gone, every reference to one a stand-in URL. Returns
+    the plain template and the URL resources taken out (for checks)."""
     root = os.path.dirname(os.path.abspath(path))
     template = yaml.load(open(path), Loader=_CfnLoader)
     for name, resource in template["Resources"].items():
@@ -67,27 +73,57 @@ def main(path):
         plain = transform(template, {}, _NoIam())
     except InvalidDocumentException as e:
         sys.exit("SAM translation failed: " + "; ".join(str(c) for c in e.causes))
-
-    # moto's CloudFormation cannot create AWS::Lambda::Url: check the URL in
-    # the translated template, then deploy without it (outputs that read it
-    # get a stand-in value).
-    problems = []
     urls = {k: r for k, r in plain["Resources"].items() if r["Type"] == "AWS::Lambda::Url"}
+    translated = json.loads(json.dumps(plain))
+    for name in urls:
+        del plain["Resources"][name]
+
+    def stand_in(value):
+        """A reference to a URL no longer there becomes a stand-in URL."""
+        if isinstance(value, dict):
+            if value.get("Fn::GetAtt", [None])[0] in urls:
+                return "https://stand-in.lambda-url.localhost/"
+            return {k: stand_in(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [stand_in(v) for v in value]
+        return value
+
+    plain["Resources"] = stand_in(plain["Resources"])
+    plain["Outputs"] = stand_in(plain.get("Outputs", {}))
+    return plain, translated, urls
+
+
+def stage_code(session, endpoint):
+    """The stand-in code archive every function's CodeUri names."""
+    s3 = session.client("s3", endpoint_url=endpoint)
+    s3.create_bucket(Bucket="stacksync-code")
+    s3.put_object(Bucket="stacksync-code", Key="stacksync.zip", Body=b"PK\x05\x06" + b"\x00" * 18)
+    return s3
+
+
+def main(path):
+    os.environ.setdefault("AWS_DEFAULT_REGION", os.environ.get("AWS_REGION", "us-east-1"))
+    plain, translated, urls = translate(path)
+
+    # moto's CloudFormation cannot create AWS::Lambda::Url: check the URLs in
+    # the translated template (the deployed one has stand-ins instead).
+    problems = []
     webhook_url = urls.get("WebhookFunctionUrl", {}).get("Properties", {})
     if webhook_url.get("AuthType") != "NONE" or webhook_url.get("TargetFunctionArn") != {"Ref": "WebhookFunction"}:
         problems.append(f"WebhookFunctionUrl is not a public URL of WebhookFunction: {webhook_url}")
-    for name in urls:
-        del plain["Resources"][name]
-    for output in plain.get("Outputs", {}).values():
-        if json.dumps(output["Value"]).find('"WebhookFunctionUrl"') >= 0:
-            output["Value"] = "https://stand-in.lambda-url.localhost/"
+    # The answer function's URL is IAM-authorised (the caller's identity
+    # comes from AWS), and the approval step is told it (each wait records it).
+    answer_url = urls.get("AnswerFunctionUrl", {}).get("Properties", {})
+    if answer_url.get("AuthType") != "AWS_IAM" or answer_url.get("TargetFunctionArn") != {"Ref": "AnswerFunction"}:
+        problems.append(f"AnswerFunctionUrl is not an IAM-authorised URL of AnswerFunction: {answer_url}")
+    approval_env = translated["Resources"]["ApprovalFunction"]["Properties"]["Environment"]["Variables"]
+    if approval_env.get("STACKSYNC_ANSWER_URL") != {"Fn::GetAtt": ["AnswerFunctionUrl", "FunctionUrl"]}:
+        problems.append(f"the approval step is not told the answer URL: {approval_env}")
 
     endpoint = os.environ["AWS_ENDPOINT_URL"]
     region = os.environ.get("AWS_REGION", "us-east-1")
     session = boto3.session.Session(region_name=region)
-    s3 = session.client("s3", endpoint_url=endpoint)
-    s3.create_bucket(Bucket="stacksync-code")
-    s3.put_object(Bucket="stacksync-code", Key="stacksync.zip", Body=b"PK\x05\x06" + b"\x00" * 18)
+    s3 = stage_code(session, endpoint)
     cfn = session.client("cloudformation", endpoint_url=endpoint)
     stack = f"stacksync-structural-{int(time.time())}"
     body = json.dumps(plain)
@@ -108,7 +144,7 @@ def main(path):
     function_arns = set()
     trigger_env = {}
     steps = ["ArtifactFetch", "TemplateUpload", "ChangeSet", "PollStatus", "Approval", "Delete", "Finalize"]
-    triggers = ["Webhook", "Scheduler", "Events"]
+    triggers = ["Webhook", "Scheduler", "Drift", "Events", "Answer"]
     function_arn_of = {}
     for fn in steps + triggers:
         physical = resources.get(f"{fn}Function", {}).get("PhysicalResourceId")
@@ -218,11 +254,23 @@ def main(path):
         if fn not in trigger_env:
             problems.append(f"no {fn.lower()} function deployed")
 
+    # The drift function starts nothing: it has no state machine to start,
+    # and its cap is the MaxDriftDetections parameter.
+    drift_env = plain["Resources"]["DriftFunction"]["Properties"]["Environment"]["Variables"]
+    if "STACKSYNC_STATE_MACHINE_ARN" in drift_env or drift_env.get("STACKSYNC_MAX_DETECTIONS") != {"Ref": "MaxDriftDetections"}:
+        problems.append(f"DriftFunction's environment is {drift_env}")
+    if "Drift" not in trigger_env:
+        problems.append("no drift function deployed")
+
+    if not outputs.get("AnswerUrl", "").startswith("http"):
+        problems.append(f"AnswerUrl output is {outputs.get('AnswerUrl')!r}")
+
     # The EventBridge rules: in the translated template (the schedule is the
     # ScheduleExpression parameter) and as deployed (rule, target, and the
     # function's resource policy letting EventBridge invoke it from that rule).
     expected_rules = {
         "SchedulerFunctionSchedule": ("Scheduler", {"schedule": "rate(5 minutes)"}),
+        "DriftFunctionSchedule": ("Drift", {"schedule": "rate(5 minutes)"}),
         "EventsFunctionCodeCommitPush": ("Events", {"pattern": {
             "source": ["aws.codecommit"],
             "detail-type": ["CodeCommit Repository State Change"],
@@ -251,9 +299,10 @@ def main(path):
         problems.append(f"NotificationRule is not made on the NotifiesTopic condition: {notification}")
     if set(translated_rules) != set(expected_rules):
         problems.append(f"the translated template has the rules {sorted(translated_rules)}, wants {sorted(expected_rules)}")
-    schedule = translated_rules.get("SchedulerFunctionSchedule", {}).get("Properties", {}).get("ScheduleExpression")
-    if schedule != {"Ref": "ScheduleExpression"}:
-        problems.append(f"the scheduler's rule runs on {schedule!r}, not the ScheduleExpression parameter")
+    for rule_name in ("SchedulerFunctionSchedule", "DriftFunctionSchedule"):
+        schedule = translated_rules.get(rule_name, {}).get("Properties", {}).get("ScheduleExpression")
+        if schedule != {"Ref": "ScheduleExpression"}:
+            problems.append(f"{rule_name} runs on {schedule!r}, not the ScheduleExpression parameter")
     events = session.client("events", endpoint_url=endpoint)
     deployed_rules = {k for k, r in resources.items() if r["ResourceType"] == "AWS::Events::Rule"}
     if deployed_rules != set(expected_rules):
@@ -294,7 +343,7 @@ def main(path):
     if problems:
         sys.exit("structural deploy: " + "; ".join(problems))
     print(f"structural deploy: {len(resources)} resources created in the emulator; "
-          "7 step functions, the webhook (URL in the outputs), the scheduler (schedule rule) and the events function "
+          "7 step functions, the webhook (URL in the outputs), the answer function (IAM-authorised URL), the scheduler and the drift function (schedule rules) and the events function "
           "(4 EventBridge rules; the example notification rule not made without its topic), table with 4 indexes, bucket, state machine calling the 7 functions, "
           "an execution started by the StateMachineArn output")
 

@@ -129,6 +129,12 @@ pub enum Command {
     },
     /// Approve the change set that waits for approval (approval gates): it runs, if nothing moved
     /// since it was previewed (else a new one asks again).
+    ///
+    /// A deployed run's wait is answered by the installation's approval function, which takes
+    /// who you are from AWS (the request is signed with your AWS credentials) and lets only its
+    /// approvers through (the entry's `approvers`, else the installation's `Approvers`).
+    /// A local run's wait (`reconcile --local`) is answered through the registry: there,
+    /// whoever can write the registry can approve.
     Approve {
         /// The entry's name.
         name: String,
@@ -138,6 +144,9 @@ pub enum Command {
     },
     /// Reject the change set that waits for approval: it is deleted, and the stack stays
     /// Failed (Rejected) until a push or a spec change.
+    ///
+    /// As for `approve`: a deployed run's wait is answered by the approval function, for an
+    /// approver only; a local run's through the registry (whoever can write it).
     Reject {
         /// The entry's name.
         name: String,

@@ -10,9 +10,14 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{stacksync_on as stacksync, stderr, stdout};
+use common::{stderr, stdout};
+use stacksync::adapters::s3::S3Store;
+use stacksync::adapters::stepfunctions::StepFunctionsTokens;
 use stacksync::asl::Outcome;
+use stacksync::naming::approval_token_key;
 use stacksync::status::{AwaitingApproval, Decision, Phase, StallReason};
+use stacksync::triggers::answer::AnswerHandler;
+use stacksync_testkit::function_url::{FunctionUrl, Principal, TestTokens};
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::{Emulator, unique_name};
@@ -51,6 +56,25 @@ fn entry(name: &str, url: &str, timeout: &str) -> String {
     format!(
         "stacks:\n  - name: {name}\n    source: {{git: '{url}', path: t.yaml{insecure}}}\n    approval: always\n    approvalTimeout: {timeout}\n"
     )
+}
+
+/// `stacksync ARGS` on the harness's registry and bucket (a local run keeps
+/// its wait's token in the bucket), as a person in another terminal runs it.
+async fn cli<F: stacksync::ports::CloudFormationFactory>(
+    h: &Harness<F>,
+    args: &[&str],
+) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
+    cmd.args(args)
+        .env("STACKSYNC_TABLE", h.steps.registry.table())
+        .env("STACKSYNC_BUCKET", h.steps.blobs.bucket())
+        .env_remove("AWS_PROFILE");
+    for (k, v) in Emulator::shared().env() {
+        cmd.env(k, v);
+    }
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
 }
 
 /// What waits for approval on `name`, once something does (and is not
@@ -101,7 +125,6 @@ fn ok(outcome: &Outcome) -> bool {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_approved_change_set_runs_exactly_as_previewed_and_who_approved_is_recorded() {
     let (h, _repo, name) = setup("approve", QUEUE, "30d").await;
-    let table = h.steps.registry.table().to_owned();
     let (outcome, answered) = tokio::join!(h.reconcile(&name), async {
         let a = awaiting(&h, &name, None).await;
         assert_eq!(a.changes.len(), 1, "{a:?}");
@@ -113,17 +136,13 @@ async fn an_approved_change_set_runs_exactly_as_previewed_and_who_approved_is_re
             ("Add", "Queue")
         );
         // Shown by get, and only the change set waiting can be approved.
-        let got = stacksync(&table, &["get", &name]).await;
+        let got = cli(&h, &["get", &name]).await;
         assert!(
             stdout(&got).contains("AwaitingApproval") && stdout(&got).contains(&a.change_set),
             "{}",
             stdout(&got)
         );
-        let wrong = stacksync(
-            &table,
-            &["approve", &name, "--change-set", "stacksync-v1-0000"],
-        )
-        .await;
+        let wrong = cli(&h, &["approve", &name, "--change-set", "stacksync-v1-0000"]).await;
         assert_eq!(wrong.status.code(), Some(1));
         assert!(
             stderr(&wrong).contains(&format!(
@@ -133,7 +152,7 @@ async fn an_approved_change_set_runs_exactly_as_previewed_and_who_approved_is_re
             "{}",
             stderr(&wrong)
         );
-        let approved = stacksync(&table, &["approve", &name, "--change-set", &a.change_set]).await;
+        let approved = cli(&h, &["approve", &name, "--change-set", &a.change_set]).await;
         assert!(approved.status.success(), "{}", stderr(&approved));
         assert!(
             stdout(&approved).contains("approved the change set"),
@@ -163,7 +182,7 @@ async fn an_approved_change_set_runs_exactly_as_previewed_and_who_approved_is_re
         "{record:?}"
     );
     // Answered already: the stack waits for nothing.
-    let again = stacksync(&table, &["approve", &name, "--change-set", &answered]).await;
+    let again = cli(&h, &["approve", &name, "--change-set", &answered]).await;
     assert!(
         stderr(&again).contains("no change set awaits approval"),
         "{}",
@@ -174,14 +193,9 @@ async fn an_approved_change_set_runs_exactly_as_previewed_and_who_approved_is_re
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rejected_change_set_is_deleted_and_the_run_fails_with_the_reason() {
     let (h, _repo, name) = setup("reject", QUEUE, "30d").await;
-    let table = h.steps.registry.table().to_owned();
     let (outcome, rejected) = tokio::join!(h.reconcile(&name), async {
         let a = awaiting(&h, &name, None).await;
-        let out = stacksync(
-            &table,
-            &["reject", &name, "--reason", "not during the freeze"],
-        )
-        .await;
+        let out = cli(&h, &["reject", &name, "--reason", "not during the freeze"]).await;
         assert!(out.status.success(), "{}", stderr(&out));
         a.change_set
     });
@@ -210,15 +224,10 @@ async fn a_rejected_change_set_is_deleted_and_the_run_fails_with_the_reason() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_push_during_the_wait_voids_the_approval_and_a_new_change_set_asks_again() {
     let (h, repo, name) = setup("void", QUEUE, "30d").await;
-    let table = h.steps.registry.table().to_owned();
     let (outcome, ()) = tokio::join!(h.reconcile(&name), async {
         let first = awaiting(&h, &name, None).await;
         repo.commit(&[("t.yaml", QUEUE_AND_TOPIC)], "a topic too");
-        let out = stacksync(
-            &table,
-            &["approve", &name, "--change-set", &first.change_set],
-        )
-        .await;
+        let out = cli(&h, &["approve", &name, "--change-set", &first.change_set]).await;
         assert!(out.status.success(), "{}", stderr(&out));
         // Void: the change set of the new commit waits now.
         let second = awaiting(&h, &name, Some(&first.change_set)).await;
@@ -229,11 +238,7 @@ async fn a_push_during_the_wait_voids_the_approval_and_a_new_change_set_asks_aga
             .map(|c| c.logical_id.as_str())
             .collect();
         assert!(rows.contains(&"Topic"), "{rows:?}");
-        let out = stacksync(
-            &table,
-            &["approve", &name, "--change-set", &second.change_set],
-        )
-        .await;
+        let out = cli(&h, &["approve", &name, "--change-set", &second.change_set]).await;
         assert!(out.status.success(), "{}", stderr(&out));
     });
     assert!(ok(&outcome), "{outcome:?}");
@@ -271,19 +276,85 @@ async fn an_approval_nobody_gives_times_out_and_its_change_set_is_deleted() {
 /// Functions, which calls the approval function through the Lambda
 /// integration with a task token and then waits; `stacksync approve`
 /// answers it with `SendTaskSuccess`, and the execution goes on to deploy.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_deployed_run_waits_on_its_task_token_and_stacksync_approve_answers_it() {
+/// The installation's approvers for the approval tests, and two callers:
+/// one of them, one not.
+const APPROVERS: &str = "arn:aws:iam::123456789012:role/approvers";
+
+fn alice() -> Principal {
+    Principal::new(
+        "alice",
+        "arn:aws:sts::123456789012:assumed-role/approvers/alice",
+    )
+}
+
+fn mallory() -> Principal {
+    Principal::new(
+        "mallory",
+        "arn:aws:sts::123456789012:assumed-role/developers/mallory",
+    )
+}
+
+/// The installation's approval function behind its IAM-authorised URL (a
+/// stand-in on loopback that checks signatures as Lambda does, against
+/// alice's and mallory's keys), over the harness's registry and bucket.
+async fn approval_function<F: stacksync::ports::CloudFormationFactory>(
+    h: &Harness<F>,
+) -> FunctionUrl {
     let emulator = Emulator::shared();
-    let (h, repo, name) = setup("appr-deployed", QUEUE, "30d").await;
-    // A deployed installation fetches no file:// source: served on loopback.
+    let registry = h.steps.registry.clone();
+    let handler = AnswerHandler {
+        registry: registry.clone(),
+        blobs: S3Store::new(emulator.s3(), h.steps.blobs.bucket()),
+        tokens: TestTokens {
+            registry,
+            step_functions: StepFunctionsTokens::new(aws_sdk_sfn::Client::new(
+                &emulator.sdk_config(),
+            )),
+        },
+        approvers: Vec::new(),
+    };
+    FunctionUrl::serve(vec![alice(), mallory()], handler).await
+}
+
+/// An entry following `url` (git:// on loopback), every change set asking
+/// for the approval of `APPROVERS`.
+fn guarded(name: &str, url: &str) -> String {
+    format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{url}', path: t.yaml, insecure: true}}\n    \
+         approval: always\n    approvers: ['{APPROVERS}']\n"
+    )
+}
+
+/// Approvals come only from approvers. A deployed run (moto's Step
+/// Functions running the function binaries) waits on a task token that no
+/// registry reader sees. The CLI, run as two principals, answers it through
+/// the approval function's IAM-authorised URL: the one who is not an
+/// approver is refused (and recorded), and nothing runs; the token answered
+/// around the function (as an administrator who read it in the execution's
+/// history could) voids the change set, which asks again; the approver's
+/// approval runs it, recorded as the principal AWS verified.
+#[tokio::test(flavor = "multi_thread")]
+async fn only_an_approver_s_approval_runs_a_deployed_change_set() {
+    let logs = stacksync_testkit::logs::capture();
+    let emulator = Emulator::shared();
+    let h = Harness::new("appr-iam").await;
+    let repo = GitRepo::new("appr-iam");
+    repo.commit(&[("t.yaml", QUEUE)], "template");
     let daemon = stacksync_testkit::git::GitDaemon::serve(&repo);
-    h.apply(&entry(&name, &daemon.url(&repo), "30d")).await;
+    let name = unique_name("apiam").replace('-', "x");
+    h.apply(&guarded(&name, &daemon.url(&repo))).await;
+    let url = approval_function(&h).await;
     let (table, bucket) = (
         h.steps.registry.table().to_owned(),
         h.steps.blobs.bucket().to_owned(),
     );
-    let functions = emulator.deploy_functions(&table, &bucket);
-    let deployed = |args: Vec<String>| {
+    let answer_url = url.url();
+    let functions = emulator.deploy_functions_with(
+        &table,
+        &bucket,
+        &[("STACKSYNC_ANSWER_URL", answer_url.as_str())],
+    );
+    let as_principal = |who: &Principal, args: Vec<String>| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
         cmd.args(&args)
             .env("STACKSYNC_TABLE", &table)
@@ -293,27 +364,126 @@ async fn a_deployed_run_waits_on_its_task_token_and_stacksync_approve_answers_it
         for (k, v) in Emulator::shared().env() {
             cmd.env(k, v);
         }
+        for (k, v) in who.env() {
+            cmd.env(k, v);
+        }
         async move {
             tokio::task::spawn_blocking(move || cmd.output().unwrap())
                 .await
                 .unwrap()
         }
     };
-    let started = deployed(vec!["reconcile".into(), name.clone()]).await;
+    let approve = |who: &Principal, change_set: &str| {
+        as_principal(
+            who,
+            vec![
+                "approve".into(),
+                name.clone(),
+                "--change-set".into(),
+                change_set.to_owned(),
+            ],
+        )
+    };
+    let started = as_principal(&alice(), vec!["reconcile".into(), name.clone()]).await;
     assert!(started.status.success(), "{}", stderr(&started));
-    let a = awaiting(&h, &name, None).await;
+    let first = awaiting(&h, &name, None).await;
+    assert_eq!(first.answer_url.as_deref(), Some(answer_url.as_str()));
+
+    // The token: in the bucket, read by an administrator here; shown by no
+    // command a registry reader runs.
+    let token = emulator
+        .s3()
+        .get_object()
+        .bucket(&bucket)
+        .key(approval_token_key(&name, &first.run))
+        .send()
+        .await
+        .unwrap()
+        .body
+        .collect()
+        .await
+        .unwrap()
+        .into_bytes();
+    let token = String::from_utf8(token.to_vec()).unwrap();
+    assert!(!token.starts_with("local:"), "a Step Functions task token");
+    for args in [vec!["get", &name, "-o", "json"], vec!["status"]] {
+        let out = as_principal(&mallory(), args.iter().map(|a| (*a).to_owned()).collect()).await;
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(!stdout(&out).contains(&token), "{args:?} shows the token");
+    }
+
+    // Not an approver: refused, recorded, nothing runs.
+    let refused = approve(&mallory(), &first.change_set).await;
+    assert_eq!(refused.status.code(), Some(1), "{}", stdout(&refused));
+    let said = stderr(&refused);
     assert!(
-        !a.token.starts_with("local:"),
-        "a Step Functions task token"
+        said.contains("refused by the approval function")
+            && said.contains(&mallory().arn)
+            && said.contains(APPROVERS),
+        "{said}"
     );
-    let approved = deployed(vec![
-        "approve".into(),
-        name.clone(),
-        "--change-set".into(),
-        a.change_set.clone(),
-    ])
-    .await;
+    let status = h.entry(&name).await.status;
+    assert_eq!(status.phase, Phase::AwaitingApproval, "it still waits");
+    let record = status.approvals.last().unwrap();
+    assert_eq!(
+        (record.decision, record.by.as_deref()),
+        (Decision::Refused, Some(mallory().arn.as_str()))
+    );
+    assert_eq!(
+        stack_status(&name).await.as_deref(),
+        Some("REVIEW_IN_PROGRESS"),
+        "the change set made, nothing executed"
+    );
+
+    // The token answered around the function: no approval.
+    aws_sdk_sfn::Client::new(&emulator.sdk_config())
+        .send_task_success()
+        .task_token(&token)
+        .output(
+            serde_json::json!({"changeSet": first.change_set, "by": mallory().arn, "at": 0})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    // Void: the change set is made again (the same name: nothing moved)
+    // and asks again.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let second = loop {
+        let status = h.entry(&name).await.status;
+        if let Some(a) = status
+            .awaiting
+            .as_ref()
+            .filter(|a| a.requested_at > first.requested_at)
+        {
+            break a.clone();
+        }
+        assert!(Instant::now() < deadline, "not asked again: {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let void = h.entry(&name).await.status.approvals;
+    assert!(
+        void.iter().any(|r| r.decision == Decision::Void
+            && r.change_set == first.change_set
+            && r.reason
+                .as_deref()
+                .is_some_and(|why| why.contains("did not come through"))),
+        "{void:?}"
+    );
+    assert_eq!(
+        stack_status(&name).await.as_deref(),
+        Some("REVIEW_IN_PROGRESS"),
+        "still nothing executed"
+    );
+
+    // The approver: it runs, recorded as who AWS said signed.
+    let approved = approve(&alice(), &second.change_set).await;
     assert!(approved.status.success(), "{}", stderr(&approved));
+    assert!(
+        stdout(&approved).contains(&alice().arn),
+        "{}",
+        stdout(&approved)
+    );
     let deadline = Instant::now() + Duration::from_secs(120);
     let status = loop {
         let status = h.entry(&name).await.status;
@@ -323,17 +493,181 @@ async fn a_deployed_run_waits_on_its_task_token_and_stacksync_approve_answers_it
         assert!(Instant::now() < deadline, "not Ready: {status:?}");
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
+    let record = status.approvals.last().unwrap();
     assert_eq!(
-        status.change_set_name.as_deref(),
-        Some(a.change_set.as_str())
-    );
-    assert_eq!(
-        status.approvals.last().unwrap().decision,
-        Decision::Approved
+        (
+            record.decision,
+            record.by.as_deref(),
+            record.change_set.as_str()
+        ),
+        (
+            Decision::Approved,
+            Some(alice().arn.as_str()),
+            second.change_set.as_str()
+        )
     );
     assert_eq!(
         stack_status(&name).await.as_deref(),
         Some("CREATE_COMPLETE")
     );
+    // A change the approver rejects: the run ends Failed (Rejected), by her.
+    repo.commit(&[("t.yaml", QUEUE_AND_TOPIC)], "a topic too");
+    let ready_at = status.last_transition_at;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let started = as_principal(&alice(), vec!["reconcile".into(), name.clone()]).await;
+    assert!(started.status.success(), "{}", stderr(&started));
+    let third = loop {
+        let status = h.entry(&name).await.status;
+        if let Some(a) = status
+            .awaiting
+            .as_ref()
+            .filter(|a| a.requested_at > second.requested_at)
+        {
+            break a.clone();
+        }
+        assert!(Instant::now() < deadline, "not asked: {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let rejected = as_principal(
+        &alice(),
+        vec![
+            "reject".into(),
+            name.clone(),
+            "--reason".into(),
+            "not this week".into(),
+        ],
+    )
+    .await;
+    assert!(rejected.status.success(), "{}", stderr(&rejected));
+    let status = loop {
+        let status = h.entry(&name).await.status;
+        if status.phase == Phase::Failed && status.last_transition_at != ready_at {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "not Failed: {status:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(status.stall_reason, Some(StallReason::Rejected));
+    let record = status.approvals.last().unwrap();
+    assert_eq!(
+        (
+            record.decision,
+            record.by.as_deref(),
+            record.change_set.as_str()
+        ),
+        (
+            Decision::Rejected,
+            Some(alice().arn.as_str()),
+            third.change_set.as_str()
+        )
+    );
+    let statuses: Vec<u16> = url.seen().iter().map(|s| s.status).collect();
+    assert_eq!(
+        statuses,
+        [403, 200, 200],
+        "mallory refused, alice let through twice"
+    );
+    // The answer function logs who answered what, never a token; the
+    // registry holds none either.
+    let logged = logs.text();
+    assert!(logged.contains("answered"), "the answer is logged");
+    assert!(!logged.contains(&token), "a log line shows the token");
+    let stored = serde_json::to_string(&h.entry(&name).await).unwrap();
+    assert!(!stored.contains(&token), "the registry holds the token");
     drop(functions);
+}
+
+/// The same gate, as the deployed steps run it (each its own function,
+/// its calls recorded for the IAM test) in the local interpreter: the
+/// change-set step executes an approved change set only after reading the
+/// answer function's verified record (a token answered around it voids
+/// the change set), and the answer function says so when a wait's token is
+/// gone.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_change_set_step_reads_the_approval_functions_record_before_it_executes() {
+    let mut h = Harness::new("appr-rec").await;
+    let repo = GitRepo::new("appr-rec");
+    repo.commit(&[("t.yaml", QUEUE)], "template");
+    let daemon = stacksync_testkit::git::GitDaemon::serve(&repo);
+    let name = unique_name("aprec").replace('-', "x");
+    h.apply(&guarded(&name, &daemon.url(&repo))).await;
+    let url = approval_function(&h).await;
+    h.steps.config.local = false;
+    h.steps.config.answer_url = Some(url.url());
+    let approve = |change_set: String| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
+        cmd.args(["approve", &name, "--change-set", &change_set])
+            .env("STACKSYNC_TABLE", h.steps.registry.table())
+            .env("STACKSYNC_BUCKET", h.steps.blobs.bucket())
+            .env_remove("AWS_PROFILE");
+        for (k, v) in Emulator::shared().env() {
+            cmd.env(k, v);
+        }
+        for (k, v) in alice().env() {
+            cmd.env(k, v);
+        }
+        async move {
+            tokio::task::spawn_blocking(move || cmd.output().unwrap())
+                .await
+                .unwrap()
+        }
+    };
+    let (outcome, ()) = tokio::join!(h.reconcile(&name), async {
+        use stacksync::ports::Blobs as _;
+        let first = awaiting(&h, &name, None).await;
+        let key = approval_token_key(&name, &first.run);
+        let token = h.steps.blobs.get(&key, 16 * 1024).await.unwrap();
+        // The token answered around the answer function: void, asked again.
+        let forged = stacksync::registry::Answer::Success {
+            output: serde_json::json!({"changeSet": first.change_set, "at": 0}),
+        };
+        use stacksync::registry::Answers as _;
+        h.steps
+            .registry
+            .answer(&String::from_utf8_lossy(&token), &forged, 0)
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let second = loop {
+            let status = h.entry(&name).await.status;
+            if let Some(a) = status
+                .awaiting
+                .as_ref()
+                .filter(|a| a.requested_at > first.requested_at)
+            {
+                break a.clone();
+            }
+            assert!(Instant::now() < deadline, "not asked again: {status:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        // Its token gone (a bucket's lifecycle, say): said, nothing answered.
+        let key = approval_token_key(&name, &second.run);
+        let token = h.steps.blobs.get(&key, 16 * 1024).await.unwrap();
+        Emulator::shared()
+            .s3()
+            .delete_object()
+            .bucket(h.steps.blobs.bucket())
+            .key(&key)
+            .send()
+            .await
+            .unwrap();
+        let out = approve(second.change_set.clone()).await;
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr(&out).contains("keeps no task token"),
+            "{}",
+            stderr(&out)
+        );
+        h.steps.blobs.put(&key, token, "text/plain").await.unwrap();
+        let out = approve(second.change_set.clone()).await;
+        assert!(out.status.success(), "{}", stderr(&out));
+    });
+    assert!(ok(&outcome), "{outcome:?}");
+    let status = h.entry(&name).await.status;
+    assert_eq!(status.phase, Phase::Ready);
+    assert_eq!(
+        status.approvals.last().unwrap().by.as_deref(),
+        Some(alice().arn.as_str())
+    );
 }

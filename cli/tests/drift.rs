@@ -1,5 +1,5 @@
 //! `stacksync drift NAME` and `status` through the binary, on a drift the
-//! scheduler recorded in the emulator's registry (found by the scripted
+//! drift function recorded in the emulator's registry (found by the scripted
 //! CloudFormation: the emulator has no drift detection).
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 #![recursion_limit = "256"]

@@ -3,15 +3,16 @@
 // The registry (DynamoDB), the artifact bucket (S3, with its access-log
 // bucket), the reconcile step functions (Rust on Lambda, built by
 // cargo-lambda), the reconcile state machine (Step Functions), the triggers
-// (the Git webhook behind a Function URL, the scheduler on an EventBridge
-// schedule, the events function behind three EventBridge rules) and the alarms.
+// (the Git webhook behind a Function URL, the scheduler and the drift function
+// on an EventBridge schedule, the events function behind its EventBridge rules),
+// the answer function (approvals, behind an IAM-authorised Function URL) and the alarms.
 // Every function is one row of FUNCTIONS below: its binary, its description
 // and what its role may do. A role holds exactly the statements of its row
 // (README "IAM by function", the same as template.yaml), plus writing its own
 // log group and X-Ray traces.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Aws, CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { Aws, CfnOutput, Duration, Lazy, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as cloudwatchActions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -39,6 +40,14 @@ export const SCHEDULE_EXPRESSION = /^(rate\([1-9][0-9]* (minute|minutes|hour|hou
 
 /** template.yaml's `DriftReadPolicy` AllowedPattern: an AWS managed policy's name (its path allowed), or none. */
 export const DRIFT_READ_POLICY = /^(none|[A-Za-z0-9+=,.@_/-]{1,128})$/;
+
+/**
+ * An approver (`approvers`): an IAM principal ARN pattern, `arn:PARTITION:iam::ACCOUNT:role/NAME`, `…:user/NAME` or
+ * `arn:PARTITION:sts::ACCOUNT:assumed-role/ROLE/SESSION`, `*` and `?` allowed in the name; what the answer function
+ * accepts in `STACKSYNC_APPROVERS` (shared/src/approvers.rs `check_pattern`; template.yaml's `Approvers` has no
+ * AllowedPattern: a bad one fails the function when it starts).
+ */
+export const APPROVER_PATTERN = /^arn:aws[A-Za-z0-9+=,.@_/?-]*:(iam|sts)::[0-9]{12}:(user|role|assumed-role)\/[A-Za-z0-9+=,.@_/:*?-]*$/;
 
 export interface StackSyncProps extends StackProps {
   /**
@@ -79,13 +88,13 @@ export interface StackSyncProps extends StackProps {
    * The SNS topic the alarms notify (failed reconciles, function errors,
    * throttles, the webhook's refused requests).
    * @default none: no alarms (they would notify no one, and cost $0.10 per
-   * alarm metric a month: 12 metrics, $1.20)
+   * alarm metric a month: 16 metrics, $1.60)
    */
   readonly alarmTopicArn?: string;
   /**
    * The EventBridge bus (of this account and region, by name) every run's events go to: source `stacksync`,
    * detail types Reconcile Started, Reconcile Succeeded, Reconcile Failed, Approval Requested, Change Set Approved,
-   * Change Set Rejected, and the scheduler's Drift Detected, Drift Cleared, Drift Not Cleared. 'none': no events.
+   * Change Set Rejected, and the drift function's Drift Detected, Drift Cleared, Drift Not Cleared. 'none': no events.
    * @default 'default' (the account's default bus)
    */
   readonly eventBusName?: string;
@@ -102,7 +111,8 @@ export interface StackSyncProps extends StackProps {
   readonly logRetentionDays?: number;
   /**
    * How often the scheduler looks at the due stacks and checks the sources
-   * they follow: an EventBridge `rate(...)` or `cron(...)` expression.
+   * they follow, and the drift function starts and reads drift detections:
+   * an EventBridge `rate(...)` or `cron(...)` expression.
    * @default 'rate(5 minutes)'
    */
   readonly scheduleExpression?: string;
@@ -119,15 +129,26 @@ export interface StackSyncProps extends StackProps {
    */
   readonly maxDriftDetections?: number;
   /**
-   * The AWS managed policy (its name, such as `ReadOnlyAccess` or
-   * `job-function/ViewOnlyAccess`) attached to the scheduler's role so that
-   * drift detection can read the stacks' resources in this account:
-   * CloudFormation reads them with the caller's permissions. 'none': attach
-   * nothing (a resource it cannot read is reported as not checked). Stacks in
-   * other accounts are read with their `assumeRoleArn`.
-   * @default 'ReadOnlyAccess'
+   * The AWS managed policy (its name, such as `SecurityAudit`,
+   * `ReadOnlyAccess` or `job-function/ViewOnlyAccess`) attached to the drift
+   * function's role so that drift detection can read the stacks' resources in
+   * this account: CloudFormation reads them with the caller's permissions.
+   * `SecurityAudit` (the default) reads configuration, not data, and is
+   * completed with the read actions it lacks for common resource types (the
+   * customer managed policy `DriftReadGapsPolicy`, `DRIFT_READ_GAPS`);
+   * `ReadOnlyAccess` reads data too (S3 objects, DynamoDB items); 'none':
+   * attach nothing (a resource it cannot read makes the detection fail).
+   * Stacks in other accounts are read with their `assumeRoleArn`.
+   * @default 'SecurityAudit'
    */
   readonly driftReadPolicy?: string;
+  /**
+   * Who may approve or reject a change set that waits (approval gates), for entries that name no approvers of their
+   * own: IAM principal ARN patterns (`arn:aws:iam::ACCOUNT:role/NAME`, `...:user/NAME`; `*` and `?` allowed; an
+   * assumed role's sessions match their role). Checked by the answer function against the caller AWS verified.
+   * @default none (only entries' own approvers)
+   */
+  readonly approvers?: string[];
   /**
    * The buckets of the stacks' S3 sources: artifact-fetch and the scheduler may read their objects (any key, any
    * version), and only their "Object Created" events reach the events function (the buckets must send events to
@@ -208,6 +229,11 @@ export interface Permissions {
    * `keys('RecordRun', ...)`.
    */
   readRegistry(): iam.PolicyStatement;
+  /**
+   * dynamodb:GetItem on the registry table under a Sid of the row's own, only items whose key starts with one of
+   * `keyPrefixes` (`ForAllValues:StringLike` on `dynamodb:LeadingKeys`, each prefix + `*`), read whole.
+   */
+  readKeys(sid: string, keyPrefixes: string[]): iam.PolicyStatement;
   /** These object actions on `<prefix>/*` of the artifact bucket, for each prefix. */
   objects(sid: string, actions: string[], prefixes: string[]): iam.PolicyStatement;
   /** `s3:ListBucket` on the bucket, so that a missing object reads as 404 rather than 403. */
@@ -282,6 +308,11 @@ export interface Permissions {
   sourceBuckets(): iam.PolicyStatement[];
   /** `CodeCommit`: codecommit:GitPull on the `codeCommitRepositoryArns`; none without them. */
   codeCommit(): iam.PolicyStatement[];
+  /**
+   * `AnswerTokens`: states:SendTaskSuccess and states:SendTaskFailure, which name a task token and have no
+   * resource-level permission (resource `*`): the tokens' secrecy (the bucket's policy) is what limits them.
+   */
+  answerTokens(): iam.PolicyStatement;
 }
 
 /** Values of the stack a row may put in its function's environment. */
@@ -301,6 +332,13 @@ export interface StackValues {
   readonly maxDriftDetections: string;
   /** The `driftReadPolicy` prop: an AWS managed policy's name, or 'none' (template.yaml's `DriftReadPolicy`). */
   readonly driftReadPolicy: string;
+  /** The `approvers` prop (template.yaml's `Approvers`). */
+  readonly approvers: string[];
+  /**
+   * The answer function's IAM-authorised Function URL (template.yaml's `!GetAtt AnswerFunctionUrl.FunctionUrl`),
+   * resolved when the stack is synthesized: a reconcile step (the approval function) is made before it.
+   */
+  readonly answerUrl: string;
   /** `arn:PARTITION:cloudformation:REGION:ACCOUNT:stack/<stackNamePrefix>`: the ARNs of the stacks this installation may manage start so. */
   readonly stackArnPrefix: string;
   /** The `sourceBucketNames` prop (template.yaml's `SourceBucketNames`). */
@@ -327,8 +365,12 @@ export interface FunctionSpec {
   /** The Cargo binary (`[[bin]] name`). */
   readonly binary: string;
   readonly description: string;
-  /** Its id in FunctionErrorsAlarm's metric math expression. */
-  readonly errorsMetricId: string;
+  /**
+   * Its id in an errors alarm's metric math expression: FunctionErrorsAlarm for a reconcile step,
+   * TriggerErrorsAlarm for the others (an alarm's math expression takes at most 10 metrics, CloudWatch's limit, so
+   * template.yaml splits them so); none: in neither.
+   */
+  readonly errorsMetricId?: string;
   /** Whether statemachine/reconcile.asl.json invokes it (the trigger functions are not invoked by it). */
   readonly reconcileStep: boolean;
   /** Its role's statements, beyond its own logs and traces. */
@@ -344,6 +386,11 @@ export interface FunctionSpec {
    */
   readonly publicUrl?: { readonly outputDescription: string };
   /**
+   * A Lambda Function URL with auth type AWS_IAM (AWS verifies each caller's signature and IAM permission; no
+   * public permission is made), and the output `<id>Url` with this description.
+   */
+  readonly iamUrl?: { readonly outputDescription: string };
+  /**
    * EventBridge rules that invoke the function, by name: the rule's construct
    * id is `<id>Function<name>`, as SAM names the rule of the function's event `<name>`.
    */
@@ -357,6 +404,21 @@ export interface FunctionSpec {
    * suppressed with that reason.
    */
   readonly managedPolicies?: { readonly names: (v: StackValues) => string[]; readonly reason: string };
+  /**
+   * Customer managed policies made for the role and attached to it (template.yaml's `AWS::IAM::ManagedPolicy`
+   * resources a function's `Policies` name by `!Ref`), by construct id; none when the row returns none (their
+   * template.yaml condition does not hold).
+   */
+  readonly customerManagedPolicies?: (v: StackValues) => Record<string, CustomerManagedPolicy>;
+}
+
+/** A customer managed policy of a row (`customerManagedPolicies`). */
+export interface CustomerManagedPolicy {
+  /** Its description, as template.yaml's. */
+  readonly description: string;
+  readonly statements: iam.PolicyStatement[];
+  /** Why its wildcard resources: the reason of their AwsSolutions-IAM5 suppressions. */
+  readonly wildcardReason: string;
 }
 
 /**
@@ -389,6 +451,57 @@ export const RUN_ATTRIBUTES = ['pk', 'status', 'watch', 'leaseOwner', 'leaseExpi
 
 /** The tag naming the installation that made a stack (shared/src/ownership.rs). */
 export const INSTALLATION_TAG = 'stacksync:installation';
+
+/**
+ * The read actions of common resource types that the AWS managed policy SecurityAudit lacks (from the types'
+ * CloudFormation read handlers), on `*`: template.yaml's `DriftReadGapsPolicy`, statement
+ * `ReadHandlersBeyondSecurityAudit`. Attached to the drift function with `driftReadPolicy` SecurityAudit only.
+ */
+export const DRIFT_READ_GAPS = [
+  'lambda:GetFunction',
+  'lambda:GetFunctionRecursionConfig',
+  'lambda:GetFunctionScalingConfig',
+  'lambda:GetAlias',
+  'lambda:GetProvisionedConcurrencyConfig',
+  'lambda:GetEventSourceMapping',
+  'lambda:GetLayerVersion',
+  'sns:GetSubscriptionAttributes',
+  'sns:GetDataProtectionPolicy',
+  'ssm:GetParameters',
+  's3:GetIntelligentTieringConfiguration',
+  's3:ListTagsForResource',
+  'dynamodb:DescribeContributorInsights',
+  'logs:GetDataProtectionPolicy',
+  'sqs:GetQueueUrl',
+  'cognito-idp:GetUserPoolMfaConfig',
+];
+
+/** The `driftReadPolicy` that `DriftReadGapsPolicy` completes (template.yaml's `FillsSecurityAuditGaps` condition). */
+export const SECURITY_AUDIT = 'SecurityAudit';
+
+/**
+ * template.yaml's `DriftReadGapsPolicy`: `DRIFT_READ_GAPS` on `*`, and API Gateway's read (`apigateway:GET`) of the
+ * REST and HTTP/WebSocket APIs (any region: a stack may be in any).
+ */
+function driftReadGapsPolicy(): CustomerManagedPolicy {
+  return {
+    description: 'stacksync drift detection - read actions of common resource types that SecurityAudit lacks',
+    statements: [
+      new iam.PolicyStatement({ sid: 'ReadHandlersBeyondSecurityAudit', actions: DRIFT_READ_GAPS, resources: ['*'] }),
+      new iam.PolicyStatement({
+        sid: 'ApiGatewayApis',
+        actions: ['apigateway:GET'],
+        resources: [`arn:${Aws.PARTITION}:apigateway:*::/restapis/*`, `arn:${Aws.PARTITION}:apigateway:*::/apis/*`],
+      }),
+    ],
+    wildcardReason:
+      "Drift detection reads every resource of a stack with the caller's credentials (the drift function's role), " +
+      "and which resources the managed stacks hold is up to their templates: these are the read actions of common " +
+      "resource types that SecurityAudit lacks (from the types' CloudFormation read handlers), read-only, on any " +
+      'resource of the type (several support no resource-level permission, and API Gateway APIs are named by ' +
+      "generated ids in any region). Made only with driftReadPolicy SecurityAudit. As in template.yaml's DriftReadGapsPolicy.",
+  };
+}
 
 /** The functions, as in template.yaml. A new function is one more row. */
 export const FUNCTIONS: readonly FunctionSpec[] = [
@@ -454,6 +567,11 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       // URL names the object version template-upload compared.
       p.objects('Templates', ['s3:GetObjectVersion'], ['templates']),
       p.objects('Parameters', ['s3:GetObject'], ['parameters']),
+      // An approved change set runs only if the answer function recorded who approved it (a token answered around
+      // it is void).
+      p.objects('VerifiedApprovals', ['s3:GetObject'], ['approvals/answers']),
+      // So that a missing record reads as 404, not 403.
+      p.listBucket('VerifiedApprovalExists'),
       p.stacks(
         'cloudformation:DescribeStacks',
         // Before executing: is it already executing (a retried step)?
@@ -540,14 +658,18 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
     ],
   },
   {
-    // Called with a task token when a change set waits for approval: records it (the token with it) and returns;
-    // the execution then waits for `stacksync approve` or `reject`, no Lambda running.
+    // Called with a task token when a change set waits for approval: keeps the token where only the answer function
+    // reads it, records what waits and where it is answered, and returns; the execution then waits for `stacksync
+    // approve` or `reject` (through the answer function), no Lambda running.
     id: 'Approval',
     binary: 'approval',
     description: 'stacksync approval: records a change set that awaits approval',
     errorsMetricId: 'approval',
     reconcileStep: true,
+    environment: (v) => ({ STACKSYNC_ANSWER_URL: v.answerUrl }),
     permissions: (p) => [
+      // The wait's task token (the bucket's policy: no one else writes it, only the answer function reads it).
+      p.objects('KeepTokens', ['s3:PutObject'], ['approvals/tokens']),
       // The run's entry (and what it records of the stacks it depends on): read whole, written only as a run
       // writes it (its status, its hold, when it is due), never its spec (README "Security model").
       p.readRegistry(),
@@ -602,7 +724,8 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
   {
     // A trigger: every scheduleExpression, starts the due stacks (at most maxStartsPerRun; the rest wait for the
     // next run), those whose source moved, and those changed outside stacksync (every stack checked, one
-    // ListStacks per account and region); and detects the stacks' drift (at most maxDriftDetections at once).
+    // ListStacks per account and region). It reaches every Git server and holds the source secrets, so it carries
+    // no managed policy: drift detection, which reads with one, is the drift function's.
     id: 'Scheduler',
     binary: 'scheduler',
     description: 'stacksync scheduler: starts the due stacks, those whose source moved, those changed outside stacksync',
@@ -613,7 +736,6 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       STACKSYNC_STATE_MACHINE_ARN: v.stateMachineArn,
       STACKSYNC_MAX_STARTS: v.maxStartsPerRun,
       STACKSYNC_SCHEDULE: v.scheduleExpression,
-      STACKSYNC_MAX_DETECTIONS: v.maxDriftDetections,
     }),
     rules: (v) => ({
       Schedule: { description: 'Runs the stacksync scheduler', schedule: events.Schedule.expression(v.scheduleExpression) },
@@ -635,15 +757,6 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       ),
       // A source no stack follows any more; never a stack's entry.
       p.keys('ForgetSource', ['dynamodb:DeleteItem'], ['source#'], ['pk', 'head']),
-      // Drift detection (README "Drift"): start one, read its findings...
-      p.drift(),
-      // ...and ask how it goes, by its id (no resource-level permission).
-      p.driftDetections(),
-      // The entry whose drift is recorded (its drift settings), and the drift record (status.drift and
-      // watch.drift), written only while no run holds the stack: never a spec or a lease.
-      p.keys('RecordDrift', ['dynamodb:GetItem', 'dynamodb:UpdateItem'], ['stack#'], ['pk', 'status', 'watch', 'leaseOwner', 'leaseExpiresAt']),
-      // Drift notices (Drift Detected, Drift Cleared, Drift Not Cleared).
-      ...p.putEvents(),
       p.startReconcile(),
       ...p.assumeTargetRoles(),
       // Listing private sources' refs and S3 sources' versions.
@@ -653,16 +766,58 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       ...p.sourceBuckets(),
       ...p.codeCommit(),
     ],
-    // Drift detection reads the stacks' resources with the scheduler's own permissions (driftReadPolicy; none:
-    // nothing attached).
+  },
+  {
+    // A trigger, on the scheduler's schedule (scheduleExpression), a function of its own: starts the drift
+    // detections that are due (at most maxDriftDetections at once per account and region), asks about those
+    // running, records what the ended ones found. CloudFormation reads each resource with the caller's permissions,
+    // so this role carries driftReadPolicy; it reaches no Git server, no source and no secret, and starts no
+    // execution (a drift to revert makes its stack due; the scheduler starts it).
+    id: 'Drift',
+    binary: 'drift',
+    description: 'stacksync drift: starts the drift detections that are due, records their findings',
+    errorsMetricId: 'drift',
+    reconcileStep: false,
+    timeoutSeconds: 120,
+    environment: (v) => ({ STACKSYNC_MAX_DETECTIONS: v.maxDriftDetections }),
+    rules: (v) => ({
+      Schedule: { description: 'Runs the stacksync drift detections', schedule: events.Schedule.expression(v.scheduleExpression) },
+    }),
+    permissions: (p) => [
+      p.index('WatchIndex', 'by-shard', 'dynamodb:Query'),
+      // One listing per account and region (drift statuses, last detections).
+      p.listStacks(),
+      // Drift detection (README "Drift"): start one, read its findings...
+      p.drift(),
+      // ...and ask how it goes, by its id (no resource-level permission).
+      p.driftDetections(),
+      // The entry whose drift is recorded (its drift settings), and the drift record (status.drift and
+      // watch.drift), written only while no run holds the stack: never a spec or a lease. A drift to revert makes
+      // its stack due (nextReconcileAt).
+      p.keys(
+        'RecordDrift',
+        ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
+        ['stack#'],
+        ['pk', 'status', 'watch', 'leaseOwner', 'leaseExpiresAt', 'nextReconcileAt'],
+      ),
+      // Drift notices (Drift Detected, Drift Cleared, Drift Not Cleared).
+      ...p.putEvents(),
+      ...p.assumeTargetRoles(),
+    ],
+    // Drift detection reads the stacks' resources with this role's permissions (driftReadPolicy, default
+    // SecurityAudit: metadata, no data; none: nothing attached)...
     managedPolicies: {
       names: (v) => (v.driftReadPolicy === 'none' ? [] : [v.driftReadPolicy]),
       reason:
         "Drift detection reads every resource type a stack may hold, and CloudFormation's drift detection reads " +
-        "them with the caller's credentials (the scheduler's role), so the role needs read access to whatever the " +
-        'managed stacks contain, which no fixed list of actions covers. The policy is chosen by the installer ' +
-        "(driftReadPolicy, template.yaml's DriftReadPolicy; default ReadOnlyAccess); 'none' attaches nothing. As in template.yaml.",
+        "them with the caller's credentials (the drift function's role), so the role needs read access to whatever " +
+        'the managed stacks contain, which no fixed list of actions covers. The policy is chosen by the installer ' +
+        "(driftReadPolicy, template.yaml's DriftReadPolicy; default SecurityAudit, configuration and no data); " +
+        "'none' attaches nothing. The drift function reaches no Git server, source or secret. As in template.yaml.",
     },
+    // ...and what SecurityAudit lacks for the common resource types (README "Drift": what each choice reads).
+    customerManagedPolicies: (v): Record<string, CustomerManagedPolicy> =>
+      v.driftReadPolicy === SECURITY_AUDIT ? { DriftReadGapsPolicy: driftReadGapsPolicy() } : {},
   },
   {
     // A trigger, on EventBridge's default bus of this region: a CodeCommit push or an S3 object starts the stacks
@@ -719,6 +874,36 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
         ['pk', 'nextReconcileAt', 'status', 'watch', 'leaseOwner', 'leaseExpiresAt', 'leaseTakenAt'],
       ),
       p.startReconcile(),
+    ],
+  },
+  {
+    // Behind an IAM-authorised Function URL: approves or rejects a change set that waits, for a caller AWS verified
+    // (the URL's IAM authorizer, never a field of the request) who is among the entry's approvers or the
+    // installation's (approvers). It alone reads the task tokens; before it answers one it records who approved
+    // what, which the run checks.
+    id: 'Answer',
+    binary: 'answer',
+    description: 'stacksync answer: approves or rejects a waiting change set, for a verified approver',
+    errorsMetricId: 'answer',
+    reconcileStep: false,
+    timeoutSeconds: 30,
+    environment: (v) => ({ STACKSYNC_APPROVERS: v.approvers.join(',') }),
+    // AWS_IAM, as in template.yaml: AWS verifies the caller (SigV4) and its lambda:InvokeFunctionUrl permission
+    // before the function runs, and the function reads who the caller is from the authorizer's context.
+    iamUrl: {
+      outputDescription: "the answer function's IAM-authorised URL, where stacksync approve and reject answer a waiting change set",
+    },
+    permissions: (p) => [
+      p.readKeys('ReadEntries', ['stack#']),
+      // A refused approval, among the approval records, while the run waits: never a spec, a lease or a due time.
+      p.keys('RecordRefusals', ['dynamodb:UpdateItem'], ['stack#'], ['pk', 'status']),
+      p.objects('ReadTokens', ['s3:GetObject'], ['approvals/tokens']),
+      // So that a missing token reads as 404, not 403.
+      p.listBucket('TokenExists'),
+      p.objects('RecordAnswers', ['s3:PutObject'], ['approvals/answers']),
+      // SendTaskSuccess and SendTaskFailure take no resource: the tokens' secrecy (the bucket's policy) is what
+      // limits them.
+      p.answerTokens(),
     ],
   },
 ];
@@ -791,7 +976,7 @@ export class StackSyncStack extends Stack {
   readonly functions: Record<string, lambda.Function> = {};
   /** Each function's log group, by its FUNCTIONS id. */
   readonly logGroups: Record<string, logs.LogGroup> = {};
-  /** The Function URLs of the rows with `publicUrl`, by row id. */
+  /** The Function URLs of the rows with `publicUrl` or `iamUrl`, by row id. */
   readonly functionUrls: Record<string, lambda.FunctionUrl> = {};
   /** The EventBridge rules of the rows with `rules`, by row id and rule name. */
   readonly rules: Record<string, Record<string, events.Rule>> = {};
@@ -809,6 +994,7 @@ export class StackSyncStack extends Stack {
   private readonly maxStartsPerRun: number;
   private readonly maxDriftDetections: number;
   private readonly driftReadPolicy: string;
+  private readonly approvers: string[];
   private readonly sourceBucketNames: string[];
   private readonly sourceSecretArns: string[];
   private readonly sourceParameterArns: string[];
@@ -827,8 +1013,8 @@ export class StackSyncStack extends Stack {
       description:
         'stacksync: serverless GitOps for AWS CloudFormation. The registry (DynamoDB), the artifact bucket (S3), ' +
         'the reconcile step functions (Lambda), the reconcile state machine (Step Functions), and the triggers: the ' +
-        'Git webhook (Lambda Function URL), the scheduler (an EventBridge schedule) and the EventBridge rules ' +
-        '(CodeCommit, S3, CloudFormation status changes).',
+        'Git webhook (Lambda Function URL), the scheduler and the drift function (an EventBridge schedule) and the ' +
+        'EventBridge rules (CodeCommit, S3, CloudFormation status changes).',
       ...props,
     });
 
@@ -874,10 +1060,17 @@ export class StackSyncStack extends Stack {
     if (!Number.isInteger(this.maxDriftDetections) || this.maxDriftDetections < 1 || this.maxDriftDetections > 100) {
       throw new Error(`maxDriftDetections ${this.maxDriftDetections}: a whole number from 1 to 100`);
     }
-    this.driftReadPolicy = props.driftReadPolicy ?? 'ReadOnlyAccess';
+    this.driftReadPolicy = props.driftReadPolicy ?? SECURITY_AUDIT;
     if (!DRIFT_READ_POLICY.test(this.driftReadPolicy)) {
-      throw new Error(`driftReadPolicy "${this.driftReadPolicy}": an AWS managed policy's name (such as ReadOnlyAccess), or none`);
+      throw new Error(`driftReadPolicy "${this.driftReadPolicy}": an AWS managed policy's name (such as SecurityAudit), or none`);
     }
+    this.approvers = checkArns(
+      'approvers',
+      props.approvers,
+      APPROVER_PATTERN,
+      'an IAM principal ARN pattern (arn:PARTITION:iam::ACCOUNT:role/NAME, ...:user/NAME or ' +
+        'arn:PARTITION:sts::ACCOUNT:assumed-role/ROLE/SESSION, * and ? allowed in the name)',
+    );
     this.sourceBucketNames = [...new Set(props.sourceBucketNames ?? [])];
     for (const bucket of this.sourceBucketNames) {
       if (!BUCKET_NAME.test(bucket)) throw new Error(`sourceBucketNames: "${bucket}" is not an S3 bucket name`);
@@ -1004,6 +1197,8 @@ export class StackSyncStack extends Stack {
         { id: 'expire-artifacts', prefix: 'artifacts/', expiration: Duration.days(30) },
         { id: 'expire-parameters', prefix: 'parameters/', expiration: Duration.days(90) },
         { id: 'expire-old-templates', prefix: 'templates/', expiration: Duration.days(365) },
+        // Longer than any approval waits (approvalTimeout: 30 days at most).
+        { id: 'expire-approvals', prefix: 'approvals/', expiration: Duration.days(32) },
         {
           id: 'expire-noncurrent-versions',
           noncurrentVersionExpiration: Duration.days(7),
@@ -1018,8 +1213,6 @@ export class StackSyncStack extends Stack {
     for (const spec of steps) {
       this.functions[spec.id] = this.addFunction(spec);
     }
-
-    this.protectStoredObjects();
 
     // ---- the state machine ---------------------------------------------------------
     const stateMachineLogs = new logs.LogGroup(this, 'StateMachineLogs', {
@@ -1071,6 +1264,9 @@ export class StackSyncStack extends Stack {
     for (const spec of FUNCTIONS.filter((f) => !f.reconcileStep)) {
       this.functions[spec.id] = this.addFunction(spec);
     }
+
+    // The bucket's policy names the roles of steps and of the answer function (made with the triggers).
+    this.protectStoredObjects();
 
     // Registry items no reader can use (skipped, and logged by the scheduler's reads): counted
     // (template.yaml: UnreadableRegistryItemsMetric), and alarmed on with a topic.
@@ -1127,16 +1323,16 @@ export class StackSyncStack extends Stack {
       value: String(this.requireRoleArn),
     });
     for (const spec of FUNCTIONS) {
-      if (!spec.publicUrl) continue;
+      const url = spec.publicUrl ?? spec.iamUrl;
+      if (!url) continue;
       new CfnOutput(this, `${spec.id}Url`, {
-        description: spec.publicUrl.outputDescription,
+        description: url.outputDescription,
         value: this.functionUrls[spec.id].url,
       });
     }
   }
 
-  /** One function of FUNCTIONS: its log group, its role (exactly its row's statements), the function. */
-  /** The five alarms of template.yaml, each notifying `topicArn`. */
+  /** The six alarms of template.yaml, each notifying `topicArn`. */
   private addAlarms(topicArn: string): void {
     const notify = new cloudwatchActions.SnsAction(sns.Topic.fromTopicArn(this, 'AlarmTopic', topicArn));
     const period = Duration.minutes(5);
@@ -1146,23 +1342,35 @@ export class StackSyncStack extends Stack {
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     };
+    // The sum of the functions' errors: an alarm's metric math takes 10 metrics at most (CloudWatch), so the steps
+    // have one alarm and the other functions another, as in template.yaml.
+    const errorsAlarm = (id: string, description: string, steps: boolean) => {
+      const alarmed = FUNCTIONS.filter((f) => f.reconcileStep === steps && f.errorsMetricId !== undefined);
+      if (alarmed.length > 10) throw new Error(`${id}: ${alarmed.length} metrics, an alarm's metric math takes at most 10`);
+      return new cloudwatch.Alarm(this, id, {
+        alarmDescription: description,
+        metric: new cloudwatch.MathExpression({
+          expression: `SUM([${alarmed.map((f) => f.errorsMetricId).join(', ')}])`,
+          usingMetrics: Object.fromEntries(
+            alarmed.map((f) => [f.errorsMetricId!, this.functions[f.id].metricErrors({ period, statistic: cloudwatch.Stats.SUM })]),
+          ),
+          period,
+        }),
+        ...alarmDefaults,
+      });
+    };
     const alarms = [
       new cloudwatch.Alarm(this, 'FailedReconcilesAlarm', {
         alarmDescription: 'stacksync reconciles are failing (see `stacksync status`)',
         metric: this.stateMachine.metricFailed({ period, statistic: cloudwatch.Stats.SUM }),
         ...alarmDefaults,
       }),
-      new cloudwatch.Alarm(this, 'FunctionErrorsAlarm', {
-        alarmDescription: 'a stacksync function reports errors',
-        metric: new cloudwatch.MathExpression({
-          expression: `SUM([${FUNCTIONS.map((f) => f.errorsMetricId).join(', ')}])`,
-          usingMetrics: Object.fromEntries(
-            FUNCTIONS.map((f) => [f.errorsMetricId, this.functions[f.id].metricErrors({ period, statistic: cloudwatch.Stats.SUM })]),
-          ),
-          period,
-        }),
-        ...alarmDefaults,
-      }),
+      errorsAlarm('FunctionErrorsAlarm', 'a stacksync step function reports errors', true),
+      errorsAlarm(
+        'TriggerErrorsAlarm',
+        'a stacksync trigger (webhook, scheduler, drift, events) or the answer function reports errors',
+        false,
+      ),
       // A public URL's refused requests (bad signatures, bodies too large, malformed) beyond a misconfigured
       // sender's few mean someone is probing or flooding it (template.yaml: WebhookRejectionsAlarm).
       ...FUNCTIONS.filter((f) => f.publicUrl).map(
@@ -1203,23 +1411,30 @@ export class StackSyncStack extends Stack {
    * What CloudFormation deploys is stored in the bucket by content: nobody
    * but the step that stores an object may write or delete it (an
    * administrator too; delete these statements first to empty the bucket).
+   * A run's approval token is read by the answer function alone (an
+   * administrator too is refused), written by the approval function alone;
+   * the answer function's verified records are written by it alone.
    * Target-account roles may read templates by version, of their own
    * account's stacks only (`aws:PrincipalAccount`, an IAM policy variable):
    * CloudFormation there reads the TemplateURL with the assumed role's
    * credentials.
    */
   private protectStoredObjects(): void {
-    const writers: [string, string, string[]][] = [
-      ['OnlyArtifactFetchWritesArtifacts', 'ArtifactFetch', ['artifacts/*']],
-      ['OnlyTemplateUploadWritesTemplates', 'TemplateUpload', ['templates/*', 'parameters/*']],
+    const write = ['s3:PutObject', 's3:DeleteObject', 's3:DeleteObjectVersion'];
+    const only: [string, string, string[], string[]][] = [
+      ['OnlyArtifactFetchWritesArtifacts', 'ArtifactFetch', write, ['artifacts/*']],
+      ['OnlyTemplateUploadWritesTemplates', 'TemplateUpload', write, ['templates/*', 'parameters/*']],
+      ['OnlyTheAnswerFunctionReadsTokens', 'Answer', ['s3:GetObject', 's3:GetObjectVersion'], ['approvals/tokens/*']],
+      ['OnlyTheApprovalFunctionWritesTokens', 'Approval', write, ['approvals/tokens/*']],
+      ['OnlyTheAnswerFunctionWritesAnswers', 'Answer', write, ['approvals/answers/*']],
     ];
-    for (const [sid, id, prefixes] of writers) {
+    for (const [sid, id, actions, prefixes] of only) {
       this.bucket.addToResourcePolicy(
         new iam.PolicyStatement({
           sid,
           effect: iam.Effect.DENY,
           principals: [new iam.AnyPrincipal()],
-          actions: ['s3:PutObject', 's3:DeleteObject', 's3:DeleteObjectVersion'],
+          actions,
           resources: prefixes.map((p) => this.bucket.arnForObjects(p)),
           conditions: { ArnNotEquals: { 'aws:PrincipalArn': this.functions[id].role!.roleArn } },
         }),
@@ -1238,6 +1453,7 @@ export class StackSyncStack extends Stack {
     }
   }
 
+  /** One function of FUNCTIONS: its log group, its role (exactly its row's statements), the function. */
   private addFunction(spec: FunctionSpec): lambda.Function {
     const logGroup = new logs.LogGroup(this, `${spec.id}Logs`, {
       retention: this.logRetention,
@@ -1261,6 +1477,16 @@ export class StackSyncStack extends Stack {
       iam.ManagedPolicy.fromAwsManagedPolicyName(name),
     );
     for (const policy of managedPolicies) role.addManagedPolicy(policy);
+    // Customer managed policies (template.yaml: an AWS::IAM::ManagedPolicy the function's Policies name by !Ref),
+    // attached through the role's ManagedPolicyArns as SAM attaches them.
+    for (const [id, own] of Object.entries(spec.customerManagedPolicies?.(this.stackValues(spec)) ?? {})) {
+      const policy = new iam.ManagedPolicy(this, id, {
+        description: own.description,
+        document: new iam.PolicyDocument({ statements: own.statements }),
+      });
+      role.addManagedPolicy(policy);
+      NagSuppressions.addResourceSuppressions(policy, this.customerPolicySuppressions(own));
+    }
     const fn = new RustFunction(this, `${spec.id}Function`, {
       manifestPath: path.join(this.workspaceRoot, 'Cargo.toml'),
       binaryName: spec.binary,
@@ -1289,12 +1515,21 @@ export class StackSyncStack extends Stack {
         ...spec.environment?.(this.stackValues(spec)),
       },
     });
+    if (spec.publicUrl && spec.iamUrl) throw new Error(`${spec.id}: publicUrl or iamUrl, not both`);
     if (spec.publicUrl) {
       // AWS::Lambda::Url plus the two public permissions (lambda:InvokeFunctionUrl with FunctionUrlAuthType NONE,
       // lambda:InvokeFunction only via the URL), as SAM's FunctionUrlConfig AuthType NONE.
       this.functionUrls[spec.id] = new lambda.FunctionUrl(this, `${spec.id}FunctionUrl`, {
         function: fn,
         authType: lambda.FunctionUrlAuthType.NONE,
+      });
+    }
+    if (spec.iamUrl) {
+      // AWS::Lambda::Url alone, as SAM's FunctionUrlConfig AuthType AWS_IAM: no resource-based permission, so only
+      // principals whose own IAM policies allow lambda:InvokeFunctionUrl on it may call it.
+      this.functionUrls[spec.id] = new lambda.FunctionUrl(this, `${spec.id}FunctionUrl`, {
+        function: fn,
+        authType: lambda.FunctionUrlAuthType.AWS_IAM,
       });
     }
     for (const [name, rule] of Object.entries(spec.rules?.(this.stackValues(spec)) ?? {})) {
@@ -1351,6 +1586,14 @@ export class StackSyncStack extends Stack {
       maxStartsPerRun: String(this.maxStartsPerRun),
       maxDriftDetections: String(this.maxDriftDetections),
       driftReadPolicy: this.driftReadPolicy,
+      approvers: this.approvers,
+      answerUrl: Lazy.string({
+        produce: () => {
+          const url = this.functionUrls.Answer;
+          if (url === undefined) throw new Error(`${spec.id}: no answer function URL (the Answer row's iamUrl)`);
+          return url.url;
+        },
+      }),
       stackArnPrefix: `arn:${Aws.PARTITION}:cloudformation:${Aws.REGION}:${Aws.ACCOUNT_ID}:stack/${this.stackNamePrefix}`,
       sourceBucketNames: this.sourceBucketNames,
       webhookReservedConcurrency: this.webhookReservedConcurrency,
@@ -1369,6 +1612,13 @@ export class StackSyncStack extends Stack {
           actions: ['dynamodb:GetItem'],
           resources: [this.table.tableArn],
           conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': RUN_KEY_PREFIXES.map((k) => `${k}*`) } },
+        }),
+      readKeys: (sid, keyPrefixes) =>
+        new iam.PolicyStatement({
+          sid,
+          actions: ['dynamodb:GetItem'],
+          resources: [this.table.tableArn],
+          conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': keyPrefixes.map((k) => `${k}*`) } },
         }),
       objects: (sid, actions, prefixes) =>
         new iam.PolicyStatement({ sid, actions, resources: prefixes.map((p) => this.bucket.arnForObjects(`${p}/*`)) }),
@@ -1526,6 +1776,12 @@ export class StackSyncStack extends Stack {
         this.codeCommitRepositoryArns.length === 0
           ? []
           : [new iam.PolicyStatement({ sid: 'CodeCommit', actions: ['codecommit:GitPull'], resources: this.codeCommitRepositoryArns })],
+      answerTokens: () =>
+        new iam.PolicyStatement({
+          sid: 'AnswerTokens',
+          actions: ['states:SendTaskSuccess', 'states:SendTaskFailure'],
+          resources: ['*'],
+        }),
     };
   }
 
@@ -1569,15 +1825,24 @@ export class StackSyncStack extends Stack {
           addReason(
             flat,
             'cloudformation:ListStacks supports no resource-level permission (the Service Authorization Reference ' +
-              'lists none): the health check lists every stack of an account and region once per run and compares ' +
-              'those it manages. As in template.yaml.',
+              "lists none): the scheduler's health check and the drift function list every stack of an account and " +
+              'region once per run and compare those they manage. As in template.yaml.',
           );
         } else if (flat === '*' && statement.actions.every((a) => a === 'cloudformation:DescribeStackDriftDetectionStatus')) {
           addReason(
             flat,
             'cloudformation:DescribeStackDriftDetectionStatus names a drift detection id, not a stack, and supports ' +
-              'no resource-level permission (the Service Authorization Reference lists none): the scheduler asks how ' +
-              'the detections it started go. As in template.yaml.',
+              'no resource-level permission (the Service Authorization Reference lists none): the drift function asks ' +
+              'how the detections it started go. As in template.yaml.',
+          );
+        } else if (flat === '*' && statement.actions.every((a) => a === 'states:SendTaskSuccess' || a === 'states:SendTaskFailure')) {
+          addReason(
+            flat,
+            'states:SendTaskSuccess and states:SendTaskFailure name a task token, not a state machine or an ' +
+              'execution, and support no resource-level permission (the Service Authorization Reference lists ' +
+              'none): the answer function answers the token of the wait a verified approver answered. The tokens\' ' +
+              'secrecy is what limits them: the bucket\'s policy lets only the approval function write them and only ' +
+              'the answer function read them. As in template.yaml.',
           );
         } else if (flat === nagFinding(this.resolve(this.transformsArn()))) {
           found.set(
@@ -1592,6 +1857,14 @@ export class StackSyncStack extends Stack {
             'The managed stacks are named at run time (the registry), and a CloudFormation stack ARN ends in a ' +
               `generated id: stack/${this.stackNamePrefix}*/* is the narrowest ARN (stackNamePrefix narrows the ` +
               'names); the region is * because an entry may name any region (stacks.yaml `region`). As in template.yaml.',
+          );
+        } else if (prefix !== undefined && /^approvals\/(tokens|answers)\/\*$/.test(prefix)) {
+          found.set(
+            flat,
+            `Objects under ${prefix} of the stack's own artifact bucket: one per approval wait, keyed by a hash of ` +
+              'the entry and the run (made at run time), so the prefix is the narrowest resource; the bucket\'s ' +
+              'policy lets only the approval function write tokens, only the answer function read them and only it ' +
+              'write answers. As in template.yaml.',
           );
         } else if (prefix !== undefined && /^[a-z]+\/\*$/.test(prefix)) {
           found.set(
@@ -1615,6 +1888,14 @@ export class StackSyncStack extends Stack {
       }
     }
     return [...found].map(([flat, reason]) => ({ id: 'AwsSolutions-IAM5', appliesTo: [`Resource::${flat}`], reason }));
+  }
+
+  /** One AwsSolutions-IAM5 suppression per wildcard resource of a customer managed policy, with its reason. */
+  private customerPolicySuppressions(policy: CustomerManagedPolicy): NagPackSuppression[] {
+    const wildcards = new Set(
+      policy.statements.flatMap((st) => st.resources.map((r) => nagFinding(this.resolve(r)))).filter((r) => r.includes('*')),
+    );
+    return [...wildcards].map((flat) => ({ id: 'AwsSolutions-IAM5', appliesTo: [`Resource::${flat}`], reason: policy.wildcardReason }));
   }
 
   /** arn:PARTITION:s3:::BUCKET, a source bucket (S3 ARNs name no region or account). */

@@ -12,7 +12,9 @@ import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { propsFromContext } from '../lib/context';
 import {
+  APPROVER_PATTERN,
   CODECOMMIT_REPOSITORY_ARN,
+  DRIFT_READ_GAPS,
   DRIFT_READ_POLICY,
   FUNCTIONS,
   SCHEDULE_EXPRESSION,
@@ -98,6 +100,7 @@ const CODECOMMIT_REPOSITORIES = ['arn:aws:codecommit:eu-west-1:111122223333:infr
 const VALUE_SECRETS = ['arn:aws:secretsmanager:eu-west-1:111122223333:secret:app/db-password-AbCdEf'];
 const VALUE_PARAMETERS = ['arn:aws:ssm:eu-west-1:111122223333:parameter/app/*'];
 const ALARM_TOPIC = 'arn:aws:sns:eu-west-1:111122223333:ops-alerts';
+const APPROVERS = ['arn:aws:iam::111122223333:role/release-managers', 'arn:aws:iam::111122223333:user/ops-*'];
 const FULL: StackSyncProps = {
   sourceBucketNames: SOURCE_BUCKETS,
   sourceSecretArns: SOURCE_SECRETS,
@@ -116,6 +119,7 @@ const FULL: StackSyncProps = {
   maxStartsPerRun: 200,
   maxDriftDetections: 25,
   driftReadPolicy: 'job-function/ViewOnlyAccess',
+  approvers: APPROVERS,
 };
 /**
  * The statements a role has only with props (template.yaml: each under the !If of its condition). By Sid, not by
@@ -195,9 +199,13 @@ interface Statement {
   Resource: unknown;
   Condition?: unknown;
 }
-/** Every statement of every identity policy (inline on roles and AWS::IAM::Policy), with the roles it applies to. */
-function identityStatements(json: CfnTemplate): { roles: string[]; statement: Statement }[] {
-  const out: { roles: string[]; statement: Statement }[] = [];
+/**
+ * Every statement of every identity policy (inline on roles, AWS::IAM::Policy and AWS::IAM::ManagedPolicy), with the
+ * roles it applies to by the policy's `Roles`; a customer managed policy's statements also name the policy
+ * (`managedPolicy`: attached through a role's ManagedPolicyArns, they are not the role's own statements).
+ */
+function identityStatements(json: CfnTemplate): { roles: string[]; statement: Statement; managedPolicy?: string }[] {
+  const out: { roles: string[]; statement: Statement; managedPolicy?: string }[] = [];
   for (const [id, r] of Object.entries(json.Resources)) {
     if (r.Type === 'AWS::IAM::Role') {
       for (const p of arr(r.Properties?.Policies)) {
@@ -205,10 +213,16 @@ function identityStatements(json: CfnTemplate): { roles: string[]; statement: St
       }
     } else if (r.Type === 'AWS::IAM::Policy' || r.Type === 'AWS::IAM::ManagedPolicy') {
       const roles = arr<{ Ref: string }>(r.Properties?.Roles).map((x) => x.Ref);
-      for (const statement of arr<Statement>(r.Properties?.PolicyDocument.Statement)) out.push({ roles, statement });
+      const managedPolicy = r.Type === 'AWS::IAM::ManagedPolicy' ? id : undefined;
+      for (const statement of arr<Statement>(r.Properties?.PolicyDocument.Statement)) out.push({ roles, statement, managedPolicy });
     }
   }
   return out;
+}
+
+/** The Sids of a function's statements in template.yaml (`<id>Function`), in their order. */
+function yamlSids(id: string): string[] {
+  return [...templateResource(`${id}Function`).matchAll(/\bSid: ([A-Za-z]+)\b/g)].map((m) => m[1]);
 }
 
 /** The README's "IAM by function" table: function -> its actions. */
@@ -305,12 +319,12 @@ describe('IAM conformance', () => {
 });
 
 describe('functions', () => {
-  test('ten Rust functions (seven steps; the webhook, scheduler and events triggers): provided.al2023, x86_64 by default, 256 MB, active tracing', () => {
+  test('twelve Rust functions (seven steps; the webhook, scheduler, drift and events triggers; the answer function): provided.al2023, x86_64 by default, 256 MB, active tracing', () => {
     const defaults = lazyDefaults();
     const fns = ofType(defaults.json, 'AWS::Lambda::Function');
-    assert.equal(fns.length, 10);
+    assert.equal(fns.length, 12);
     assert.equal(STEPS.length, 7);
-    assert.deepEqual(TRIGGERS.map((f) => f.binary), ['webhook', 'scheduler', 'events']);
+    assert.deepEqual(TRIGGERS.map((f) => f.binary), ['webhook', 'scheduler', 'drift', 'events', 'answer']);
     for (const [, fn] of fns) {
       const p = fn.Properties!;
       assert.equal(p.Runtime, 'provided.al2023');
@@ -325,7 +339,7 @@ describe('functions', () => {
     // The binaries and descriptions of template.yaml's functions.
     const binaries = [...TEMPLATE_YAML.matchAll(/BuildProperties: \{ Binary: ([a-z-]+) \}/g)].map((m) => m[1]);
     const descriptions = [...TEMPLATE_YAML.matchAll(/^ +Description: "(stacksync [^"]+)"$/gm)].map((m) => m[1]);
-    assert.equal(binaries.length, 10);
+    assert.equal(binaries.length, 12);
     assert.deepEqual(FUNCTIONS.map((f) => f.binary).sort(), binaries.sort());
     assert.deepEqual(fns.map(([, fn]) => fn.Properties!.Description).sort(), descriptions.sort());
   });
@@ -354,12 +368,12 @@ describe('functions', () => {
     }
   });
 
-  test('the environment: table, bucket, template URL base, log level, what the installation allows; the triggers also the state machine ARN, the webhook its secret ARN, the scheduler its caps and schedule', () => {
+  test('the environment: table, bucket, template URL base, log level, what the installation allows; the triggers but drift also the state machine ARN, the webhook its secret ARN, the scheduler its cap and schedule, drift its cap; approval the answer URL, answer the approvers', () => {
     const defaults = lazyDefaults();
     const full = lazyFull();
-    for (const [s, secret, maxStarts, schedule, maxDetections, prefix, roles] of [
-      [defaults, '', '50', 'rate(5 minutes)', '10', 'stacksync-', ''],
-      [full, WEBHOOK_SECRET, '200', 'rate(2 minutes)', '25', PREFIX, CFN_ROLES.join(',')],
+    for (const [s, secret, maxStarts, schedule, maxDetections, prefix, roles, approvers] of [
+      [defaults, '', '50', 'rate(5 minutes)', '10', 'stacksync-', '', ''],
+      [full, WEBHOOK_SECRET, '200', 'rate(2 minutes)', '25', PREFIX, CFN_ROLES.join(','), APPROVERS.join(',')],
     ] as const) {
       const common = {
         STACKSYNC_TABLE: { Ref: logicalId(s, s.stack.table) },
@@ -374,11 +388,14 @@ describe('functions', () => {
       const machine = { STACKSYNC_STATE_MACHINE_ARN: { Ref: logicalId(s, s.stack.stateMachine) } };
       const expected: Record<string, [Record<string, unknown>, number]> = {
         webhook: [{ ...common, ...machine, STACKSYNC_WEBHOOK_SECRET_ARN: secret }, 30],
-        scheduler: [
-          { ...common, ...machine, STACKSYNC_MAX_STARTS: maxStarts, STACKSYNC_SCHEDULE: schedule, STACKSYNC_MAX_DETECTIONS: maxDetections },
-          120,
-        ],
+        scheduler: [{ ...common, ...machine, STACKSYNC_MAX_STARTS: maxStarts, STACKSYNC_SCHEDULE: schedule }, 120],
+        // The drift function starts no execution: no state machine ARN.
+        drift: [{ ...common, STACKSYNC_MAX_DETECTIONS: maxDetections }, 120],
         events: [{ ...common, ...machine }, 30],
+        // Where its runs' waits are answered: the answer function's URL (made after the steps).
+        approval: [{ ...common, STACKSYNC_ANSWER_URL: { 'Fn::GetAtt': [logicalId(s, s.stack.functionUrls.Answer), 'FunctionUrl'] } }, 300],
+        // The installation's approvers, joined with "," (template.yaml: !Join [",", !Ref Approvers]).
+        answer: [{ ...common, STACKSYNC_APPROVERS: approvers }, 30],
       };
       for (const spec of FUNCTIONS) {
         const p = s.json.Resources[logicalId(s, s.stack.functions[spec.id])].Properties!;
@@ -391,9 +408,16 @@ describe('functions', () => {
     assert.match(templateResource('SchedulerFunction'), /\n +STACKSYNC_MAX_STARTS: !Ref MaxStartsPerRun\n/);
     assert.match(templateResource('SchedulerFunction'), /\n +STACKSYNC_SCHEDULE: !Ref ScheduleExpression\n/);
     assert.match(TEMPLATE_YAML, /\n {2}MaxStartsPerRun:\n {4}Type: Number\n {4}Default: 50\n {4}MinValue: 1\n {4}MaxValue: 1000\n/);
-    // The drift detections at once: the MaxDriftDetections parameter (Number, 1 to 100, default 10).
-    assert.match(templateResource('SchedulerFunction'), /\n +STACKSYNC_MAX_DETECTIONS: !Ref MaxDriftDetections\n/);
+    // The drift detections at once: the MaxDriftDetections parameter (Number, 1 to 100, default 10), the drift
+    // function's (no longer the scheduler's).
+    assert.match(templateResource('DriftFunction'), /\n +STACKSYNC_MAX_DETECTIONS: !Ref MaxDriftDetections\n/);
+    assert.doesNotMatch(templateResource('SchedulerFunction'), /STACKSYNC_MAX_DETECTIONS/);
     assert.match(TEMPLATE_YAML, /\n {2}MaxDriftDetections:\n {4}Type: Number\n {4}Default: 10\n {4}MinValue: 1\n {4}MaxValue: 100\n/);
+    // The approvers: the Approvers parameter (a comma-delimited list, empty by default), the answer function's; the
+    // approval function is told the answer function's URL.
+    assert.match(templateResource('AnswerFunction'), /\n +STACKSYNC_APPROVERS: !Join \[",", !Ref Approvers\]\n/);
+    assert.match(templateResource('ApprovalFunction'), /\n +STACKSYNC_ANSWER_URL: !GetAtt AnswerFunctionUrl\.FunctionUrl\n/);
+    assert.match(TEMPLATE_YAML, /\n {2}Approvers:\n {4}Type: CommaDelimitedList\n {4}Default: ""\n/);
   });
 
   test('the webhook and the events function have reserved concurrency (10 and 5 by default; 0: none), the steps none', () => {
@@ -416,8 +440,30 @@ describe('functions', () => {
       assert.deepEqual(fn.Properties!.Architectures, ['arm64']);
     }
     const groups = ofType(s.json, 'AWS::Logs::LogGroup');
-    assert.equal(groups.length, 11, 'ten functions and the state machine');
+    assert.equal(groups.length, 13, 'twelve functions and the state machine');
     for (const [, g] of groups) assert.equal(g.Properties!.RetentionInDays, 7);
+  });
+
+  test("each function's log group, and the state machine's, as template.yaml's", () => {
+    const defaults = lazyDefaults();
+    // template.yaml: `<id>Logs` named /aws/lambda/<the function>, with LogRetentionDays, for every function.
+    const yamlGroups = [...TEMPLATE_YAML.matchAll(/^ {2}([A-Za-z]+):\n {4}Type: AWS::Logs::LogGroup\n {4}Properties: (.*)$/gm)];
+    const functionGroups = yamlGroups.filter(([, id]) => id !== 'StateMachineLogs');
+    assert.deepEqual(functionGroups.map(([, id]) => id).sort(), FUNCTIONS.map((f) => `${f.id}Logs`).sort());
+    for (const [, id, properties] of functionGroups) {
+      const fn = id.replace(/Logs$/, 'Function');
+      assert.equal(properties, `{ LogGroupName: !Sub "/aws/lambda/\${${fn}}", RetentionInDays: !Ref LogRetentionDays }`, id);
+    }
+    assert.deepEqual(
+      yamlGroups.filter(([, id]) => id === 'StateMachineLogs').map(([, , p]) => p),
+      ['{ RetentionInDays: !Ref LogRetentionDays }'],
+    );
+    // The CDK app: one group per function (its own, in its LoggingConfig) and the state machine's.
+    assert.equal(ofType(defaults.json, 'AWS::Logs::LogGroup').length, yamlGroups.length);
+    for (const spec of FUNCTIONS) {
+      const fn = defaults.json.Resources[logicalId(defaults, defaults.stack.functions[spec.id])].Properties!;
+      assert.equal(fn.LoggingConfig.LogGroup.Ref, logicalId(defaults, defaults.stack.logGroups[spec.id]), spec.binary);
+    }
   });
 
   test('bad props are refused', () => {
@@ -470,6 +516,19 @@ describe('functions', () => {
     for (const bad of ['', 'arn:aws:iam::aws:policy/ReadOnlyAccess', 'Read Only', 'R'.repeat(129)]) {
       assert.throws(make({ driftReadPolicy: bad }), /driftReadPolicy/, bad);
     }
+    // Approvers: IAM principal ARN patterns, as the answer function checks them (shared/src/approvers.rs).
+    for (const bad of [
+      '*',
+      'release-managers',
+      'arn:aws:iam::111122223333:group/admins',
+      'arn:aws:iam::*:role/admins',
+      'arn:aws:iam::1111222233:role/admins',
+      'arn:*:iam::111122223333:role/admins',
+      'arn:aws:s3:::bucket',
+      'arn:aws:iam::111122223333:role/a b',
+    ]) {
+      assert.throws(make({ approvers: [bad] }), (err: Error) => err.message.startsWith(`approvers: "${bad}" is not an IAM principal ARN pattern`), bad);
+    }
     // Empty is no secret, as template.yaml's default; other partitions are secret ARNs too.
     const good = new App({ context: { ...CDK_CONTEXT, 'aws:cdk:bundling-stacks': [] } });
     assert.doesNotThrow(() => new StackSyncStack(good, 'Good0', { webhookSecretArn: '' }));
@@ -493,9 +552,19 @@ describe('functions', () => {
     const policyPattern = TEMPLATE_YAML.match(/\n {2}DriftReadPolicy:\n(?: {4}.*\n)*? {4}AllowedPattern: "(.*)"\n/)?.[1];
     assert.ok(policyPattern, 'template.yaml has DriftReadPolicy with an AllowedPattern');
     assert.equal(new RegExp(policyPattern).source, DRIFT_READ_POLICY.source);
-    assert.match(TEMPLATE_YAML, /\n {2}DriftReadPolicy:\n {4}Type: String\n {4}Default: ReadOnlyAccess\n/);
-    for (const [i, ok] of ['none', 'ReadOnlyAccess', 'job-function/ViewOnlyAccess', 'R'.repeat(128)].entries()) {
+    assert.match(TEMPLATE_YAML, /\n {2}DriftReadPolicy:\n {4}Type: String\n {4}Default: SecurityAudit\n/);
+    for (const [i, ok] of ['none', 'SecurityAudit', 'ReadOnlyAccess', 'job-function/ViewOnlyAccess', 'R'.repeat(128)].entries()) {
       assert.doesNotThrow(() => new StackSyncStack(good, `GoodPolicy${i}`, { driftReadPolicy: ok }), ok);
+    }
+    // Approvers as the answer function accepts them (template.yaml's Approvers has no AllowedPattern).
+    for (const [i, ok] of [
+      'arn:aws:iam::111122223333:role/release-managers',
+      'arn:aws:iam::111122223333:role/path/to/*',
+      'arn:aws-cn:iam::111122223333:user/ops-??',
+      'arn:aws:sts::111122223333:assumed-role/admins/alice@example.com',
+    ].entries()) {
+      assert.match(ok, APPROVER_PATTERN);
+      assert.doesNotThrow(() => new StackSyncStack(good, `GoodApprover${i}`, { approvers: [ok] }), ok);
     }
     // template.yaml's patterns of the private sources' and the stack parameters' ARNs (each `^(ARN)?$`: empty is
     // none), the same.
@@ -540,6 +609,7 @@ describe('functions', () => {
         maxStartsPerRun: '20',
         maxDriftDetections: '5',
         driftReadPolicy: ' none ',
+        approvers: ` ${APPROVERS[0]},${APPROVERS[1]} `,
         sourceBucketNames: 'acme-a,acme-b',
         sourceSecretArns: `${SOURCE_SECRETS[0]},arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/git/*`,
         sourceParameterArns: SOURCE_PARAMETERS,
@@ -565,6 +635,7 @@ describe('functions', () => {
       maxStartsPerRun: 20,
       maxDriftDetections: 5,
       driftReadPolicy: 'none',
+      approvers: APPROVERS,
       sourceBucketNames: ['acme-a', 'acme-b'],
       sourceSecretArns: [SOURCE_SECRETS[0], 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/git/*'],
       sourceParameterArns: SOURCE_PARAMETERS,
@@ -575,6 +646,8 @@ describe('functions', () => {
       eventsReservedConcurrency: 2,
     });
     assert.equal(propsFromContext(new App().node).webhookSecretArn, undefined);
+    assert.equal(propsFromContext(new App().node).approvers, undefined);
+    assert.deepEqual(propsFromContext(new App({ context: { approvers: APPROVERS } }).node).approvers, APPROVERS);
     assert.throws(() => propsFromContext(new App({ context: { requireRoleArn: 'yes' } }).node), /requireRoleArn "yes": true or false/);
   });
 });
@@ -665,6 +738,7 @@ describe('registry and bucket', () => {
             { Id: 'expire-artifacts', Status: 'Enabled', Prefix: 'artifacts/', ExpirationInDays: 30 },
             { Id: 'expire-parameters', Status: 'Enabled', Prefix: 'parameters/', ExpirationInDays: 90 },
             { Id: 'expire-old-templates', Status: 'Enabled', Prefix: 'templates/', ExpirationInDays: 365 },
+            { Id: 'expire-approvals', Status: 'Enabled', Prefix: 'approvals/', ExpirationInDays: 32 },
             {
               Id: 'expire-noncurrent-versions',
               Status: 'Enabled',
@@ -675,6 +749,16 @@ describe('registry and bucket', () => {
         },
         LoggingConfiguration: { DestinationBucketName: { Ref: logsId }, LogFilePrefix: 'artifact-bucket/' },
       },
+    );
+    // template.yaml's rules, the same (in the same order).
+    const yamlRules = [...templateResource('ArtifactBucket').matchAll(/^ +- Id: ([a-z-]+)\n((?: +[A-Za-z]+: .*\n)+)/gm)].map(([, id, rest]) => ({
+      id,
+      prefix: rest.match(/Prefix: (.*)\n/)?.[1],
+      days: rest.match(/ExpirationInDays: (\d+)\n/)?.[1],
+    }));
+    assert.deepEqual(
+      yamlRules,
+      bucket.Properties!.LifecycleConfiguration.Rules.map((r: any) => ({ id: r.Id, prefix: r.Prefix, days: r.ExpirationInDays?.toString() })),
     );
     defaults.template.hasResourceProperties('AWS::S3::Bucket', { ...secure, LoggingConfiguration: Match.absent() });
     for (const id of [bucketId, logsId]) {
@@ -693,34 +777,49 @@ describe('registry and bucket', () => {
     }
   });
 
-  test("stored objects: only the step that stores them may write or delete them; target roles read by version only their own account's templates", () => {
+  test("stored objects: only the step that stores them may write or delete them; approval tokens: only the approval function writes them, only the answer function reads them; verified answers: only the answer function writes them; target roles read by version only their own account's templates", () => {
     const defaults = lazyDefaults();
     const bucketId = logicalId(defaults, defaults.stack.bucket);
     const role = (id: string) => ({ 'Fn::GetAtt': [logicalId(defaults, defaults.stack.functions[id].role!), 'Arn'] });
     const objects = (prefix: string) => ({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [bucketId, 'Arn'] }, `/${prefix}`]] });
-    const deny = (sid: string, id: string, prefixes: string[]) =>
-      Match.objectLike({
-        Sid: sid,
-        Effect: 'Deny',
-        Principal: { AWS: '*' },
-        Action: ['s3:DeleteObject', 's3:DeleteObjectVersion', 's3:PutObject'],
-        Resource: prefixes.length === 1 ? objects(prefixes[0]) : prefixes.map(objects),
-        Condition: { ArnNotEquals: { 'aws:PrincipalArn': role(id) } },
-      });
-    const policy = (statements: object[]) => ({
-      Bucket: { Ref: bucketId },
-      PolicyDocument: { Statement: Match.arrayWith(statements) },
+    const write = ['s3:DeleteObject', 's3:DeleteObjectVersion', 's3:PutObject'];
+    const read = ['s3:GetObject', 's3:GetObjectVersion'];
+    const denies: [string, string, string[], string[]][] = [
+      ['OnlyArtifactFetchWritesArtifacts', 'ArtifactFetch', write, ['artifacts/*']],
+      ['OnlyTemplateUploadWritesTemplates', 'TemplateUpload', write, ['parameters/*', 'templates/*']],
+      ['OnlyTheAnswerFunctionReadsTokens', 'Answer', read, ['approvals/tokens/*']],
+      ['OnlyTheApprovalFunctionWritesTokens', 'Approval', write, ['approvals/tokens/*']],
+      ['OnlyTheAnswerFunctionWritesAnswers', 'Answer', write, ['approvals/answers/*']],
+    ];
+    const deny = ([sid, id, actions, prefixes]: (typeof denies)[number]) => ({
+      Sid: sid,
+      Effect: 'Deny',
+      Principal: { AWS: '*' },
+      Action: actions,
+      Resource: prefixes.length === 1 ? objects(prefixes[0]) : prefixes.map(objects),
+      Condition: { ArnNotEquals: { 'aws:PrincipalArn': role(id) } },
     });
-    defaults.template.hasResourceProperties(
-      'AWS::S3::BucketPolicy',
-      policy([
-        deny('OnlyArtifactFetchWritesArtifacts', 'ArtifactFetch', ['artifacts/*']),
-        deny('OnlyTemplateUploadWritesTemplates', 'TemplateUpload', ['parameters/*', 'templates/*']),
-      ]),
-    );
     const [, bucketPolicy] = Object.entries(defaults.json.Resources).find(
       ([, r]: [string, any]) => r.Type === 'AWS::S3::BucketPolicy' && r.Properties.Bucket.Ref === bucketId,
     )! as [string, any];
+    // TLS only, then these, in template.yaml's order.
+    const statements = bucketPolicy.Properties.PolicyDocument.Statement as any[];
+    assert.deepEqual(statements.map((st) => st.Sid ?? st.Condition?.Bool?.['aws:SecureTransport']), ['false', ...denies.map(([sid]) => sid)]);
+    assert.deepEqual(statements.slice(1), denies.map(deny));
+    // template.yaml's denies: the same actions on the same prefixes, except for the same function's role.
+    const yaml = templateResource('ArtifactBucketPolicy');
+    const yamlDenies = [
+      ...yaml.matchAll(
+        /^ +- Sid: (Only[A-Za-z]+)\n +Effect: Deny\n +Principal: "\*"\n +Action: \[(.*)\]\n +Resource:((?: !Sub ".*")|(?:\n +- !Sub ".*")+)\n +Condition:\n +ArnNotEquals: \{ "aws:PrincipalArn": !GetAtt ([A-Za-z]+)FunctionRole\.Arn \}$/gm,
+      ),
+    ].map(([, sid, actions, resources, fn]) => [
+      sid,
+      fn,
+      actions.split(', ').sort(),
+      [...resources.matchAll(/!Sub "\$\{ArtifactBucket\.Arn\}\/(.*)"/g)].map((m) => m[1]).sort(),
+    ]);
+    assert.deepEqual(yamlDenies, denies);
+    assert.equal([...yaml.matchAll(/Effect: Deny/g)].length, denies.length + 1, 'and TLS only');
     assert.ok(
       !bucketPolicy.Properties.PolicyDocument.Statement.some((st: any) => String(st.Sid).startsWith('TargetAccounts')),
       'no target roles, no grant',
@@ -791,9 +890,13 @@ describe('state machine, alarms, outputs', () => {
     }
   });
 
-  test('events: every step and the scheduler may put stacksync events on the bus; eventBusName none takes the grant and the variable away; a notification topic gets the example rule', () => {
+  test('events: every step and the drift function may put stacksync events on the bus; eventBusName none takes the grant and the variable away; a notification topic gets the example rule', () => {
     const putters = (json: CfnTemplate) => identityStatements(json).filter((x) => arr(x.statement.Action).includes('events:PutEvents'));
-    assert.equal(putters(lazyDefaults().json).length, 8, "the seven steps and the scheduler (drift notices)");
+    const defaults = lazyDefaults();
+    assert.equal(putters(defaults.json).length, 8, 'the seven steps and the drift function (drift notices)');
+    const putterRoles = new Set(putters(defaults.json).flatMap((x) => x.roles));
+    const expectedRoles = [...STEPS.map((f) => f.id), 'Drift'].map((id) => logicalId(defaults, defaults.stack.functions[id].role as any));
+    assert.deepEqual([...putterRoles].sort(), expectedRoles.sort(), 'not the scheduler any more');
     const none = synth({ eventBusName: 'none' });
     assert.equal(putters(none.json).length, 0);
     const fn = none.json.Resources[logicalId(none, none.stack.functions.Finalize)].Properties!;
@@ -826,10 +929,15 @@ describe('state machine, alarms, outputs', () => {
     assert.throws(() => new StackSyncStack(new App(), 'BadTopic', { alarmTopicArn: 'ops-alerts' }), /alarmTopicArn/);
   });
 
-  test("with a topic, five alarms notify it: failed executions, function errors (all ten), throttles, the webhook's refused requests, unreadable registry items", () => {
+  test("with a topic, six alarms notify it: failed executions, the step functions' errors, the other functions' errors (an alarm takes ten metrics at most, as template.yaml), throttles, the webhook's refused requests, unreadable registry items", () => {
     const defaults = lazyFull();
     const alarms = ofType(defaults.json, 'AWS::CloudWatch::Alarm').map(([, a]) => a.Properties!);
-    assert.equal(alarms.length, 5);
+    assert.equal(alarms.length, 6);
+    assert.deepEqual(
+      ofType(defaults.json, 'AWS::CloudWatch::Alarm').map(([id]) => id.replace(/[0-9A-F]{8}$/, '')).sort(),
+      [...TEMPLATE_YAML.matchAll(/\n {2}([A-Za-z]+):\n {4}Type: AWS::CloudWatch::Alarm\n/g)].map((m) => m[1]).sort(),
+      "template.yaml's alarms",
+    );
     const unreadable = alarms.find((a) => a.MetricName === 'UnreadableRegistryItems')!;
     assert.equal(unreadable.Namespace, 'stacksync');
     assert.match(templateResource('UnreadableRegistryItemsAlarm'), /Namespace: stacksync\n/);
@@ -851,15 +959,49 @@ describe('state machine, alarms, outputs', () => {
     const throttles = alarms.find((a) => a.MetricName === 'Throttles')!;
     assert.equal(throttles.Namespace, 'AWS/Lambda');
     assert.equal(throttles.Dimensions, undefined, 'account-wide');
-    const errors = alarms.find((a) => a.Metrics)!;
-    const fnIds = new Set(
-      errors.Metrics.filter((m: any) => m.MetricStat).map((m: any) => {
-        assert.equal(m.MetricStat.Metric.MetricName, 'Errors');
-        return m.MetricStat.Metric.Dimensions[0].Value.Ref;
-      }),
-    );
-    assert.deepEqual(fnIds, new Set(FUNCTIONS.map((f) => logicalId(defaults, defaults.stack.functions[f.id]))));
-    assert.match(errors.Metrics.find((m: any) => m.Expression).Expression, /^SUM\(\[fetch, upload, changeset, poll, del, approval, fin, hook, sched, events\]\)$/);
+    // Every function's errors, in one of two alarms: an alarm's math expression takes at most 10 metrics, so the
+    // seven steps have one and the other functions (the triggers, the answer function) another, as in template.yaml.
+    assert.deepEqual(FUNCTIONS.filter((f) => f.errorsMetricId === undefined), []);
+    for (const [id, steps, description, sum] of [
+      ['FunctionErrorsAlarm', true, 'a stacksync step function reports errors', 'SUM([fetch, upload, changeset, poll, del, approval, fin])'],
+      [
+        'TriggerErrorsAlarm',
+        false,
+        'a stacksync trigger (webhook, scheduler, drift, events) or the answer function reports errors',
+        'SUM([hook, sched, drift, events, answer])',
+      ],
+    ] as const) {
+      const [, alarm] = ofType(defaults.json, 'AWS::CloudWatch::Alarm').find(([logical]) => logical.startsWith(id))!;
+      const errors = alarm.Properties!;
+      assert.equal(errors.AlarmDescription, description, id);
+      const alarmed = FUNCTIONS.filter((f) => f.reconcileStep === steps);
+      assert.ok(alarmed.length <= 10, `${id}: at most 10 metrics`);
+      const metrics = errors.Metrics.filter((m: any) => m.MetricStat);
+      assert.deepEqual(
+        metrics.map((m: any) => {
+          assert.equal(m.MetricStat.Metric.MetricName, 'Errors');
+          assert.equal(m.MetricStat.Metric.Namespace, 'AWS/Lambda');
+          assert.equal(m.MetricStat.Stat, 'Sum');
+          assert.equal(m.MetricStat.Period, 300);
+          assert.equal(m.ReturnData, false);
+          return [m.Id, m.MetricStat.Metric.Dimensions[0].Value.Ref];
+        }),
+        alarmed.map((f) => [f.errorsMetricId, logicalId(defaults, defaults.stack.functions[f.id])]),
+        id,
+      );
+      const expression = errors.Metrics.find((m: any) => m.Expression).Expression;
+      assert.equal(expression, sum, id);
+      // template.yaml's alarm, the same: description, expression, and each id the Errors of its function.
+      const yamlErrors = templateResource(id);
+      assert.equal(yamlErrors.match(/\n +AlarmDescription: (.*)\n/)?.[1], description, `template.yaml's ${id}`);
+      assert.equal(yamlErrors.match(/\n +Expression: "(.*)"\n/)?.[1], expression, `template.yaml's ${id}, the same`);
+      const yamlMetrics = [...yamlErrors.matchAll(/\n +- \{ Id: ([a-z]+), ReturnData: false, MetricStat: \{ Metric: \{ Namespace: AWS\/Lambda, MetricName: Errors, Dimensions: \[\{ Name: FunctionName, Value: !Ref ([A-Za-z]+)Function \}\] \}, Period: 300, Stat: Sum \} \}/g)];
+      assert.deepEqual(
+        yamlMetrics.map(([, metric, fn]) => [metric, fn]),
+        alarmed.map((f) => [f.errorsMetricId, f.id]),
+        `template.yaml's ${id}`,
+      );
+    }
     for (const a of alarms.filter((x) => x !== refused)) {
       assert.equal(a.Threshold, 1);
       assert.equal(a.EvaluationPeriods, 1);
@@ -875,8 +1017,11 @@ describe('state machine, alarms, outputs', () => {
     defaults.template.hasOutput('StateMachineArn', { Value: { Ref: logicalId(defaults, defaults.stack.stateMachine) } });
     assert.deepEqual(
       Object.keys(defaults.json.Outputs ?? {}).sort(),
-      ['ArtifactBucketName', 'RegistryTableName', 'RequireRoleArn', 'ServiceRoleArns', 'StackNamePrefix', 'StateMachineArn', 'WebhookUrl'],
+      ['AnswerUrl', 'ArtifactBucketName', 'RegistryTableName', 'RequireRoleArn', 'ServiceRoleArns', 'StackNamePrefix', 'StateMachineArn', 'WebhookUrl'],
     );
+    // template.yaml's outputs, the same.
+    const yamlOutputs = TEMPLATE_YAML.split(/^Outputs:$/m)[1];
+    assert.deepEqual([...yamlOutputs.matchAll(/^ {2}([A-Za-z]+):$/gm)].map((m) => m[1]).sort(), Object.keys(defaults.json.Outputs ?? {}).sort());
     // What the installation allows, for `stacksync apply` (an output cannot be empty: `*` any name, `-` no role).
     defaults.template.hasOutput('StackNamePrefix', { Value: 'stacksync-' });
     defaults.template.hasOutput('ServiceRoleArns', { Value: '-' });
@@ -888,7 +1033,10 @@ describe('state machine, alarms, outputs', () => {
     assert.match(TEMPLATE_YAML, /\n {2}StackNamePrefix:\n {4}Description: .*\n {4}Value: !If \[AnyStackName, "\*", !Ref StackNamePrefix\]\n/);
     assert.match(TEMPLATE_YAML, /\n {2}ServiceRoleArns:\n {4}Description: .*\n {4}Value: !If \[CanPassRoles, !Join \[",", !Ref CloudFormationRoleArns\], "-"\]\n/);
     // WebhookUrl: the webhook's Function URL, as template.yaml (!GetAtt WebhookFunctionUrl.FunctionUrl).
-    const [urlId, url] = only(defaults.json, 'AWS::Lambda::Url');
+    const urls = ofType(defaults.json, 'AWS::Lambda::Url');
+    assert.equal(urls.length, 2, "the webhook's and the answer function's");
+    const urlOf = (id: string) => urls.find(([logical]) => logical === logicalId(defaults, defaults.stack.functionUrls[id]))!;
+    const [urlId, url] = urlOf('Webhook');
     defaults.template.hasOutput('WebhookUrl', {
       Description: 'the Git webhook endpoint (payload URL of a GitHub/GitLab/Bitbucket webhook)',
       Value: { 'Fn::GetAtt': [urlId, 'FunctionUrl'] },
@@ -899,12 +1047,29 @@ describe('state machine, alarms, outputs', () => {
     );
     const webhookId = logicalId(defaults, defaults.stack.functions.Webhook);
     assert.deepEqual(url.Properties, { AuthType: 'NONE', TargetFunctionArn: { 'Fn::GetAtt': [webhookId, 'Arn'] } });
+    // AnswerUrl: the answer function's Function URL, IAM-authorised, as template.yaml (!GetAtt AnswerFunctionUrl.FunctionUrl).
+    const [answerUrlId, answerUrl] = urlOf('Answer');
+    const description = "the answer function's IAM-authorised URL, where stacksync approve and reject answer a waiting change set";
+    defaults.template.hasOutput('AnswerUrl', { Description: description, Value: { 'Fn::GetAtt': [answerUrlId, 'FunctionUrl'] } });
+    assert.ok(
+      TEMPLATE_YAML.includes(`\n  AnswerUrl:\n    Description: ${description}\n    Value: !GetAtt AnswerFunctionUrl.FunctionUrl\n`),
+      "template.yaml's AnswerUrl",
+    );
+    const answerId = logicalId(defaults, defaults.stack.functions.Answer);
+    assert.deepEqual(answerUrl.Properties, { AuthType: 'AWS_IAM', TargetFunctionArn: { 'Fn::GetAtt': [answerId, 'Arn'] } });
   });
 
-  test('only the webhook is public: its Function URL (auth NONE) and invoke permissions only through that URL', () => {
+  test("only the webhook is public: its Function URL (auth NONE) and invoke permissions only through that URL; the answer function's URL is IAM-authorised, with no resource-based permission", () => {
     const defaults = lazyDefaults();
     const webhookId = logicalId(defaults, defaults.stack.functions.Webhook);
     assert.match(templateResource('WebhookFunction'), /FunctionUrlConfig:\n +AuthType: NONE\n/);
+    // template.yaml: the answer function's URL is AWS_IAM (SAM makes no permission for it), the others have none.
+    assert.match(templateResource('AnswerFunction'), /\n {6}FunctionUrlConfig:\n {8}AuthType: AWS_IAM\n/);
+    assert.equal([...TEMPLATE_YAML.matchAll(/FunctionUrlConfig:/g)].length, 2);
+    assert.deepEqual(
+      FUNCTIONS.filter((f) => f.publicUrl || f.iamUrl).map((f) => [f.binary, f.publicUrl ? 'NONE' : 'AWS_IAM']),
+      [['webhook', 'NONE'], ['answer', 'AWS_IAM']],
+    );
     // The others are EventBridge's, each from one rule of the stack (checked with the rules).
     const permissions = ofType(defaults.json, 'AWS::Lambda::Permission')
       .map(([, r]) => r.Properties!)
@@ -918,7 +1083,7 @@ describe('state machine, alarms, outputs', () => {
     );
   });
 
-  test("the EventBridge rules: the scheduler's schedule, the events function's patterns (stacks by prefix, S3 by bucket), as template.yaml", () => {
+  test("the EventBridge rules: the scheduler's and the drift function's schedule, the events function's patterns (stacks by prefix, S3 by bucket), as template.yaml", () => {
     const stackArnPrefix = (prefix: string) => ({
       'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, ':cloudformation:', { Ref: 'AWS::Region' }, ':', { Ref: 'AWS::AccountId' }, `:stack/${prefix}`]],
     });
@@ -942,6 +1107,8 @@ describe('state machine, alarms, outputs', () => {
     for (const [s, prefix, buckets] of [[lazyDefaults(), 'stacksync-', []], [lazyFull(), PREFIX, SOURCE_BUCKETS]] as const) {
       const expected: Record<string, { fn: string; schedule?: string; pattern?: Record<string, unknown> }> = {
         SchedulerFunctionSchedule: { fn: 'Scheduler', schedule: s === lazyFull() ? 'rate(2 minutes)' : 'rate(5 minutes)' },
+        // The drift function runs on the scheduler's schedule.
+        DriftFunctionSchedule: { fn: 'Drift', schedule: s === lazyFull() ? 'rate(2 minutes)' : 'rate(5 minutes)' },
         EventsFunctionCodeCommitPush: { fn: 'Events', pattern: codeCommit },
         EventsFunctionStackStatusChange: { fn: 'Events', pattern: stackStatus(prefix) },
         EventsFunctionExecutionEnded: { fn: 'Events', pattern: executionEnded(s) },
@@ -990,32 +1157,44 @@ describe('state machine, alarms, outputs', () => {
     assert.match(s3, /\n +name: !Ref SourceBucketNames\n/);
     assert.match(templateResource('EventsFunctionS3ObjectCreatedPermission'), /\n {4}Condition: HasSourceBuckets\n(.*\n)* +SourceArn: !GetAtt EventsFunctionS3ObjectCreated.Arn\n/);
     assert.match(templateResource('SchedulerFunction'), /\n {10}Type: Schedule\n(.*\n)* +Schedule: !Ref ScheduleExpression\n/);
+    assert.match(templateResource('DriftFunction'), /\n {10}Type: Schedule\n(.*\n)* +Schedule: !Ref ScheduleExpression\n/);
     assert.match(TEMPLATE_YAML, /\n {2}ScheduleExpression:\n {4}Type: String\n {4}Default: rate\(5 minutes\)\n/);
-    // A prop changes the schedule.
+    // A prop changes the schedule (of both).
     const s = synth({ scheduleExpression: 'cron(0/15 * * * ? *)' });
-    const [, schedule] = ofType(s.json, 'AWS::Events::Rule').find(([, r]) => r.Properties!.ScheduleExpression)!;
-    assert.equal(schedule.Properties!.ScheduleExpression, 'cron(0/15 * * * ? *)');
+    const schedules = ofType(s.json, 'AWS::Events::Rule').filter(([, r]) => r.Properties!.ScheduleExpression);
+    assert.equal(schedules.length, 2);
+    for (const [, schedule] of schedules) assert.equal(schedule.Properties!.ScheduleExpression, 'cron(0/15 * * * ? *)');
   });
 });
 
 describe('IAM', () => {
   for (const [name, get] of [['defaults', lazyDefaults], ['all props', lazyFull]] as const) {
-    test(`no wildcard actions; "*" resources only for log delivery, X-Ray, ListStacks and DescribeStackDriftDetectionStatus (${name})`, () => {
+    test(`no wildcard actions; "*" resources only for log delivery, X-Ray, ListStacks, DescribeStackDriftDetectionStatus, answering task tokens and DriftReadGapsPolicy's reads (${name})`, () => {
       const s = get();
       const statements = identityStatements(s.json);
       assert.ok(statements.length > 0);
-      for (const { statement } of statements) {
+      for (const { statement, managedPolicy } of statements) {
         assert.equal(statement.Effect, 'Allow');
         for (const action of arr(statement.Action)) {
           assert.ok(!action.includes('*'), `wildcard action ${action}`);
         }
+        if (managedPolicy !== undefined) {
+          // The drift function's DriftReadGapsPolicy (with driftReadPolicy SecurityAudit): the read actions of
+          // common resource types that SecurityAudit lacks, on `*` (checked with the managed policies).
+          assert.match(managedPolicy, /^DriftReadGapsPolicy/);
+          if (arr(statement.Resource).includes('*')) {
+            for (const action of arr(statement.Action)) assert.ok(DRIFT_READ_GAPS.includes(action), action);
+          }
+          continue;
+        }
         if (arr(statement.Resource).includes('*')) {
           for (const action of arr(statement.Action)) {
-            // cloudformation:ListStacks (the scheduler's health check) and DescribeStackDriftDetectionStatus (its
-            // drift detections, by id) have no resource-level permission.
+            // cloudformation:ListStacks (the scheduler's health check, the drift function's listing),
+            // DescribeStackDriftDetectionStatus (the drift function's detections, by id) and states:SendTaskSuccess
+            // and SendTaskFailure (the answer function's, by task token) have no resource-level permission.
             assert.match(
               action,
-              /^(xray:|logs:(Create|Get|Update|Delete|List)LogDeliver|logs:(PutResourcePolicy|DescribeResourcePolicies|DescribeLogGroups)$|cloudformation:(ListStacks|DescribeStackDriftDetectionStatus)$)/,
+              /^(xray:|logs:(Create|Get|Update|Delete|List)LogDeliver|logs:(PutResourcePolicy|DescribeResourcePolicies|DescribeLogGroups)$|cloudformation:(ListStacks|DescribeStackDriftDetectionStatus)$|states:SendTask(Success|Failure)$)/,
             );
           }
         }
@@ -1122,6 +1301,9 @@ describe('IAM', () => {
         ...registry,
         st('Templates', ['s3:GetObjectVersion'], ['BUCKET/templates/*']),
         st('Parameters', ['s3:GetObject'], ['BUCKET/parameters/*']),
+        // An approved change set runs only with the answer function's verified record of the approval.
+        st('VerifiedApprovals', ['s3:GetObject'], ['BUCKET/approvals/answers/*']),
+        st('VerifiedApprovalExists', ['s3:ListBucket'], ['BUCKET']),
         st('Stacks', ['cloudformation:DescribeStacks', 'cloudformation:DescribeChangeSet', 'cloudformation:ListChangeSets', 'cloudformation:DescribeEvents', 'cloudformation:DescribeStackEvents', 'cloudformation:GetTemplate'], [S]),
         own('cloudformation:ExecuteChangeSet', 'cloudformation:TagResource', 'cloudformation:UntagResource', 'cloudformation:DeleteChangeSet', 'cloudformation:ContinueUpdateRollback'),
         {
@@ -1155,7 +1337,8 @@ describe('IAM', () => {
         pass,
         assume,
       ],
-      approval: [...registry, events],
+      // The wait's task token, kept where only the answer function reads it.
+      approval: [st('KeepTokens', ['s3:PutObject'], ['BUCKET/approvals/tokens/*']), ...registry, events],
       finalize: [...registry, st('Stacks', ['cloudformation:DescribeChangeSet'], [S]), own('cloudformation:DeleteChangeSet'), assume, events],
       webhook: [
         { ...st('Deliveries', ['dynamodb:PutItem'], ['TABLE']), condition: keys(['delivery#*'], ['pk', 'expiresAt']) },
@@ -1174,16 +1357,22 @@ describe('IAM', () => {
           condition: keys(['source#*'], ['pk', 'url', 'ref', 'schedShard', 'nextReconcileAt', 'head', 'followersCheckedAt', 'credentialsSecret']),
         },
         { ...st('ForgetSource', ['dynamodb:DeleteItem'], ['TABLE']), condition: keys(['source#*'], ['pk', 'head']) },
+        st('StartReconcile', ['states:StartExecution'], ['STATE_MACHINE']),
+        assume,
+        ...sources,
+      ],
+      // No source, secret or execution: drift detection, its record and its notices.
+      drift: [
+        st('WatchIndex', ['dynamodb:Query'], ['TABLE/index/by-shard']),
+        st('ListStacks', ['cloudformation:ListStacks'], ['*']),
         st('Drift', ['cloudformation:DetectStackDrift', 'cloudformation:DescribeStackResourceDrifts'], [S]),
         st('DriftDetections', ['cloudformation:DescribeStackDriftDetectionStatus'], ['*']),
         {
           ...st('RecordDrift', ['dynamodb:GetItem', 'dynamodb:UpdateItem'], ['TABLE']),
-          condition: keys(['stack#*'], ['pk', 'status', 'watch', 'leaseOwner', 'leaseExpiresAt']),
+          condition: keys(['stack#*'], ['pk', 'status', 'watch', 'leaseOwner', 'leaseExpiresAt', 'nextReconcileAt']),
         },
         events,
-        st('StartReconcile', ['states:StartExecution'], ['STATE_MACHINE']),
         assume,
-        ...sources,
       ],
       events: [
         followers,
@@ -1194,10 +1383,30 @@ describe('IAM', () => {
         },
         st('StartReconcile', ['states:StartExecution'], ['STATE_MACHINE']),
       ],
+      // Entries read whole, only their status written (a refused approval); the tokens read, the verified answers
+      // written; the tokens answered (no resource-level permission).
+      answer: [
+        {
+          ...st('ReadEntries', ['dynamodb:GetItem'], ['TABLE']),
+          condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['stack#*'] } },
+        },
+        { ...st('RecordRefusals', ['dynamodb:UpdateItem'], ['TABLE']), condition: keys(['stack#*'], ['pk', 'status']) },
+        st('ReadTokens', ['s3:GetObject'], ['BUCKET/approvals/tokens/*']),
+        st('TokenExists', ['s3:ListBucket'], ['BUCKET']),
+        st('RecordAnswers', ['s3:PutObject'], ['BUCKET/approvals/answers/*']),
+        st('AnswerTokens', ['states:SendTaskSuccess', 'states:SendTaskFailure'], ['*']),
+      ],
     };
     const bySid = (a: any, b: any) => String(a.sid).localeCompare(String(b.sid));
     for (const spec of FUNCTIONS) {
       assert.deepEqual(roleStatements(full, spec).sort(bySid), [...expected[spec.binary]].sort(bySid), spec.binary);
+    }
+  });
+
+  test("each role's statements are in template.yaml's order (all props)", () => {
+    const full = lazyFull();
+    for (const spec of FUNCTIONS) {
+      assert.deepEqual(roleStatements(full, spec).map((x) => String(x.sid)), yamlSids(spec.id), spec.binary);
     }
   });
 
@@ -1252,16 +1461,72 @@ describe('IAM', () => {
           // template.yaml's statement, the same.
           assert.deepEqual(yamlStatement(spec.id, String(x.sid)), { actions: want.actions, conditions: want.conditions }, `template.yaml: ${spec.binary} ${x.sid}`);
         }
-        // The first statements of the role, in template.yaml's order.
+        // In the role as in template.yaml, in the same order (the approval function's KeepTokens comes first).
         assert.deepEqual(
-          roleStatements(s, spec).slice(0, table.length).map((x) => x.sid),
-          Object.keys(expected),
+          roleStatements(s, spec).map((x) => String(x.sid)).filter((sid) => sid in expected),
+          yamlSids(spec.id).filter((sid) => sid in expected),
           spec.binary,
         );
+        assert.deepEqual(yamlSids(spec.id).filter((sid) => sid in expected), Object.keys(expected), spec.binary);
       }
     }
     // The unconditioned Registry statement is gone from every step of template.yaml.
     for (const spec of STEPS) assert.doesNotMatch(templateResource(`${spec.id}Function`), /Sid: Registry\n/, spec.binary);
+  });
+
+  test('approvals: only the approval function keeps task tokens, only the answer function reads them, records verified answers and answers tokens; change-set reads the answers; as template.yaml', () => {
+    for (const s of [lazyDefaults(), lazyFull()]) {
+      const bucket = `<${logicalId(s, s.stack.bucket)}.Arn>`;
+      const roleOf = Object.fromEntries(FUNCTIONS.map((f) => [logicalId(s, s.stack.functions[f.id].role as any), f.binary]));
+      const grants = (test: (x: { statement: Statement }) => boolean) =>
+        identityStatements(s.json)
+          .filter(test)
+          .map(({ roles, statement }) => [roles.map((r) => roleOf[r] ?? r).join(','), statement.Sid, arr(statement.Action).sort().join(',')]);
+      const onPrefix = (prefix: string) => (x: { statement: Statement }) =>
+        arr(x.statement.Resource).some((r) => nagFinding(r) === `${bucket}/${prefix}`);
+      assert.deepEqual(grants(onPrefix('approvals/tokens/*')), [
+        ['approval', 'KeepTokens', 's3:PutObject'],
+        ['answer', 'ReadTokens', 's3:GetObject'],
+      ]);
+      assert.deepEqual(grants(onPrefix('approvals/answers/*')), [
+        ['change-set', 'VerifiedApprovals', 's3:GetObject'],
+        ['answer', 'RecordAnswers', 's3:PutObject'],
+      ]);
+      // No other grant reaches approvals/ (a bucket-wide object ARN, say).
+      assert.deepEqual(grants((x) => arr(x.statement.Resource).some((r) => nagFinding(r) === `${bucket}/*`)), []);
+      assert.deepEqual(grants((x) => arr(x.statement.Action).some((a) => a.startsWith('states:SendTask'))), [
+        ['answer', 'AnswerTokens', 'states:SendTaskFailure,states:SendTaskSuccess'],
+      ]);
+      // The answer function reads entries whole (stack# only) and writes only their status, returning nothing.
+      const answer = roleStatements(s, FUNCTIONS.find((f) => f.binary === 'answer')!).filter((x) => x.actions.some((a) => a.startsWith('dynamodb:')));
+      assert.deepEqual(answer, [
+        { sid: 'ReadEntries', actions: ['dynamodb:GetItem'], resources: ['TABLE'], condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['stack#*'] } } },
+        {
+          sid: 'RecordRefusals',
+          actions: ['dynamodb:UpdateItem'],
+          resources: ['TABLE'],
+          condition: {
+            'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['stack#*'] },
+            'ForAllValues:StringEquals': { 'dynamodb:Attributes': ['pk', 'status'] },
+            StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
+          },
+        },
+      ]);
+    }
+    // template.yaml: the same statements in the same functions.
+    const sidsOn = (prefix: string) =>
+      FUNCTIONS.flatMap((f) =>
+        [...templateResource(`${f.id}Function`).matchAll(new RegExp(`- Sid: ([A-Za-z]+)\\n +Effect: Allow\\n +Action: (s3:[A-Za-z]+)\\n +Resource: !Sub "\\$\\{ArtifactBucket\\.Arn\\}/${prefix}"\\n`, 'g'))].map(
+          (m) => [f.binary, m[1], m[2]],
+        ),
+      );
+    assert.deepEqual(sidsOn('approvals/tokens/\\*'), [['approval', 'KeepTokens', 's3:PutObject'], ['answer', 'ReadTokens', 's3:GetObject']]);
+    assert.deepEqual(sidsOn('approvals/answers/\\*'), [['change-set', 'VerifiedApprovals', 's3:GetObject'], ['answer', 'RecordAnswers', 's3:PutObject']]);
+    assert.match(
+      templateResource('AnswerFunction'),
+      /\n +- Sid: AnswerTokens\n +Effect: Allow\n(?: +#.*\n)* +Action: \[states:SendTaskSuccess, states:SendTaskFailure\]\n +Resource: "\*"\n/,
+    );
+    assert.equal([...TEMPLATE_YAML.matchAll(/states:SendTask/g)].length, 2, 'the answer function only');
   });
 
   test('a role also writes only its own log group (and X-Ray traces)', () => {
@@ -1276,29 +1541,75 @@ describe('IAM', () => {
     }
   });
 
-  test("managed policies: only the scheduler's role, the driftReadPolicy AWS managed policy (ReadOnlyAccess by default; none: none), as template.yaml", () => {
-    // template.yaml: the policy's ARN in the scheduler's Policies, under the ReadsForDrift condition.
-    const yaml = templateResource('SchedulerFunction').match(/\n +- !If\n +- ReadsForDrift\n +- !Sub "(.*)"\n +- !Ref AWS::NoValue\n/)?.[1];
-    assert.ok(yaml, 'template.yaml: the scheduler attaches the DriftReadPolicy under ReadsForDrift');
+  test("managed policies: only the drift function's role (never the scheduler's), the driftReadPolicy AWS managed policy (SecurityAudit by default; none: none) and, with SecurityAudit, DriftReadGapsPolicy, as template.yaml", () => {
+    // template.yaml: the policy's ARN in the drift function's Policies under the ReadsForDrift condition, then the
+    // gaps policy under FillsSecurityAuditGaps; the scheduler, which reaches every Git server, has none.
+    const driftYaml = templateResource('DriftFunction');
+    const yaml = driftYaml.match(/\n +- !If\n +- ReadsForDrift\n +- !Sub "(.*)"\n +- !Ref AWS::NoValue\n +- !If\n +- FillsSecurityAuditGaps\n +- !Ref DriftReadGapsPolicy\n +- !Ref AWS::NoValue\n/)?.[1];
+    assert.ok(yaml, 'template.yaml: the drift function attaches the DriftReadPolicy under ReadsForDrift, then DriftReadGapsPolicy under FillsSecurityAuditGaps');
+    assert.doesNotMatch(templateResource('SchedulerFunction'), /ReadsForDrift|DriftReadPolicy|DriftReadGapsPolicy/);
     assert.match(TEMPLATE_YAML, /\n {2}ReadsForDrift: !Not \[!Equals \[!Ref DriftReadPolicy, none\]\]\n/);
+    assert.match(TEMPLATE_YAML, /\n {2}FillsSecurityAuditGaps: !Equals \[!Ref DriftReadPolicy, SecurityAudit\]\n/);
+    // template.yaml's DriftReadGapsPolicy: its condition, description and two statements.
+    const gapsYaml = templateResource('DriftReadGapsPolicy');
+    assert.match(gapsYaml, /\n {4}Type: AWS::IAM::ManagedPolicy\n {4}Condition: FillsSecurityAuditGaps\n/);
+    assert.doesNotMatch(gapsYaml, /ManagedPolicyName|Roles:|Groups:|Users:/, 'named by CloudFormation, attached by the function');
+    const gapsDescription = gapsYaml.match(/\n {6}Description: (.*)\n/)?.[1];
+    const gapsActions = gapsYaml.match(/\n +- Sid: ReadHandlersBeyondSecurityAudit\n +Effect: Allow\n +Action:\n((?: +- [a-z0-9-]+:[A-Za-z]+\n)+) +Resource: "\*"\n/)?.[1];
+    const apis = gapsYaml.match(/\n +- Sid: ApiGatewayApis\n +Effect: Allow\n +Action: apigateway:GET\n +Resource:\n((?: +- !Sub ".*"\n)+)/)?.[1];
+    assert.ok(gapsDescription && gapsActions && apis, 'template.yaml: DriftReadGapsPolicy with its description and statements');
+    assert.equal([...gapsYaml.matchAll(/- Sid: /g)].length, 2, 'two statements');
+    const yamlActions = [...gapsActions.matchAll(/- ([a-z0-9-]+:[A-Za-z]+)\n/g)].map((m) => m[1]);
+    assert.deepEqual(DRIFT_READ_GAPS, yamlActions);
+    const yamlApis = [...apis.matchAll(/- !Sub "(.*)"\n/g)].map((m) => nagFinding(m[1]));
+
     const arn = (name: string) => nagFinding(yaml.replace('${DriftReadPolicy}', name));
-    for (const [s, policies] of [
-      [lazyDefaults(), [arn('ReadOnlyAccess')]],
-      [lazyFull(), [arn('job-function/ViewOnlyAccess')]],
-      [synth({ driftReadPolicy: 'none' }), []],
+    for (const [s, policies, gaps] of [
+      [lazyDefaults(), [arn('SecurityAudit')], true],
+      [lazyFull(), [arn('job-function/ViewOnlyAccess')], false],
+      [synth({ driftReadPolicy: 'ReadOnlyAccess' }), [arn('ReadOnlyAccess')], false],
+      [synth({ driftReadPolicy: 'none' }), [], false],
     ] as const) {
-      const scheduler = logicalId(s, s.stack.functions.Scheduler.role as any);
+      const drift = logicalId(s, s.stack.functions.Drift.role as any);
+      const customer = ofType(s.json, 'AWS::IAM::ManagedPolicy');
+      assert.equal(customer.length, gaps ? 1 : 0, 'DriftReadGapsPolicy, with SecurityAudit only');
+      const attachedCustomer = customer.map(([id]) => `<${id}>`);
       const withPolicies = ofType(s.json, 'AWS::IAM::Role').filter(([, r]) => r.Properties?.ManagedPolicyArns);
-      assert.deepEqual(withPolicies.map(([id]) => id), policies.length === 0 ? [] : [scheduler]);
-      const attached = arr(s.json.Resources[scheduler].Properties?.ManagedPolicyArns).map(nagFinding);
-      assert.deepEqual(attached, [...policies]);
-      assert.equal(ofType(s.json, 'AWS::IAM::ManagedPolicy').length, 0, 'no customer managed policies');
+      assert.deepEqual(withPolicies.map(([id]) => id), policies.length === 0 ? [] : [drift]);
+      const attached = arr(s.json.Resources[drift].Properties?.ManagedPolicyArns).map(nagFinding);
+      assert.deepEqual(attached, [...policies, ...attachedCustomer]);
       // cdk-nag's AwsSolutions-IAM4 (an AWS managed policy) suppressed for exactly that policy, with the reason.
-      const iam4 = arr<{ id: string; reason: string; applies_to?: string[] }>(s.json.Resources[scheduler].Metadata?.cdk_nag?.rules_to_suppress).filter(
+      const iam4 = arr<{ id: string; reason: string; applies_to?: string[] }>(s.json.Resources[drift].Metadata?.cdk_nag?.rules_to_suppress).filter(
         (x) => x.id === 'AwsSolutions-IAM4',
       );
       assert.deepEqual(iam4.flatMap((x) => x.applies_to ?? []), policies.map((p) => `Policy::${p}`));
       for (const x of iam4) assert.match(x.reason, /caller's credentials.*driftReadPolicy.*'none' attaches nothing/s);
+      if (!gaps) continue;
+      // The gaps policy: template.yaml's description and statements; CloudFormation names it; attached by the role.
+      const [, policy] = customer[0];
+      const p = policy.Properties!;
+      assert.equal(p.Description, gapsDescription);
+      assert.equal(p.ManagedPolicyName, undefined);
+      for (const key of ['Roles', 'Groups', 'Users']) assert.equal(p[key], undefined, key);
+      const statements = arr<Statement>(p.PolicyDocument.Statement).map((x) => ({
+        sid: x.Sid,
+        effect: x.Effect,
+        actions: arr(x.Action).sort(),
+        resources: arr(x.Resource).map(nagFinding).sort(),
+        condition: x.Condition,
+      }));
+      // (The synthesis sorts actions and resources.)
+      assert.deepEqual(statements, [
+        { sid: 'ReadHandlersBeyondSecurityAudit', effect: 'Allow', actions: [...yamlActions].sort(), resources: ['*'], condition: undefined },
+        { sid: 'ApiGatewayApis', effect: 'Allow', actions: ['apigateway:GET'], resources: [...yamlApis].sort(), condition: undefined },
+      ]);
+      // Read actions only (Get, List, Describe; apigateway:GET).
+      for (const { actions } of statements) for (const a of actions) assert.match(a, /^[a-z0-9-]+:(Get|List|Describe|GET$)/, a);
+      // Its wildcard resources: one AwsSolutions-IAM5 suppression each, with the reason.
+      const iam5 = arr<{ id: string; reason: string; applies_to?: string[] }>(policy.Metadata?.cdk_nag?.rules_to_suppress);
+      assert.deepEqual(iam5.map((x) => x.id), iam5.map(() => 'AwsSolutions-IAM5'));
+      assert.deepEqual(iam5.flatMap((x) => x.applies_to ?? []).sort(), ['*', ...yamlApis].map((r) => `Resource::${r}`).sort());
+      for (const x of iam5) assert.match(x.reason, /caller's credentials.*SecurityAudit lacks.*DriftReadGapsPolicy/s);
     }
   });
 
@@ -1314,7 +1625,7 @@ describe('IAM', () => {
         assert.deepEqual(statement.Condition, { StringEquals: { 'iam:PassedToService': 'cloudformation.amazonaws.com' } });
       }
       const assume = identityStatements(s.json).filter((x) => arr(x.statement.Action).some((a) => a.startsWith('sts:')));
-      assert.equal(assume.length, s === full ? 6 : 0, 'template-upload, change-set, poll-status, delete, finalize, scheduler');
+      assert.equal(assume.length, s === full ? 7 : 0, 'template-upload, change-set, poll-status, delete, finalize, scheduler, drift');
       for (const { statement } of assume) {
         // The sessions are tagged (the entry, the installation): sts:TagSession with sts:AssumeRole.
         assert.equal(statement.Sid, 'TargetAccounts');
@@ -1322,12 +1633,12 @@ describe('IAM', () => {
         assert.deepEqual(arr(statement.Resource), TARGET_ROLES);
       }
     }
-    // template.yaml: the same statement in the same six roles, each under CanAssumeRoles.
+    // template.yaml: the same statement in the same seven roles, each under CanAssumeRoles.
     const targetAccounts = /\n +- !If\n +- CanAssumeRoles\n +- \{ Sid: TargetAccounts, Effect: Allow, Action: \[sts:AssumeRole, sts:TagSession\], Resource: !Ref TargetAccountRoleArns \}\n +- !Ref AWS::NoValue\n/;
-    for (const id of ['TemplateUpload', 'ChangeSet', 'PollStatus', 'Delete', 'Finalize', 'Scheduler']) {
+    for (const id of ['TemplateUpload', 'ChangeSet', 'PollStatus', 'Delete', 'Finalize', 'Scheduler', 'Drift']) {
       assert.match(templateResource(`${id}Function`), targetAccounts, id);
     }
-    assert.equal([...TEMPLATE_YAML.matchAll(/Sid: TargetAccounts,/g)].length, 6);
+    assert.equal([...TEMPLATE_YAML.matchAll(/Sid: TargetAccounts,/g)].length, 7);
   });
 
   test('the webhook reads its secret only when one is given (template.yaml: HasWebhookSecret)', () => {
@@ -1359,7 +1670,10 @@ describe('IAM', () => {
     const full = lazyFull();
     for (const [s, withProps] of [[full, true], [defaults, false]] as const) {
       const readers = [s.stack.functions.ArtifactFetch, s.stack.functions.Scheduler].map((f) => logicalId(s, f.role as any));
-      const found = identityStatements(s.json).filter(
+      // (The drift function's DriftReadGapsPolicy aside: read actions drift detection needs, such as ssm:GetParameters
+      // and S3 bucket settings, checked with the managed policies.)
+      const inline = identityStatements(s.json).filter((x) => x.managedPolicy === undefined);
+      const found = inline.filter(
         (x) =>
           SOURCE_SIDS.includes(String(x.statement.Sid)) ||
           // (change-set's `Templates` reads the artifact bucket's templates by version, not sources; the stacks'
@@ -1371,7 +1685,7 @@ describe('IAM', () => {
       for (const { roles, statement } of found) assert.ok(roles.length === 1 && readers.includes(roles[0]), statement.Sid);
       // S3 beyond the artifact bucket: the source buckets only.
       const artifactBucket = `<${logicalId(s, s.stack.bucket)}.Arn>`;
-      for (const { statement } of identityStatements(s.json).filter((x) => arr(x.statement.Action).some((a) => a.startsWith('s3:')))) {
+      for (const { statement } of inline.filter((x) => arr(x.statement.Action).some((a) => a.startsWith('s3:')))) {
         const outside = arr(statement.Resource).map(nagFinding).filter((r) => !r.startsWith(artifactBucket));
         if (outside.length > 0) assert.ok(['SourceObjects', 'SourceBuckets'].includes(String(statement.Sid)), `${statement.Sid}: ${outside}`);
       }
@@ -1413,7 +1727,7 @@ describe('IAM', () => {
     }
   });
 
-  test('CloudFormation actions only on stack/<prefix>*/*, CreateChangeSet on the AWS-owned transforms (change-set only), ListStacks and DescribeStackDriftDetectionStatus (scheduler only)', () => {
+  test('CloudFormation actions only on stack/<prefix>*/*, CreateChangeSet on the AWS-owned transforms (change-set only), ListStacks (scheduler and drift) and DescribeStackDriftDetectionStatus (drift only)', () => {
     // finalize: the failed run's unexecuted change set is deleted.
     const defaults = lazyDefaults();
     const full = lazyFull();
@@ -1426,18 +1740,23 @@ describe('IAM', () => {
           x.statement.Sid !== 'DriftDetections',
       );
       const withStacks = new Set(cfn.flatMap((x) => x.roles));
-      assert.equal(withStacks.size, 6, 'template-upload, change-set, poll-status, delete, finalize, scheduler');
-      // Stacks (reads), OwnStacks (changes) in each step; ChangeSets in change-set; Drift in the scheduler.
+      assert.equal(withStacks.size, 6, 'template-upload, change-set, poll-status, delete, finalize, drift');
+      // Stacks (reads), OwnStacks (changes) in each step; ChangeSets in change-set; Drift in the drift function.
       assert.equal(cfn.length, 12);
-      const scheduler = logicalId(s, s.stack.functions.Scheduler.role as any);
-      const drift = cfn.filter((x) => x.roles.includes(scheduler));
-      assert.deepEqual(drift.map((x) => x.statement.Sid), ['Drift']);
-      for (const [sid, action] of [['ListStacks', 'cloudformation:ListStacks'], ['DriftDetections', 'cloudformation:DescribeStackDriftDetectionStatus']]) {
+      const role = (id: string) => logicalId(s, s.stack.functions[id].role as any);
+      assert.deepEqual(cfn.filter((x) => x.roles.includes(role('Drift'))).map((x) => x.statement.Sid), ['Drift']);
+      // The scheduler starts no drift detection any more: only its health check's listing.
+      assert.deepEqual(cfn.filter((x) => x.roles.includes(role('Scheduler'))), []);
+      for (const [sid, action, ids] of [
+        ['ListStacks', 'cloudformation:ListStacks', ['Scheduler', 'Drift']],
+        ['DriftDetections', 'cloudformation:DescribeStackDriftDetectionStatus', ['Drift']],
+      ] as const) {
         const found = identityStatements(s.json).filter((x) => x.statement.Sid === sid);
-        assert.equal(found.length, 1, `${sid}: scheduler only`);
-        assert.deepEqual(found[0].roles, [scheduler]);
-        assert.deepEqual(arr(found[0].statement.Action), [action]);
-        assert.deepEqual(arr(found[0].statement.Resource), ['*']);
+        assert.deepEqual(found.flatMap((x) => x.roles).sort(), ids.map(role).sort(), sid);
+        for (const { statement } of found) {
+          assert.deepEqual(arr(statement.Action), [action]);
+          assert.deepEqual(arr(statement.Resource), ['*']);
+        }
       }
       for (const { statement } of cfn) {
         assert.ok(arr(statement.Action).every((a) => a.startsWith('cloudformation:')));
@@ -1506,6 +1825,25 @@ describe('cdk-nag (AwsSolutions)', () => {
       for (const [prop, arns] of Object.entries(values)) {
         for (const arn of arns) assert.match(reason(arn), new RegExp(`operator's own pattern, written into ${prop}: .*the stacks' parameters`));
       }
+    }
+  });
+
+  test("the answer function's and the approvals' wildcards have reasons of their own", () => {
+    const s = lazyDefaults();
+    const bucket = `<${logicalId(s, s.stack.bucket)}.Arn>`;
+    const iam5 = (id: string) =>
+      arr<{ id: string; reason: string; applies_to?: string[] }>(
+        s.json.Resources[logicalId(s, s.stack.functions[id].role as any)].Metadata?.cdk_nag?.rules_to_suppress,
+      ).filter((x) => x.id === 'AwsSolutions-IAM5');
+    const reason = (id: string, resource: string) =>
+      iam5(id)
+        .filter((x) => x.applies_to?.includes(`Resource::${resource}`))
+        .map((x) => x.reason)
+        .join(' ');
+    assert.match(reason('Answer', '*'), /SendTaskSuccess and states:SendTaskFailure name a task token.*no resource-level permission.*secrecy/s);
+    assert.match(reason('Answer', '*'), /xray:PutTraceSegments/, 'and X-Ray, as every role');
+    for (const [id, prefix] of [['Answer', 'approvals/tokens/*'], ['Answer', 'approvals/answers/*'], ['Approval', 'approvals/tokens/*'], ['ChangeSet', 'approvals/answers/*']]) {
+      assert.match(reason(id, `${bucket}/${prefix}`), new RegExp(`Objects under ${prefix.replace('*', '\\*')} .*one per approval wait`), `${id} ${prefix}`);
     }
   });
 

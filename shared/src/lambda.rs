@@ -94,6 +94,11 @@ async fn serve(step: StepName) -> Result<(), lambda_runtime::Error> {
         .await
         .map_err(|e| e.to_string())?;
     steps.config.policy = installation_policy()?;
+    // Where this installation's approvals are answered (the approval
+    // function's IAM-authorised URL), recorded with each wait.
+    steps.config.answer_url = std::env::var("STACKSYNC_ANSWER_URL")
+        .ok()
+        .filter(|u| !u.is_empty());
     // `EventBusName`: where the runs' events go (`none`: nowhere).
     steps.notices = crate::wiring::event_bus(
         &config,
@@ -180,17 +185,7 @@ async fn scheduler() -> Result<(), lambda_runtime::Error> {
     config.period = required("STACKSYNC_SCHEDULE")
         .ok()
         .and_then(|e| schedule_period(&e));
-    if let Ok(text) = required("STACKSYNC_MAX_DETECTIONS") {
-        config.max_detections = text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-            format!("STACKSYNC_MAX_DETECTIONS must be a whole number above 0, not {text:?}")
-        })?;
-    }
-    // Drift notices, as the runs' (`EventBusName`; `none`: nowhere).
-    config.installation = registry.table().to_owned();
-    config.notices = crate::wiring::event_bus(
-        &aws,
-        &std::env::var("STACKSYNC_EVENT_BUS").unwrap_or_default(),
-    );
+    let installation = registry.table().to_owned();
     let scheduler = Scheduler {
         registry,
         starter,
@@ -200,7 +195,7 @@ async fn scheduler() -> Result<(), lambda_runtime::Error> {
             &std::env::temp_dir().join("stacksync"),
         ),
         cloudformation: crate::adapters::cloudformation::SdkCloudFormationFactory::new(aws)
-            .for_installation(config.installation.clone()),
+            .for_installation(installation),
         config,
     };
     let scheduler = &scheduler;
@@ -210,6 +205,107 @@ async fn scheduler() -> Result<(), lambda_runtime::Error> {
             .await
             .map_err(|e| e.to_string())?;
         Ok::<Value, lambda_runtime::Error>(serde_json::to_value(report)?)
+    }))
+    .await
+}
+
+/// Runs the drift function (on the scheduler's EventBridge schedule).
+///
+/// Environment: `STACKSYNC_TABLE`; `STACKSYNC_MAX_DETECTIONS` (optional,
+/// default 10); `STACKSYNC_EVENT_BUS` (where drift notices go; `none`:
+/// nowhere).
+pub fn serve_drift() -> Result<(), lambda_runtime::Error> {
+    block_on(drift())
+}
+
+async fn drift() -> Result<(), lambda_runtime::Error> {
+    use crate::triggers::drift::{Config, DriftPass};
+    init_logs();
+    let table = required("STACKSYNC_TABLE")?;
+    let aws = load_config(&AwsOptions::default()).await;
+    let registry = Registry::new(aws_sdk_dynamodb::Client::new(&aws), table);
+    let mut config = Config::default();
+    if let Ok(text) = required("STACKSYNC_MAX_DETECTIONS") {
+        config.max_detections = text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+            format!("STACKSYNC_MAX_DETECTIONS must be a whole number above 0, not {text:?}")
+        })?;
+    }
+    config.installation = registry.table().to_owned();
+    // Drift notices, as the runs' (`EventBusName`; `none`: nowhere).
+    config.notices = crate::wiring::event_bus(
+        &aws,
+        &std::env::var("STACKSYNC_EVENT_BUS").unwrap_or_default(),
+    );
+    let pass = DriftPass {
+        registry,
+        cloudformation: crate::adapters::cloudformation::SdkCloudFormationFactory::new(aws)
+            .for_installation(config.installation.clone()),
+        config,
+    };
+    let pass = &pass;
+    lambda_runtime::run(service_fn(move |_event: LambdaEvent<Value>| async move {
+        let report = pass
+            .run(crate::clock::now_millis())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<Value, lambda_runtime::Error>(serde_json::to_value(report)?)
+    }))
+    .await
+}
+
+/// Runs the approval function (behind an IAM-authorised Function URL).
+///
+/// Environment: `STACKSYNC_TABLE`, `STACKSYNC_BUCKET`; `STACKSYNC_APPROVERS`
+/// (the installation's `Approvers`: IAM principal ARN patterns,
+/// comma-separated; optional).
+pub fn serve_answer() -> Result<(), lambda_runtime::Error> {
+    block_on(answer())
+}
+
+async fn answer() -> Result<(), lambda_runtime::Error> {
+    use crate::adapters::s3::S3Store;
+    use crate::adapters::stepfunctions::StepFunctionsTokens;
+    use crate::triggers::answer::{AnswerHandler, caller_of};
+    use crate::triggers::webhook::handler::{function_url_request, function_url_response};
+    init_logs();
+    let table = required("STACKSYNC_TABLE")?;
+    let bucket = required("STACKSYNC_BUCKET")?;
+    let approvers: Vec<String> = std::env::var("STACKSYNC_APPROVERS")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned)
+        .collect();
+    for pattern in &approvers {
+        crate::approvers::check_pattern(pattern)
+            .map_err(|e| format!("STACKSYNC_APPROVERS (Approvers): {e}"))?;
+    }
+    let aws = load_config(&AwsOptions::default()).await;
+    let handler = AnswerHandler {
+        registry: Registry::new(aws_sdk_dynamodb::Client::new(&aws), table),
+        blobs: S3Store::new(
+            crate::adapters::s3_client(
+                &aws,
+                std::env::var("AWS_ENDPOINT_URL").is_ok_and(|e| !e.is_empty()),
+            ),
+            &bucket,
+        ),
+        tokens: StepFunctionsTokens::new(aws_sdk_sfn::Client::new(&aws)),
+        approvers,
+    };
+    let handler = &handler;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        let caller = caller_of(&event.payload).map(str::to_owned);
+        let response = match function_url_request(&event.payload) {
+            Ok((_, body)) => {
+                handler
+                    .handle(caller.as_deref(), &body, crate::clock::now_millis())
+                    .await
+            }
+            Err(response) => response,
+        };
+        Ok::<Value, lambda_runtime::Error>(function_url_response(&response))
     }))
     .await
 }

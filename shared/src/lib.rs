@@ -20,6 +20,7 @@
 //! feature `lambda`) and the CLI's local runner.
 
 pub mod adapters;
+pub mod approvers;
 pub mod artifact;
 pub mod asl;
 pub mod aws;

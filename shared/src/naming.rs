@@ -99,6 +99,50 @@ pub fn template_key(template_sha256: &str, account: Option<&str>) -> String {
     }
 }
 
+/// The change set's `TemplateURL`: the stored template, pinned to the
+/// version template-upload compared byte for byte (a versioned bucket), so
+/// that CloudFormation reads exactly those bytes even if the key is written
+/// again in between.
+pub fn template_url(base: &str, key: &str, version: Option<&str>) -> String {
+    let url = format!("{}/{key}", base.trim_end_matches('/'));
+    match version {
+        Some(version) => {
+            let encoded: String = version
+                .bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                        char::from(b).to_string()
+                    }
+                    other => format!("%{other:02X}"),
+                })
+                .collect();
+            format!("{url}?versionId={encoded}")
+        }
+        None => url,
+    }
+}
+
+/// Where the task token of `run`'s approval wait is kept: in the bucket,
+/// where its policy lets only the approval function write it and only the
+/// function that answers approvals read it (never the registry, a status
+/// or a log).
+pub fn approval_token_key(entry: &str, run: &str) -> String {
+    format!("approvals/tokens/{}.json", approval_id(entry, run))
+}
+
+/// Where the function that answers approvals records a verified answer to
+/// `run`'s wait (who, for which change set), before it answers the token:
+/// the run executes an approved change set only if this says so (a token
+/// answered by anyone else is no approval). Only that function may write
+/// it.
+pub fn approval_answer_key(entry: &str, run: &str) -> String {
+    format!("approvals/answers/{}.json", approval_id(entry, run))
+}
+
+fn approval_id(entry: &str, run: &str) -> String {
+    sha256_hex(format!("{entry}\0{run}").as_bytes())[..40].to_owned()
+}
+
 /// Where a run's merged parameters are stored: by the SHA-256 of their JSON.
 pub fn parameters_key(parameters_json: &[u8]) -> String {
     format!("parameters/{}.json", sha256_hex(parameters_json))
@@ -231,6 +275,18 @@ mod tests {
         assert_eq!(
             request_token("orders_queue.change:1"),
             "stacksync-orders-queue-change-1"
+        );
+    }
+
+    #[test]
+    fn a_template_url_pins_its_version_encoded_for_a_query() {
+        assert_eq!(
+            template_url("https://b.s3.amazonaws.com/", "templates/ab", None),
+            "https://b.s3.amazonaws.com/templates/ab"
+        );
+        assert_eq!(
+            template_url("https://b", "templates/ab", Some("3/L4kq+tz.x_~")),
+            "https://b/templates/ab?versionId=3%2FL4kq%2Btz.x_~"
         );
     }
 }

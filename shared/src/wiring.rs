@@ -63,6 +63,7 @@ pub async fn sdk_steps(
         ),
         notices: crate::ports::Notifier::none(),
         config: StepConfig {
+            answer_url: None,
             local,
             installation,
             // A deployed function sets its installation's (`crate::lambda`).

@@ -1,8 +1,9 @@
 //! What the drift tests start from: a stack reconciled `Ready` through the
 //! real state machine, registry (the emulator's DynamoDB) and Git, against
 //! the scripted CloudFormation (the emulator has no drift detection); and
-//! the installation's scheduler over the same registry, its drift notices
-//! kept, its calls recorded for the IAM test as the scheduler's.
+//! the installation's scheduler and drift function over the same registry,
+//! the drift notices kept, the calls recorded for the IAM test as each
+//! function's.
 
 use std::sync::Arc;
 
@@ -14,7 +15,8 @@ use stacksync::ports::drift::{DetectionStatus, DriftDetection, ResourceDrift};
 use stacksync::ports::{Notifier, StackSummary};
 use stacksync::registry::{Registry, StackEntry};
 use stacksync::stack_status::StackStatus;
-use stacksync::triggers::scheduler::{Config, Report, Scheduler};
+use stacksync::triggers::drift::{Config as DriftConfig, DriftPass, DriftReport};
+use stacksync::triggers::scheduler::{Config, Scheduler};
 
 use crate::git::GitRepo;
 use crate::harness::Harness;
@@ -24,13 +26,17 @@ use crate::unique_name;
 
 pub type DriftScheduler =
     Scheduler<Registry, RecordingStarter, GitFetcher, Recorded<ScriptedCloudFormation>>;
+pub type DriftFunction = DriftPass<Registry, Recorded<ScriptedCloudFormation>>;
 
-/// A stack `Ready`, its scheduler, and a clock the test moves.
+/// A stack `Ready`, its scheduler and drift function, and a clock the test
+/// moves.
 pub struct Drifting {
     pub fake: ScriptedCloudFormation,
     pub h: Harness<Recorded<ScriptedCloudFormation>>,
     pub name: String,
+    /// Starts what a drift to revert makes due (recorded, not run).
     pub scheduler: DriftScheduler,
+    pub drift: DriftFunction,
     pub notices: Arc<MemoryNotices>,
     /// The scheduler's clock, moved by [`Self::later`]: from a day before
     /// real time, so that what a run records at real time (a revert) comes
@@ -82,10 +88,15 @@ impl Drifting {
             starter: RecordingStarter::new(),
             sources: GitFetcher::new(std::env::temp_dir()),
             cloudformation: Recorded(fake.clone()),
-            config: Config {
+            config: Config::default(),
+        };
+        let drift = DriftPass {
+            registry: h.steps.registry.clone(),
+            cloudformation: Recorded(fake.clone()),
+            config: DriftConfig {
                 installation: h.steps.registry.table().to_owned(),
                 notices: Notifier::to(notices.clone()),
-                ..Config::default()
+                ..DriftConfig::default()
             },
         };
         Self {
@@ -93,14 +104,16 @@ impl Drifting {
             h,
             name,
             scheduler,
+            drift,
             notices,
             now: now_millis() - 86_400_000,
             repo,
         }
     }
 
-    /// One scheduler run, `ms` after the last; it must report no error.
-    pub async fn later(&mut self, ms: EpochMillis) -> Report {
+    /// One scheduler run and one drift run (both on the schedule), `ms`
+    /// after the last; neither may report an error. The drift run's report.
+    pub async fn later(&mut self, ms: EpochMillis) -> DriftReport {
         self.now += ms;
         {
             // ListStacks says what the scripted stack is now.
@@ -116,6 +129,10 @@ impl Drifting {
             s.listing = vec![summary];
         }
         let report = as_function("scheduler", self.scheduler.run(self.now))
+            .await
+            .expect("the registry answers");
+        assert_eq!(report.errors, Vec::<String>::new());
+        let report = as_function("drift", self.drift.run(self.now))
             .await
             .expect("the registry answers");
         assert_eq!(report.errors, Vec::<String>::new());

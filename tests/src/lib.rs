@@ -14,6 +14,7 @@ pub mod crash;
 pub mod drift;
 pub mod faults;
 pub mod fleet;
+pub mod function_url;
 pub mod git;
 pub mod harness;
 pub mod http;

@@ -20,6 +20,7 @@ use stacksync::ports::Trigger;
 use stacksync::registry::Registry;
 use stacksync::seen::Change;
 use stacksync::status::Phase;
+use stacksync::triggers::drift::{Config as DriftConfig, DriftPass, DriftReport};
 use stacksync::triggers::scheduler::judge::Reason;
 use stacksync::triggers::scheduler::{Config, Report, Scheduler};
 use stacksync_testkit::git::GitRepo;
@@ -91,6 +92,24 @@ fn scheduler(h: &Harness<SdkCloudFormationFactory>) -> TestScheduler {
             .for_installation(h.steps.registry.table()),
         config: Config::default(),
     }
+}
+
+/// The installation's drift function over the harness's registry.
+fn drift_pass(
+    h: &Harness<SdkCloudFormationFactory>,
+) -> DriftPass<Registry, SdkCloudFormationFactory> {
+    DriftPass {
+        registry: h.steps.registry.clone(),
+        cloudformation: SdkCloudFormationFactory::new(Emulator::shared().sdk_config())
+            .for_installation(h.steps.registry.table()),
+        config: DriftConfig::default(),
+    }
+}
+
+async fn drift_run(d: &DriftPass<Registry, SdkCloudFormationFactory>) -> DriftReport {
+    let report = as_function("drift", d.run(now_millis())).await.unwrap();
+    assert_eq!(report.errors, Vec::<String>::new());
+    report
 }
 
 async fn scheduler_run(s: &TestScheduler) -> Report {
@@ -168,9 +187,11 @@ async fn an_out_of_band_update_is_found_by_the_scheduler_and_put_back_by_the_run
     let s = scheduler(&h);
 
     // The stack's first drift detection comes first (the emulator's ends
-    // failed at once, saying it cannot detect drift): started, then read.
-    assert_eq!(scheduler_run(&s).await.drift.started, 1);
-    assert_eq!(scheduler_run(&s).await.drift.recorded, 1);
+    // failed at once, saying it cannot detect drift): started, then read,
+    // by the drift function.
+    let d = drift_pass(&h);
+    assert_eq!(drift_run(&d).await.started, 1);
+    assert_eq!(drift_run(&d).await.recorded, 1);
     let reason = h.entry(&name).await.status.drift.unwrap().reason;
     assert_eq!(
         reason.as_deref(),
@@ -333,6 +354,11 @@ async fn stacks_in_another_region_and_another_account_are_listed_once_each_and_t
         "{idle:?}"
     );
     assert!(idle.started.is_empty(), "{idle:?}");
+    // The drift function lists the same three on its own (through the
+    // target role for the other account) and starts a first detection of
+    // each.
+    let drift = drift_run(&drift_pass(&h)).await;
+    assert_eq!((drift.listings, drift.started), (3, 3), "{drift:?}");
 
     update_out_of_band(&paris, &abroad).await;
     there

@@ -23,7 +23,8 @@ use stacksync_testkit::iam::requests::{Installation, requests};
 use stacksync_testkit::repo_root;
 
 /// The trigger functions (not Task states of the state machine).
-const TRIGGERS: [&str; 3] = ["webhook", "scheduler", "events"];
+/// (And the answer function, behind its URL.)
+const TRIGGERS: [&str; 5] = ["webhook", "scheduler", "drift", "events", "answer"];
 
 /// Actions the Lambda platform uses on the function's behalf (its logs and
 /// traces), never the function's own code: no recorded call needs them.

@@ -171,13 +171,13 @@ async fn a_run_that_succeeds_and_one_that_fails_reach_a_queue_through_a_rule_on_
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_schedulers_drift_notices_reach_a_queue_through_a_rule_on_the_bus() {
+async fn the_drift_functions_notices_reach_a_queue_through_a_rule_on_the_bus() {
     use stacksync_testkit::drift::{Drifting, queue_drift};
     let mut t = Drifting::new("told-drift", "").await;
-    // The scheduler puts its notices on the emulator's default bus, as deployed.
-    t.scheduler.config.notices =
+    // The drift function puts its notices on the emulator's default bus, as deployed.
+    t.drift.config.notices =
         stacksync::wiring::event_bus(&Emulator::shared().sdk_config(), "default");
-    let url = queue_for_installation(&t.scheduler.config.installation).await;
+    let url = queue_for_installation(&t.drift.config.installation).await;
     t.later(60_000).await;
     t.finds("DRIFTED", vec![queue_drift()]);
     t.later(300_000).await;

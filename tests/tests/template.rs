@@ -121,10 +121,13 @@ fn the_registry_table_has_the_schema_the_code_uses() {
 
 /// Actions with no resource-level permission (the Service Authorization
 /// Reference lists no resource type for them): their statement names `*`.
-const ACTIONS_WITHOUT_RESOURCES: [&str; 2] = [
+const ACTIONS_WITHOUT_RESOURCES: [&str; 4] = [
     "cloudformation:ListStacks",
     // It names a detection by its id, not a stack.
     "cloudformation:DescribeStackDriftDetectionStatus",
+    // They name a task token, not a state machine.
+    "states:SendTaskSuccess",
+    "states:SendTaskFailure",
 ];
 
 /// function name → its IAM actions, from the template.
@@ -140,10 +143,14 @@ fn template_actions() -> BTreeMap<String, BTreeSet<String>> {
             let mut actions = BTreeSet::new();
             for policy in f["Properties"]["Policies"].as_sequence().unwrap() {
                 let Some(statements) = policy["Statement"].as_sequence() else {
-                    // The one managed policy: the scheduler's, for drift
-                    // detection's reads (`DriftReadPolicy`), none allowed else.
+                    // The only managed policies: the drift function's, for
+                    // drift detection's reads (`DriftReadPolicy` and what
+                    // SecurityAudit lacks), none allowed else.
+                    let shown = format!("{policy:?}");
                     assert!(
-                        name == "scheduler" && format!("{policy:?}").contains("ReadsForDrift"),
+                        name == "drift"
+                            && (shown.contains("ReadsForDrift")
+                                || shown.contains("FillsSecurityAuditGaps")),
                         "{name}: a policy that is not an inline document: {policy:?}"
                     );
                     continue;
@@ -233,5 +240,67 @@ fn the_state_machine_is_wired_to_every_function() {
     assert_eq!(
         machine["Properties"]["DefinitionUri"].as_str(),
         Some("statemachine/reconcile.asl.json")
+    );
+}
+
+/// The managed policies a function's role carries (`Policies` entries that
+/// are policy ARNs, `!If` taken as holding).
+fn managed_policies(function: &Value) -> Vec<String> {
+    function["Properties"]["Policies"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .map(unwrap_if)
+        .filter(|p| p.get("Statement").is_none())
+        .flat_map(|p| match p {
+            Value::Tagged(t) => strings(&t.value),
+            other => strings(other),
+        })
+        .collect()
+}
+
+/// Drift detection reads every resource of a stack with the caller's
+/// permissions, so the function that detects it carries a read policy: not
+/// the scheduler, which reaches every Git server and holds the source
+/// secrets. The drift function has its own role, which reaches no source,
+/// and its read policy defaults to `SecurityAudit` (metadata, no data).
+#[test]
+fn drift_detection_reads_with_a_role_of_its_own_that_reaches_no_git_server() {
+    let t = template();
+    let functions: BTreeMap<&str, &Value> = resources_of_type(&t, "AWS::Serverless::Function")
+        .into_iter()
+        .collect();
+    let scheduler = functions["SchedulerFunction"];
+    assert_eq!(
+        managed_policies(scheduler),
+        Vec::<String>::new(),
+        "the scheduler carries no managed policy"
+    );
+    let drift = functions
+        .get("DriftFunction")
+        .expect("a DriftFunction of its own");
+    assert!(
+        managed_policies(drift)
+            .iter()
+            .any(|p| p.contains("${DriftReadPolicy}")),
+        "{:?}",
+        managed_policies(drift)
+    );
+    let policy = serde_yaml_ng::to_string(&drift["Properties"]["Policies"]).unwrap();
+    for reaches_sources in [
+        "secretsmanager:GetSecretValue",
+        "codecommit:GitPull",
+        "ssm:GetParameter",
+        "s3:GetObject",
+        "states:StartExecution",
+    ] {
+        assert!(
+            !policy.contains(reaches_sources),
+            "drift may {reaches_sources}"
+        );
+    }
+    assert_eq!(
+        t["Parameters"]["DriftReadPolicy"]["Default"].as_str(),
+        Some("SecurityAudit")
     );
 }

@@ -1,26 +1,30 @@
 //! `stacksync approve NAME --change-set ID` and `stacksync reject NAME
 //! --reason TEXT`: answer the change set that waits for a person. An
-//! approval names the exact change set it approves; either answer names
-//! the caller (their AWS identity). A deployed run's wait is answered
-//! through Step Functions (its task token); a local run's (`reconcile
-//! --local`, in another terminal) through the registry, where it looks.
+//! approval names the exact change set it approves.
+//!
+//! A deployed run's wait is answered by the installation's approval
+//! function (its IAM-authorised URL, recorded with the wait): the request
+//! is signed with the caller's AWS credentials, the function takes the
+//! caller's identity from AWS, lets only the approvers through, and alone
+//! reads the run's task token. A local run's wait (`reconcile --local`, in
+//! another terminal) is answered through the registry, where it looks:
+//! whoever may write the registry may answer it (`--help` says so).
 
 use serde::Serialize;
-use serde_json::json;
-use stacksync::adapters::stepfunctions::answer_token;
+use serde_json::{Value, json};
+use stacksync::adapters::answer_url;
 use stacksync::clock::now_millis;
+use stacksync::naming::approval_token_key;
+use stacksync::ports::Blobs;
 use stacksync::reconcile::run::ApprovalAnswer;
 use stacksync::registry::{Answer, Answers};
 use stacksync::status::AwaitingApproval;
+use stacksync::triggers::answer::rejection_error;
 
 use crate::Output;
 use crate::connect::{Connection, registered};
 use crate::error::Result;
 use crate::output::print_structured;
-
-/// The error a rejection fails the waiting task with: a stall the run
-/// records as `Failed (Rejected)`.
-const REJECTED: &str = "StackSync.Stalled.Rejected";
 
 pub async fn approve(aws: &Connection, name: &str, change_set: &str, format: Output) -> Result {
     let awaiting = awaiting(aws, name).await?;
@@ -31,14 +35,23 @@ pub async fn approve(aws: &Connection, name: &str, change_set: &str, format: Out
             awaiting.change_set
         ));
     }
-    let by = caller(aws).await;
-    let output = serde_json::to_value(ApprovalAnswer {
-        change_set: change_set.to_owned(),
-        by: by.clone(),
-        at: now_millis(),
-    })
-    .map_err(|e| e.to_string())?;
-    answer(aws, name, &awaiting, &Answer::Success { output }).await?;
+    let by = match &awaiting.answer_url {
+        Some(url) => {
+            let request = json!({"stack": name, "decision": "approve", "changeSet": change_set});
+            Some(through_function(aws, url, &request).await?)
+        }
+        None => {
+            let by = caller(aws).await;
+            let output = serde_json::to_value(ApprovalAnswer {
+                change_set: change_set.to_owned(),
+                by: by.clone(),
+                at: now_millis(),
+            })
+            .map_err(|e| e.to_string())?;
+            through_registry(aws, name, &awaiting, &Answer::Success { output }).await?;
+            by
+        }
+    };
     report(
         format,
         name,
@@ -51,16 +64,24 @@ pub async fn approve(aws: &Connection, name: &str, change_set: &str, format: Out
 
 pub async fn reject(aws: &Connection, name: &str, reason: &str, format: Output) -> Result {
     let awaiting = awaiting(aws, name).await?;
-    let by = caller(aws).await;
-    let cause = format!(
-        "by {}: {reason}",
-        by.as_deref().unwrap_or("an unknown caller")
-    );
-    let failure = Answer::Failure {
-        error: REJECTED.to_owned(),
-        cause,
+    let by = match &awaiting.answer_url {
+        Some(url) => {
+            let request = json!({"stack": name, "decision": "reject", "reason": reason});
+            Some(through_function(aws, url, &request).await?)
+        }
+        None => {
+            let by = caller(aws).await;
+            let failure = Answer::Failure {
+                error: rejection_error(),
+                cause: format!(
+                    "by {}: {reason}",
+                    by.as_deref().unwrap_or("an unknown caller")
+                ),
+            };
+            through_registry(aws, name, &awaiting, &failure).await?;
+            by
+        }
     };
-    answer(aws, name, &awaiting, &failure).await?;
     report(
         format,
         name,
@@ -81,25 +102,52 @@ async fn awaiting(aws: &Connection, name: &str) -> Result<AwaitingApproval> {
         .ok_or_else(|| format!("{name}: no change set awaits approval (the stack is {phase})"))
 }
 
-/// Sends the answer where the waiting run looks for it: Step Functions for
-/// a deployed run, the registry for a local one (its token says `local:`).
-async fn answer(
+/// A deployed run's wait: the approval function answers it, for the
+/// caller AWS says signed the request. The caller as the function saw it.
+async fn through_function(aws: &Connection, url: &str, request: &Value) -> Result<String> {
+    let (status, body) = answer_url::post(&aws.config, url, request).await?;
+    let message = body["message"].as_str().unwrap_or_default();
+    match status {
+        200 => Ok(body["by"].as_str().unwrap_or_default().to_owned()),
+        403 => Err(format!("refused by the approval function: {message}")),
+        _ => Err(format!(
+            "the approval function answered HTTP {status}: {}",
+            if message.is_empty() {
+                body.to_string()
+            } else {
+                message.to_owned()
+            }
+        )),
+    }
+}
+
+/// A local run's wait: answered through the registry, where the waiting
+/// run looks, with the token the run kept in the bucket.
+async fn through_registry(
     aws: &Connection,
     name: &str,
     awaiting: &AwaitingApproval,
     answer: &Answer,
 ) -> Result {
-    let token = &awaiting.token;
-    let answered = if token.starts_with("local:") {
-        aws.registry
-            .answer(token, answer, now_millis())
-            .await
-            .map_err(|e| e.to_string())?
-    } else {
-        answer_token(&aws_sdk_sfn::Client::new(&aws.config), token, answer)
-            .await
-            .map_err(|e| e.to_string())?
+    let blobs = stacksync::adapters::s3::S3Store::new(
+        stacksync::adapters::s3_client(&aws.config, aws.config.endpoint_url().is_some()),
+        &aws.resources.bucket,
+    );
+    let key = approval_token_key(name, &awaiting.run);
+    let token = match blobs.get(&key, 16 * 1024).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => awaiting.legacy_token.clone().ok_or_else(|| {
+            format!(
+                "{name}: the run {} keeps no task token here ({e})",
+                awaiting.run
+            )
+        })?,
     };
+    let answered = aws
+        .registry
+        .answer(&token, answer, now_millis())
+        .await
+        .map_err(|e| e.to_string())?;
     if answered {
         Ok(())
     } else {
@@ -111,8 +159,8 @@ async fn answer(
     }
 }
 
-/// The caller's AWS identity (`GetCallerIdentity`), for the record; `None`
-/// when it cannot be read.
+/// The caller's AWS identity (`GetCallerIdentity`), for the record of a
+/// local run's answer; `None` when it cannot be read.
 async fn caller(aws: &Connection) -> Option<String> {
     match aws_sdk_sts::Client::new(&aws.config)
         .get_caller_identity()

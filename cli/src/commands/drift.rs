@@ -1,6 +1,6 @@
 //! `stacksync drift NAME`: what the last drift detection found of one
 //! stack — each drifted resource's property differences, expected and
-//! actual, less `drift.ignore` — as the scheduler recorded it. `-o json`
+//! actual, less `drift.ignore` — as the drift function recorded it. `-o json`
 //! and `-o yaml` print the record itself.
 
 use serde::Serialize;

@@ -1,6 +1,7 @@
 //! Adapters: the AWS SDK (and Git) behind the ports of [`crate::ports`].
 //! AWS quirks (and the emulator's) are turned into domain values here, once.
 
+pub mod answer_url;
 pub mod archive;
 pub mod cloudformation;
 pub mod credentials;

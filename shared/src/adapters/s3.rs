@@ -201,6 +201,10 @@ impl Blobs for S3Store {
         Ok(self.write(key, body, content_type, true).await?.is_some())
     }
 
+    async fn put(&self, key: &str, body: Vec<u8>, content_type: &str) -> PortResult<()> {
+        self.write(key, body, content_type, false).await.map(drop)
+    }
+
     /// Makes a content-addressed key hold exactly `body` (see the port).
     async fn store(&self, key: &str, body: Vec<u8>, content_type: &str) -> PortResult<Stored> {
         // Twice at most: a concurrent first write makes ours a no-op, and

@@ -253,9 +253,9 @@ impl Starter for Executions {
 pub async fn answer_token(
     client: &Client,
     token: &str,
-    answer: &crate::registry::Answer,
+    answer: &crate::ports::Answer,
 ) -> PortResult<bool> {
-    use crate::registry::Answer;
+    use crate::ports::Answer;
     let result = match answer {
         Answer::Success { output } => client
             .send_task_success()
@@ -296,6 +296,33 @@ pub async fn answer_token(
             Ok(false)
         }
         Err((_, e)) => Err(e),
+    }
+}
+
+/// Task tokens answered through Step Functions, by the function that
+/// answers approvals (`SendTaskSuccess` and `SendTaskFailure` take no
+/// resource: whoever holds them and a token may answer it, which is why the
+/// tokens are kept where only that function reads them).
+#[derive(Debug, Clone)]
+pub struct StepFunctionsTokens {
+    client: Client,
+}
+
+impl StepFunctionsTokens {
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+impl crate::ports::TaskTokens for StepFunctionsTokens {
+    async fn answer_token(&self, token: &str, answer: &crate::ports::Answer) -> PortResult<bool> {
+        answer_token(&self.client, token, answer).await
+    }
+}
+
+impl crate::ports::TaskTokens for Executions {
+    async fn answer_token(&self, token: &str, answer: &crate::ports::Answer) -> PortResult<bool> {
+        answer_token(&self.client, token, answer).await
     }
 }
 

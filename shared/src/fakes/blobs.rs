@@ -65,6 +65,11 @@ impl MemoryBlobs {
         self.objects().write(key, body.to_vec());
     }
 
+    /// Removes an object and its versions.
+    pub fn delete(&self, key: &str) {
+        self.objects().by_key.remove(key);
+    }
+
     fn objects(&self) -> std::sync::MutexGuard<'_, Objects> {
         self.objects.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -100,6 +105,11 @@ impl Blobs for MemoryBlobs {
         }
         objects.write(key, body);
         Ok(true)
+    }
+
+    async fn put(&self, key: &str, body: Vec<u8>, _content_type: &str) -> PortResult<()> {
+        self.objects().write(key, body);
+        Ok(())
     }
 
     async fn store(&self, key: &str, body: Vec<u8>, _content_type: &str) -> PortResult<Stored> {

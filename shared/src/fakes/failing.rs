@@ -116,6 +116,11 @@ impl<T: Blobs> Blobs for Failing<T> {
         self.inner.put_if_absent(key, body, content_type).await
     }
 
+    async fn put(&self, key: &str, body: Vec<u8>, content_type: &str) -> PortResult<()> {
+        self.check("PutObject")?;
+        self.inner.put(key, body, content_type).await
+    }
+
     async fn store(&self, key: &str, body: Vec<u8>, content_type: &str) -> PortResult<Stored> {
         self.check("GetObject")?;
         self.inner.store(key, body, content_type).await

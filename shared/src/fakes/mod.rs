@@ -28,7 +28,7 @@ pub use cloudformation::{
 pub use failing::Failing;
 pub use notices::MemoryNotices;
 pub use sources::MemorySources;
-pub use starter::RecordingStarter;
+pub use starter::{RecordingStarter, RecordingTokens};
 
 /// The webhook's accepted secrets, as given (never cached: each read is fresh).
 #[derive(Debug, Clone, Default)]

@@ -53,3 +53,39 @@ impl Starter for RecordingStarter {
         })
     }
 }
+
+/// Task tokens answered in memory: each is awaited until answered once,
+/// unless listed as no longer awaited.
+#[derive(Debug, Default)]
+pub struct RecordingTokens {
+    answered: Mutex<Vec<(String, crate::ports::Answer)>>,
+    /// Tokens whose wait ended (timed out, execution gone).
+    pub ended: Mutex<Vec<String>>,
+}
+
+impl RecordingTokens {
+    /// Every answer given so far, oldest first.
+    pub fn answered(&self) -> Vec<(String, crate::ports::Answer)> {
+        self.answered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl crate::ports::TaskTokens for RecordingTokens {
+    async fn answer_token(&self, token: &str, answer: &crate::ports::Answer) -> PortResult<bool> {
+        let ended = self
+            .ended
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .any(|t| t == token);
+        let mut answered = self.answered.lock().unwrap_or_else(PoisonError::into_inner);
+        if ended || answered.iter().any(|(t, _)| t == token) {
+            return Ok(false);
+        }
+        answered.push((token.to_owned(), answer.clone()));
+        Ok(true)
+    }
+}

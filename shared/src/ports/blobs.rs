@@ -31,6 +31,14 @@ pub trait Blobs: Send + Sync {
         body: Vec<u8>,
         content_type: &str,
     ) -> impl Future<Output = PortResult<bool>> + Send;
+    /// Writes an object, over whatever is there (a key that is not
+    /// content-addressed, written by one writer: an approval's token).
+    fn put(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        content_type: &str,
+    ) -> impl Future<Output = PortResult<()>> + Send;
     /// Makes the object at a content-addressed key hold exactly `body`:
     /// reads what is there and compares it byte for byte; absent, it is
     /// written; different (an overwrite by someone else), it is written again

@@ -73,6 +73,28 @@ pub struct Started {
     pub new: bool,
 }
 
+/// What a task token was answered with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum Answer {
+    /// The task succeeds with this output (`SendTaskSuccess`).
+    Success { output: serde_json::Value },
+    /// The task fails with this error (`SendTaskFailure`).
+    Failure { error: String, cause: String },
+}
+
+/// Answers the task tokens executions wait on (a change set that waits for
+/// approval).
+pub trait TaskTokens: Send + Sync {
+    /// Answers `token`; `Ok(false)`: it is no longer awaited (answered
+    /// already, timed out, or its execution ended).
+    fn answer_token(
+        &self,
+        token: &str,
+        answer: &Answer,
+    ) -> impl Future<Output = PortResult<bool>> + Send;
+}
+
 /// Starts reconcile runs.
 pub trait Starter: Send + Sync {
     /// Starts the run of `stack`, named from the stack, the trigger's kind

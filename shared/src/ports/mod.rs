@@ -25,7 +25,7 @@ pub mod source;
 
 pub use blobs::{Blobs, Stored};
 pub use cloudformation::*;
-pub use executions::{Started, Starter, Trigger, TriggerKind};
+pub use executions::{Answer, Started, Starter, TaskTokens, Trigger, TriggerKind};
 pub use notices::{Notices, Notifier};
 pub use secrets::{Accepted, SecretStore};
 pub use source::{FetchError, Files, SourceFetcher, SourceLocation};

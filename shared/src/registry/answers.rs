@@ -8,8 +8,6 @@ use std::collections::HashMap;
 use std::future::Future;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::item::s;
 use super::schema::{PK, TTL_ATTRIBUTE};
@@ -24,15 +22,7 @@ const ANSWER: &str = "answer";
 /// How long an answer is kept: longer than any approval waits.
 const ANSWER_TTL_SECONDS: i64 = 31 * 86_400;
 
-/// What a task token was answered with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "kind")]
-pub enum Answer {
-    /// The task succeeds with this output (`SendTaskSuccess`).
-    Success { output: Value },
-    /// The task fails with this error (`SendTaskFailure`).
-    Failure { error: String, cause: String },
-}
+pub use crate::ports::Answer;
 
 /// Answering task tokens, and reading the answers.
 pub trait Answers: Send + Sync {

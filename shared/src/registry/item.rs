@@ -278,7 +278,7 @@ mod tests {
     #[test]
     fn fields_a_later_version_wrote_are_left_out_and_named() {
         let spec = json!({
-            "name": "a", "canary": "always", "approvers": ["ops"],
+            "name": "a", "canary": "always", "waves": ["ops"],
             "source": {"git": "https://h/r.git", "path": "t.yaml", "verify": {"keys": []}},
             "rollback": {"triggers": [{"arn": "arn:aws:cloudwatch:us-east-1:1:alarm:x", "weight": 2}]}
         });
@@ -287,10 +287,10 @@ mod tests {
         assert_eq!(
             unknown,
             [
-                "approvers",
                 "canary",
                 "rollback.triggers.weight",
-                "source.verify"
+                "source.verify",
+                "waves"
             ]
         );
         // A wrong type is not a field to leave out.

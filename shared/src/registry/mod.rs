@@ -29,6 +29,7 @@ pub mod graph;
 pub mod item;
 pub mod leases;
 pub mod plan;
+pub mod refusals;
 pub mod schedule;
 pub mod schema;
 pub mod specs;
@@ -53,6 +54,7 @@ pub use dependents::Dependents;
 pub use drift::DriftRecords;
 pub use followers::Follower;
 pub use leases::{LEASE_TTL, Lease, Leases, lease_ttl};
+pub use refusals::ApprovalRecords;
 pub use schedule::{Schedule, SourceRecord, Watched};
 pub use specs::{Applied, ApplyStopped, Entries, Specs, apply_plan};
 

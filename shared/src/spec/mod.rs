@@ -163,6 +163,12 @@ pub struct StackSpec {
         skip_serializing_if = "is_default_approval_timeout"
     )]
     pub approval_timeout: Duration,
+    /// Who may approve or reject its change sets through the installation's
+    /// approval function: IAM principal ARN patterns (an assumed role's
+    /// sessions match their role's ARN). Empty: the installation's
+    /// `Approvers`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
     /// When true, stacksync leaves the stack alone.
     #[serde(default)]
     pub suspend: bool,
@@ -468,6 +474,7 @@ pub(crate) mod fixtures {
             deployment_config: None,
             adopt: false,
             approval: Approval::Never,
+            approvers: Vec::new(),
             approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
             suspend: false,
             destroy_on_delete: false,

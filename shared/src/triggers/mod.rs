@@ -6,11 +6,19 @@
 //! - [`events`]: EventBridge — CodeCommit pushes and S3 objects start the
 //!   stacks that follow them; a CloudFormation change stacksync did not make
 //!   marks the stack due;
-//! - [`scheduler`]: on a schedule — due stacks, and sources whose head moved.
+//! - [`scheduler`]: on a schedule — due stacks, and sources whose head moved;
+//! - [`answer`]: behind an IAM-authorised Function URL, answers a change set
+//!   that waits for approval, for a verified approver (it starts nothing:
+//!   it answers the waiting run's task token);
+//! - [`drift`]: on a schedule, in a function of its own — drift detections
+//!   started, their findings recorded (it starts no execution: a drift to
+//!   revert makes its stack due).
 //!
 //! They speak to the world through ports only (the registry, [`Starter`],
 //! [`crate::ports::SourceFetcher`]), so each is unit-tested on the fakes.
 
+pub mod answer;
+pub mod drift;
 pub mod events;
 pub mod scheduler;
 pub mod webhook;

@@ -27,6 +27,26 @@ pub const MAX_ROLLBACK_TRIGGERS: usize = 5;
 /// CloudFormation: a stack policy body is at most 16,384 bytes.
 pub const MAX_STACK_POLICY_BYTES: usize = 16_384;
 
+/// `approvers`: IAM principal ARN patterns, at most
+/// [`crate::approvers::MAX_APPROVERS`].
+pub(super) fn check_approvers(approvers: &[String], errors: &mut Errors) {
+    if approvers.len() > crate::approvers::MAX_APPROVERS {
+        errors.push(
+            "approvers",
+            format!(
+                "{} patterns; at most {}",
+                approvers.len(),
+                crate::approvers::MAX_APPROVERS
+            ),
+        );
+    }
+    for (i, pattern) in approvers.iter().enumerate() {
+        if let Err(e) = crate::approvers::check_pattern(pattern) {
+            errors.push(format!("approvers[{i}]"), e);
+        }
+    }
+}
+
 /// `interval`, `pollInterval`, `retryInterval`, `timeout` and `maxPolls`,
 /// each within its bounds.
 ///

@@ -591,12 +591,23 @@ fn statements_of(document: &Value) -> Result<Vec<Statement>, String> {
 
 /// Each SAM function's statements (`Policies` of `AWS::Serverless::Function`,
 /// inline documents only, and what the artifact bucket's policy denies its
-/// role), by the binary it runs. An AWS managed policy (the scheduler's
-/// `DriftReadPolicy`, for drift detection's reads of the stacks' resources)
-/// is left out: every call stacksync makes itself must be granted inline,
-/// so the checks never lean on it.
+/// role), by the binary it runs. A managed policy (the drift function's
+/// `DriftReadPolicy` and `DriftReadGapsPolicy`, for drift detection's
+/// reads of the stacks' resources) is left out: every call stacksync makes
+/// itself must be granted inline, so the checks never lean on it.
 pub fn sam_roles(resolver: &Resolver<'_>) -> Result<BTreeMap<String, Vec<Statement>>, String> {
     let mut roles = BTreeMap::new();
+    // What a `Ref` to each customer managed policy of the template gives.
+    let mut managed = Vec::new();
+    for (logical, resource) in resolver.template["Resources"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        if resource["Type"].as_str() == Some("AWS::IAM::ManagedPolicy") {
+            managed.extend(resolver.resolve(&serde_json::json!({ "Ref": logical }))?);
+        }
+    }
     for (logical, resource) in resolver.template["Resources"]
         .as_object()
         .into_iter()
@@ -617,6 +628,12 @@ pub fn sam_roles(resolver: &Resolver<'_>) -> Result<BTreeMap<String, Vec<Stateme
                 .as_str()
                 .is_some_and(|arn| arn.starts_with("arn:") && arn.contains(":iam::aws:policy/"))
             {
+                continue;
+            }
+            // A customer managed policy of the template's own (the drift
+            // function's `DriftReadGapsPolicy`): read access for drift
+            // detection, never relied on, as an AWS managed one.
+            if policy.is_string() && managed.contains(policy) {
                 continue;
             }
             if !policy.is_object() || policy.get("Statement").is_none() {

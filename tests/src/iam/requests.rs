@@ -382,6 +382,8 @@ pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>
             "StartExecution" | "DescribeStateMachine" | "ListExecutions" => {
                 vec![Request::new(&action, i.state_machine_arn(region))]
             }
+            // A task token is answered on no resource (IAM has none for it).
+            "SendTaskSuccess" | "SendTaskFailure" => vec![Request::new(&action, "*".to_owned())],
             _ => return unknown(),
         },
         "events" => match op {

@@ -6,6 +6,12 @@ use serde_json::{Map, Value};
 use super::Secret;
 use super::binding::Binding;
 
+/// What a bare token is told: it cannot say where it may be sent.
+const PLAIN_TOKEN: &str = "the secret is a plain token, which does not say where it may be sent: \
+     stacksync sends a credential only to the hosts its secret names. Store it as JSON instead: \
+     {\"token\": \"<the token>\", \"hosts\": [\"github.com\"], \"repositories\": [\"acme/*\"]} \
+     (README: Private repositories)";
+
 /// Why a secret's text cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unusable {
@@ -69,15 +75,7 @@ impl Stored {
                     "the secret starts with `{` but is not valid JSON".into(),
                 ));
             }
-            Err(_) => {
-                return Err(Unusable::Unbound(
-                    "the secret is a plain token, which does not say where it may be sent: \
-                     stacksync sends a credential only to the hosts its secret names. Store it as \
-                     JSON instead: {\"token\": \"<the token>\", \"hosts\": [\"github.com\"], \
-                     \"repositories\": [\"acme/*\"]} (README: Private repositories)"
-                        .into(),
-                ));
-            }
+            Err(_) => return Err(Unusable::Unbound(PLAIN_TOKEN.into())),
         };
         let stored = Self::shape(&map).map_err(Unusable::Invalid)?;
         let binding = Binding::parse(&map).map_err(Unusable::Unbound)?;

@@ -1,9 +1,10 @@
 //! `approval` (state `AwaitApproval`): the run's ready change set waits for
 //! a person. The state machine calls this step with a task token and then
 //! waits for the token's answer (`.waitForTaskToken`: no Lambda runs while
-//! it waits); the step records what waits, with the token that answers it
-//! (`stacksync approve` / `reject` read it from the registry), and keeps the
-//! stack's lease for as long as the wait may last.
+//! it waits); the step keeps the token where only the function that
+//! answers approvals reads it ([`crate::naming::approval_token_key`]: never
+//! the registry, a status or a log), records what waits and where it is
+//! answered, and keeps the stack's lease for as long as the wait may last.
 
 use std::time::Duration;
 
@@ -11,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use tracing::info;
 
 use super::{Steps, due};
+use crate::approvers::VerifiedAnswer;
 use crate::clock::now_millis;
+use crate::naming::{approval_answer_key, approval_token_key};
 use crate::notice::{NoticeApproval, NoticeKind};
 use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
 use crate::reconcile::decide::{Approved, approval_holds};
@@ -51,6 +54,13 @@ where
             .renew_lease(&state.stack_id, &state.execution, wait, now)
             .await?;
         let expires_at = Timestamp(due(now, request.timeout_seconds));
+        self.blobs
+            .put(
+                &approval_token_key(&state.stack_id, &state.execution),
+                task_token.into_bytes(),
+                "text/plain",
+            )
+            .await?;
         info!(stack = %state.stack_id, change_set = %request.change_set, why = %request.why, "awaiting approval");
         let status = Status {
             phase: Phase::AwaitingApproval,
@@ -65,7 +75,8 @@ where
                 changes: request.changes.clone(),
                 more: request.more,
                 run: state.execution.clone(),
-                token: task_token,
+                answer_url: self.config.answer_url.clone(),
+                legacy_token: None,
                 requested_at: Timestamp(now),
                 expires_at,
             }),
@@ -113,9 +124,14 @@ where
             .ok_or_else(|| StepError::missing("change-set", "approved"))?;
         state.started_at += now_millis().saturating_sub(request.asked_at);
         let stack_name = entry.spec.effective_stack_name();
-        let holds = self
-            .still_holds(&state, &request, &answer, entry, cfn)
-            .await?;
+        let (answer, verified) = self.verified(&state, answer).await?;
+        let holds = match verified {
+            Ok(()) => {
+                self.still_holds(&state, &request, &answer, entry, cfn)
+                    .await?
+            }
+            Err(why) => Err(why),
+        };
         let (decision, reason) = match holds {
             Ok(()) => {
                 info!(stack = %state.stack_id, change_set = %request.change_set, by = ?answer.by, "approved: executing");
@@ -150,6 +166,50 @@ where
                 .await;
         }
         Ok(state)
+    }
+
+    /// A deployed run's approval holds only if the function that answers
+    /// approvals let it through: it records who (as AWS verified the
+    /// caller) and which change set before it answers the token
+    /// ([`crate::naming::approval_answer_key`], which only it may write), so
+    /// a token answered by anyone else (it is in the execution's history)
+    /// is no approval. The answer, with the verified approver; or why it
+    /// does not hold. The local runner's answers come through the registry,
+    /// whose writers it trusts (`stacksync approve --help`).
+    async fn verified(
+        &self,
+        state: &RunState,
+        answer: ApprovalAnswer,
+    ) -> Result<(ApprovalAnswer, Result<(), String>), StepError> {
+        if self.config.local {
+            return Ok((answer, Ok(())));
+        }
+        let key = approval_answer_key(&state.stack_id, &state.execution);
+        let recorded = if self.blobs.exists(&key).await? {
+            let bytes = self.blobs.get(&key, 64 * 1024).await?;
+            serde_json::from_slice::<VerifiedAnswer>(&bytes).ok()
+        } else {
+            None
+        };
+        Ok(match recorded {
+            Some(v) if v.approved && v.change_set == answer.change_set => (
+                ApprovalAnswer {
+                    by: Some(v.by),
+                    at: v.at,
+                    ..answer
+                },
+                Ok(()),
+            ),
+            _ => (
+                ApprovalAnswer { by: None, ..answer },
+                Err(
+                    "the approval did not come through the installation's approval function \
+                     (its verified record of the approver is missing): a task token answered \
+                     some other way is no approval"
+                        .to_owned(),
+                ),
+            ),
+        })
     }
 
     /// Whether the approval holds (else why it is void): it names the
@@ -247,14 +307,54 @@ mod tests {
         (t, state, name)
     }
 
-    async fn answered(t: &Test, mut state: RunState, change_set: &str) -> RunState {
+    /// Approved through the installation's approval function: its verified
+    /// record of the approver, then the token's answer.
+    async fn answered(t: &Test, state: RunState, change_set: &str) -> RunState {
+        let verified = VerifiedAnswer {
+            change_set: change_set.to_owned(),
+            approved: true,
+            by: "arn:aws:iam::1:user/ops".into(),
+            at: 1_800_000_000_000,
+        };
+        t.steps.blobs.inner.put(
+            &approval_answer_key(&state.stack_id, &state.execution),
+            &serde_json::to_vec(&verified).unwrap(),
+        );
+        answered_by_token(t, state, change_set).await
+    }
+
+    /// The token answered, with no verified record (anyone who read the
+    /// token from the execution's history and may `SendTaskSuccess`).
+    async fn answered_by_token(t: &Test, mut state: RunState, change_set: &str) -> RunState {
         state.approved = Some(ApprovalAnswer {
             change_set: change_set.to_owned(),
-            by: Some("arn:aws:iam::1:user/ops".into()),
+            by: Some("arn:aws:iam::1:user/whoever-says-so".into()),
             at: 1_800_000_000_000,
         });
         let state = t.steps.artifact_fetch(state).await.unwrap();
         t.steps.template_upload(state).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_token_answered_around_the_approval_function_is_no_approval() {
+        let (t, state) = polled(Approval::Always, vec![change("Add", None)]).await;
+        let name = state.approval.as_ref().unwrap().change_set.clone();
+        let state = answered_by_token(&t, state, &name).await;
+        let state = t.steps.change_set(state).await.unwrap();
+        assert!(!state.execute, "not executed");
+        assert!(
+            !t.cfn.operations().contains(&"ExecuteChangeSet".to_owned()),
+            "nothing ran"
+        );
+        let record = t.entry().status.approvals.last().cloned().unwrap();
+        assert_eq!(record.decision, Decision::Void);
+        assert_eq!(record.by, None, "nobody verified");
+        assert!(
+            record.reason.as_deref().is_some_and(
+                |r| r.contains("did not come through the installation's approval function")
+            ),
+            "{record:?}"
+        );
     }
 
     #[tokio::test]
@@ -273,15 +373,21 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_waiting_change_set_is_recorded_with_its_token_and_the_lease_kept_for_the_wait() {
+    async fn the_waiting_change_set_is_recorded_its_token_kept_apart_and_the_lease_kept_for_the_wait()
+     {
         let (t, _, name) = waiting().await;
         let entry = t.entry();
         assert_eq!(entry.status.phase, Phase::AwaitingApproval);
         let awaiting = entry.status.awaiting.clone().unwrap();
+        assert_eq!(awaiting.change_set, name);
+        // The token is where only the approval function reads it, never in
+        // the status (`get`, `status`, the watch index).
         assert_eq!(
-            (awaiting.change_set, awaiting.token),
-            (name, "token-1".to_owned())
+            t.blob(&approval_token_key(NAME, &awaiting.run)).as_deref(),
+            Some(b"token-1" as &[u8])
         );
+        let shown = serde_json::to_string(&entry).unwrap();
+        assert!(!shown.contains("token-1"), "{shown}");
         let week = 7 * 86_400 * 1000;
         let lease = entry.lease.unwrap().expires_at.0;
         assert!(lease > now_millis() + week, "held past the wait");

@@ -290,7 +290,7 @@ where
             .template_key
             .as_deref()
             .ok_or_else(|| StepError::missing("change-set", "templateKey"))?;
-        let url = template_url(
+        let url = crate::naming::template_url(
             &self.config.template_url_base,
             template_key,
             state.template_version.as_deref(),
@@ -320,29 +320,6 @@ where
 fn refuses_drift_aware(e: &crate::ports::PortError) -> bool {
     let text = e.to_string();
     text.contains("DeploymentMode") || text.contains("REVERT_DRIFT")
-}
-
-/// The change set's `TemplateURL`: the stored template, pinned to the
-/// version template-upload compared byte for byte (a versioned bucket), so
-/// that CloudFormation reads exactly those bytes even if the key is written
-/// again in between.
-fn template_url(base: &str, key: &str, version: Option<&str>) -> String {
-    let url = format!("{}/{key}", base.trim_end_matches('/'));
-    match version {
-        Some(version) => {
-            let encoded: String = version
-                .bytes()
-                .map(|b| match b {
-                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                        char::from(b).to_string()
-                    }
-                    other => format!("%{other:02X}"),
-                })
-                .collect();
-            format!("{url}?versionId={encoded}")
-        }
-        None => url,
-    }
 }
 
 #[cfg(test)]
@@ -465,18 +442,6 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(t.cfn.script().requests.is_empty(), "no change set made");
-    }
-
-    #[test]
-    fn a_template_url_pins_its_version_encoded_for_a_query() {
-        assert_eq!(
-            template_url("https://b.s3.amazonaws.com/", "templates/ab", None),
-            "https://b.s3.amazonaws.com/templates/ab"
-        );
-        assert_eq!(
-            template_url("https://b", "templates/ab", Some("3/L4kq+tz.x_~")),
-            "https://b/templates/ab?versionId=3%2FL4kq%2Btz.x_~"
-        );
     }
 
     #[tokio::test]

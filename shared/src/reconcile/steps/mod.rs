@@ -70,6 +70,11 @@ pub struct StepConfig {
     /// What a deployed installation allows its entries (stack names,
     /// service roles); the local runner's checks none.
     pub policy: crate::ownership::InstallationPolicy,
+    /// A deployed installation's approval function URL
+    /// (`STACKSYNC_ANSWER_URL`), where its runs' waits are answered by a
+    /// caller whose identity AWS verified; `None`: the local runner, whose
+    /// waits are answered through the registry.
+    pub answer_url: Option<String>,
 }
 
 /// The steps, with the ports they use.
@@ -335,7 +340,11 @@ where
             changed_at: Timestamp(stack.changed_at),
             stack_status: stack.status.to_string(),
             drift: stack.drift.clone(),
-            deployed_hash: deployed_hash(&body, &masked(spec, &stack.parameters), &stack.tags),
+            deployed_hash: deployed_hash(
+                &body,
+                &parameters::masked(spec, &stack.parameters),
+                &stack.tags,
+            ),
             interval_seconds: spec.interval.as_secs(),
             drift_seconds: Some(spec.drift.interval_seconds()),
         })
@@ -378,26 +387,6 @@ where
             .or_else(|| stack.and_then(|s| s.reason))
             .unwrap_or_else(|| "no reason given".into()))
     }
-}
-
-/// The stack's parameters with the values of those the spec reads from a
-/// secret store masked, as CloudFormation masks `NoEcho` ones: the hash of
-/// what is deployed is recorded, and must let nobody confirm a guess.
-fn masked(spec: &StackSpec, parameters: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    parameters
-        .iter()
-        .map(|(k, v)| {
-            let secret = spec
-                .parameters
-                .get(k)
-                .and_then(|p| p.reference())
-                .is_some_and(crate::spec::ValueRef::is_secret);
-            (
-                k.clone(),
-                if secret { "****".to_owned() } else { v.clone() },
-            )
-        })
-        .collect()
 }
 
 /// The phase's transition time: kept when the phase stays, now when it changes.

@@ -96,6 +96,29 @@ where
     }
 }
 
+/// The stack's parameters with the values of those the spec reads from a
+/// secret store masked, as CloudFormation masks `NoEcho` ones: the hash of
+/// what is deployed is recorded, and must let nobody confirm a guess.
+pub(super) fn masked(
+    spec: &StackSpec,
+    parameters: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    parameters
+        .iter()
+        .map(|(k, v)| {
+            let secret = spec
+                .parameters
+                .get(k)
+                .and_then(|p| p.reference())
+                .is_some_and(crate::spec::ValueRef::is_secret);
+            (
+                k.clone(),
+                if secret { "****".to_owned() } else { v.clone() },
+            )
+        })
+        .collect()
+}
+
 /// A value that could not be read: `MissingValue` naming it, or the port's
 /// error as any other.
 pub(super) fn value_error(e: values::ValueError) -> StepError {

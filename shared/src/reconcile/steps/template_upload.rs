@@ -266,14 +266,13 @@ where
         Ok(AsLeft::Same(now))
     }
 
-    /// Reads and checks the template and the parameters at the run's
-    /// revision, and stores both by content.
-    async fn store_desired(
+    /// The template at the run's revision, checked, with the parameter (or
+    /// deployment) file's values and how messages name that file.
+    async fn read_template(
         &self,
         state: &RunState,
-        entry: &StackEntry,
-    ) -> Result<Desired, StepError> {
-        let spec = &entry.spec;
+        spec: &StackSpec,
+    ) -> Result<(Vec<u8>, template::FileValues, Option<String>), StepError> {
         let key = state
             .artifact_key
             .as_deref()
@@ -305,6 +304,18 @@ where
             None => template::FileValues::default(),
         };
         let file_label = file.as_ref().map(|(name, _)| format!("{file_kind} {name}"));
+        Ok((template, from_file, file_label))
+    }
+
+    /// Reads and checks the template and the parameters at the run's
+    /// revision, and stores both by content.
+    async fn store_desired(
+        &self,
+        state: &RunState,
+        entry: &StackEntry,
+    ) -> Result<Desired, StepError> {
+        let spec = &entry.spec;
+        let (template, from_file, file_label) = self.read_template(state, spec).await?;
         let merged = template::merge_parameters(from_file.parameters.clone(), spec);
         let cfn = self.port(spec).await?;
         let read = values::read_values(&self.cloudformation, &self.registry, &cfn, &merged)

@@ -65,6 +65,7 @@ impl Test {
                 cloudformation: Failing::new(cfn.clone()),
                 sources,
                 config: StepConfig {
+                    answer_url: None,
                     local: false,
                     installation: crate::fakes::TEST_INSTALLATION.into(),
                     policy: Default::default(),

@@ -6,8 +6,8 @@
 //! summary is compared in memory with what its last run recorded
 //! ([`crate::seen::Seen`]): a stack that is fine costs no write, no call and
 //! no execution; one changed outside stacksync (updated, replaced, deleted,
-//! in another status) gets its reconcile started. The listings are handed
-//! on to the drift pass ([`super::drift`]).
+//! in another status) gets its reconcile started. (Drift detection lists
+//! the stacks again, in a function of its own: [`crate::triggers::drift`].)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -21,7 +21,8 @@ use crate::ports::{CloudFormation, CloudFormationFactory, SourceFetcher, StackSu
 use crate::registry::{Entries, RegistryError, Schedule, Watched};
 use crate::seen::Observed;
 
-use super::drift::{Listings, Target, drift_listed_in};
+/// An account and region: (region, role assumed to reach the account).
+pub type Target = (Option<String>, Option<String>);
 
 /// What the check found, beyond the candidates.
 #[derive(Debug, Default)]
@@ -34,22 +35,20 @@ struct Tally {
 
 impl<R, X, S, F> Scheduler<R, X, S, F>
 where
-    R: Entries + Schedule + crate::registry::DriftRecords,
+    R: Entries + Schedule,
     X: Starter,
     S: SourceFetcher + Clone + 'static,
     F: CloudFormationFactory,
 {
     /// Checks every stack; adds those changed outside stacksync (and not
     /// in `taken`, already started for another reason) to `candidates`.
-    /// Returns what it read: every stack, and every listing (drift
-    /// detection works from both).
     pub(super) async fn check_health(
         &self,
         now: EpochMillis,
         taken: &BTreeSet<String>,
         candidates: &mut Vec<Candidate>,
         report: &mut Report,
-    ) -> Result<(Vec<Watched>, Listings), RegistryError> {
+    ) -> Result<(), RegistryError> {
         let at = Instant::now();
         let watched = self.registry.watched().await?;
         report.timing.watch_read = at.elapsed();
@@ -57,9 +56,8 @@ where
         let home = self.cloudformation.home_region();
         let mut by_target: BTreeMap<Target, Vec<&Watched>> = BTreeMap::new();
         let mut tally = Tally::default();
-        let mut listings = Listings::new();
         for w in &watched {
-            match listed_in(w, now).or_else(|| drift_listed_in(w, now)) {
+            match listed_in(w, now) {
                 Some((region, role)) => {
                     let region = region.map(str::to_owned).or_else(|| home.clone());
                     by_target
@@ -72,7 +70,7 @@ where
         }
         for (target, stacks) in by_target {
             let at = Instant::now();
-            let listed = self.list(&target).await;
+            let listed = list_stacks(&self.cloudformation, &target).await;
             report.timing.listing += at.elapsed();
             let listing = match listed {
                 Ok(listing) => listing,
@@ -92,14 +90,13 @@ where
                 let listed = listing.get(w.stack_name.as_str()).map(|s| observed(s));
                 self.judge(w, listed, now, taken, candidates, &mut tally);
             }
-            listings.insert(target, listing);
         }
         report.stacks_fine = tally.fine;
         report.listings = tally.listings;
         report.stacks_unchecked = tally.unchecked;
         report.interval_shorter_than_period = tally.slow.len();
         self.warn_slow(&tally.slow);
-        Ok((watched, listings))
+        Ok(())
     }
 
     fn judge(
@@ -127,17 +124,6 @@ where
             Health::Start(c) if !taken.contains(&c.stack) => candidates.push(c),
             Health::Start(_) => {}
         }
-    }
-
-    /// Every live stack of one account and region, by name.
-    async fn list(&self, target: &Target) -> Result<BTreeMap<String, StackSummary>, String> {
-        let cfn = self
-            .cloudformation
-            .for_stack(target.0.as_deref(), target.1.as_deref(), None)
-            .await
-            .map_err(|e| e.to_string())?;
-        let stacks = cfn.list_stacks().await.map_err(|e| e.to_string())?;
-        Ok(stacks.into_iter().map(|s| (s.name.clone(), s)).collect())
     }
 
     fn warn_slow(&self, slow: &[String]) {
@@ -178,7 +164,21 @@ fn observed(s: &StackSummary) -> Observed<'_> {
     }
 }
 
-fn describe_target(target: &Target) -> String {
+/// Every live stack of one account and region, by name.
+pub async fn list_stacks<F: CloudFormationFactory>(
+    factory: &F,
+    target: &Target,
+) -> Result<BTreeMap<String, StackSummary>, String> {
+    let cfn = factory
+        .for_stack(target.0.as_deref(), target.1.as_deref(), None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let stacks = cfn.list_stacks().await.map_err(|e| e.to_string())?;
+    Ok(stacks.into_iter().map(|s| (s.name.clone(), s)).collect())
+}
+
+/// An account and region in words.
+pub fn describe_target(target: &Target) -> String {
     format!(
         "region {} through {}",
         target.0.as_deref().unwrap_or("(default)"),

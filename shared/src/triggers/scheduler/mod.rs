@@ -17,10 +17,10 @@
 //! 3. **Health** ([`health`]): every stack, every run, compared with one
 //!    listing per account and region; only a stack changed outside
 //!    stacksync is started ([`judge::judge_watched`]).
-//! 4. **Drift** ([`drift`]): against the same listings, the drift
-//!    detections that are due are started (capped per account and region),
-//!    those running asked about, and the findings of those that ended
-//!    recorded; a drift to revert makes its stack due.
+//!
+//! (Drift detection runs in a function of its own, with the read policy it
+//! needs: [`crate::triggers::drift`]; a drift to revert makes its stack due
+//! here.)
 //!
 //! At most `max_starts` executions are started per run, most urgent first;
 //! the rest stay due (their `nextReconcileAt` is not moved, the source head
@@ -30,12 +30,11 @@
 //! Execution names are deterministic (stack and due time, head, or change
 //! seen), so a run retried after a crash cannot start anything twice.
 //!
-//! An idle run — nothing due, no source moved, every stack fine, no drift
-//! detection due — makes six DynamoDB queries (more only past 1 MB of
+//! An idle run — nothing due, no source moved, every stack fine — makes six
+//! DynamoDB queries (more only past 1 MB of
 //! index), one ref listing per source and one `ListStacks` per account and
 //! region, and no write, no start, no per-stack call.
 
-pub mod drift;
 pub mod health;
 pub mod judge;
 
@@ -77,13 +76,6 @@ pub struct Config {
     /// How often the scheduler runs, when known (`STACKSYNC_SCHEDULE`): a
     /// stack whose `interval` is shorter is warned about.
     pub period: Option<Duration>,
-    /// Most drift detections running at once per account and region
-    /// (`STACKSYNC_MAX_DETECTIONS`); the due ones wait for a free place.
-    pub max_detections: usize,
-    /// The installation, as notices name it (its registry table).
-    pub installation: String,
-    /// Where drift notices go.
-    pub notices: crate::ports::Notifier,
 }
 
 impl Default for Config {
@@ -95,9 +87,6 @@ impl Default for Config {
             probe_concurrency: 8,
             followers_check_every: Duration::from_secs(24 * 3600),
             period: None,
-            max_detections: 10,
-            installation: String::new(),
-            notices: crate::ports::Notifier::none(),
         }
     }
 }
@@ -141,8 +130,6 @@ pub struct Report {
     pub stacks_unchecked: usize,
     /// Fine stacks whose `interval` is shorter than the scheduler's period.
     pub interval_shorter_than_period: usize,
-    /// What drift detection did.
-    pub drift: drift::DriftReport,
     /// What went wrong, per source or stack; the run itself went on.
     pub errors: Vec<String>,
     /// Where the run's time went.
@@ -236,7 +223,7 @@ fn judge_due_entries(due: &[StackEntry], now: EpochMillis) -> (Vec<Candidate>, V
 
 impl<R, X, S, F> Scheduler<R, X, S, F>
 where
-    R: Entries + Schedule + crate::registry::DriftRecords,
+    R: Entries + Schedule,
     X: Starter,
     S: SourceFetcher + Clone + 'static,
     F: CloudFormationFactory,
@@ -271,14 +258,10 @@ where
         report.timing.sources = at.elapsed();
         // Then every stack's health, against one listing per account and region.
         let taken: BTreeSet<String> = candidates.iter().map(|c| c.stack.clone()).collect();
-        let (watched, listings) = self
-            .check_health(now, &taken, &mut candidates, &mut report)
+        self.check_health(now, &taken, &mut candidates, &mut report)
             .await?;
         let at = Instant::now();
         let unfinished = self.start_chosen(candidates, now, &mut report).await;
-        // Drift last: a start above that takes a stack keeps drift off it.
-        self.check_drift(now, &watched, &listings, &mut report)
-            .await;
         for (stack, from, to) in postpone {
             match self.registry.move_due(&stack, from, to).await {
                 Ok(true) => report.postponed += 1,

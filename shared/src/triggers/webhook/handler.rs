@@ -29,7 +29,7 @@ pub struct Response {
 }
 
 impl Response {
-    fn new(status: u16, body: Value) -> Self {
+    pub fn new(status: u16, body: Value) -> Self {
         Self { status, body }
     }
 
@@ -113,6 +113,15 @@ impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
             Ok(verified) => verified,
             Err(response) => return response,
         };
+        // A signed time past the deduplication window: a replay.
+        if let Some(detail) = super::verify::stale(headers, now, DELIVERY_TTL_SECONDS) {
+            tracing::warn!(%detail, "webhook delivery refused");
+            return Response::error(
+                401,
+                "Unauthorized",
+                "the delivery's signature or token is missing or does not match",
+            );
+        }
         let delivery = match received {
             Received::Push(delivery) => delivery,
             Received::Ping => return Response::answer(200, &Answer::Pong),
@@ -392,6 +401,49 @@ mod tests {
             let again = w.handle(&headers, &body, NOW).await;
             assert_eq!(again.body["result"], "nothing new to start");
             assert_eq!(w.starter.started().len(), 1);
+        }
+
+        /// A generic delivery that signs its time (`X-Stacksync-Timestamp`,
+        /// the signature over `TIMESTAMP.BODY`) is refused once older than
+        /// the window deliveries are deduplicated in (a replay after its id
+        /// is forgotten would otherwise start runs again), or from too far
+        /// ahead; a fresh one is taken.
+        #[tokio::test]
+        async fn a_signed_timestamp_older_than_the_dedup_window_is_refused() {
+            let timed = |id: &str, at_secs: i64| {
+                let body = json!({"repository": "https://git.example/infra.git", "ref": "refs/heads/main", "after": "a".repeat(40)})
+                    .to_string()
+                    .into_bytes();
+                let signed = [at_secs.to_string().as_bytes(), b".", &body].concat();
+                let headers: Headers = [
+                    ("X-Stacksync-Event", "push".to_owned()),
+                    ("X-Stacksync-Delivery", id.to_owned()),
+                    ("X-Stacksync-Timestamp", at_secs.to_string()),
+                    (
+                        "X-Stacksync-Signature-256",
+                        sign(SECRET.as_bytes(), &signed),
+                    ),
+                ]
+                .into_iter()
+                .collect();
+                (headers, body)
+            };
+            let w = webhook(registry());
+            let now_secs = NOW / 1000;
+            for (id, at, status) in [
+                ("old", now_secs - DELIVERY_TTL_SECONDS - 60, 401),
+                ("ahead", now_secs + 3600, 401),
+                ("fresh", now_secs - 30, 202),
+            ] {
+                let (headers, body) = timed(id, at);
+                let answer = w.handle(&headers, &body, NOW).await;
+                assert_eq!(answer.status, status, "{id}: {:?}", answer.body);
+            }
+            // The time is signed: moved, the signature no longer matches.
+            let (mut headers, body) = timed("moved", now_secs - DELIVERY_TTL_SECONDS - 60);
+            headers.insert("X-Stacksync-Timestamp", (now_secs - 30).to_string());
+            assert_eq!(w.handle(&headers, &body, NOW).await.status, 401);
+            assert_eq!(w.starter.started().len(), 1, "only the fresh one");
         }
 
         /// A secret that may sign only for `repositories`.

@@ -20,6 +20,13 @@ pub const GITHUB_SIGNATURE: &str = "X-Hub-Signature-256";
 pub const BITBUCKET_SIGNATURE: &str = "X-Hub-Signature";
 /// The generic sender's signature header.
 pub const GENERIC_SIGNATURE: &str = "X-Stacksync-Signature-256";
+/// The generic sender's signed time (Unix seconds), optional: with it, the
+/// signature covers `TIMESTAMP.BODY`, and a delivery older than the window
+/// deliveries are deduplicated in is refused ([`stale`]). GitHub, GitLab and
+/// Bitbucket sign no time: their replays are caught by the delivery id only.
+pub const GENERIC_TIMESTAMP: &str = "X-Stacksync-Timestamp";
+/// How far ahead of this clock a signed time may be (the sender's clock).
+pub const MAX_CLOCK_SKEW_SECONDS: i64 = 300;
 /// GitLab's secret-token header.
 pub const GITLAB_TOKEN: &str = "X-Gitlab-Token";
 
@@ -49,8 +56,41 @@ pub fn verify<S: AsRef<[u8]>>(
     match provider {
         Provider::GitHub => verify_hmac(GITHUB_SIGNATURE, headers, body, &secrets),
         Provider::Bitbucket => verify_hmac(BITBUCKET_SIGNATURE, headers, body, &secrets),
-        Provider::Generic => verify_hmac(GENERIC_SIGNATURE, headers, body, &secrets),
+        Provider::Generic => match headers.get(GENERIC_TIMESTAMP) {
+            Some(at) => {
+                let signed = [at.as_bytes(), b".", body].concat();
+                verify_hmac(GENERIC_SIGNATURE, headers, &signed, &secrets)
+            }
+            None => verify_hmac(GENERIC_SIGNATURE, headers, body, &secrets),
+        },
         Provider::GitLab => verify_token(headers, &secrets),
+    }
+}
+
+/// Why a verified delivery's signed time is refused (`now`: epoch ms):
+/// older than `window_seconds` (the window delivery ids are kept for
+/// deduplication: a replay past it would otherwise start runs again), ahead
+/// of this clock by more than [`MAX_CLOCK_SKEW_SECONDS`], or not a number.
+/// `None`: no signed time, or a fresh one.
+pub fn stale(headers: &Headers, now: i64, window_seconds: i64) -> Option<String> {
+    let at = headers.get(GENERIC_TIMESTAMP)?;
+    let Ok(at) = at.trim().parse::<i64>() else {
+        return Some(format!("{GENERIC_TIMESTAMP} is not a number of seconds"));
+    };
+    let now = now / 1000;
+    if at < now - window_seconds {
+        Some(format!(
+            "{GENERIC_TIMESTAMP} is {} s old: older than the {window_seconds} s deliveries are \
+             deduplicated in",
+            now - at
+        ))
+    } else if at > now + MAX_CLOCK_SKEW_SECONDS {
+        Some(format!(
+            "{GENERIC_TIMESTAMP} is {} s ahead of this clock",
+            at - now
+        ))
+    } else {
+        None
     }
 }
 

@@ -9,6 +9,9 @@ use crate::clock::{self, EpochMillis};
 use crate::preview::ResourceChange;
 use crate::seen::{OutOfBand, Seen};
 
+mod approval;
+pub use approval::{ApprovalRecord, AwaitingApproval, Decision, MAX_APPROVAL_RECORDS};
+
 /// Longest status message kept; longer ones are cut (DynamoDB items are bounded).
 pub const MAX_MESSAGE_CHARS: usize = 2048;
 
@@ -407,62 +410,6 @@ pub struct Status {
     /// outside runs, carried by them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<crate::drift::DriftRecord>,
-}
-
-/// How many approval records a status keeps.
-pub const MAX_APPROVAL_RECORDS: usize = 10;
-
-/// A change set that waits for a person.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AwaitingApproval {
-    /// The change set to approve, by name: `stacksync approve NAME
-    /// --change-set <this>`.
-    pub change_set: String,
-    /// Why it waits (the `approval` policy, and what in the change set
-    /// asked for it).
-    pub why: String,
-    /// What it would do, one row per resource (bounded), and how many more.
-    pub changes: Vec<ResourceChange>,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub more: usize,
-    /// The execution waiting, and the task token that answers it.
-    pub run: String,
-    pub token: String,
-    pub requested_at: Timestamp,
-    /// Past this, the change set is deleted and the run fails.
-    pub expires_at: Timestamp,
-}
-
-/// What a person (or the clock) decided of a change set.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ApprovalRecord {
-    pub change_set: String,
-    pub decision: Decision,
-    /// Who decided (the caller's AWS identity), if a person did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub by: Option<String>,
-    pub at: Timestamp,
-    /// A rejection's reason; why an approval became void.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// The execution that asked.
-    pub run: String,
-}
-
-/// The outcome of an approval request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Decision {
-    /// Approved, and the change set ran.
-    Approved,
-    Rejected,
-    /// Nobody answered within `approvalTimeout`.
-    TimedOut,
-    /// Approved, but the stack or its desired state moved since the
-    /// preview: the change set was replaced, and approval asked again.
-    Void,
 }
 
 impl Status {

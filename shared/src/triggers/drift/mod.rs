@@ -1,9 +1,15 @@
-//! Drift detection, on every scheduler run, against the listings the health
-//! check made (one `ListStacks` per account and region, which also reports
-//! each stack's drift status and its last detection's start).
+//! Drift detection, in a function of its own (`drift`, on the scheduler's
+//! schedule): CloudFormation reads each resource of a stack with the
+//! permissions of whoever asks for a detection, so the function that asks
+//! carries a read policy (`DriftReadPolicy`); it is not the scheduler,
+//! which reaches every Git server and holds the source secrets. This one
+//! reaches no source and starts no execution.
 //!
-//! For each `Ready` stack not held by a run, suspended or being deleted,
-//! and whose `drift.action` is not `off` ([`judge_drift`]):
+//! Each run reads the watch index (what the health check reads) and lists
+//! the stacks of each account and region once (`ListStacks`, which also
+//! reports each stack's drift status and its last detection's start). For
+//! each `Ready` stack not held by a run, not due to run, suspended or being
+//! deleted, and whose `drift.action` is not `off` ([`judge_drift`]):
 //! - a detection stacksync started is asked about by its id
 //!   (`DescribeStackDriftDetectionStatus`) until it ends;
 //! - ended, or a drift status in the listing other than the one recorded (a
@@ -11,20 +17,21 @@
 //!   (`DescribeStackResourceDrifts`), less `drift.ignore`, and recorded
 //!   ([`crate::drift::apply_findings`]); a new drift is told (`Drift
 //!   Detected`), and with `action: revert` the stack is made due for a run
-//!   that reverts it;
+//!   that reverts it (the scheduler starts it);
 //! - otherwise a detection is started when the stack's slot comes
 //!   ([`crate::drift::next_detection`]), at most
-//!   [`super::Config::max_detections`] running at once per account and
-//!   region, oldest due first; a refused start (throttled) stops the starts
-//!   of that account and region until the next run.
+//!   [`Config::max_detections`] running at once per account and region,
+//!   oldest due first; a refused start (throttled) stops the starts of that
+//!   account and region until the next run.
 //!
-//! A stack with nothing due costs nothing: no call, no read, no write.
+//! A stack with nothing due costs nothing: no call, no read, no write. An
+//! idle run is one read of the watch index and one listing per account and
+//! region with a stack to watch.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use tracing::{info, warn};
 
-use super::{Report, Scheduler};
 use crate::clock::{EpochMillis, rfc3339_millis};
 use crate::drift::ignore::reportable;
 use crate::drift::{
@@ -33,16 +40,46 @@ use crate::drift::{
 };
 use crate::notice::{Notice, NoticeDrift, NoticeKind};
 use crate::ports::drift::{DetectionStatus, DriftDetection};
-use crate::ports::{CloudFormation, CloudFormationFactory, SourceFetcher, StackSummary, Starter};
-use crate::registry::{DriftRecords, Entries, Schedule, StackEntry, Watched};
+use crate::ports::{CloudFormation, CloudFormationFactory, Notifier, StackSummary};
+use crate::registry::{DriftRecords, Entries, RegistryError, Schedule, StackEntry, Watched};
 use crate::spec::{DEFAULT_DRIFT_INTERVAL, DriftAction};
 use crate::stack_status::StackStatus;
 use crate::status::{Phase, Timestamp};
+use crate::triggers::scheduler::health::{Target, describe_target, list_stacks};
 
-/// An account and region: (region, role assumed to reach the account).
-pub(super) type Target = (Option<String>, Option<String>);
-/// Every listing the health check made, by account and region.
-pub(super) type Listings = BTreeMap<Target, BTreeMap<String, StackSummary>>;
+/// Every listing made, by account and region.
+pub type Listings = BTreeMap<Target, BTreeMap<String, StackSummary>>;
+
+/// How the drift function paces itself, and where it tells what it found.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Most drift detections running at once per account and region
+    /// (`STACKSYNC_MAX_DETECTIONS`); the due ones wait for a free place.
+    pub max_detections: usize,
+    /// The installation, as notices name it (its registry table).
+    pub installation: String,
+    /// Where drift notices go.
+    pub notices: Notifier,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            max_detections: 10,
+            installation: String::new(),
+            notices: Notifier::none(),
+        }
+    }
+}
+
+/// The drift function of one installation.
+#[derive(Debug, Clone)]
+pub struct DriftPass<R, F> {
+    pub registry: R,
+    /// CloudFormation, per account and region.
+    pub cloudformation: F,
+    pub config: Config,
+}
 
 /// What drift detection does with one stack this run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,13 +93,21 @@ pub enum DriftStep {
 }
 
 /// The account and region a stack must be listed in for drift detection
-/// (as [`super::judge::listed_in`]), or `None` when it is not looked at.
+/// (as [`crate::triggers::scheduler::judge::listed_in`]), or `None` when it
+/// is not looked at.
 pub fn drift_listed_in(w: &Watched, now: EpochMillis) -> Option<(Option<&str>, Option<&str>)> {
     let seen = w.seen.as_ref()?;
     let held = w.lease_expires_at.is_some_and(|t| t > now);
     let off = seen.drift_seconds == Some(0);
     (w.phase == Some(Phase::Ready) && !held && !w.suspended && !w.deleting && !off)
         .then_some((seen.region.as_deref(), seen.assume_role_arn.as_deref()))
+}
+
+/// Whether drift detection looks at `w` now: not while it is due, since
+/// the scheduler is about to start its run (a detection then would read a
+/// stack about to change).
+fn watched_now(w: &Watched, now: EpochMillis) -> bool {
+    w.next_reconcile_at.is_none_or(|at| at > now)
 }
 
 /// What to do about one stack's drift, given its summary in the listing.
@@ -126,29 +171,70 @@ pub struct DriftReport {
     pub detected: usize,
     /// Stacks made due to revert their drift.
     pub reverts: usize,
+    /// Stacks read from the watch index.
+    pub stacks_watched: usize,
+    /// Account-and-region listings made (`ListStacks`, every page).
+    pub listings: usize,
+    /// What went wrong, per stack or listing; the run itself went on.
+    pub errors: Vec<String>,
 }
 
-impl<R, X, S, F> Scheduler<R, X, S, F>
+impl<R, F> DriftPass<R, F>
 where
     R: Entries + Schedule + DriftRecords,
-    X: Starter,
-    S: SourceFetcher + Clone + 'static,
     F: CloudFormationFactory,
 {
+    /// One run at `now`. Fails only when the registry's watch index cannot
+    /// be read; every other problem is in [`DriftReport::errors`] and waits
+    /// for the next run.
+    pub async fn run(&self, now: EpochMillis) -> Result<DriftReport, RegistryError> {
+        let mut report = DriftReport::default();
+        let watched = self.registry.watched().await?;
+        report.stacks_watched = watched.len();
+        let home = self.cloudformation.home_region();
+        let mut targets: BTreeSet<Target> = BTreeSet::new();
+        for w in watched.iter().filter(|w| watched_now(w, now)) {
+            if let Some((region, role)) = drift_listed_in(w, now) {
+                targets.insert((
+                    region.map(str::to_owned).or_else(|| home.clone()),
+                    role.map(str::to_owned),
+                ));
+            }
+        }
+        let mut listings = Listings::new();
+        for target in targets {
+            match list_stacks(&self.cloudformation, &target).await {
+                Ok(listing) => {
+                    report.listings += 1;
+                    listings.insert(target, listing);
+                }
+                // Not listed is not missing: these wait for the next run.
+                Err(e) => {
+                    warn!(region = ?target.0, role = ?target.1, error = %e, "stacks not listed");
+                    report.errors.push(format!(
+                        "listing the stacks of {}: {e}",
+                        describe_target(&target)
+                    ));
+                }
+            }
+        }
+        self.check_drift(now, &watched, &listings, &mut report)
+            .await;
+        Ok(report)
+    }
+
     /// The drift pass: every stack against `listings`.
-    pub(super) async fn check_drift(
+    async fn check_drift(
         &self,
         now: EpochMillis,
         watched: &[Watched],
         listings: &Listings,
-        report: &mut Report,
+        report: &mut DriftReport,
     ) {
         let home = self.cloudformation.home_region();
         let mut running: BTreeMap<Target, usize> = BTreeMap::new();
         let mut due: BTreeMap<Target, Vec<(EpochMillis, &Watched)>> = BTreeMap::new();
-        // A stack this run started is about to be taken by its run.
-        let started: BTreeSet<String> = report.started.iter().map(|r| r.stack.clone()).collect();
-        for w in watched.iter().filter(|w| !started.contains(&w.name)) {
+        for w in watched.iter().filter(|w| watched_now(w, now)) {
             let Some((region, role)) = drift_listed_in(w, now) else {
                 continue;
             };
@@ -183,21 +269,19 @@ where
                 .config
                 .max_detections
                 .saturating_sub(running.get(&target).copied().unwrap_or(0));
-            report.drift.deferred += stacks.len().saturating_sub(free);
+            report.deferred += stacks.len().saturating_sub(free);
             for (i, (_, w)) in stacks.iter().take(free).enumerate() {
                 if let Err(e) = self.start_detection(w, &target, now, report).await {
                     warn!(stack = %w.name, error = %e, "drift detection not started; the rest of its account and region wait for the next run");
                     report
                         .errors
                         .push(format!("{}: drift detection: {e}", w.name));
-                    report.drift.deferred += free.min(stacks.len()) - i;
+                    report.deferred += free.min(stacks.len()) - i;
                     break;
                 }
             }
         }
-        if report.drift != DriftReport::default() {
-            info!(drift = ?report.drift, "drift detection");
-        }
+        info!(drift = ?report, "drift detection");
     }
 
     async fn port(&self, target: &Target) -> Result<F::Port, String> {
@@ -212,7 +296,7 @@ where
         w: &Watched,
         target: &Target,
         now: EpochMillis,
-        report: &mut Report,
+        report: &mut DriftReport,
     ) -> Result<(), String> {
         let id = self
             .port(target)
@@ -220,7 +304,7 @@ where
             .detect_drift(&w.stack_name)
             .await
             .map_err(|e| e.to_string())?;
-        report.drift.started += 1;
+        report.started += 1;
         let entry = self
             .registry
             .get(&w.name)
@@ -257,9 +341,9 @@ where
         started_at: EpochMillis,
         listed: Option<&StackSummary>,
         now: EpochMillis,
-        report: &mut Report,
+        report: &mut DriftReport,
     ) -> bool {
-        report.drift.polled += 1;
+        report.polled += 1;
         let asked = match self.port(target).await {
             Ok(port) => port.drift_detection(id).await.map_err(|e| e.to_string()),
             Err(e) => Err(e),
@@ -298,7 +382,7 @@ where
         detection: Option<(DriftDetection, EpochMillis)>,
         listed: Option<&StackSummary>,
         now: EpochMillis,
-        report: &mut Report,
+        report: &mut DriftReport,
     ) {
         if let Err(e) = self
             .record_findings(w, target, detection, listed, now, report)
@@ -318,7 +402,7 @@ where
         detection: Option<(DriftDetection, EpochMillis)>,
         listed: Option<&StackSummary>,
         now: EpochMillis,
-        report: &mut Report,
+        report: &mut DriftReport,
     ) -> Result<(), String> {
         let Some(entry) = self
             .registry
@@ -368,17 +452,17 @@ where
         {
             return Ok(());
         }
-        report.drift.recorded += 1;
+        report.recorded += 1;
         if due {
             self.registry
                 .mark_due(&w.name, now)
                 .await
                 .map_err(|e| e.to_string())?;
-            report.drift.reverts += 1;
+            report.reverts += 1;
         }
         if let Some(notice) = self.notice(w, &entry, &record, outcome, listed) {
             if outcome == Outcome::Detected {
-                report.drift.detected += 1;
+                report.detected += 1;
             }
             self.config.notices.send(&notice).await;
         }

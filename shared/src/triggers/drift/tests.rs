@@ -3,13 +3,10 @@
 
 use std::sync::Arc;
 
-use super::super::{Config, Report, Scheduler};
+use super::{Config, DriftPass, DriftReport};
 use crate::clock::EpochMillis;
 use crate::drift::{DriftRecord, RevertState};
-use crate::fakes::{
-    MemoryNotices, MemorySources, RecordingStarter, ScriptedCloudFormation, queue_drift, stack_id,
-    summary,
-};
+use crate::fakes::{MemoryNotices, ScriptedCloudFormation, queue_drift, stack_id, summary};
 use crate::ports::drift::{DetectionStatus, DriftDetection, ResourceDrift};
 use crate::ports::{Notifier, PortError};
 use crate::registry::memory::MemoryRegistry;
@@ -22,12 +19,20 @@ use crate::status::{Phase, Status, Timestamp};
 const NOW: EpochMillis = 1_800_000_000_000;
 const DAY: EpochMillis = 86_400_000;
 
-type DriftScheduler =
-    Scheduler<MemoryRegistry, RecordingStarter, MemorySources, ScriptedCloudFormation>;
+type DriftScheduler = DriftPass<MemoryRegistry, ScriptedCloudFormation>;
 
 struct Test {
     s: DriftScheduler,
     notices: Arc<MemoryNotices>,
+}
+
+/// What an idle run reports of one stack: watched, listed, nothing done.
+fn idle() -> DriftReport {
+    DriftReport {
+        stacks_watched: 1,
+        listings: 1,
+        ..DriftReport::default()
+    }
 }
 
 /// `names`, `Ready` and as their last run left them, never checked for
@@ -57,16 +62,13 @@ fn fleet(names: &[String], drift: &DriftSpec, cap: usize) -> Test {
             .push(summary(name, StackStatus::CreateComplete, NOW - DAY));
     }
     let notices = Arc::new(MemoryNotices::default());
-    let s = Scheduler {
+    let s = DriftPass {
         registry,
-        starter: RecordingStarter::new(),
-        sources: MemorySources::new(),
         cloudformation: cfn,
         config: Config {
             max_detections: cap,
             installation: "test".into(),
             notices: Notifier::to(notices.clone()),
-            ..Config::default()
         },
     };
     Test { s, notices }
@@ -86,7 +88,7 @@ fn complete(stack_drift: &str) -> DriftDetection {
 }
 
 impl Test {
-    async fn run(&self, at: EpochMillis) -> Report {
+    async fn run(&self, at: EpochMillis) -> DriftReport {
         let report = self.s.run(at).await.unwrap();
         assert_eq!(report.errors, Vec::<String>::new());
         report
@@ -119,12 +121,12 @@ impl Test {
 async fn a_drifted_queue_property_is_reported_with_its_expected_and_actual_values() {
     let t = one(DriftSpec::default());
     let report = t.run(NOW).await;
-    assert_eq!(report.drift.started, 1, "never checked: at once");
+    assert_eq!(report.started, 1, "never checked: at once");
     assert_eq!(t.drift_calls(), ["DetectStackDrift"]);
     assert!(t.drift().detection.is_some());
     t.finds(complete("DRIFTED"), vec![queue_drift()]);
     let report = t.run(NOW + 300_000).await;
-    assert_eq!((report.drift.polled, report.drift.detected), (1, 1));
+    assert_eq!((report.polled, report.detected), (1, 1));
     assert_eq!(
         t.drift_calls(),
         [
@@ -171,13 +173,13 @@ async fn a_drifted_queue_property_is_reported_with_its_expected_and_actual_value
     // Next run, and until its slot a day on: nothing asked, nothing said.
     for at in [NOW + 600_000, NOW + DAY / 3] {
         let report = t.run(at).await;
-        assert_eq!(report.drift, Default::default());
+        assert_eq!(report, idle());
     }
     assert!(t.drift_calls().is_empty());
     assert_eq!(t.notices.kinds().len(), 1, "the same drift is said once");
     // At its slot the detection runs again; the same drift is not news.
     let report = t.run(NOW + 2 * DAY).await;
-    assert_eq!(report.drift.started, 1);
+    assert_eq!(report.started, 1);
     t.run(NOW + 2 * DAY + 300_000).await;
     assert_eq!(t.notices.kinds().len(), 1);
     assert!(t.drift().drifted());
@@ -234,7 +236,7 @@ async fn a_revert_that_does_not_clear_the_drift_is_reported_once_and_not_retried
     t.run(NOW).await;
     t.finds(complete("DRIFTED"), vec![queue_drift()]);
     let report = t.run(NOW + 300_000).await;
-    assert_eq!(report.drift.reverts, 1);
+    assert_eq!(report.reverts, 1);
     let entry = t.s.registry.entry("orders").unwrap();
     assert_eq!(
         entry.status.next_reconcile_at,
@@ -256,7 +258,7 @@ async fn a_revert_that_does_not_clear_the_drift_is_reported_once_and_not_retried
     t.drift_calls();
     // Detected again at once, not at the next slot.
     let report = t.run(NOW + 500_000).await;
-    assert_eq!(report.drift.started, 1);
+    assert_eq!(report.started, 1);
     // The same drift: CloudFormation could not set it back.
     t.run(NOW + 800_000).await;
     let record = t.drift();
@@ -328,15 +330,11 @@ async fn a_thousand_due_stacks_are_detected_a_few_at_a_time_and_none_is_dropped(
     .into_iter()
     .collect();
     let report = t.run(NOW).await;
-    assert_eq!((report.drift.started, report.drift.deferred), (10, 990));
+    assert_eq!((report.started, report.deferred), (10, 990));
     // Still running: no place for more.
     let report = t.run(NOW + 300_000).await;
     assert_eq!(
-        (
-            report.drift.started,
-            report.drift.polled,
-            report.drift.deferred
-        ),
+        (report.started, report.polled, report.deferred),
         (0, 10, 990)
     );
     let max_running = |calls: &[String]| {
@@ -352,10 +350,10 @@ async fn a_thousand_due_stacks_are_detected_a_few_at_a_time_and_none_is_dropped(
     let mut runs = 0;
     loop {
         let report = t.run(at).await;
-        assert!(report.drift.started <= 10, "{:?}", report.drift);
+        assert!(report.started <= 10, "{report:?}");
         runs += 1;
         at += 300_000;
-        if report.drift.started == 0 && report.drift.polled == 0 {
+        if report.started == 0 && report.polled == 0 {
             break;
         }
     }
@@ -378,11 +376,11 @@ async fn a_thousand_due_stacks_are_detected_a_few_at_a_time_and_none_is_dropped(
         [PortError::Transient("Rate exceeded".into())].into(),
     );
     let report = t.s.run(NOW).await.unwrap();
-    assert_eq!(report.drift.started, 0, "the first start was refused");
-    assert_eq!(report.drift.deferred, 30);
+    assert_eq!(report.started, 0, "the first start was refused");
+    assert_eq!(report.deferred, 30);
     assert_eq!(report.errors.len(), 1);
     let report = t.s.run(NOW + 300_000).await.unwrap();
-    assert_eq!(report.drift.started, 10);
+    assert_eq!(report.started, 10);
 }
 
 #[tokio::test]
@@ -391,14 +389,21 @@ async fn a_stack_held_by_a_run_suspended_or_with_detection_off_is_left_alone() {
         action: DriftAction::Off,
         ..DriftSpec::default()
     });
-    let report = t.run(NOW).await;
-    assert_eq!(report.drift, Default::default());
+    // Not even listed: nothing there to look at.
+    let unlisted = DriftReport {
+        listings: 0,
+        ..idle()
+    };
+    assert_eq!(t.run(NOW).await, unlisted);
     let t = one(DriftSpec::default());
     let mut entry = t.s.registry.entry("orders").unwrap();
     entry.suspended = true;
     t.s.registry.insert(entry);
-    assert_eq!(t.run(NOW).await.drift, Default::default());
-    assert!(t.drift_calls().is_empty());
+    assert_eq!(t.run(NOW).await, unlisted);
+    assert!(
+        t.s.cloudformation.operations().is_empty(),
+        "no call, no listing either"
+    );
 }
 
 #[tokio::test]
@@ -418,25 +423,22 @@ async fn a_detection_that_fails_is_recorded_with_its_reason_and_tried_at_the_nex
     let record = t.drift();
     assert_eq!(record.reason.as_deref(), Some("Queue: Access Denied"));
     assert!(record.detection.is_none() && !record.drifted());
-    assert_eq!(t.run(NOW + 600_000).await.drift.started, 0);
+    assert_eq!(t.run(NOW + 600_000).await.started, 0);
     assert!(t.notices.kinds().is_empty());
 }
 
 #[tokio::test]
-async fn a_stack_under_way_or_started_by_this_run_gets_no_detection() {
+async fn a_stack_under_way_or_due_to_run_gets_no_detection() {
     let t = one(DriftSpec::default());
     t.s.cloudformation.script().listing[0].status = StackStatus::UpdateInProgress;
-    assert_eq!(t.run(NOW).await.drift.started, 0, "an operation under way");
+    assert_eq!(t.run(NOW).await.started, 0, "an operation under way");
     t.s.cloudformation.script().listing[0].status = StackStatus::UpdateRollbackComplete;
-    assert_eq!(t.run(NOW).await.drift.started, 1, "a rollback that ended");
+    assert_eq!(t.run(NOW).await.started, 1, "a rollback that ended");
 
+    // Due: the scheduler is about to start its run, which will take it.
     let t = one(DriftSpec::default());
     let mut entry = t.s.registry.entry("orders").unwrap();
     entry.status.next_reconcile_at = Some(Timestamp(NOW - 1));
-    let url = entry.spec.source.url().to_owned();
     t.s.registry.insert(entry);
-    t.s.sources.commit(&url, "main", "h1", &[]);
-    let report = t.run(NOW).await;
-    assert_eq!(report.started.len(), 1, "due: started");
-    assert_eq!(report.drift.started, 0, "its run is about to take it");
+    assert_eq!(t.run(NOW).await.started, 0, "its run is about to take it");
 }
