@@ -467,7 +467,6 @@ export const DRIFT_READ_GAPS = [
   'lambda:GetLayerVersion',
   'sns:GetSubscriptionAttributes',
   'sns:GetDataProtectionPolicy',
-  'ssm:GetParameters',
   's3:GetIntelligentTieringConfiguration',
   's3:ListTagsForResource',
   'dynamodb:DescribeContributorInsights',

@@ -1670,8 +1670,8 @@ describe('IAM', () => {
     const full = lazyFull();
     for (const [s, withProps] of [[full, true], [defaults, false]] as const) {
       const readers = [s.stack.functions.ArtifactFetch, s.stack.functions.Scheduler].map((f) => logicalId(s, f.role as any));
-      // (The drift function's DriftReadGapsPolicy aside: read actions drift detection needs, such as ssm:GetParameters
-      // and S3 bucket settings, checked with the managed policies.)
+      // (The drift function's DriftReadGapsPolicy aside: read actions drift detection needs, such as S3 bucket
+      // settings, checked with the managed policies.)
       const inline = identityStatements(s.json).filter((x) => x.managedPolicy === undefined);
       const found = inline.filter(
         (x) =>
