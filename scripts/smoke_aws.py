@@ -12,7 +12,9 @@ an approval refused and one let through (the deployed run waits on its task
 token; the CLI signs its answer as each role), drift detected and reverted
 (the drift function and the scheduler invoked rather than waited for), delete,
 and the teardown (the stacks, the installation and its retained table and
-bucket, the roles).
+bucket, the roles). `sam deploy --resolve-s3` also makes (or re-uses) SAM's
+own managed bucket and its stack, aws-sam-cli-managed-default, shared by
+every `sam deploy` of the account and region: the teardown leaves those.
 
 Against the emulator (`--endpoint URL`, what scripts/test runs so the script
 cannot rot): the same template translated as `sam deploy` would and created in
@@ -220,9 +222,13 @@ class Smoke:
         # What an approver needs (README "Who may approve"), for both roles:
         # the answer function itself tells them apart.
         answer = self.physical("AnswerFunction")
+        answer_arn = f"arn:aws:lambda:{self.region}:{account}:function:{answer}"
         access = [
-            {"Effect": "Allow", "Action": ["lambda:InvokeFunctionUrl", "lambda:InvokeFunction"],
-             "Resource": f"arn:aws:lambda:{self.region}:{account}:function:{answer}"},
+            {"Effect": "Allow", "Action": "lambda:InvokeFunctionUrl", "Resource": answer_arn,
+             "Condition": {"StringEquals": {"lambda:FunctionUrlAuthType": "AWS_IAM"}}},
+            # Only through the URL: a direct invocation could name any caller.
+            {"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": answer_arn,
+             "Condition": {"Bool": {"lambda:InvokedViaFunctionUrl": "true"}}},
             {"Effect": "Allow", "Action": "dynamodb:GetItem", "Resource": f"arn:aws:dynamodb:{self.region}:{account}:table/{self.table}"},
             {"Effect": "Allow", "Action": "cloudformation:DescribeStacks", "Resource": "*"},
         ]
@@ -391,18 +397,17 @@ class Smoke:
             except Exception as e:  # noqa: BLE001 - every part is tried
                 problems.append(f"{what}: {e}")
 
-        for stack in list(self.made["stacks"]):
+        # Every stack of this run that exists, Ready or not (a check may
+        # have failed after its create began).
+        for stack in dict.fromkeys([*self.made["stacks"], *self.stacks.values()]):
             attempt(f"stack {stack}", lambda s=stack: self.delete_stack(s))
         if self.made["installation"]:
+            # A deploy that failed and rolled back keeps its retained table
+            # and bucket, which no output names: read them off the stack.
+            attempt("the installation's resources", self.find_retained)
             attempt("the installation", lambda: self.delete_stack(self.made["installation"]))
         if self.made["table"]:
-            def drop_table():
-                try:
-                    self.ddb.update_table(TableName=self.made["table"], DeletionProtectionEnabled=False)
-                except ClientError:
-                    pass
-                self.ddb.delete_table(TableName=self.made["table"])
-            attempt(f"table {self.made['table']}", drop_table)
+            attempt(f"table {self.made['table']}", self.drop_table)
         if self.made["bucket"]:
             attempt(f"bucket {self.made['bucket']}", lambda: self.empty_bucket(self.made["bucket"]))
         for role in self.made["roles"]:
@@ -424,6 +429,32 @@ class Smoke:
         if problems:
             raise Failed("; ".join(problems))
         return "nothing of the smoke test is left"
+
+    def find_retained(self):
+        if self.made["table"] and self.made["bucket"]:
+            return
+        if not self.stack_exists(self.made["installation"]):
+            return
+        paginator = self.cfn.get_paginator("list_stack_resources")
+        for page in paginator.paginate(StackName=self.made["installation"]):
+            for resource in page["StackResourceSummaries"]:
+                physical = resource.get("PhysicalResourceId")
+                if resource["LogicalResourceId"] == "RegistryTable" and physical:
+                    self.made["table"] = self.made["table"] or physical
+                if resource["LogicalResourceId"] == "ArtifactBucket" and physical:
+                    self.made["bucket"] = self.made["bucket"] or physical
+
+    def drop_table(self):
+        table = self.made["table"]
+        if not self.table_exists(table):
+            return
+        try:
+            self.ddb.update_table(TableName=table, DeletionProtectionEnabled=False)
+        except ClientError:
+            pass  # not protected (DeleteTable says so if it is)
+        # UPDATING until the change lands: DeleteTable refuses it meanwhile.
+        self.ddb.get_waiter("table_exists").wait(TableName=table, WaiterConfig={"Delay": 2, "MaxAttempts": 60})
+        self.ddb.delete_table(TableName=table)
 
     def table_exists(self, table):
         try:
@@ -457,7 +488,10 @@ class Smoke:
             objects = [{"Key": v["Key"], "VersionId": v["VersionId"]}
                        for v in page.get("Versions", []) + page.get("DeleteMarkers", [])]
             if objects:
-                self.s3.delete_objects(Bucket=bucket, Delete={"Objects": objects})
+                answer = self.s3.delete_objects(Bucket=bucket, Delete={"Objects": objects})
+                if answer.get("Errors"):
+                    first = answer["Errors"][0]
+                    raise Failed(f"{len(answer['Errors'])} objects not deleted, first {first['Key']}: {first['Message']}")
         self.s3.delete_bucket(Bucket=bucket)
 
 

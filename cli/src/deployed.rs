@@ -32,7 +32,8 @@ impl Deployed {
         )?;
         Ok(Self {
             executions: Executions::new(aws_sdk_sfn::Client::new(config), arn),
-            cloudformation: SdkCloudFormationFactory::new(config.clone()),
+            cloudformation: SdkCloudFormationFactory::new(config.clone())
+                .for_installation(resources.table.clone()),
         })
     }
 

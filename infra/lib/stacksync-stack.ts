@@ -47,7 +47,8 @@ export const DRIFT_READ_POLICY = /^(none|[A-Za-z0-9+=,.@_/-]{1,128})$/;
  * accepts in `STACKSYNC_APPROVERS` (shared/src/approvers.rs `check_pattern`; template.yaml's `Approvers` has no
  * AllowedPattern: a bad one fails the function when it starts).
  */
-export const APPROVER_PATTERN = /^arn:aws[A-Za-z0-9+=,.@_/?-]*:(iam|sts)::[0-9]{12}:(user|role|assumed-role)\/[A-Za-z0-9+=,.@_/:*?-]*$/;
+// template.yaml's Approvers AllowedPattern, each name: a role without its path (its sessions' ARNs have none).
+export const APPROVER_PATTERN = /^arn:aws[a-z-]*:(iam|sts)::[0-9]{12}:(role\/[A-Za-z0-9+=,.@_*?-]+|(user|assumed-role)\/[A-Za-z0-9+=,.@_\/*?-]+)$/;
 
 export interface StackSyncProps extends StackProps {
   /**
@@ -1067,7 +1068,7 @@ export class StackSyncStack extends Stack {
       'approvers',
       props.approvers,
       APPROVER_PATTERN,
-      'an IAM principal ARN pattern (arn:PARTITION:iam::ACCOUNT:role/NAME, ...:user/NAME or ' +
+      'an IAM principal ARN pattern (arn:PARTITION:iam::ACCOUNT:role/NAME without its path, ...:user/NAME or ' +
         'arn:PARTITION:sts::ACCOUNT:assumed-role/ROLE/SESSION, * and ? allowed in the name)',
     );
     this.sourceBucketNames = [...new Set(props.sourceBucketNames ?? [])];

@@ -526,6 +526,10 @@ describe('functions', () => {
       'arn:*:iam::111122223333:role/admins',
       'arn:aws:s3:::bucket',
       'arn:aws:iam::111122223333:role/a b',
+      'arn:aws:iam::111122223333:role/x:y',
+      'arn:awsX:iam::111122223333:role/x',
+      // A role's path is not in its sessions' ARNs: such a pattern would let no one in.
+      'arn:aws:iam::111122223333:role/path/to/*',
     ]) {
       assert.throws(make({ approvers: [bad] }), (err: Error) => err.message.startsWith(`approvers: "${bad}" is not an IAM principal ARN pattern`), bad);
     }
@@ -556,10 +560,15 @@ describe('functions', () => {
     for (const [i, ok] of ['none', 'SecurityAudit', 'ReadOnlyAccess', 'job-function/ViewOnlyAccess', 'R'.repeat(128)].entries()) {
       assert.doesNotThrow(() => new StackSyncStack(good, `GoodPolicy${i}`, { driftReadPolicy: ok }), ok);
     }
-    // Approvers as the answer function accepts them (template.yaml's Approvers has no AllowedPattern).
+    // Approvers as the answer function accepts them, and as template.yaml's Approvers AllowedPattern (the same
+    // expression, empty allowed there: no approvers).
+    const approverPattern = TEMPLATE_YAML.match(/\n {2}Approvers:\n(?: {4}.*\n)*? {4}AllowedPattern: "(.*)"\n/)?.[1];
+    assert.ok(approverPattern, 'template.yaml has Approvers with an AllowedPattern');
+    assert.equal(approverPattern, `^(${APPROVER_PATTERN.source.slice(1, -1).replace(/\\\//g, '/')})?$`);
     for (const [i, ok] of [
       'arn:aws:iam::111122223333:role/release-managers',
-      'arn:aws:iam::111122223333:role/path/to/*',
+      'arn:aws:iam::111122223333:role/*',
+      'arn:aws:iam::111122223333:user/path/to/*',
       'arn:aws-cn:iam::111122223333:user/ops-??',
       'arn:aws:sts::111122223333:assumed-role/admins/alice@example.com',
     ].entries()) {

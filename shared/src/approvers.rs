@@ -7,7 +7,7 @@
 //! `requestContext.authorizer.iam.userArn`), never from the request. An
 //! assumed role's session ARN (`arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION`)
 //! matches a pattern for itself or for its role
-//! (`arn:aws:iam::ACCOUNT:role/ROLE`, whatever the role's path): the
+//! (`arn:aws:iam::ACCOUNT:role/ROLE`, named without the role's path): the
 //! session's name is the caller's choice, so a pattern should name roles,
 //! not sessions.
 
@@ -32,6 +32,12 @@ pub struct VerifiedAnswer {
     /// The caller, as AWS verified it.
     pub by: String,
     pub at: EpochMillis,
+    /// When the wait it answers asked (its `requestedAt`): a run may ask
+    /// again under the same change set name, and an answer to an earlier
+    /// wait is none to a later one. 0 in a record from before it was kept
+    /// (that wait is void, and asks again).
+    #[serde(default)]
+    pub requested_at: EpochMillis,
 }
 
 /// The ARNs `caller` may be named by: itself, and for an assumed role's
@@ -58,32 +64,45 @@ pub fn may_answer(patterns: &[String], caller: &str) -> bool {
 }
 
 /// Checks one pattern: an IAM principal ARN (`arn:PARTITION:iam::` or
-/// `arn:PARTITION:sts::`), with wildcards where it names the principal.
+/// `arn:PARTITION:sts::`), with wildcards where it names the principal. A
+/// role is named without its path: its sessions' ARNs
+/// (`assumed-role/NAME/SESSION`) have none, so a pattern with one would
+/// let no one in.
 pub fn check_pattern(pattern: &str) -> Result<(), String> {
     let parts: Vec<&str> = pattern.splitn(6, ':').collect();
     let valid = matches!(
         parts.as_slice(),
         ["arn", partition, "iam" | "sts", "", account, resource]
-            if partition.starts_with("aws")
-                && !partition.contains('*')
+            if partition
+                .strip_prefix("aws")
+                .is_some_and(|rest| rest.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'))
                 && (account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit()))
-                && !resource.is_empty()
-                && (resource.starts_with("user/")
-                    || resource.starts_with("role/")
-                    || resource.starts_with("assumed-role/"))
-    ) && pattern
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "+=,.@_-/:*?".contains(c));
-    if valid {
-        Ok(())
-    } else {
-        Err(format!(
+                && ["user/", "role/", "assumed-role/"]
+                    .iter()
+                    .any(|kind| resource.len() > kind.len() && resource.starts_with(kind))
+                && resource
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+=,.@_-/*?".contains(c))
+    );
+    if !valid {
+        return Err(format!(
             "{pattern:?} is not an IAM principal ARN pattern: give \
              arn:aws:iam::ACCOUNT:role/NAME, arn:aws:iam::ACCOUNT:user/NAME or \
              arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION (`*` and `?` allowed in the name; \
              the account is a 12-digit number)"
-        ))
+        ));
     }
+    if parts[5]
+        .strip_prefix("role/")
+        .is_some_and(|name| name.contains('/'))
+    {
+        return Err(format!(
+            "{pattern:?} names a role with its path, which its sessions' ARNs \
+             (arn:aws:sts::ACCOUNT:assumed-role/NAME/SESSION) do not have, so it would let no \
+             one in: name the role without its path (arn:aws:iam::ACCOUNT:role/NAME)"
+        ));
+    }
+    Ok(())
 }
 
 /// IAM's wildcard match: `*` any run of characters, `?` one.
@@ -170,9 +189,26 @@ mod tests {
             "arn:aws:iam::1:role/x",
             "arn:*:iam::111122223333:role/x",
             "arn:aws:iam::111122223333:role/x y",
+            "arn:aws:iam::111122223333:role/x:y",
+            "arn:aws?:iam::111122223333:role/x",
+            "arn:awsX:iam::111122223333:role/x",
         ] {
             let err = check_pattern(bad).unwrap_err();
             assert!(err.contains("IAM principal ARN pattern"), "{bad}: {err}");
         }
+        // A role's path is not in its sessions' ARNs
+        // (assumed-role/NAME/SESSION): such a pattern would match no one.
+        for path in [
+            "arn:aws:iam::111122223333:role/teams/approvers",
+            "arn:aws:iam::111122223333:role/teams/*",
+        ] {
+            let err = check_pattern(path).unwrap_err();
+            assert!(err.contains("without its path"), "{path}: {err}");
+        }
+        assert_eq!(
+            check_pattern("arn:aws:iam::111122223333:user/teams/alice"),
+            Ok(()),
+            "a user's ARN has its path"
+        );
     }
 }

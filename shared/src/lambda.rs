@@ -239,7 +239,8 @@ async fn drift() -> Result<(), lambda_runtime::Error> {
     let pass = DriftPass {
         registry,
         cloudformation: crate::adapters::cloudformation::SdkCloudFormationFactory::new(aws)
-            .for_installation(config.installation.clone()),
+            .for_installation(config.installation.clone())
+            .unnamed_sessions(crate::adapters::cloudformation::DRIFT_SESSION),
         config,
     };
     let pass = &pass;

@@ -120,14 +120,22 @@ impl<T: CloudFormation + StackInstallation> CloudFormation for Recorded<T> {
         self.0.resource_drifts(stack).await
     }
 
-    async fn ssm_parameter(&self, name: &str) -> PortResult<Option<Versioned>> {
+    async fn ssm_parameter(
+        &self,
+        name: &str,
+        version: Option<&str>,
+    ) -> PortResult<Option<Versioned>> {
         record_value_read("ssm", "GetParameter");
-        self.0.ssm_parameter(name).await
+        self.0.ssm_parameter(name, version).await
     }
 
-    async fn secret_string(&self, id: &str) -> PortResult<Option<Versioned>> {
+    async fn secret_string(
+        &self,
+        id: &str,
+        version: Option<&str>,
+    ) -> PortResult<Option<Versioned>> {
         record_value_read("secretsmanager", "GetSecretValue");
-        self.0.secret_string(id).await
+        self.0.secret_string(id, version).await
     }
 
     async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {

@@ -32,12 +32,24 @@ pub fn url_region(url: &str) -> Option<&str> {
     (!region.is_empty() && !region.contains('.')).then_some(region)
 }
 
-/// Refuses a URL the CLI does not send signed requests to.
+/// Refuses a URL the CLI does not send signed requests to. The host is
+/// read as the HTTP client will connect to it, and must be the one the
+/// check looked at: no user info, query or fragment (`https://evil?x.
+/// lambda-url…` connects to `evil`).
 pub fn check_url(url: &str) -> Result<(), String> {
-    let https_function_url = url.starts_with("https://") && url_region(url).is_some();
-    let loopback = (url.starts_with("http://") || url.starts_with("https://"))
-        && is_loopback_host(host_of(url));
-    if https_function_url || loopback {
+    let ok = reqwest::Url::parse(url).ok().is_some_and(|parsed| {
+        let host = parsed.host_str().unwrap_or("").trim_matches(['[', ']']);
+        let plain = parsed.username().is_empty()
+            && parsed.password().is_none()
+            && parsed.query().is_none()
+            && parsed.fragment().is_none()
+            && !url.contains('\\')
+            && host.eq_ignore_ascii_case(host_of(url));
+        let https_function_url = parsed.scheme() == "https" && url_region(url).is_some();
+        let loopback = matches!(parsed.scheme(), "http" | "https") && is_loopback_host(host);
+        plain && (https_function_url || loopback)
+    });
+    if ok {
         Ok(())
     } else {
         Err(format!(
@@ -156,6 +168,14 @@ mod tests {
             "http://abc.lambda-url.eu-west-1.on.aws/",
             "https://abc.lambda-url.eu-west-1.on.aws.evil.example/",
             "ftp://127.0.0.1/",
+            // Hosts the client would read otherwise than the check.
+            "https://evil.example?x.lambda-url.eu-west-1.on.aws/",
+            "https://evil.example#x.lambda-url.eu-west-1.on.aws/",
+            "https://evil.example\\x.lambda-url.eu-west-1.on.aws/",
+            "https://x.lambda-url.eu-west-1.on.aws@evil.example/",
+            "https://user@abc.lambda-url.eu-west-1.on.aws/",
+            "https://abc.lambda-url.eu-west-1.on.aws/?x=1",
+            "http://127.0.0.1:8123@evil.example/",
         ] {
             let err = check_url(url).unwrap_err();
             assert!(err.contains("nothing was sent"), "{url}: {err}");

@@ -71,6 +71,9 @@ pub struct Script {
     pub ssm: BTreeMap<String, String>,
     pub plain_ssm: std::collections::BTreeSet<String>,
     pub secrets: BTreeMap<String, String>,
+    /// Earlier values of SSM parameters and secrets, any of them (a value's
+    /// version is a hash of it), as read at a version.
+    pub earlier_values: Vec<String>,
     /// What `DescribeEvents` answers; `None`: not served (as the emulator).
     pub operation_events: Option<Vec<OperationEvent>>,
     /// What ListChangeSets answers; `None`: one change set a killed run of
@@ -79,6 +82,21 @@ pub struct Script {
 }
 
 impl Script {
+    /// `current` (an SSM parameter's or a secret's value), or at `version`
+    /// that one or one of [`Script::earlier_values`].
+    fn value_at(&self, current: Option<&String>, version: Option<&str>) -> Option<Versioned> {
+        let current = versioned(current?);
+        match version {
+            None => Some(current),
+            Some(v) if current.version == v => Some(current),
+            Some(v) => self
+                .earlier_values
+                .iter()
+                .map(|e| versioned(e))
+                .find(|e| e.version == v),
+        }
+    }
+
     /// The tags DescribeStacks reports for `stack` ([`Script::tags`]).
     pub fn stack_tags(&self, stack: &str) -> BTreeMap<String, String> {
         self.tags
@@ -130,6 +148,7 @@ impl Default for Script {
             ssm: BTreeMap::new(),
             plain_ssm: std::collections::BTreeSet::new(),
             secrets: BTreeMap::new(),
+            earlier_values: Vec::new(),
             operation_events: None,
             listed_change_sets: None,
         }
@@ -371,18 +390,27 @@ impl CloudFormation for ScriptedCloudFormation {
         Ok(self.script().resource_drifts.clone())
     }
 
-    async fn ssm_parameter(&self, name: &str) -> PortResult<Option<Versioned>> {
+    async fn ssm_parameter(
+        &self,
+        name: &str,
+        version: Option<&str>,
+    ) -> PortResult<Option<Versioned>> {
         self.call("GetParameter", name.to_owned())?;
         let s = self.script();
-        Ok(s.ssm.get(name).map(|v| Versioned {
+        Ok(s.value_at(s.ssm.get(name), version).map(|v| Versioned {
             secret: !s.plain_ssm.contains(name),
-            ..versioned(v)
+            ..v
         }))
     }
 
-    async fn secret_string(&self, id: &str) -> PortResult<Option<Versioned>> {
+    async fn secret_string(
+        &self,
+        id: &str,
+        version: Option<&str>,
+    ) -> PortResult<Option<Versioned>> {
         self.call("GetSecretValue", id.to_owned())?;
-        Ok(self.script().secrets.get(id).map(|v| versioned(v)))
+        let s = self.script();
+        Ok(s.value_at(s.secrets.get(id), version))
     }
 
     async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {

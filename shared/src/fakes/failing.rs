@@ -210,14 +210,22 @@ impl<T: CloudFormation> CloudFormation for Failing<T> {
         self.inner.resource_drifts(stack).await
     }
 
-    async fn ssm_parameter(&self, name: &str) -> PortResult<Option<Versioned>> {
+    async fn ssm_parameter(
+        &self,
+        name: &str,
+        version: Option<&str>,
+    ) -> PortResult<Option<Versioned>> {
         self.check("GetParameter")?;
-        self.inner.ssm_parameter(name).await
+        self.inner.ssm_parameter(name, version).await
     }
 
-    async fn secret_string(&self, id: &str) -> PortResult<Option<Versioned>> {
+    async fn secret_string(
+        &self,
+        id: &str,
+        version: Option<&str>,
+    ) -> PortResult<Option<Versioned>> {
         self.check("GetSecretValue")?;
-        self.inner.secret_string(id).await
+        self.inner.secret_string(id, version).await
     }
 
     async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {

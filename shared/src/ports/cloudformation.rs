@@ -253,15 +253,21 @@ pub trait CloudFormation: Send + Sync {
     /// An SSM parameter's value in the stack's account and region
     /// (SecureString decrypted; a StringList as its comma-separated text),
     /// with its version, or `None` when there is none. Never logged.
+    /// `version`: that one (as [`Versioned::version`] gave it), not the
+    /// current one.
     fn ssm_parameter(
         &self,
         name: &str,
+        version: Option<&str>,
     ) -> impl Future<Output = PortResult<Option<Versioned>>> + Send;
     /// A Secrets Manager secret's `SecretString` in the stack's account and
     /// region, with its `VersionId`, or `None` when there is none. Never
-    /// logged.
-    fn secret_string(&self, id: &str)
-    -> impl Future<Output = PortResult<Option<Versioned>>> + Send;
+    /// logged. `version`: that `VersionId`, not the current one.
+    fn secret_string(
+        &self,
+        id: &str,
+        version: Option<&str>,
+    ) -> impl Future<Output = PortResult<Option<Versioned>>> + Send;
     /// The stack's template as it was submitted (`GetTemplate`, stage
     /// `Original`), or `None` when the stack does not exist.
     fn template_body(&self, stack: &str)

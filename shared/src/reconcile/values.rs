@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::parameters::{Stored, pick};
+use crate::parameters::{MASKED_OUTPUT, Stored, pick};
 use crate::ports::{CloudFormation, CloudFormationFactory, PortError, Versioned};
 use crate::registry::{Entries, RegistryError};
 use crate::spec::{ParameterValue, ValueRef};
@@ -17,6 +17,10 @@ pub enum ValueError {
     /// Not there: names the parameter and what it points at.
     #[error("{0}")]
     Missing(String),
+    /// The value holds a secret and would show where it is recorded: an
+    /// output the stack it comes from records masked (`fromStack`).
+    #[error("{0}")]
+    Secret(String),
     #[error(transparent)]
     Port(#[from] PortError),
     #[error(transparent)]
@@ -65,7 +69,7 @@ where
                 (Stored::Text(value.clone()), value)
             }
             ParameterValue::From(from) => {
-                let read = read_secret(port, name, from).await?;
+                let read = read_secret(port, name, from, None).await?;
                 if read.secret {
                     secrets.insert(name.clone(), from.clone());
                 }
@@ -87,21 +91,43 @@ where
 }
 
 /// The secrets' values among `stored` (Secrets Manager, SSM
-/// `SecureString`s), read again: what no recorded output may hold.
+/// `SecureString`s), read again: what no recorded output may hold. Both
+/// the version the run read and the current one, should they differ (a
+/// rotation while the run went on: the stack holds one or the other).
 pub async fn secret_values<P: CloudFormation>(
     port: &P,
     stored: &BTreeMap<String, Stored>,
 ) -> Result<Vec<String>, ValueError> {
     let mut out = Vec::new();
     for (name, value) in stored {
-        if let Stored::Read { from, .. } = value {
-            let read = read_secret(port, name, from).await?;
-            if read.secret {
-                out.push(read.value);
+        if let Stored::Read { from, version } = value {
+            let read = read_secret(port, name, from, None).await?;
+            if !read.secret {
+                continue;
             }
+            if read.version != *version
+                && let Some(earlier) = read_earlier(port, name, from, version).await?
+            {
+                out.push(earlier);
+            }
+            out.push(read.value);
         }
     }
     Ok(out)
+}
+
+/// The value of `from` at `version`, if the store still keeps it.
+async fn read_earlier<P: CloudFormation>(
+    port: &P,
+    name: &str,
+    from: &ValueRef,
+    version: &str,
+) -> Result<Option<String>, ValueError> {
+    match read_secret(port, name, from, Some(version)).await {
+        Ok(read) => Ok(Some(read.value)),
+        Err(ValueError::Missing(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The parameters a stored set stands for, secrets read again through the
@@ -115,7 +141,7 @@ pub async fn read_again<P: CloudFormation>(
         let value = match value {
             Stored::Text(text) => text,
             Stored::Read { from, version } => {
-                let read = read_secret(port, &name, &from).await?;
+                let read = read_secret(port, &name, &from, None).await?;
                 if read.version != version {
                     tracing::info!(parameter = %name, from = %from.describe(), was = %version, now = %read.version, "a new version since the run read it: that one is deployed, and the next run records it");
                 }
@@ -127,12 +153,14 @@ pub async fn read_again<P: CloudFormation>(
     Ok(out)
 }
 
-/// An SSM parameter or a secret (or one key of it), with its version. A
-/// refusal or a failure of the store names the parameter and what it reads.
+/// An SSM parameter or a secret (or one key of it), with its version (at
+/// `version`, or the current one). A refusal or a failure of the store
+/// names the parameter and what it reads.
 async fn read_secret<P: CloudFormation>(
     port: &P,
     name: &str,
     from: &ValueRef,
+    version: Option<&str>,
 ) -> Result<Versioned, ValueError> {
     let missing = |what: String| ValueError::Missing(format!("parameter {name}: {what}"));
     let failed = |e: PortError| {
@@ -144,7 +172,7 @@ async fn read_secret<P: CloudFormation>(
     };
     match from {
         ValueRef::Ssm { ssm } => port
-            .ssm_parameter(ssm)
+            .ssm_parameter(ssm, version)
             .await
             .map_err(failed)?
             .ok_or_else(|| {
@@ -154,7 +182,7 @@ async fn read_secret<P: CloudFormation>(
             }),
         ValueRef::Secret { secret, key } => {
             let raw = port
-                .secret_string(secret)
+                .secret_string(secret, version)
                 .await
                 .map_err(failed)?
                 .ok_or_else(|| {
@@ -175,7 +203,10 @@ async fn read_secret<P: CloudFormation>(
 }
 
 /// Output `output` of the registered stack `from_stack`, as CloudFormation
-/// reports it now (in that stack's account and region).
+/// reports it now (in that stack's account and region). Refused when that
+/// stack's run found a secret in it (recorded [`MASKED_OUTPUT`]): a value
+/// read through `fromStack` is recorded in the clear (the parameters, the
+/// outputs read, `get --explain`), and a secret never is.
 async fn stack_output<F, E>(
     factory: &F,
     registry: &E,
@@ -192,6 +223,13 @@ where
         .get(from_stack)
         .await?
         .ok_or_else(|| missing(format!("stack {from_stack} is not registered")))?;
+    if upstream.status.outputs.get(output).map(String::as_str) == Some(MASKED_OUTPUT) {
+        return Err(ValueError::Secret(format!(
+            "parameter {name}: output {output} of stack {from_stack} holds a secret (its \
+             status records it {MASKED_OUTPUT}), and a value read with fromStack is recorded \
+             in the clear: read that secret where it is kept ({{secret: …}} or {{ssm: …}})"
+        )));
+    }
     let spec = &upstream.spec;
     let port = factory
         .for_stack(

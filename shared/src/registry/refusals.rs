@@ -10,7 +10,8 @@ use super::expr::Write;
 use super::item::{s, to_attr_of};
 use super::schema::stack_key;
 use super::{Registry, Result};
-use crate::status::{ApprovalRecord, MAX_APPROVAL_RECORDS};
+use crate::status::ApprovalRecord;
+use crate::status::appended_approval;
 
 /// The approval records, replaced.
 pub const SET_APPROVALS: &str = "SET #status.#approvals = :approvals";
@@ -31,16 +32,6 @@ pub trait ApprovalRecords: Send + Sync {
     ) -> impl Future<Output = Result<bool>> + Send;
 }
 
-/// `read` with `record` appended, the oldest dropped past
-/// [`MAX_APPROVAL_RECORDS`].
-fn appended(read: &[ApprovalRecord], record: ApprovalRecord) -> Vec<ApprovalRecord> {
-    let mut records = read.to_vec();
-    records.push(record);
-    let extra = records.len().saturating_sub(MAX_APPROVAL_RECORDS);
-    records.drain(..extra);
-    records
-}
-
 impl ApprovalRecords for Registry {
     async fn record_refusal(
         &self,
@@ -49,7 +40,7 @@ impl ApprovalRecords for Registry {
         read: &[ApprovalRecord],
         record: ApprovalRecord,
     ) -> Result<bool> {
-        let records = appended(read, record);
+        let records = appended_approval(read, record);
         self.write_if(
             stack_key(name),
             Write::Update(SET_APPROVALS),
@@ -76,7 +67,7 @@ impl ApprovalRecords for super::memory::MemoryRegistry {
         if entry.status.awaiting.as_ref().map(|a| a.run.as_str()) != Some(run) {
             return Ok(false);
         }
-        entry.status.approvals = appended(read, record);
+        entry.status.approvals = appended_approval(read, record);
         Ok(true)
     }
 }

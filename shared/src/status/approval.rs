@@ -74,3 +74,85 @@ pub enum Decision {
     /// refused, and the change set still waits.
     Refused,
 }
+
+/// How many refusals (callers who are not approvers) the approval records
+/// keep: however many are refused, they never push the answers out.
+pub const MAX_REFUSALS_KEPT: usize = 3;
+
+/// `records` with `record` appended: past [`MAX_REFUSALS_KEPT`] refusals
+/// the oldest refusal is dropped, and past [`MAX_APPROVAL_RECORDS`] the
+/// oldest refusal, else the oldest record.
+pub fn appended_approval(
+    records: &[ApprovalRecord],
+    record: ApprovalRecord,
+) -> Vec<ApprovalRecord> {
+    let mut records = records.to_vec();
+    records.push(record);
+    let refused = |r: &ApprovalRecord| r.decision == Decision::Refused;
+    let mut refusals = records.iter().filter(|r| refused(r)).count();
+    while records.len() > MAX_APPROVAL_RECORDS || refusals > MAX_REFUSALS_KEPT {
+        match records.iter().position(refused) {
+            Some(oldest) if refusals > 0 => {
+                records.remove(oldest);
+                refusals -= 1;
+            }
+            _ => {
+                records.remove(0);
+            }
+        }
+    }
+    records
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(decision: Decision, at: i64) -> ApprovalRecord {
+        ApprovalRecord {
+            change_set: format!("cs-{at}"),
+            decision,
+            by: Some("arn:aws:iam::111122223333:user/someone".into()),
+            at: Timestamp(at),
+            reason: None,
+            run: "run-1".into(),
+        }
+    }
+
+    #[test]
+    fn refusals_never_push_the_answers_out() {
+        let answers: Vec<ApprovalRecord> = (0..MAX_APPROVAL_RECORDS as i64 - 1)
+            .map(|at| record(Decision::Approved, at))
+            .collect();
+        let mut records = answers.clone();
+        for at in 100..200 {
+            records = appended_approval(&records, record(Decision::Refused, at));
+        }
+        assert_eq!(records.len(), MAX_APPROVAL_RECORDS);
+        assert_eq!(records[..answers.len()], answers[..], "every answer kept");
+        assert_eq!(
+            records.last().unwrap().at,
+            Timestamp(199),
+            "the newest refusal"
+        );
+
+        // Refusals alone: the newest few.
+        let mut records = Vec::new();
+        for at in 0..20 {
+            records = appended_approval(&records, record(Decision::Refused, at));
+        }
+        let kept: Vec<i64> = records.iter().map(|r| r.at.0).collect();
+        assert_eq!(kept, [17, 18, 19]);
+
+        // Answers past the bound: the oldest refusal goes first, then the
+        // oldest answer.
+        let mut records = vec![record(Decision::Refused, 0)];
+        for at in 1..=MAX_APPROVAL_RECORDS as i64 {
+            records = appended_approval(&records, record(Decision::Approved, at));
+        }
+        assert!(records.iter().all(|r| r.decision == Decision::Approved));
+        records = appended_approval(&records, record(Decision::Void, 99));
+        assert_eq!(records.first().unwrap().at, Timestamp(2));
+        assert_eq!(records.len(), MAX_APPROVAL_RECORDS);
+    }
+}

@@ -10,7 +10,10 @@ use crate::preview::ResourceChange;
 use crate::seen::{OutOfBand, Seen};
 
 mod approval;
-pub use approval::{ApprovalRecord, AwaitingApproval, Decision, MAX_APPROVAL_RECORDS};
+pub use approval::{
+    ApprovalRecord, AwaitingApproval, Decision, MAX_APPROVAL_RECORDS, MAX_REFUSALS_KEPT,
+    appended_approval,
+};
 
 /// Longest status message kept; longer ones are cut (DynamoDB items are bounded).
 pub const MAX_MESSAGE_CHARS: usize = 2048;
@@ -166,7 +169,8 @@ pub enum StallReason {
     CredentialNotForHost,
     /// A secret (`{secret:}`, a SecureString `{ssm:}`) would be passed to
     /// a parameter the template does not mark `NoEcho`, where anyone who
-    /// may describe the stack reads it.
+    /// may describe the stack reads it; or read with `fromStack` from an
+    /// output that holds one (recorded `****`), where it would be recorded.
     SecretNotNoEcho,
 }
 
@@ -413,13 +417,11 @@ pub struct Status {
 }
 
 impl Status {
-    /// `record` appended to the approval records, the oldest dropped past
-    /// [`MAX_APPROVAL_RECORDS`]; the waiting change set cleared.
+    /// `record` appended to the approval records (bounded:
+    /// [`appended_approval`]); the waiting change set cleared.
     pub fn with_approval(mut self, record: ApprovalRecord) -> Status {
         self.awaiting = None;
-        self.approvals.push(record);
-        let excess = self.approvals.len().saturating_sub(MAX_APPROVAL_RECORDS);
-        self.approvals.drain(..excess);
+        self.approvals = approval::appended_approval(&self.approvals, record);
         self
     }
 }

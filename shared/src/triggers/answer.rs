@@ -12,6 +12,12 @@
 //! else (it is in the execution's history) is no approval. A caller who is
 //! not an approver is refused, and the refusal recorded in the entry's
 //! approval records; the change set still waits.
+//!
+//! The caller is AWS's word only for a call through the URL: a direct
+//! `lambda:InvokeFunction` hands the function whatever event its caller
+//! wrote. So an approver's policy allows `lambda:InvokeFunction` only with
+//! `lambda:InvokedViaFunctionUrl` (README "Who may approve"), and nobody
+//! else may invoke it.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -116,6 +122,8 @@ where
             .await
             .map_err(|e| refused(503, "RegistryUnavailable", e.to_string()))?
             .ok_or_else(|| refused(404, "NotRegistered", format!("{name} is not registered")))?;
+        // Who may answer first: someone else learns nothing of the wait.
+        self.check_approver(caller, request, &entry, now).await?;
         let awaiting = entry.status.awaiting.clone().ok_or_else(|| {
             refused(
                 409,
@@ -137,8 +145,6 @@ where
                 ),
             ));
         }
-        self.check_approver(caller, request, &entry, &awaiting, now)
-            .await?;
         self.record_and_answer(caller, request, &awaiting, now)
             .await
     }
@@ -158,6 +164,7 @@ where
             approved: request.decision == Verdict::Approve,
             by: caller.to_owned(),
             at: now,
+            requested_at: awaiting.requested_at.0,
         };
         // Recorded before the token is answered: the run reads it when it
         // wakes, and trusts no answer without it.
@@ -210,14 +217,14 @@ where
         ))
     }
 
-    /// Refuses (and records the refusal of) a caller who is not among the
-    /// approvers: the entry's own, else the installation's.
+    /// Refuses a caller who is not among the approvers (the entry's own,
+    /// else the installation's), recording the refusal if a change set
+    /// waits; the refusal tells nothing of the wait.
     async fn check_approver(
         &self,
         caller: &str,
         request: &AnswerRequest,
         entry: &StackEntry,
-        awaiting: &AwaitingApproval,
         now: EpochMillis,
     ) -> Result<(), Response> {
         let (approvers, whose) = if entry.spec.approvers.is_empty() {
@@ -236,7 +243,30 @@ where
         } else {
             approvers.join(", ")
         };
-        warn!(stack = %name, change_set = %awaiting.change_set, caller, "an answer refused: not an approver");
+        warn!(stack = %name, caller, "an answer refused: not an approver");
+        if let Some(awaiting) = &entry.status.awaiting {
+            self.record_refusal(caller, request, entry, awaiting, whose, now)
+                .await;
+        }
+        Err(refused(
+            403,
+            "NotAnApprover",
+            format!("{caller} may not answer for {name}: not among {whose} ({listed})"),
+        ))
+    }
+
+    /// A refusal, among the waiting run's approval records (a failure to
+    /// record it is logged: the caller is refused all the same).
+    async fn record_refusal(
+        &self,
+        caller: &str,
+        request: &AnswerRequest,
+        entry: &StackEntry,
+        awaiting: &AwaitingApproval,
+        whose: &str,
+        now: EpochMillis,
+    ) {
+        let name = &request.stack;
         let record = ApprovalRecord {
             change_set: awaiting.change_set.clone(),
             decision: Decision::Refused,
@@ -258,15 +288,6 @@ where
         {
             warn!(stack = %name, error = %e, "the refusal was not recorded");
         }
-        Err(refused(
-            403,
-            "NotAnApprover",
-            format!(
-                "{caller} may not answer for {name}: not among {whose} ({listed}); the change \
-                 set {} still waits",
-                awaiting.change_set
-            ),
-        ))
     }
 
     /// The wait's task token: kept in the bucket (or, for a wait that spans

@@ -25,6 +25,9 @@ pub struct SdkCloudFormationFactory {
     base: aws_config::SdkConfig,
     /// The installation: the `ExternalId` and the installation tag.
     installation: Option<String>,
+    /// The session name of calls made for no one entry (a scheduler's or a
+    /// drift pass's health checks, grouped by account and region).
+    unnamed: &'static str,
 }
 
 impl SdkCloudFormationFactory {
@@ -32,7 +35,15 @@ impl SdkCloudFormationFactory {
         Self {
             base,
             installation: None,
+            unnamed: SCHEDULER_SESSION,
         }
+    }
+
+    /// Names the sessions of calls made for no one entry `name` (by
+    /// default [`SCHEDULER_SESSION`]).
+    pub fn unnamed_sessions(mut self, name: &'static str) -> Self {
+        self.unnamed = name;
+        self
     }
 
     /// Assumes target roles as the installation `installation` (its
@@ -43,12 +54,17 @@ impl SdkCloudFormationFactory {
     }
 }
 
-/// An assumed role's session name for `entry` (`None`: the scheduler's):
-/// STS allows 2 to 64 of `[A-Za-z0-9+=,.@_-]`, so anything else becomes
-/// `-` and a longer name is cut.
-pub fn session_name(entry: Option<&str>) -> String {
+/// The session name of the scheduler's calls for no one entry.
+pub const SCHEDULER_SESSION: &str = "stacksync-scheduler";
+/// The session name of the drift function's calls for no one entry.
+pub const DRIFT_SESSION: &str = "stacksync-drift";
+
+/// An assumed role's session name for `entry` (`None`: `unnamed`): STS
+/// allows 2 to 64 of `[A-Za-z0-9+=,.@_-]`, so anything else becomes `-`
+/// and a longer name is cut.
+pub fn session_name(entry: Option<&str>, unnamed: &str) -> String {
     let name: String = entry
-        .unwrap_or("stacksync-scheduler")
+        .unwrap_or(unnamed)
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || "+=,.@_-".contains(c) {
@@ -88,7 +104,7 @@ impl crate::ports::CloudFormationFactory for SdkCloudFormationFactory {
                 ));
             }
             let mut provider = aws_config::sts::AssumeRoleProvider::builder(role)
-                .session_name(session_name(entry))
+                .session_name(session_name(entry, self.unnamed))
                 .configure(&self.base);
             if let Some(installation) = &self.installation {
                 tags.push((INSTALLATION_SESSION_TAG, installation.clone()));
@@ -117,10 +133,12 @@ mod tests {
 
     #[test]
     fn session_names_keep_to_what_sts_allows() {
-        assert_eq!(session_name(Some("orders-queue")), "orders-queue");
-        assert_eq!(session_name(None), "stacksync-scheduler");
-        assert_eq!(session_name(Some("a")), "stacksync-a");
-        assert_eq!(session_name(Some("a b/c")), "a-b-c");
-        assert_eq!(session_name(Some(&"x".repeat(100))).len(), 64);
+        let named = |entry| session_name(entry, SCHEDULER_SESSION);
+        assert_eq!(named(Some("orders-queue")), "orders-queue");
+        assert_eq!(named(None), "stacksync-scheduler");
+        assert_eq!(session_name(None, DRIFT_SESSION), "stacksync-drift");
+        assert_eq!(named(Some("a")), "stacksync-a");
+        assert_eq!(named(Some("a b/c")), "a-b-c");
+        assert_eq!(named(Some(&"x".repeat(100))).len(), 64);
     }
 }

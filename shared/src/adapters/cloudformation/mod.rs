@@ -30,7 +30,7 @@ mod values;
 use crate::stack_status::{
     ChangeSetKind, ChangeSetStatus, ExecutionStatus, StackStatus, is_empty_change_set_reason,
 };
-pub use factory::SdkCloudFormationFactory;
+pub use factory::{DRIFT_SESSION, SCHEDULER_SESSION, SdkCloudFormationFactory};
 
 /// CloudFormation through the SDK, for one region and set of credentials.
 #[derive(Debug, Clone)]
@@ -217,12 +217,20 @@ impl CloudFormation for SdkCloudFormation {
         drift::resources(&self.client, stack).await
     }
 
-    async fn ssm_parameter(&self, name: &str) -> PortResult<Option<Versioned>> {
-        values::ssm_parameter(&self.ssm, name).await
+    async fn ssm_parameter(
+        &self,
+        name: &str,
+        version: Option<&str>,
+    ) -> PortResult<Option<Versioned>> {
+        values::ssm_parameter(&self.ssm, name, version).await
     }
 
-    async fn secret_string(&self, id: &str) -> PortResult<Option<Versioned>> {
-        values::secret_string(&self.secrets, id).await
+    async fn secret_string(
+        &self,
+        id: &str,
+        version: Option<&str>,
+    ) -> PortResult<Option<Versioned>> {
+        values::secret_string(&self.secrets, id, version).await
     }
 
     async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {

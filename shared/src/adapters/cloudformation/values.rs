@@ -6,10 +6,17 @@ use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use super::super::port_error;
 use crate::ports::{PortError, PortResult, Versioned};
 
+/// `version`: as a selector (`NAME:VERSION`), which SSM keeps for the
+/// parameter's last 100 versions.
 pub(super) async fn ssm_parameter(
     ssm: &aws_sdk_ssm::Client,
     name: &str,
+    version: Option<&str>,
 ) -> PortResult<Option<Versioned>> {
+    let name = match version {
+        Some(version) => format!("{name}:{version}"),
+        None => name.to_owned(),
+    };
     match ssm
         .get_parameter()
         .name(name)
@@ -24,16 +31,32 @@ pub(super) async fn ssm_parameter(
                 secret: p.r#type() == Some(&aws_sdk_ssm::types::ParameterType::SecureString),
             })
         })),
-        Err(e) if e.code() == Some("ParameterNotFound") => Ok(None),
+        Err(e)
+            if matches!(
+                e.code(),
+                Some("ParameterNotFound" | "ParameterVersionNotFound")
+            ) =>
+        {
+            Ok(None)
+        }
         Err(e) => Err(port_error("GetParameter", &e)),
     }
 }
 
+/// `version`: that `VersionId` (gone once Secrets Manager drops a version
+/// that no longer has a staging label: `None`).
 pub(super) async fn secret_string(
     secrets: &aws_sdk_secretsmanager::Client,
     id: &str,
+    version: Option<&str>,
 ) -> PortResult<Option<Versioned>> {
-    match secrets.get_secret_value().secret_id(id).send().await {
+    match secrets
+        .get_secret_value()
+        .secret_id(id)
+        .set_version_id(version.map(str::to_owned))
+        .send()
+        .await
+    {
         Ok(out) => match (out.secret_string(), out.version_id()) {
             (Some(value), Some(version)) => Ok(Some(Versioned {
                 value: value.to_owned(),

@@ -141,6 +141,22 @@ impl Binding {
         }
     }
 
+    /// Whether a GitHub App's JWT may be sent to GitHub's own API (the
+    /// secret names no `apiUrl`): `github.com` must be one of `hosts`.
+    pub fn allows_github_api(&self) -> Result<(), String> {
+        let github = place("https://github.com")?;
+        if self.hosts.iter().any(|h| h.matches(&github)) {
+            Ok(())
+        } else {
+            Err(format!(
+                "it names no `apiUrl`, so its app's JWT would go to GitHub's API \
+                 (api.github.com), and its `hosts` ({}) do not include github.com: add the \
+                 `apiUrl` of your GitHub Enterprise Server (on one of its hosts)",
+                self.hosts_shown()
+            ))
+        }
+    }
+
     fn hosts_shown(&self) -> String {
         self.hosts
             .iter()

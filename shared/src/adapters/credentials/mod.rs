@@ -240,14 +240,16 @@ impl Credentials {
                 private_key,
                 api_url,
             } => {
-                // Never derived from the source's host: GitHub's own API,
-                // or the secret's `apiUrl` on one of its hosts.
+                // Never derived from the source's host: GitHub's own API
+                // (github.com among its hosts), or the secret's `apiUrl`
+                // on one of its hosts.
                 let api = github_app::api_url(api_url.as_deref());
                 if api_url.is_some() {
-                    binding
-                        .allows_api(&api)
-                        .map_err(|why| not_for(arn, url, &why))?;
+                    binding.allows_api(&api)
+                } else {
+                    binding.allows_github_api()
                 }
+                .map_err(|why| not_for(arn, url, &why))?;
                 let token = self
                     .app_token(url, &api, &app_id, &installation_id, &private_key)
                     .await?;

@@ -181,6 +181,28 @@ async fn a_github_app_s_api_url_must_be_on_one_of_its_hosts() {
 }
 
 #[tokio::test]
+async fn a_github_app_without_an_api_url_needs_github_com_among_its_hosts() {
+    // Its JWT would go to api.github.com: a secret bound to an
+    // Enterprise Server alone names no apiUrl there.
+    let c = credentials(
+        r#"{"appId": 1, "installationId": 2, "privateKey": "hunter2", "hosts": ["git.acme.internal"]}"#,
+    );
+    let err = c
+        .git_access(&at("https://git.acme.internal/acme/infra.git"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, FetchError::CredentialNotForHost { .. }),
+        "{err:?}"
+    );
+    let err = err.to_string();
+    assert!(
+        err.contains("api.github.com") && err.contains("apiUrl") && !err.contains("hunter2"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
 async fn a_secret_that_names_no_hosts_is_refused_before_any_connection() {
     for text in ["ghp_plain", r#"{"token": "ghp_plain"}"#] {
         let err = credentials(text)

@@ -77,7 +77,8 @@ where
                 run: state.execution.clone(),
                 answer_url: self.config.answer_url.clone(),
                 legacy_token: None,
-                requested_at: Timestamp(now),
+                // As the run's request says: the verified answer names it.
+                requested_at: Timestamp(request.asked_at),
                 expires_at,
             }),
             // Due when the wait ends, should the run die meanwhile.
@@ -124,7 +125,7 @@ where
             .ok_or_else(|| StepError::missing("change-set", "approved"))?;
         state.started_at += now_millis().saturating_sub(request.asked_at);
         let stack_name = entry.spec.effective_stack_name();
-        let (answer, verified) = self.verified(&state, answer).await?;
+        let (answer, verified) = self.verified(&state, &request, answer).await?;
         let holds = match verified {
             Ok(()) => {
                 self.still_holds(&state, &request, &answer, entry, cfn)
@@ -179,6 +180,7 @@ where
     async fn verified(
         &self,
         state: &RunState,
+        request: &ApprovalRequest,
         answer: ApprovalAnswer,
     ) -> Result<(ApprovalAnswer, Result<(), String>), StepError> {
         if self.config.local {
@@ -192,20 +194,26 @@ where
             None
         };
         Ok(match recorded {
-            Some(v) if v.approved && v.change_set == answer.change_set => (
-                ApprovalAnswer {
-                    by: Some(v.by),
-                    at: v.at,
-                    ..answer
-                },
-                Ok(()),
-            ),
+            Some(v)
+                if v.approved
+                    && v.change_set == answer.change_set
+                    && v.requested_at == request.asked_at =>
+            {
+                (
+                    ApprovalAnswer {
+                        by: Some(v.by),
+                        at: v.at,
+                        ..answer
+                    },
+                    Ok(()),
+                )
+            }
             _ => (
                 ApprovalAnswer { by: None, ..answer },
                 Err(
                     "the approval did not come through the installation's approval function \
-                     (its verified record of the approver is missing): a task token answered \
-                     some other way is no approval"
+                     (its verified record of the approver is missing, or answers an earlier \
+                     wait): a task token answered some other way is no approval"
                         .to_owned(),
                 ),
             ),
@@ -315,6 +323,7 @@ mod tests {
             approved: true,
             by: "arn:aws:iam::1:user/ops".into(),
             at: 1_800_000_000_000,
+            requested_at: state.approval.as_ref().unwrap().asked_at,
         };
         t.steps.blobs.inner.put(
             &approval_answer_key(&state.stack_id, &state.execution),
@@ -355,6 +364,27 @@ mod tests {
             ),
             "{record:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_verified_answer_to_an_earlier_wait_of_the_run_is_no_approval_of_a_later_one() {
+        // The run asked, and an approver answered that wait (recorded
+        // verified); the run asks again later under the same change set
+        // name, and this time the token is answered around the function.
+        let (t, earlier) = polled(Approval::Always, vec![change("Add", None)]).await;
+        let name = earlier.approval.as_ref().unwrap().change_set.clone();
+        let mut later = earlier.clone();
+        answered(&t, earlier, &name).await;
+        later.approval.as_mut().unwrap().asked_at += 60_000;
+        let state = answered_by_token(&t, later, &name).await;
+        let state = t.steps.change_set(state).await.unwrap();
+        assert!(!state.execute, "not executed");
+        assert!(
+            !t.cfn.operations().contains(&"ExecuteChangeSet".to_owned()),
+            "nothing ran"
+        );
+        let record = t.entry().status.approvals.last().cloned().unwrap();
+        assert_eq!((record.decision, record.by), (Decision::Void, None));
     }
 
     #[tokio::test]

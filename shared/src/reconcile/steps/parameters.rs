@@ -119,11 +119,13 @@ pub(super) fn masked(
         .collect()
 }
 
-/// A value that could not be read: `MissingValue` naming it, or the port's
-/// error as any other.
+/// A value that could not be read: `MissingValue` naming it,
+/// `SecretNotNoEcho` for a secret it would record, or the port's error as
+/// any other.
 pub(super) fn value_error(e: values::ValueError) -> StepError {
     match e {
         ValueError::Missing(why) => StepError::stalled(StallReason::MissingValue, why),
+        ValueError::Secret(why) => StepError::stalled(StallReason::SecretNotNoEcho, why),
         ValueError::Port(e) => e.into(),
         ValueError::Registry(e) => e.into(),
     }
@@ -401,5 +403,82 @@ mod tests {
         assert_eq!(status.outputs["Arn"], "arn:aws:sqs:us-east-1:1:q");
         let text = serde_json::to_string(&t.entry()).unwrap();
         assert!(!text.contains("SECRET"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn an_output_that_echoes_the_secret_as_the_run_read_it_is_masked_after_a_rotation() {
+        let t = with_secrets("pw-SECRET-1").await;
+        t.cfn
+            .script()
+            .outputs
+            .insert("Echo".into(), "pw-SECRET-1".into());
+        let state = uploaded(&t).await.unwrap();
+        let mut state = t.steps.change_set(state).await.unwrap();
+        state.execute = true;
+        let state = t.steps.change_set(state).await.unwrap();
+        // Rotated while the stack was updating: the stack holds the value
+        // the run read, the store a newer one.
+        {
+            let mut s = t.cfn.script();
+            s.ssm.insert("/db/pw".into(), "pw-SECRET-2".into());
+            s.earlier_values.push("pw-SECRET-1".into());
+        }
+        t.stack_answers(&[Some(S::CreateComplete)]);
+        let state = t.steps.poll_status(state).await.unwrap();
+        assert_eq!(state.next, Next::Done, "{state:?}");
+        let status = t.entry().status;
+        assert_eq!(status.outputs["Echo"], crate::parameters::MASKED_OUTPUT);
+        let text = serde_json::to_string(&t.entry()).unwrap();
+        assert!(!text.contains("SECRET"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn an_output_recorded_masked_is_refused_to_from_stack_naming_it() {
+        use crate::registry::sample_entry;
+        // db, made, its output Url holding a password (the one stack the
+        // fake describes: the step would read it there).
+        let cfn = crate::fakes::ScriptedCloudFormation::with_stack(&[Some(S::CreateComplete)]);
+        let t = Test::with(cfn, |e| {
+            e.spec.parameters.insert(
+                "Password".into(),
+                ParameterValue::From(crate::spec::ValueRef::FromStack {
+                    from_stack: "db".into(),
+                    output: "Url".into(),
+                }),
+            );
+        })
+        .await;
+        // db ran at this head and found a secret in its output Url.
+        let mut db = sample_entry("db", crate::status::Status::default());
+        db.status.last_attempted_revision = Some(HEAD.into());
+        db.status.observed_spec_version = db.spec_version;
+        db.status.outputs = BTreeMap::from([
+            (
+                "Url".to_owned(),
+                crate::parameters::MASKED_OUTPUT.to_owned(),
+            ),
+            ("Arn".to_owned(), "arn:aws:rds:us-east-1:1:db".to_owned()),
+        ]);
+        t.steps.registry.inner.insert(db);
+        t.cfn
+            .script()
+            .outputs
+            .insert("Url".into(), "postgres://app:pw-SECRET-1@db/app".into());
+        let err = uploaded(&t).await.unwrap_err();
+        let StepError::Stalled { reason, message } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(*reason, StallReason::SecretNotNoEcho, "{message}");
+        assert!(
+            message.starts_with("parameter Password: output Url of stack db holds a secret")
+                && message.contains("{secret: …}"),
+            "{message}"
+        );
+        let text = serde_json::to_string(&t.entry()).unwrap();
+        assert!(!text.contains("SECRET"), "{text}");
+        assert!(
+            !t.cfn.operations().iter().any(|o| o == "CreateChangeSet"),
+            "nothing made"
+        );
     }
 }

@@ -69,6 +69,7 @@ async fn an_approver_s_approval_is_recorded_verified_then_answers_the_token() {
             approved: true,
             by: ALICE.into(),
             at: NOW,
+            requested_at: NOW - 1000,
         }
     );
     let answered = h.tokens.answered();
@@ -87,8 +88,8 @@ async fn anyone_else_is_refused_recorded_and_nothing_is_answered() {
     assert_eq!(response.status, 403, "{}", response.body);
     let message = response.body["message"].as_str().unwrap();
     assert!(
-        message.contains(MALLORY) && message.contains(APPROVERS) && message.contains("still waits"),
-        "{message}"
+        message.contains(MALLORY) && message.contains(APPROVERS) && !message.contains("cs-1"),
+        "the refusal tells nothing of the wait: {message}"
     );
     assert!(h.tokens.answered().is_empty(), "nothing answered");
     assert!(
@@ -104,10 +105,25 @@ async fn anyone_else_is_refused_recorded_and_nothing_is_answered() {
         (record.decision, record.by.as_deref()),
         (Decision::Refused, Some(MALLORY))
     );
-    // A rejection is refused the same way.
+    // A rejection is refused the same way; so is an approval naming
+    // another change set (not told which one waits).
     let reject = body(json!({"stack": "orders", "decision": "reject", "reason": "no"}));
     assert_eq!(h.handle(Some(MALLORY), &reject, NOW).await.status, 403);
+    let other = h.handle(Some(MALLORY), &approve("cs-0"), NOW).await;
+    assert_eq!(other.status, 403, "{}", other.body);
+    assert!(!other.body.to_string().contains("cs-1"), "{}", other.body);
     assert!(h.tokens.answered().is_empty());
+    // With nothing waiting, still only "not an approver".
+    let mut entry = h.registry.entry("orders").unwrap();
+    entry.status.awaiting = None;
+    h.registry.insert(entry);
+    let idle = h.handle(Some(MALLORY), &approve("cs-1"), NOW).await;
+    assert_eq!(
+        (idle.status, idle.body["error"].as_str()),
+        (403, Some("NotAnApprover")),
+        "{}",
+        idle.body
+    );
 }
 
 #[tokio::test]
