@@ -77,12 +77,12 @@ async fn cli<F: stacksync::ports::CloudFormationFactory>(
         .unwrap()
 }
 
-/// What waits for approval on `name`, once something does (and is not
-/// `other`, a change set answered before).
+/// What waits for approval on `name`, once something does (and asked
+/// after `earlier`, a wait answered before).
 async fn awaiting<F: stacksync::ports::CloudFormationFactory>(
     h: &Harness<F>,
     name: &str,
-    other: Option<&str>,
+    earlier: Option<&AwaitingApproval>,
 ) -> AwaitingApproval {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -90,7 +90,7 @@ async fn awaiting<F: stacksync::ports::CloudFormationFactory>(
         if let Some(a) = status
             .awaiting
             .as_ref()
-            .filter(|a| Some(a.change_set.as_str()) != other)
+            .filter(|a| earlier.is_none_or(|e| a.requested_at > e.requested_at))
         {
             assert_eq!(status.phase, Phase::AwaitingApproval);
             return a.clone();
@@ -230,7 +230,7 @@ async fn a_push_during_the_wait_voids_the_approval_and_a_new_change_set_asks_aga
         let out = cli(&h, &["approve", &name, "--change-set", &first.change_set]).await;
         assert!(out.status.success(), "{}", stderr(&out));
         // Void: the change set of the new commit waits now.
-        let second = awaiting(&h, &name, Some(&first.change_set)).await;
+        let second = awaiting(&h, &name, Some(&first)).await;
         assert_ne!(second.change_set, first.change_set);
         let rows: Vec<&str> = second
             .changes
@@ -448,19 +448,7 @@ async fn only_an_approver_s_approval_runs_a_deployed_change_set() {
         .unwrap();
     // Void: the change set is made again (the same name: nothing moved)
     // and asks again.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let second = loop {
-        let status = h.entry(&name).await.status;
-        if let Some(a) = status
-            .awaiting
-            .as_ref()
-            .filter(|a| a.requested_at > first.requested_at)
-        {
-            break a.clone();
-        }
-        assert!(Instant::now() < deadline, "not asked again: {status:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let second = awaiting(&h, &name, Some(&first)).await;
     let void = h.entry(&name).await.status.approvals;
     assert!(
         void.iter().any(|r| r.decision == Decision::Void
@@ -628,19 +616,7 @@ async fn the_change_set_step_reads_the_approval_functions_record_before_it_execu
             .answer(&String::from_utf8_lossy(&token), &forged, 0)
             .await
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let second = loop {
-            let status = h.entry(&name).await.status;
-            if let Some(a) = status
-                .awaiting
-                .as_ref()
-                .filter(|a| a.requested_at > first.requested_at)
-            {
-                break a.clone();
-            }
-            assert!(Instant::now() < deadline, "not asked again: {status:?}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+        let second = awaiting(&h, &name, Some(&first)).await;
         // Its token gone (a bucket's lifecycle, say): said, nothing answered.
         let key = approval_token_key(&name, &second.run);
         let token = h.steps.blobs.get(&key, 16 * 1024).await.unwrap();

@@ -42,13 +42,13 @@ export const SCHEDULE_EXPRESSION = /^(rate\([1-9][0-9]* (minute|minutes|hour|hou
 export const DRIFT_READ_POLICY = /^(none|[A-Za-z0-9+=,.@_/-]{1,128})$/;
 
 /**
- * An approver (`approvers`): an IAM principal ARN pattern, `arn:PARTITION:iam::ACCOUNT:role/NAME`, `…:user/NAME` or
- * `arn:PARTITION:sts::ACCOUNT:assumed-role/ROLE/SESSION`, `*` and `?` allowed in the name; what the answer function
- * accepts in `STACKSYNC_APPROVERS` (shared/src/approvers.rs `check_pattern`; template.yaml's `Approvers` has no
- * AllowedPattern: a bad one fails the function when it starts).
+ * An approver (`approvers`): an IAM principal ARN pattern, `arn:PARTITION:iam::ACCOUNT:role/NAME` (without the role's
+ * path, which its sessions' ARNs do not have), `arn:PARTITION:iam::ACCOUNT:user/NAME` or
+ * `arn:PARTITION:sts::ACCOUNT:assumed-role/ROLE/SESSION`, `*` and `?` allowed in the name: what the answer function
+ * accepts in `STACKSYNC_APPROVERS` (shared/src/approvers.rs `check_pattern`), and template.yaml's `Approvers`
+ * AllowedPattern (the same expression, which also allows an empty list).
  */
-// template.yaml's Approvers AllowedPattern, each name: a role without its path (its sessions' ARNs have none).
-export const APPROVER_PATTERN = /^arn:aws[a-z-]*:(iam|sts)::[0-9]{12}:(role\/[A-Za-z0-9+=,.@_*?-]+|(user|assumed-role)\/[A-Za-z0-9+=,.@_\/*?-]+)$/;
+export const APPROVER_PATTERN = /^arn:aws[a-z-]*:(iam::[0-9]{12}:(role\/[A-Za-z0-9+=,.@_*?-]+|user\/[A-Za-z0-9+=,.@_\/*?-]+)|sts::[0-9]{12}:assumed-role\/[A-Za-z0-9+=,.@_\/*?-]+)$/;
 
 export interface StackSyncProps extends StackProps {
   /**

@@ -530,6 +530,9 @@ describe('functions', () => {
       'arn:awsX:iam::111122223333:role/x',
       // A role's path is not in its sessions' ARNs: such a pattern would let no one in.
       'arn:aws:iam::111122223333:role/path/to/*',
+      // Kinds that live in the other service's ARNs: they would let no one in either.
+      'arn:aws:sts::111122223333:role/admins',
+      'arn:aws:iam::111122223333:assumed-role/admins/alice',
     ]) {
       assert.throws(make({ approvers: [bad] }), (err: Error) => err.message.startsWith(`approvers: "${bad}" is not an IAM principal ARN pattern`), bad);
     }

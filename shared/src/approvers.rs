@@ -72,14 +72,17 @@ pub fn check_pattern(pattern: &str) -> Result<(), String> {
     let parts: Vec<&str> = pattern.splitn(6, ':').collect();
     let valid = matches!(
         parts.as_slice(),
-        ["arn", partition, "iam" | "sts", "", account, resource]
+        ["arn", partition, service @ ("iam" | "sts"), "", account, resource]
             if partition
                 .strip_prefix("aws")
                 .is_some_and(|rest| rest.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'))
                 && (account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit()))
-                && ["user/", "role/", "assumed-role/"]
-                    .iter()
-                    .any(|kind| resource.len() > kind.len() && resource.starts_with(kind))
+                && match *service {
+                    "iam" => ["user/", "role/"].as_slice(),
+                    _ => ["assumed-role/"].as_slice(),
+                }
+                .iter()
+                .any(|kind| resource.len() > kind.len() && resource.starts_with(kind))
                 && resource
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || "+=,.@_-/*?".contains(c))
@@ -192,6 +195,9 @@ mod tests {
             "arn:aws:iam::111122223333:role/x:y",
             "arn:aws?:iam::111122223333:role/x",
             "arn:awsX:iam::111122223333:role/x",
+            // Kinds of the other service's ARNs: they would match no one.
+            "arn:aws:sts::111122223333:role/x",
+            "arn:aws:iam::111122223333:assumed-role/r/alice",
         ] {
             let err = check_pattern(bad).unwrap_err();
             assert!(err.contains("IAM principal ARN pattern"), "{bad}: {err}");

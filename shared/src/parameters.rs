@@ -82,6 +82,11 @@ pub fn output_record(value: &str) -> String {
 /// read: never the value, nor a hash of it.
 pub const MASKED_OUTPUT: &str = "****";
 
+/// How the registry records an output it could not check for secrets (the
+/// run's secrets could not be read again): not the value, which may hold
+/// one. The stack's next run checks it again.
+pub const UNCHECKED_OUTPUT: &str = "(unchecked: the secrets could not be read again)";
+
 /// A secret at least this long is looked for inside outputs too (a
 /// connection string that embeds a password); a shorter one only as a
 /// whole value, lest every output holding its letters be masked.

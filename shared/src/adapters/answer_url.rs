@@ -23,13 +23,13 @@ use crate::source::{host_of, is_loopback_host};
 /// Longest wait for the approval function's answer.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The region a Function URL is in (`ID.lambda-url.REGION.on.aws`), or
-/// `None` for another host.
-pub fn url_region(url: &str) -> Option<&str> {
-    let host = host_of(url);
+/// The region a Function URL is in (`ID.lambda-url.REGION.on.aws`, in any
+/// case), or `None` for another host.
+pub fn url_region(url: &str) -> Option<String> {
+    let host = host_of(url).to_ascii_lowercase();
     let rest = host.split_once(".lambda-url.")?.1;
     let region = rest.strip_suffix(".on.aws")?;
-    (!region.is_empty() && !region.contains('.')).then_some(region)
+    (!region.is_empty() && !region.contains('.')).then(|| region.to_owned())
 }
 
 /// Refuses a URL the CLI does not send signed requests to. The host is
@@ -67,8 +67,10 @@ pub async fn post(
     body: &Value,
 ) -> Result<(u16, Value), String> {
     check_url(url)?;
+    // Signed as sent: the client's own reading (host in lower case).
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
+    let url = parsed.as_str();
     let region = url_region(url)
-        .map(str::to_owned)
         .or_else(|| config.region().map(ToString::to_string))
         .ok_or("no AWS region to sign for")?;
     let provider = config
@@ -159,6 +161,7 @@ mod tests {
     fn only_function_urls_and_this_machine_get_a_signed_request() {
         for url in [
             "https://abc123.lambda-url.eu-west-1.on.aws/",
+            "https://ABC123.LAMBDA-URL.EU-WEST-1.ON.AWS/",
             "http://127.0.0.1:8123/",
         ] {
             assert_eq!(check_url(url), Ok(()), "{url}");
@@ -181,7 +184,7 @@ mod tests {
             assert!(err.contains("nothing was sent"), "{url}: {err}");
         }
         assert_eq!(
-            url_region("https://abc.lambda-url.eu-west-1.on.aws/"),
+            url_region("https://abc.lambda-url.eu-west-1.on.aws/").as_deref(),
             Some("eu-west-1")
         );
     }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::parameters::{MASKED_OUTPUT, Stored, pick};
+use crate::parameters::{MASKED_OUTPUT, Stored, UNCHECKED_OUTPUT, pick};
 use crate::ports::{CloudFormation, CloudFormationFactory, PortError, Versioned};
 use crate::registry::{Entries, RegistryError};
 use crate::spec::{ParameterValue, ValueRef};
@@ -204,9 +204,10 @@ async fn read_secret<P: CloudFormation>(
 
 /// Output `output` of the registered stack `from_stack`, as CloudFormation
 /// reports it now (in that stack's account and region). Refused when that
-/// stack's run found a secret in it (recorded [`MASKED_OUTPUT`]): a value
-/// read through `fromStack` is recorded in the clear (the parameters, the
-/// outputs read, `get --explain`), and a secret never is.
+/// stack's last recorded run found a secret in it ([`MASKED_OUTPUT`]): a
+/// value read through `fromStack` is recorded in the clear (the
+/// parameters, the outputs read, `get --explain`), and a secret never is;
+/// missing while that run could not check it ([`UNCHECKED_OUTPUT`]).
 async fn stack_output<F, E>(
     factory: &F,
     registry: &E,
@@ -223,12 +224,23 @@ where
         .get(from_stack)
         .await?
         .ok_or_else(|| missing(format!("stack {from_stack} is not registered")))?;
-    if upstream.status.outputs.get(output).map(String::as_str) == Some(MASKED_OUTPUT) {
-        return Err(ValueError::Secret(format!(
-            "parameter {name}: output {output} of stack {from_stack} holds a secret (its \
-             status records it {MASKED_OUTPUT}), and a value read with fromStack is recorded \
-             in the clear: read that secret where it is kept ({{secret: …}} or {{ssm: …}})"
-        )));
+    match upstream.status.outputs.get(output).map(String::as_str) {
+        Some(MASKED_OUTPUT) => {
+            return Err(ValueError::Secret(format!(
+                "parameter {name}: output {output} of stack {from_stack} holds a secret (its \
+                 status records it {MASKED_OUTPUT}), and a value read with fromStack is \
+                 recorded in the clear: read that secret where it is kept ({{secret: …}} or \
+                 {{ssm: …}})"
+            )));
+        }
+        Some(UNCHECKED_OUTPUT) => {
+            return Err(missing(format!(
+                "output {output} of stack {from_stack} is not recorded yet: its last run could \
+                 not read its secrets again to check that the output holds none (its next run \
+                 checks it)"
+            )));
+        }
+        _ => {}
     }
     let spec = &upstream.spec;
     let port = factory

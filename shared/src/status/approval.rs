@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{ResourceChange, Timestamp, is_zero};
 
-/// How many approval records a status keeps.
+/// How many answers the approval records keep (refusals aside:
+/// [`MAX_REFUSALS_KEPT`]).
 pub const MAX_APPROVAL_RECORDS: usize = 10;
 
 /// A change set that waits for a person.
@@ -76,12 +77,13 @@ pub enum Decision {
 }
 
 /// How many refusals (callers who are not approvers) the approval records
-/// keep: however many are refused, they never push the answers out.
+/// keep, besides the [`MAX_APPROVAL_RECORDS`] answers: however many are
+/// refused, they never push an answer out.
 pub const MAX_REFUSALS_KEPT: usize = 3;
 
-/// `records` with `record` appended: past [`MAX_REFUSALS_KEPT`] refusals
-/// the oldest refusal is dropped, and past [`MAX_APPROVAL_RECORDS`] the
-/// oldest refusal, else the oldest record.
+/// `records` with `record` appended: the newest [`MAX_APPROVAL_RECORDS`]
+/// answers (approved, rejected, void, timed out) and the newest
+/// [`MAX_REFUSALS_KEPT`] refusals, in their order.
 pub fn appended_approval(
     records: &[ApprovalRecord],
     record: ApprovalRecord,
@@ -89,19 +91,30 @@ pub fn appended_approval(
     let mut records = records.to_vec();
     records.push(record);
     let refused = |r: &ApprovalRecord| r.decision == Decision::Refused;
-    let mut refusals = records.iter().filter(|r| refused(r)).count();
-    while records.len() > MAX_APPROVAL_RECORDS || refusals > MAX_REFUSALS_KEPT {
-        match records.iter().position(refused) {
-            Some(oldest) if refusals > 0 => {
-                records.remove(oldest);
-                refusals -= 1;
-            }
-            _ => {
-                records.remove(0);
-            }
-        }
-    }
+    keep_newest(&mut records, MAX_REFUSALS_KEPT, refused);
+    keep_newest(&mut records, MAX_APPROVAL_RECORDS, |r| !refused(r));
     records
+}
+
+/// Drops the oldest of `records` that are `of_kind` past `max` of them.
+fn keep_newest(
+    records: &mut Vec<ApprovalRecord>,
+    max: usize,
+    of_kind: impl Fn(&ApprovalRecord) -> bool,
+) {
+    let mut excess = records
+        .iter()
+        .filter(|r| of_kind(r))
+        .count()
+        .saturating_sub(max);
+    records.retain(|r| {
+        if excess > 0 && of_kind(r) {
+            excess -= 1;
+            false
+        } else {
+            true
+        }
+    });
 }
 
 #[cfg(test)]
@@ -121,38 +134,26 @@ mod tests {
 
     #[test]
     fn refusals_never_push_the_answers_out() {
-        let answers: Vec<ApprovalRecord> = (0..MAX_APPROVAL_RECORDS as i64 - 1)
+        let answers: Vec<ApprovalRecord> = (0..MAX_APPROVAL_RECORDS as i64)
             .map(|at| record(Decision::Approved, at))
             .collect();
         let mut records = answers.clone();
         for at in 100..200 {
             records = appended_approval(&records, record(Decision::Refused, at));
         }
-        assert_eq!(records.len(), MAX_APPROVAL_RECORDS);
+        assert_eq!(records.len(), MAX_APPROVAL_RECORDS + MAX_REFUSALS_KEPT);
         assert_eq!(records[..answers.len()], answers[..], "every answer kept");
-        assert_eq!(
-            records.last().unwrap().at,
-            Timestamp(199),
-            "the newest refusal"
-        );
+        let refusals: Vec<i64> = records[answers.len()..].iter().map(|r| r.at.0).collect();
+        assert_eq!(refusals, [197, 198, 199], "the newest refusals");
 
-        // Refusals alone: the newest few.
-        let mut records = Vec::new();
-        for at in 0..20 {
-            records = appended_approval(&records, record(Decision::Refused, at));
-        }
-        let kept: Vec<i64> = records.iter().map(|r| r.at.0).collect();
-        assert_eq!(kept, [17, 18, 19]);
-
-        // Answers past the bound: the oldest refusal goes first, then the
-        // oldest answer.
+        // Answers past their bound: the oldest answer goes, the refusals
+        // stay, in order.
         let mut records = vec![record(Decision::Refused, 0)];
-        for at in 1..=MAX_APPROVAL_RECORDS as i64 {
+        for at in 1..=MAX_APPROVAL_RECORDS as i64 + 1 {
             records = appended_approval(&records, record(Decision::Approved, at));
         }
-        assert!(records.iter().all(|r| r.decision == Decision::Approved));
         records = appended_approval(&records, record(Decision::Void, 99));
-        assert_eq!(records.first().unwrap().at, Timestamp(2));
-        assert_eq!(records.len(), MAX_APPROVAL_RECORDS);
+        let kept: Vec<i64> = records.iter().map(|r| r.at.0).collect();
+        assert_eq!(kept, [0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 99]);
     }
 }

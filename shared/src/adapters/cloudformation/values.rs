@@ -6,15 +6,15 @@ use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use super::super::port_error;
 use crate::ports::{PortError, PortResult, Versioned};
 
-/// `version`: as a selector (`NAME:VERSION`), which SSM keeps for the
-/// parameter's last 100 versions.
+/// `version`: as a selector (`NAME:VERSION`, in place of one `name` may
+/// have), which SSM keeps for the parameter's last 100 versions.
 pub(super) async fn ssm_parameter(
     ssm: &aws_sdk_ssm::Client,
     name: &str,
     version: Option<&str>,
 ) -> PortResult<Option<Versioned>> {
     let name = match version {
-        Some(version) => format!("{name}:{version}"),
+        Some(version) => format!("{}:{version}", without_selector(name)),
         None => name.to_owned(),
     };
     match ssm
@@ -72,5 +72,40 @@ pub(super) async fn secret_string(
         },
         Err(e) if e.code() == Some("ResourceNotFoundException") => Ok(None),
         Err(e) => Err(port_error("GetSecretValue", &e)),
+    }
+}
+
+/// An SSM parameter's name (or ARN) without its selector (`:VERSION` or
+/// `:LABEL`, after the last `/`).
+fn without_selector(name: &str) -> &str {
+    match name.rsplit_once(':') {
+        Some((base, selector)) if !selector.contains('/') && !base.is_empty() => base,
+        _ => name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_selector;
+
+    #[test]
+    fn a_selector_is_taken_off_a_name_or_an_arn_and_nothing_else() {
+        for (name, base) in [
+            ("/db/pw", "/db/pw"),
+            ("/db/pw:prod", "/db/pw"),
+            ("/db/pw:3", "/db/pw"),
+            ("pw", "pw"),
+            ("pw:prod", "pw"),
+            (
+                "arn:aws:ssm:eu-west-1:111122223333:parameter/db/pw",
+                "arn:aws:ssm:eu-west-1:111122223333:parameter/db/pw",
+            ),
+            (
+                "arn:aws:ssm:eu-west-1:111122223333:parameter/db/pw:prod",
+                "arn:aws:ssm:eu-west-1:111122223333:parameter/db/pw",
+            ),
+        ] {
+            assert_eq!(without_selector(name), base, "{name}");
+        }
     }
 }

@@ -164,38 +164,38 @@ async fn a_secret_is_presented_nowhere_it_does_not_name_and_says_where_it_may_go
     }
 }
 
-#[tokio::test]
-async fn a_github_app_s_api_url_must_be_on_one_of_its_hosts() {
-    let c = credentials(&bound(
-        r#""appId": 1, "installationId": 2, "privateKey": "hunter2", "apiUrl": "https://evil.example/api/v3""#,
-    ));
-    let err = c
-        .git_access(&at("https://github.com/acme/infra.git"))
-        .await
-        .unwrap_err();
+/// The refusal of `secret` for a source at `url`, which must be
+/// `CredentialNotForHost`: its message.
+async fn not_for_host(secret: &str, url: &str) -> String {
+    let err = credentials(secret).git_access(&at(url)).await.unwrap_err();
     assert!(
         matches!(err, FetchError::CredentialNotForHost { .. }),
         "{err:?}"
     );
-    assert!(err.to_string().contains("evil.example"), "{err}");
+    err.to_string()
+}
+
+#[tokio::test]
+async fn a_github_app_s_api_url_must_be_on_one_of_its_hosts() {
+    let err = not_for_host(
+        &bound(
+            r#""appId": 1, "installationId": 2, "privateKey": "hunter2", "apiUrl": "https://evil.example/api/v3""#,
+        ),
+        "https://github.com/acme/infra.git",
+    )
+    .await;
+    assert!(err.contains("evil.example"), "{err}");
 }
 
 #[tokio::test]
 async fn a_github_app_without_an_api_url_needs_github_com_among_its_hosts() {
     // Its JWT would go to api.github.com: a secret bound to an
     // Enterprise Server alone names no apiUrl there.
-    let c = credentials(
+    let err = not_for_host(
         r#"{"appId": 1, "installationId": 2, "privateKey": "hunter2", "hosts": ["git.acme.internal"]}"#,
-    );
-    let err = c
-        .git_access(&at("https://git.acme.internal/acme/infra.git"))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err, FetchError::CredentialNotForHost { .. }),
-        "{err:?}"
-    );
-    let err = err.to_string();
+        "https://git.acme.internal/acme/infra.git",
+    )
+    .await;
     assert!(
         err.contains("api.github.com") && err.contains("apiUrl") && !err.contains("hunter2"),
         "{err}"
@@ -205,15 +205,7 @@ async fn a_github_app_without_an_api_url_needs_github_com_among_its_hosts() {
 #[tokio::test]
 async fn a_secret_that_names_no_hosts_is_refused_before_any_connection() {
     for text in ["ghp_plain", r#"{"token": "ghp_plain"}"#] {
-        let err = credentials(text)
-            .git_access(&at("https://github.com/acme/infra.git"))
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(err, FetchError::CredentialNotForHost { .. }),
-            "{err:?}"
-        );
-        let err = err.to_string();
+        let err = not_for_host(text, "https://github.com/acme/infra.git").await;
         assert!(
             err.contains("\"hosts\"") && !err.contains("ghp_plain"),
             "{err}"

@@ -296,6 +296,26 @@ mod tests {
     use super::super::testing::*;
     use super::*;
 
+    /// A run of an entry whose source is `url` (`insecure` as given), in a
+    /// `local` runner or deployed: the test, and what artifact-fetch made.
+    async fn fetched_from(
+        url: &str,
+        insecure: bool,
+        local: bool,
+    ) -> (Test, Result<RunState, StepError>) {
+        let mut t = Test::with_entry(|e| {
+            e.spec.source.git = Some(url.into());
+            e.spec.source.insecure = insecure;
+        })
+        .await;
+        t.steps.config.local = local;
+        t.steps
+            .sources
+            .commit(url, "main", HEAD, &[("t.yaml", TEMPLATE)]);
+        let result = t.steps.artifact_fetch(t.input("run-1")).await;
+        (t, result)
+    }
+
     #[tokio::test]
     async fn unauthenticated_transports_are_refused_when_deployed_unless_the_spec_says_insecure() {
         for (url, insecure, local, refused) in [
@@ -305,16 +325,7 @@ mod tests {
             ("git://git.example/infra.git", false, true, false),
             ("https://git.example/infra.git", false, false, false),
         ] {
-            let mut t = Test::with_entry(|e| {
-                e.spec.source.git = Some(url.into());
-                e.spec.source.insecure = insecure;
-            })
-            .await;
-            t.steps.config.local = local;
-            t.steps
-                .sources
-                .commit(url, "main", HEAD, &[("t.yaml", TEMPLATE)]);
-            let result = t.steps.artifact_fetch(t.input("run-1")).await;
+            let (t, result) = fetched_from(url, insecure, local).await;
             match result {
                 Err(e) if refused => {
                     assert_eq!(e.name(), "StackSync.Stalled.Unsupported");
@@ -340,16 +351,7 @@ mod tests {
             (false, true, false),
         ] {
             let url = "file:///tmp/infra";
-            let mut t = Test::with_entry(|e| {
-                e.spec.source.git = Some(url.into());
-                e.spec.source.insecure = insecure;
-            })
-            .await;
-            t.steps.config.local = local;
-            t.steps
-                .sources
-                .commit(url, "main", HEAD, &[("t.yaml", TEMPLATE)]);
-            let result = t.steps.artifact_fetch(t.input("run-1")).await;
+            let (t, result) = fetched_from(url, insecure, local).await;
             match result {
                 Err(e) if refused => {
                     assert_eq!(e.name(), "StackSync.Stalled.Unsupported");

@@ -36,8 +36,9 @@ where
     /// The stack's `outputs` as the registry may record them: any that is,
     /// or holds, the value of a secret the run's parameters read is masked
     /// ([`crate::parameters::without_secrets`]); the secrets are read again
-    /// through `cfn` for this, and if they cannot be, every output is
-    /// masked (never recorded by mistake).
+    /// through `cfn` for this, and if they cannot be, no output is recorded
+    /// ([`crate::parameters::UNCHECKED_OUTPUT`]: never recorded by mistake,
+    /// nor taken for a secret).
     pub(super) async fn recordable_outputs(
         &self,
         state: &RunState,
@@ -56,11 +57,11 @@ where
         let secrets = match values::secret_values(cfn, &stored).await {
             Ok(secrets) => secrets,
             Err(e) => {
-                tracing::warn!(stack = %state.stack_id, error = %e, "the secrets could not be read again to check the outputs: every output recorded masked");
+                tracing::warn!(stack = %state.stack_id, error = %e, "the secrets could not be read again to check the outputs: none recorded");
                 return Ok(Some(
                     outputs
                         .into_keys()
-                        .map(|k| (k, crate::parameters::MASKED_OUTPUT.to_owned()))
+                        .map(|k| (k, crate::parameters::UNCHECKED_OUTPUT.to_owned()))
                         .collect(),
                 ));
             }
@@ -376,6 +377,21 @@ mod tests {
         uploaded(&t).await.unwrap();
     }
 
+    /// The run through to its end, the stack created: `meanwhile` between
+    /// the change set's execution and the step that records the outputs.
+    /// The status it recorded.
+    async fn deployed(t: &Test, meanwhile: impl FnOnce(&Test)) -> crate::status::Status {
+        let state = uploaded(t).await.unwrap();
+        let mut state = t.steps.change_set(state).await.unwrap();
+        state.execute = true;
+        let state = t.steps.change_set(state).await.unwrap();
+        meanwhile(t);
+        t.stack_answers(&[Some(S::CreateComplete)]);
+        let state = t.steps.poll_status(state).await.unwrap();
+        assert_eq!(state.next, Next::Done, "{state:?}");
+        t.entry().status
+    }
+
     #[tokio::test]
     async fn an_output_that_echoes_a_secret_is_recorded_masked() {
         let t = with_secrets("pw-SECRET-1").await;
@@ -389,14 +405,7 @@ mod tests {
             s.outputs
                 .insert("Arn".into(), "arn:aws:sqs:us-east-1:1:q".into());
         }
-        let state = uploaded(&t).await.unwrap();
-        let mut state = t.steps.change_set(state).await.unwrap();
-        state.execute = true;
-        let state = t.steps.change_set(state).await.unwrap();
-        t.stack_answers(&[Some(S::CreateComplete)]);
-        let state = t.steps.poll_status(state).await.unwrap();
-        assert_eq!(state.next, Next::Done, "{state:?}");
-        let status = t.entry().status;
+        let status = deployed(&t, |_| {}).await;
         assert_eq!(status.phase, Phase::Ready);
         assert_eq!(status.outputs["Echo"], crate::parameters::MASKED_OUTPUT);
         assert_eq!(status.outputs["Url"], crate::parameters::MASKED_OUTPUT);
@@ -412,31 +421,43 @@ mod tests {
             .script()
             .outputs
             .insert("Echo".into(), "pw-SECRET-1".into());
-        let state = uploaded(&t).await.unwrap();
-        let mut state = t.steps.change_set(state).await.unwrap();
-        state.execute = true;
-        let state = t.steps.change_set(state).await.unwrap();
         // Rotated while the stack was updating: the stack holds the value
         // the run read, the store a newer one.
-        {
+        let status = deployed(&t, |t| {
             let mut s = t.cfn.script();
             s.ssm.insert("/db/pw".into(), "pw-SECRET-2".into());
             s.earlier_values.push("pw-SECRET-1".into());
-        }
-        t.stack_answers(&[Some(S::CreateComplete)]);
-        let state = t.steps.poll_status(state).await.unwrap();
-        assert_eq!(state.next, Next::Done, "{state:?}");
-        let status = t.entry().status;
+        })
+        .await;
         assert_eq!(status.outputs["Echo"], crate::parameters::MASKED_OUTPUT);
         let text = serde_json::to_string(&t.entry()).unwrap();
         assert!(!text.contains("SECRET"), "{text}");
     }
 
     #[tokio::test]
-    async fn an_output_recorded_masked_is_refused_to_from_stack_naming_it() {
+    async fn outputs_that_cannot_be_checked_for_secrets_are_not_recorded_nor_called_secrets() {
+        let t = with_secrets("pw-SECRET-1").await;
+        t.cfn
+            .script()
+            .outputs
+            .insert("Echo".into(), "pw-SECRET-1".into());
+        // The parameter is gone by the time the outputs are checked.
+        let status = deployed(&t, |t| t.cfn.script().ssm.clear()).await;
+        assert_eq!(
+            status.phase,
+            Phase::Ready,
+            "the stack is deployed all the same"
+        );
+        assert_eq!(status.outputs["Echo"], crate::parameters::UNCHECKED_OUTPUT);
+        let text = serde_json::to_string(&t.entry()).unwrap();
+        assert!(!text.contains("SECRET"), "{text}");
+    }
+
+    /// `orders` reading output Url of `db` (made, Url holding a password:
+    /// the one stack the fake describes), which `db`'s last run recorded
+    /// as `recorded`.
+    async fn reading_db_url(recorded: &str) -> Test {
         use crate::registry::sample_entry;
-        // db, made, its output Url holding a password (the one stack the
-        // fake describes: the step would read it there).
         let cfn = crate::fakes::ScriptedCloudFormation::with_stack(&[Some(S::CreateComplete)]);
         let t = Test::with(cfn, |e| {
             e.spec.parameters.insert(
@@ -448,15 +469,11 @@ mod tests {
             );
         })
         .await;
-        // db ran at this head and found a secret in its output Url.
         let mut db = sample_entry("db", crate::status::Status::default());
         db.status.last_attempted_revision = Some(HEAD.into());
         db.status.observed_spec_version = db.spec_version;
         db.status.outputs = BTreeMap::from([
-            (
-                "Url".to_owned(),
-                crate::parameters::MASKED_OUTPUT.to_owned(),
-            ),
+            ("Url".to_owned(), recorded.to_owned()),
             ("Arn".to_owned(), "arn:aws:rds:us-east-1:1:db".to_owned()),
         ]);
         t.steps.registry.inner.insert(db);
@@ -464,6 +481,12 @@ mod tests {
             .script()
             .outputs
             .insert("Url".into(), "postgres://app:pw-SECRET-1@db/app".into());
+        t
+    }
+
+    #[tokio::test]
+    async fn an_output_recorded_masked_is_refused_to_from_stack_naming_it() {
+        let t = reading_db_url(crate::parameters::MASKED_OUTPUT).await;
         let err = uploaded(&t).await.unwrap_err();
         let StepError::Stalled { reason, message } = &err else {
             panic!("{err:?}")
@@ -480,5 +503,24 @@ mod tests {
             !t.cfn.operations().iter().any(|o| o == "CreateChangeSet"),
             "nothing made"
         );
+    }
+
+    #[tokio::test]
+    async fn an_output_left_unchecked_is_not_there_yet_for_from_stack() {
+        // db's run could not read its secrets again: not a secret, not yet
+        // a value (tried again, with backoff, as any missing value).
+        let t = reading_db_url(crate::parameters::UNCHECKED_OUTPUT).await;
+        let err = uploaded(&t).await.unwrap_err();
+        let StepError::Stalled { reason, message } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(*reason, StallReason::MissingValue, "{message}");
+        assert!(!reason.is_lasting());
+        assert!(
+            message.starts_with("parameter Password: output Url of stack db is not recorded yet"),
+            "{message}"
+        );
+        let text = serde_json::to_string(&t.entry()).unwrap();
+        assert!(!text.contains("SECRET"), "{text}");
     }
 }
