@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use aws_config::SdkConfig;
-use stacksync::aws::{AwsOptions, load_config};
+use stacksync::aws::{AwsOptions, check_endpoints, environment, load_config};
 use stacksync::ownership::InstallationPolicy;
 use stacksync::registry::{Entries, Registry, StackEntry};
 
@@ -43,6 +43,9 @@ pub struct Resources {
 }
 
 pub async fn connect(cli: &Cli) -> Result<Connection> {
+    // Before any call: the SDK would take a bad endpoint and fail every call
+    // with its whole request in the message (an empty one: a panic).
+    check_endpoints(cli.endpoint_url.as_deref(), environment())?;
     let profile = cli
         .profile
         .clone()

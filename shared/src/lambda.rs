@@ -1,18 +1,28 @@
 //! The glue every function shares: configuration read once, clients built
-//! once, and step errors turned into Lambda errors whose `errorType` is the
-//! name the state machine's `Retry` and `Catch` match.
+//! once, and failures turned into Lambda errors whose `errorType` is a
+//! stable name: a step's is the one the state machine's `Retry` and `Catch`
+//! match ([`crate::reconcile::run::error_names`]), a trigger's one of
+//! [`error_types`], which alarms and log filters can match. None is ever a
+//! Rust type's name (what the runtime reports of a boxed error).
+
+use std::future::Future;
 
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use serde_json::{Value, json};
 
 use crate::adapters::secrets::{SecretLocation, Secrets};
 use crate::adapters::stepfunctions::Executions;
-use crate::aws::{AwsOptions, load_config};
+use crate::aws::{AwsOptions, check_endpoints, environment, load_config};
 use crate::ownership::InstallationPolicy;
 use crate::reconcile::run::StepError;
 use crate::reconcile::steps::StepName;
 use crate::registry::Registry;
 use crate::wiring::sdk_steps;
+
+mod errors;
+
+pub use errors::{FunctionError, error_types};
+use errors::{drift_answer, events_answer, invocation, scheduler_answer};
 
 /// A required environment variable, or an error that names it.
 fn required(name: &str) -> Result<String, lambda_runtime::Error> {
@@ -63,10 +73,18 @@ async fn trigger_parts()
     init_logs();
     let table = required("STACKSYNC_TABLE")?;
     let machine = required("STACKSYNC_STATE_MACHINE_ARN")?;
-    let config = load_config(&AwsOptions::default()).await;
+    let config = aws_config().await?;
     let registry = Registry::new(aws_sdk_dynamodb::Client::new(&config), table);
     let executions = Executions::new(aws_sdk_sfn::Client::new(&config), machine);
     Ok((config, registry, executions))
+}
+
+/// The AWS configuration, its endpoints checked first (`AWS_ENDPOINT_URL`:
+/// a local emulator): a bad one fails the start in one line, not every call
+/// with the SDK's request in the message.
+async fn aws_config() -> Result<aws_config::SdkConfig, lambda_runtime::Error> {
+    check_endpoints(None, environment())?;
+    Ok(load_config(&AwsOptions::default()).await)
 }
 
 fn init_logs() {
@@ -87,7 +105,7 @@ async fn serve(step: StepName) -> Result<(), lambda_runtime::Error> {
     let endpoint = std::env::var("AWS_ENDPOINT_URL")
         .ok()
         .filter(|e| !e.is_empty());
-    let config = load_config(&AwsOptions::default()).await;
+    let config = aws_config().await?;
     let registry = Registry::new(aws_sdk_dynamodb::Client::new(&config), table);
     // A deployed function: unauthenticated transports need `insecure`.
     let mut steps = sdk_steps(&config, registry, &bucket, endpoint.as_deref(), false)
@@ -105,9 +123,9 @@ async fn serve(step: StepName) -> Result<(), lambda_runtime::Error> {
         &std::env::var("STACKSYNC_EVENT_BUS").unwrap_or_default(),
     );
     let steps = &steps;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+    serve_invocations(move |event| async move {
         steps.run(step, event.payload).await.map_err(diagnostic)
-    }))
+    })
     .await
 }
 
@@ -150,7 +168,7 @@ async fn webhook() -> Result<(), lambda_runtime::Error> {
         secrets: Secrets::new(location, &config),
     };
     let webhook = &webhook;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+    serve_invocations(move |event| async move {
         let response = match function_url_request(&event.payload) {
             Ok((headers, body)) => {
                 webhook
@@ -159,8 +177,8 @@ async fn webhook() -> Result<(), lambda_runtime::Error> {
             }
             Err(response) => response,
         };
-        Ok::<Value, lambda_runtime::Error>(function_url_response(&response))
-    }))
+        Ok::<Value, FunctionError>(function_url_response(&response))
+    })
     .await
 }
 
@@ -199,13 +217,9 @@ async fn scheduler() -> Result<(), lambda_runtime::Error> {
         config,
     };
     let scheduler = &scheduler;
-    lambda_runtime::run(service_fn(move |_event: LambdaEvent<Value>| async move {
-        let report = scheduler
-            .run(crate::clock::now_millis())
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<Value, lambda_runtime::Error>(serde_json::to_value(report)?)
-    }))
+    serve_invocations(move |_event| async move {
+        scheduler_answer(scheduler.run(crate::clock::now_millis()).await)
+    })
     .await
 }
 
@@ -222,7 +236,7 @@ async fn drift() -> Result<(), lambda_runtime::Error> {
     use crate::triggers::drift::{Config, DriftPass};
     init_logs();
     let table = required("STACKSYNC_TABLE")?;
-    let aws = load_config(&AwsOptions::default()).await;
+    let aws = aws_config().await?;
     let registry = Registry::new(aws_sdk_dynamodb::Client::new(&aws), table);
     let mut config = Config::default();
     if let Ok(text) = required("STACKSYNC_MAX_DETECTIONS") {
@@ -244,13 +258,9 @@ async fn drift() -> Result<(), lambda_runtime::Error> {
         config,
     };
     let pass = &pass;
-    lambda_runtime::run(service_fn(move |_event: LambdaEvent<Value>| async move {
-        let report = pass
-            .run(crate::clock::now_millis())
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<Value, lambda_runtime::Error>(serde_json::to_value(report)?)
-    }))
+    serve_invocations(move |_event| async move {
+        drift_answer(pass.run(crate::clock::now_millis()).await)
+    })
     .await
 }
 
@@ -282,7 +292,7 @@ async fn answer() -> Result<(), lambda_runtime::Error> {
         crate::approvers::check_pattern(pattern)
             .map_err(|e| format!("STACKSYNC_APPROVERS (Approvers): {e}"))?;
     }
-    let aws = load_config(&AwsOptions::default()).await;
+    let aws = aws_config().await?;
     let handler = AnswerHandler {
         registry: Registry::new(aws_sdk_dynamodb::Client::new(&aws), table),
         blobs: S3Store::new(
@@ -296,7 +306,7 @@ async fn answer() -> Result<(), lambda_runtime::Error> {
         approvers,
     };
     let handler = &handler;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+    serve_invocations(move |event| async move {
         let caller = caller_of(&event.payload).map(str::to_owned);
         let response = match function_url_request(&event.payload) {
             Ok((_, body)) => {
@@ -306,8 +316,8 @@ async fn answer() -> Result<(), lambda_runtime::Error> {
             }
             Err(response) => response,
         };
-        Ok::<Value, lambda_runtime::Error>(function_url_response(&response))
-    }))
+        Ok::<Value, FunctionError>(function_url_response(&response))
+    })
     .await
 }
 
@@ -330,23 +340,28 @@ async fn events() -> Result<(), lambda_runtime::Error> {
             .unwrap_or_else(|| "us-east-1".into()),
     };
     let handler = &handler;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+    serve_invocations(move |event| async move {
         let answer = match from_value(event.payload) {
             // Not worth a retry: the same bytes would fail the same way.
             Err(e) => {
                 tracing::error!(error = %e, "event rejected");
                 json!({"result": "rejected", "error": e.to_string()})
             }
-            Ok(event) => {
-                let answer = handler
-                    .handle(&event, crate::clock::now_millis())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                serde_json::to_value(answer)?
-            }
+            Ok(event) => events_answer(handler.handle(&event, crate::clock::now_millis()).await)?,
         };
         tracing::info!(%answer, "event handled");
-        Ok::<Value, lambda_runtime::Error>(answer)
-    }))
+        Ok::<Value, FunctionError>(answer)
+    })
     .await
+}
+
+/// Serves one function's invocations until the runtime stops, each through
+/// [`invocation`].
+async fn serve_invocations<F, Fut, E>(handler: F) -> Result<(), lambda_runtime::Error>
+where
+    F: Fn(LambdaEvent<Value>) -> Fut,
+    Fut: Future<Output = Result<Value, E>>,
+    E: Into<Diagnostic>,
+{
+    lambda_runtime::run(service_fn(move |event| invocation(handler(event)))).await
 }
