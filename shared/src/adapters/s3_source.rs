@@ -74,6 +74,12 @@ impl S3Archives {
                     Some(v) => format!("{url}: there is no version {v} of this object"),
                     None => format!("{url}: there is no such object"),
                 }),
+                // A HEAD answer has no body to say why: the status does.
+                Some(403) => rejected(format!(
+                    "{url}: HeadObject: S3 refused access (HTTP 403 Forbidden): the functions' \
+                     role may read only the buckets in SourceBucketNames (a local run: your AWS \
+                     credentials)"
+                )),
                 _ => s3_error(url, port_error("HeadObject", &e)),
             })?;
         if let Some(pinned) = pinned {

@@ -47,7 +47,10 @@ pub enum FetchError {
     /// The source was read, and what it holds is refused.
     #[error(transparent)]
     Content(#[from] ContentError),
-    /// The credentials were refused: wrong, expired or without access.
+    /// The credentials were refused (wrong, expired or without access), or
+    /// the server asks for some and the entry has none. `detail` says
+    /// which, whose (the secret's ARN, never its value) and the server's
+    /// answer (an HTTP status, SSH's refusal of the key).
     #[error("authentication failed for {url}: {detail}")]
     Authentication { url: String, detail: String },
     /// The source is not among the places its credentials secret may be

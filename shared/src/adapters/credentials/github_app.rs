@@ -118,20 +118,24 @@ pub async fn installation_token(
         .map_err(transient)?;
     let status = response.status();
     let body = response.bytes().await.map_err(transient)?;
+    // GitHub's `message`, after the status; nothing where it sent none
+    // (never an empty cause).
     let said = || {
         serde_json::from_slice::<Value>(&body)
             .ok()
-            .and_then(|v| v["message"].as_str().map(str::to_owned))
+            .and_then(|v| v["message"].as_str().map(str::trim).map(str::to_owned))
+            .filter(|m| !m.is_empty())
+            .map(|m| format!(": {m}"))
             .unwrap_or_default()
     };
     match status.as_u16() {
         200 | 201 => read_token(&body),
         500..=599 | 429 => Err(AppError::Transient(format!(
-            "POST {url}: HTTP {status} {}",
+            "POST {url}: HTTP {status}{}",
             said()
         ))),
         _ => Err(AppError::Refused(format!(
-            "GitHub refused the app's token request for installation {installation_id} (HTTP {status}: {})",
+            "GitHub refused the app's token request for installation {installation_id} (HTTP {status}{})",
             said()
         ))),
     }

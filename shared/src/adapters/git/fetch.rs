@@ -13,8 +13,8 @@ use gix::protocol::fetch::{Arguments, Negotiate, Shallow, Tags};
 use gix::protocol::handshake::Ref;
 use gix::protocol::transport::Protocol;
 
-use super::transport::{AGENT, BoxedTransport, Timeouts, open};
-use super::{Error, tree};
+use super::transport::{AGENT, BoxedTransport, Timeouts, open, parse};
+use super::{Error, Refusal, tree};
 use crate::adapters::credentials::GitAuth;
 use crate::content::Wanted;
 use crate::ports::source::Files;
@@ -27,22 +27,58 @@ pub(super) fn is_full_sha(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// A connection that has shaken hands. With no credentials given, a server
-/// that asks for them gets none (never a prompt or a credential helper).
+/// A connection that has shaken hands. The credentials (if any) go with
+/// the first request; a server that answers 401 gets nothing more (never a
+/// prompt or a credential helper), and that answer is told as what it is:
+/// the credentials sent were refused, or none were configured, or a
+/// redirect led to another server, where none are sent.
 fn connect(
     url: &str,
     auth: &GitAuth,
     timeouts: &Timeouts,
 ) -> Result<(BoxedTransport, Handshake), Error> {
     let mut transport = open(url, auth, timeouts)?;
+    // gix asks for credentials only when the server answered 401, with the
+    // URL it was at (after any redirect).
+    let mut asked_at: Option<Option<String>> = None;
     let handshake = gix::protocol::handshake(
         &mut transport,
         gix::protocol::transport::Service::UploadPack,
-        |_action| Ok(None),
+        |action| {
+            asked_at = Some(
+                action
+                    .context()
+                    .and_then(|c| c.url.as_ref())
+                    .map(|u| u.to_string()),
+            );
+            Ok(None)
+        },
         Vec::new(),
         &mut gix::progress::Discard,
-    )?;
-    Ok((transport, handshake))
+    );
+    match (handshake, asked_at) {
+        (Ok(handshake), _) => Ok((transport, handshake)),
+        (Err(_), Some(Some(at))) if !same_server(url, &at) => {
+            Err(Error::Unauthorized(Refusal::Redirected { to: at }))
+        }
+        (Err(_), Some(_)) => Err(Error::Unauthorized(Refusal::Http(401))),
+        (Err(e), None) => Err(e.into()),
+    }
+}
+
+/// Whether two URLs are on the same scheme, host and port (where gix
+/// sends the credentials after a redirect).
+fn same_server(a: &str, b: &str) -> bool {
+    let server = |url: &str| {
+        parse(url).ok().map(|u| {
+            (
+                u.scheme.clone(),
+                u.host().map(str::to_owned),
+                u.port_or_default(),
+            )
+        })
+    };
+    server(a).is_some() && server(a) == server(b)
 }
 
 /// The commit `reference` names on the remote: `ls-refs` only, no objects.

@@ -46,51 +46,147 @@ pub(crate) enum Error {
     Content(#[from] ContentError),
     #[error("{0}")]
     Refused(String),
+    /// The server turned down what was presented: said with what that was
+    /// (`Presented`) when the error is told to the steps.
     #[error("{0}")]
-    Authentication(String),
+    Unauthorized(Refusal),
     #[error("{0}")]
     TimedOut(String),
     #[error("{0}")]
     Transient(String),
 }
 
+/// How a server turned down what a fetch presented.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// An HTTP status: 401 (credentials wanted, or those sent refused) or
+    /// 403 (access refused).
+    Http(u16),
+    /// A redirect to another host or port, where no credentials are sent,
+    /// and the server there asked for them (401).
+    Redirected { to: String },
+    /// The SSH server refused the deploy key.
+    SshKey { host: String, user: String },
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Http(status) => write!(f, "the server answered HTTP {status}"),
+            Refusal::Redirected { to } => {
+                write!(
+                    f,
+                    "redirected to {to}, which asks for credentials (HTTP 401)"
+                )
+            }
+            Refusal::SshKey { host, user } => {
+                write!(f, "{host} refused the deploy key (user {user})")
+            }
+        }
+    }
+}
+
+/// What a fetch presented to the server, for what a refusal says: where
+/// the credentials came from, never what they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Presented {
+    /// Nothing: the entry has no `source.credentialsSecret`.
+    Nothing,
+    /// What the secret at this ARN holds (or a GitHub App token made with it).
+    Secret(String),
+    /// CodeCommit's Git credentials, signed with the AWS credentials in use.
+    Signed,
+}
+
+impl Presented {
+    fn of(source: &SourceLocation, auth: &GitAuth) -> Self {
+        match (&source.credentials, auth) {
+            (Some(arn), _) => Presented::Secret(arn.clone()),
+            (None, GitAuth::Anonymous) => Presented::Nothing,
+            (None, _) => Presented::Signed,
+        }
+    }
+}
+
 impl Error {
     /// What the steps act on: final (another try gets the same answer),
     /// transient, a refused credential, or content refused.
-    fn into_fetch(self, url: &str) -> FetchError {
+    fn into_fetch(self, url: &str, presented: &Presented) -> FetchError {
         match self {
             Error::Content(e) => FetchError::Content(e),
             Error::RefNotFound(_) | Error::NotACommit { .. } | Error::Refused(_) => {
                 rejected(format!("{url}: {self}"))
             }
-            Error::Authentication(detail) => FetchError::Authentication {
-                url: url.to_owned(),
-                detail,
-            },
+            Error::Unauthorized(refusal) => refused(url, presented, refusal),
             Error::TimedOut(detail) => FetchError::TimedOut {
                 url: url.to_owned(),
                 detail,
             },
             Error::Transient(m) => transient(format!("{url}: {m}")),
             Error::Io(e) => classify_io(url, &e),
-            Error::Git(e) => classify_git(url, &e),
+            Error::Git(e) => classify_git(url, &e, presented),
         }
+    }
+}
+
+/// A refusal said as it happened: whose credentials were refused (never
+/// their value), or that none were configured; and the HTTP status.
+fn refused(url: &str, presented: &Presented, refusal: Refusal) -> FetchError {
+    let authentication = |detail: String| FetchError::Authentication {
+        url: url.to_owned(),
+        detail,
+    };
+    match (refusal, presented) {
+        // No credential was refused: none went there.
+        (Refusal::Redirected { to }, _) => rejected(format!(
+            "{url}: redirected to {to}, which asks for credentials (HTTP 401); credentials go \
+             to no other host or port than the source's: point the entry at the repository's \
+             own URL"
+        )),
+        (Refusal::SshKey { host, user }, Presented::Secret(arn)) => authentication(format!(
+            "{host} refused the deploy key from {arn} (user {user})"
+        )),
+        (Refusal::SshKey { host, user }, _) => {
+            authentication(format!("{host} refused the deploy key (user {user})"))
+        }
+        (Refusal::Http(status), Presented::Secret(arn)) => authentication(format!(
+            "the server refused the credentials from {arn} (HTTP {status})"
+        )),
+        (Refusal::Http(status), Presented::Signed) => authentication(format!(
+            "the server refused the Git credentials signed with the AWS credentials in use \
+             (HTTP {status}): they need codecommit:GitPull on the repository"
+        )),
+        (Refusal::Http(401), Presented::Nothing) => authentication(
+            "the server asks for credentials (HTTP 401), and the entry has none: set \
+             source.credentialsSecret (README: Private repositories)"
+                .into(),
+        ),
+        (Refusal::Http(status), Presented::Nothing) => authentication(format!(
+            "the server refused access (HTTP {status}), and the entry has no credentials: set \
+             source.credentialsSecret if the repository is private"
+        )),
     }
 }
 
 /// A gix error by its typed classification (never by its text): refused
 /// credentials, an answer that another try will not change (the server's
 /// `ERR` line, not found, invalid, unsupported), or worth retrying.
-fn classify_git(url: &str, e: &gix::Error) -> FetchError {
+fn classify_git(url: &str, e: &gix::Error, presented: &Presented) -> FetchError {
     let text = describe(e);
     if let Some(refusal) = server_refusal(e) {
         return rejected(format!("{url}: the server refused: {refusal}"));
+    }
+    if let Some(failed) = e.downcast_any_ref::<ssh::UploadPackFailed>() {
+        return rejected(format!("{url}: {failed}"));
     }
     if e.iter_errors().any(is_timeout) {
         return FetchError::TimedOut {
             url: url.to_owned(),
             detail: text,
         };
+    }
+    if let Some(status) = unauthorized(e) {
+        return refused(url, presented, Refusal::Http(status));
     }
     match gix::error::classify(e).dominant_class() {
         Some(Class::Unauthenticated | Class::PermissionDenied) => FetchError::Authentication {
@@ -116,13 +212,23 @@ fn classify_io(url: &str, e: &std::io::Error) -> FetchError {
         };
     }
     match e.kind() {
-        NotFound | InvalidInput | Unsupported => rejected(format!("{url}: {e}")),
-        PermissionDenied => FetchError::Authentication {
-            url: url.to_owned(),
-            detail: e.to_string(),
-        },
+        // The operating system's refusal (the scratch folder, a socket),
+        // not the server's: no credential was refused.
+        NotFound | InvalidInput | Unsupported | PermissionDenied => rejected(format!("{url}: {e}")),
         _ => transient(format!("{url}: {e}")),
     }
+}
+
+/// The HTTP status of a server's refusal anywhere in the chain: 401 (a
+/// challenge for credentials, or those sent refused) or 403.
+fn unauthorized(e: &gix::Error) -> Option<u16> {
+    let challenged = e
+        .downcast_any_ref::<gix::protocol::transport::client::AuthenticationRequired>()
+        .is_some();
+    if challenged {
+        return Some(401);
+    }
+    http_status(e).filter(|s| matches!(s, 401 | 403))
 }
 
 /// Whether an error is a transport's timeout: reqwest's, or a socket's read
@@ -223,7 +329,7 @@ impl GitFetcher {
 
     /// A refused credential is read again next time (it may have been
     /// rotated since it was cached).
-    fn refused<T>(
+    fn forget_refused<T>(
         &self,
         source: &SourceLocation,
         result: Result<T, FetchError>,
@@ -277,12 +383,14 @@ impl SourceFetcher for GitFetcher {
         }
         missing_local_repository(&source.url)?;
         let (url, auth) = self.access(source).await?;
+        let presented = Presented::of(source, &auth);
         let (reference, timeouts) = (reference.to_owned(), self.timeouts);
         let result = blocking(move || {
-            fetch::resolve(&url, &auth, &reference, &timeouts).map_err(|e| e.into_fetch(&url))
+            fetch::resolve(&url, &auth, &reference, &timeouts)
+                .map_err(|e| e.into_fetch(&url, &presented))
         })
         .await;
-        self.refused(source, result)
+        self.forget_refused(source, result)
     }
 
     async fn fetch(
@@ -293,15 +401,16 @@ impl SourceFetcher for GitFetcher {
     ) -> Result<Files, FetchError> {
         missing_local_repository(&source.url)?;
         let (url, auth) = self.access(source).await?;
+        let presented = Presented::of(source, &auth);
         let scratch = self.scratch();
         let (revision, wanted, timeouts) = (revision.to_owned(), wanted.clone(), self.timeouts);
         let result = blocking(move || {
             let result = fetch::fetch(&url, &auth, &revision, &wanted, &scratch.0, &timeouts);
             drop(scratch);
-            result.map_err(|e| e.into_fetch(&url))
+            result.map_err(|e| e.into_fetch(&url, &presented))
         })
         .await;
-        self.refused(source, result)
+        self.forget_refused(source, result)
     }
 }
 
@@ -313,5 +422,27 @@ fn missing_local_repository(url: &str) -> Result<(), FetchError> {
             Err(rejected(format!("{url}: there is no repository at {path}")))
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The run's own scratch folder (or a socket) refused by the operating
+    /// system is no refused credential: it was told "authentication failed".
+    #[test]
+    fn a_local_permission_error_is_not_a_refused_credential() {
+        let url = "https://git.example/r.git";
+        let denied = std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "Permission denied (os error 13)",
+        );
+        let e = Error::Io(denied).into_fetch(url, &Presented::Nothing);
+        assert!(!matches!(e, FetchError::Authentication { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!("{url}: Permission denied (os error 13)")
+        );
     }
 }

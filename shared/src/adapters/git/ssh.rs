@@ -6,7 +6,10 @@
 //!
 //! russh is async and gix's transport blocking: the channel is read and
 //! written through the runtime's handle from the blocking fetch thread,
-//! each read or write bounded by the I/O timeout.
+//! each read or write bounded by the I/O timeout. What `git-upload-pack`
+//! says on stderr is kept: when it ends with a failure (no such repository,
+//! a deploy key of another repository), that is the error, not the early
+//! end of its output.
 
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -16,11 +19,11 @@ use gix::protocol::transport::client::git::ConnectMode;
 use gix::protocol::transport::client::git::blocking_io::Connection;
 use russh::client::Handle as Session;
 use russh::keys::{PrivateKeyWithHashAlg, PublicKeyOrCertificate};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::runtime::Handle;
 
-use super::Error;
 use super::transport::{BoxedTransport, Timeouts};
+use super::{Error, Refusal};
 use crate::adapters::credentials::SshKey;
 
 /// What the host key check concluded, when it refused.
@@ -132,7 +135,7 @@ pub(super) fn connect(
             .unwrap_or_else(PoisonError::into_inner)
             .take()
     };
-    let (session, stream) = match opened {
+    let (session, channel) = match opened {
         Err(_) => {
             return Err(Error::TimedOut(format!(
                 "SSH to {host}:{port}: no session within {:?}",
@@ -142,11 +145,11 @@ pub(super) fn connect(
         Ok(Err(e)) => return Err(refused().map(Error::Refused).unwrap_or(e)),
         Ok(Ok(opened)) => opened,
     };
-    let (read, write) = tokio::io::split(stream);
+    let (read, write) = channel.split();
     let session = Arc::new(session);
     Ok(Box::new(Connection::new(
-        Blocking::new(read, &runtime, &session, timeouts.io),
-        Blocking::new(write, &runtime, &session, timeouts.io),
+        Output::new(read, &runtime, &session, timeouts.io),
+        Blocking::new(write.make_writer(), &runtime, &session, timeouts.io),
         Protocol::V2,
         path,
         None::<(String, Option<u16>)>,
@@ -156,7 +159,7 @@ pub(super) fn connect(
 }
 
 /// Signs in and starts `git-upload-pack` for `path`: the session and the
-/// channel's stream.
+/// channel.
 async fn open(
     checker: HostKeys,
     host: &str,
@@ -165,7 +168,7 @@ async fn open(
     private: russh::keys::PrivateKey,
     path: &str,
     timeouts: &Timeouts,
-) -> Result<(Session<HostKeys>, russh::ChannelStream<russh::client::Msg>), Error> {
+) -> Result<(Session<HostKeys>, russh::Channel<russh::client::Msg>), Error> {
     let config = Arc::new(russh::client::Config {
         inactivity_timeout: Some(timeouts.io),
         ..Default::default()
@@ -193,9 +196,10 @@ async fn open(
         .await
         .map_err(ssh)?;
     if !signed_in.success() {
-        return Err(Error::Authentication(format!(
-            "{host} refused the deploy key for user {user}"
-        )));
+        return Err(Error::Unauthorized(Refusal::SshKey {
+            host: host.to_owned(),
+            user: user.to_owned(),
+        }));
     }
     let channel = session.channel_open_session().await.map_err(ssh)?;
     // Servers that do not accept the variable speak protocol v0; gix copes.
@@ -210,11 +214,136 @@ async fn open(
         )
         .await
         .map_err(ssh)?;
-    Ok((session, channel.into_stream()))
+    Ok((session, channel))
 }
 
-/// One half of the channel, blocking: every read or write runs on the
-/// runtime, bounded by the I/O timeout. Holds the session open.
+/// The most of `git-upload-pack`'s stderr kept for a message.
+const STDERR_KEPT: usize = 2048;
+
+/// `git-upload-pack` ended with a failure: its exit status and what it
+/// said on stderr (the server's reason: no such repository, no access).
+#[derive(Debug)]
+pub(super) struct UploadPackFailed {
+    exit_status: u32,
+    said: String,
+}
+
+impl std::fmt::Display for UploadPackFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the server's git-upload-pack ended with exit status {}",
+            self.exit_status
+        )?;
+        match self.said.is_empty() {
+            true => f.write_str(", saying nothing"),
+            false => write!(f, ": {}", self.said),
+        }
+    }
+}
+
+impl std::error::Error for UploadPackFailed {}
+
+/// The channel's output, blocking: its data (stdout), with stderr kept
+/// aside. At its end, a failed `git-upload-pack` is an error that says
+/// why; a successful one an ordinary end of the stream.
+struct Output {
+    half: russh::ChannelReadHalf,
+    /// Data received and not read yet, from this offset.
+    pending: (Vec<u8>, usize),
+    stderr: Vec<u8>,
+    exit_status: Option<u32>,
+    eof: bool,
+    ended: bool,
+    runtime: Handle,
+    timeout: std::time::Duration,
+    _session: Arc<Session<HostKeys>>,
+}
+
+impl Output {
+    fn new(
+        half: russh::ChannelReadHalf,
+        runtime: &Handle,
+        session: &Arc<Session<HostKeys>>,
+        timeout: std::time::Duration,
+    ) -> Self {
+        Self {
+            half,
+            pending: (Vec::new(), 0),
+            stderr: Vec::new(),
+            exit_status: None,
+            eof: false,
+            ended: false,
+            runtime: runtime.clone(),
+            timeout,
+            _session: session.clone(),
+        }
+    }
+
+    /// The end of the output: an error if `git-upload-pack` failed.
+    fn end(&mut self) -> std::io::Result<usize> {
+        self.ended = true;
+        match self.exit_status {
+            Some(exit_status) if exit_status != 0 => {
+                let said = String::from_utf8_lossy(&self.stderr);
+                let said = said.split_whitespace().collect::<Vec<_>>().join(" ");
+                Err(std::io::Error::other(UploadPackFailed {
+                    exit_status,
+                    said,
+                }))
+            }
+            _ => Ok(0),
+        }
+    }
+}
+
+impl Read for Output {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use russh::ChannelMsg;
+        loop {
+            let (data, at) = &mut self.pending;
+            if *at < data.len() {
+                let n = buf.len().min(data.len() - *at);
+                buf[..n].copy_from_slice(&data[*at..*at + n]);
+                *at += n;
+                return Ok(n);
+            }
+            if self.ended {
+                return Ok(0);
+            }
+            let message = self
+                .runtime
+                .block_on(tokio::time::timeout(self.timeout, self.half.wait()))
+                .map_err(|_| timed_out(self.timeout))?;
+            match message {
+                Some(ChannelMsg::Data { data }) if !self.eof => self.pending = (data.to_vec(), 0),
+                Some(ChannelMsg::ExtendedData { data, ext: 1 }) => {
+                    let room = STDERR_KEPT.saturating_sub(self.stderr.len());
+                    self.stderr.extend_from_slice(&data[..data.len().min(room)]);
+                }
+                // After the output's end, the exit status follows (then
+                // the channel closes): wait for it to tell how it ended.
+                Some(ChannelMsg::Eof) => {
+                    self.eof = true;
+                    if self.exit_status.is_some() {
+                        return self.end();
+                    }
+                }
+                Some(ChannelMsg::ExitStatus { exit_status }) => {
+                    self.exit_status = Some(exit_status);
+                    if self.eof {
+                        return self.end();
+                    }
+                }
+                Some(ChannelMsg::Close) | None => return self.end(),
+                Some(_) => {}
+            }
+        }
+    }
+}
+
+/// The channel's input, blocking: every write runs on the runtime, bounded
+/// by the I/O timeout. Holds the session open.
 struct Blocking<T> {
     inner: T,
     runtime: Handle,
@@ -243,20 +372,6 @@ fn timed_out(after: std::time::Duration) -> std::io::Error {
         std::io::ErrorKind::TimedOut,
         format!("no answer over SSH within {after:?}"),
     )
-}
-
-impl<T: AsyncRead + Unpin> Read for Blocking<T> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let Self {
-            inner,
-            runtime,
-            timeout,
-            ..
-        } = self;
-        runtime
-            .block_on(tokio::time::timeout(*timeout, inner.read(buf)))
-            .map_err(|_| timed_out(*timeout))?
-    }
 }
 
 impl<T: AsyncWrite + Unpin> Write for Blocking<T> {
