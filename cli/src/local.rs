@@ -57,7 +57,9 @@ impl LocalRunner {
     /// Runs one reconcile of `name` (`force`: a change set even at the
     /// applied state), printing states and stack events as they come.
     /// Returns whether the execution succeeded.
-    pub async fn reconcile(&self, name: &str, force: bool) -> Result<bool> {
+    /// Runs one reconcile of `name`: whether it succeeded, and what it said
+    /// it did (the run's outcome), if it did.
+    pub async fn reconcile(&self, name: &str, force: bool) -> Result<(bool, Option<String>)> {
         let entry = registered(&self.steps.registry, name).await?;
         let execution = format!("local-{name}-{}", now_millis());
         let trigger = Trigger {
@@ -99,13 +101,13 @@ impl LocalRunner {
         events.stop().await;
         Ok(match outcome {
             Outcome::Succeeded(state) => {
-                let outcome = state["outcome"].as_str().unwrap_or("done");
-                say!("   ✓ {name}: {outcome}");
-                true
+                let outcome = state["outcome"].as_str().map(str::to_owned);
+                say!("   ✓ {name}: {}", outcome.as_deref().unwrap_or("done"));
+                (true, outcome)
             }
             Outcome::Failed(error) => {
                 say!("   ✗ {name}: {error}");
-                false
+                (false, None)
             }
         })
     }

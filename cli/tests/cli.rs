@@ -649,7 +649,8 @@ async fn sync_local_creates_the_stack_and_reconcile_reports_failures_with_exit_1
         stderr(&missing)
     );
 
-    // A run that deletes its entry says so, while others remain registered.
+    // A run that removes its entry says so, and what became of the stack
+    // (kept: destroyOnDelete is false), while others remain registered.
     let other = cli.file(
         "other.yaml",
         &format!(
@@ -658,16 +659,24 @@ async fn sync_local_creates_the_stack_and_reconcile_reports_failures_with_exit_1
         ),
     );
     assert!(sync(&["apply", "-f", &other]).status.success());
-    assert!(sync(&["delete", &name]).status.success());
+    let deleting = stdout(&sync(&["delete", &name]));
+    assert!(
+        deleting.contains("will be left in place (destroyOnDelete: false)"),
+        "{deleting}"
+    );
     let gone = sync(&["reconcile", &name, "--local"]);
     let text = stdout(&gone);
     assert!(gone.status.success(), "{text}\n{}", stderr(&gone));
-    assert!(
-        text.contains(&format!(
-            "{name}: deleted, and its entry removed from the registry"
-        )),
+    let last = text.lines().last().unwrap_or_default();
+    assert_eq!(
+        last,
+        format!(
+            "{name}: entry removed from the registry; stack {name} left in place \
+             (destroyOnDelete is false)"
+        ),
         "{text}"
     );
+    assert!(!text.contains("deleted"), "nothing was deleted: {text}");
     assert!(!text.contains("no stacks registered"), "{text}");
 }
 

@@ -64,13 +64,21 @@ pub fn owner(
     let elsewhere = tags
         .get(INSTALLATION_TAG)
         .filter(|other| other.as_str() != installation);
-    if let Some(other) = elsewhere
-        && spec.adopt
-    {
+    if let Some(other) = elsewhere {
+        let entry = tags
+            .get(ENTRY_TAG)
+            .map(|e| format!("the entry {e:?} of "))
+            .unwrap_or_default();
+        let adopt = if spec.adopt {
+            ", and adopt never takes over another installation's stack"
+        } else {
+            ""
+        };
         return Owner::Foreign(format!(
-            "stacksync leaves the stack {} ({stack_id}) alone: it is managed by another \
-             installation ({other:?}), and adopt never takes over another installation's stack. \
-             Remove it from that installation first (its entry, or the stack's stacksync: tags)",
+            "stacksync leaves the stack {} ({stack_id}) alone: it was made by {entry}the \
+             installation {other:?}, which manages it{adopt}. Remove it from that installation \
+             first (its entry with destroyOnDelete: false, or the stack's stacksync: tags), or \
+             give this entry another stackName",
             spec.effective_stack_name()
         ));
     }
@@ -140,17 +148,17 @@ impl InstallationPolicy {
         let stack = spec.effective_stack_name();
         if !stack.starts_with(&self.stack_name_prefix) {
             return Some(format!(
-                "this installation manages only stacks whose names start with {:?}                  (StackNamePrefix): set stackName to such a name",
+                "this installation manages only stacks whose names start with {:?} (StackNamePrefix): set stackName to such a name",
                 self.stack_name_prefix
             ));
         }
         match spec.role_arn.as_deref() {
             None if self.require_role_arn => Some(format!(
-                "this installation requires a service role on every entry (RequireRoleArn):                  set roleArn to one of {}",
+                "this installation requires a service role on every entry (RequireRoleArn): set roleArn to one of {}",
                 self.listed()
             )),
             Some(role) if !self.may_pass(role) => Some(format!(
-                "roleArn {role} is not among the service roles this installation may pass                  ({}): name one of them, or add it to CloudFormationRoleArns",
+                "roleArn {role} is not among the service roles this installation may pass ({}): name one of them, or add it to CloudFormationRoleArns",
                 self.listed()
             )),
             _ => None,
@@ -178,14 +186,14 @@ impl InstallationPolicy {
             Some(_) => Some((
                 StallReason::NotAllowed,
                 format!(
-                    "the stack {stack} deploys under the service role {role}, which is not among                      the roles this installation may pass ({}), and the entry names none:                      CloudFormation would use it unchecked. Set roleArn to an allowed role",
+                    "the stack {stack} deploys under the service role {role}, which is not among the roles this installation may pass ({}), and the entry names none: CloudFormation would use it unchecked. Set roleArn to an allowed role",
                     self.listed()
                 ),
             )),
             None => Some((
                 StallReason::ServiceRoleNotNamed,
                 format!(
-                    "the stack {stack} deploys under the service role {role}, which the entry                      does not name: CloudFormation would use it without the installation's check                      on the roles it may pass. Set roleArn to it (or to another role the                      installation may pass)"
+                    "the stack {stack} deploys under the service role {role}, which the entry does not name: CloudFormation would use it without the installation's check on the roles it may pass. Set roleArn to it (or to another role the installation may pass)"
                 ),
             )),
         }
@@ -246,6 +254,31 @@ mod tests {
 
     const ID: &str = "arn:aws:cloudformation:us-east-1:1:stack/orders/1";
 
+    /// Issue "Every message true": a message broken over source lines
+    /// without a `\\` kept the indentation (18 spaces) inside it.
+    #[test]
+    fn the_installation_s_refusals_are_said_without_padding() {
+        let policy = InstallationPolicy {
+            stack_name_prefix: "stacksync-".into(),
+            service_roles: Some(vec!["arn:aws:iam::1:role/deploy".into()]),
+            require_role_arn: true,
+        };
+        let mut named = spec("orders");
+        let mut messages = vec![policy.refuses_spec(&named)];
+        named.stack_name = Some("stacksync-orders".into());
+        messages.push(policy.refuses_spec(&named));
+        named.role_arn = Some("arn:aws:iam::1:role/other".into());
+        messages.push(policy.refuses_spec(&named));
+        let attached = Some("arn:aws:iam::1:role/attached");
+        messages.push(policy.refuses_role(attached, None, "o").map(|(_, m)| m));
+        let local = InstallationPolicy::default();
+        messages.push(local.refuses_role(attached, None, "o").map(|(_, m)| m));
+        for message in messages {
+            let message = message.expect("refused");
+            assert!(!message.contains("  "), "padded: {message:?}");
+        }
+    }
+
     #[test]
     fn an_unset_require_role_arn_requires_a_role_and_a_wrong_one_is_named() {
         let from = |value: Option<&str>| {
@@ -287,9 +320,11 @@ mod tests {
         );
         // Another installation's, or nobody's.
         match owner(&s, "table-b", ID, &ours, None) {
+            // Issue "Every message true": no hint that adopt refuses.
             Owner::Foreign(why) => assert!(
                 why.contains("made by the entry \"orders\" of the installation \"table-a\"")
-                    && why.contains("adopt: true"),
+                    && !why.contains("adopt: true")
+                    && why.contains("Remove it from that installation first"),
                 "{why}"
             ),
             other => panic!("{other:?}"),
@@ -307,7 +342,8 @@ mod tests {
         // Another installation's: never adopted.
         match owner(&adopting, "table-b", ID, &ours, None) {
             Owner::Foreign(why) => assert!(
-                why.contains("another installation (\"table-a\")") && why.contains("never"),
+                why.contains("the installation \"table-a\", which manages it")
+                    && why.contains("adopt never takes over another installation's stack"),
                 "{why}"
             ),
             other => panic!("{other:?}"),

@@ -34,6 +34,7 @@ fn comparable(s: &Status) -> Status {
     Status {
         last_transition_at: None,
         last_reconcile_at: None,
+        stack_status_at: s.stack_status_at.map(|_| stacksync::status::Timestamp(0)),
         next_reconcile_at: None,
         run: None,
         change_set_name: change_set,

@@ -201,8 +201,16 @@ fn conflicts_message(file: &Path, desired: &[StackSpec], conflicts: &[PlanConfli
 /// What pruning an entry does to its stack, which `destroyOnDelete` decides.
 fn prune_detail(stack_name: &str, destroys_stack: bool, dry_run: bool) -> String {
     match (destroys_stack, dry_run) {
-        (true, true) => format!("the stack {stack_name} would be deleted (destroyOnDelete)"),
-        (true, false) => format!("the stack {stack_name} will be deleted (destroyOnDelete)"),
+        (true, true) => {
+            format!(
+                "the stack {stack_name} would be deleted (destroyOnDelete), if it is the entry's"
+            )
+        }
+        (true, false) => {
+            format!(
+                "the stack {stack_name} will be deleted (destroyOnDelete), if it is the entry's"
+            )
+        }
         (false, true) => format!("the entry would go; the stack {stack_name} would be kept"),
         (false, false) => format!("the entry goes; the stack {stack_name} is kept"),
     }

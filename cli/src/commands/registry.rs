@@ -97,7 +97,10 @@ pub async fn delete(registry: &Registry, name: &str, force: bool, format: Output
         .map_err(|e| e.to_string())?;
     let stack = entry.spec.effective_stack_name();
     let fate = if entry.spec.destroy_on_delete {
-        format!("the stack {stack:?} will be deleted (destroyOnDelete: true)")
+        format!(
+            "the stack {stack:?} will be deleted (destroyOnDelete: true) if it is this entry's; \
+             a stack the entry did not make or adopt is left in place"
+        )
     } else {
         format!(
             "the stack {stack:?} will be left in place (destroyOnDelete: false) and the entry dropped"

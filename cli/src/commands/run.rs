@@ -2,6 +2,7 @@
 //! machine or in-process (`--local`), and `history`, the deployed machine's
 //! past executions of one stack.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
@@ -73,9 +74,9 @@ async fn reconcile_local(
     format: Output,
 ) -> Result<bool> {
     let runner = local_runner(aws, speedup).await?;
-    let succeeded = runner.reconcile(name, force).await?;
+    let (succeeded, ran) = runner.reconcile(name, force).await?;
     let entry = aws.registry.get(name).await.map_err(|e| e.to_string())?;
-    print_outcome(name, entry, format)?;
+    print_outcome(name, entry, ran.as_deref(), format)?;
     Ok(succeeded)
 }
 
@@ -94,7 +95,7 @@ async fn reconcile_deployed(
     // Without `wait` the run has only started: its status would say nothing new.
     if wait {
         let entry = aws.registry.get(name).await.map_err(|e| e.to_string())?;
-        print_outcome(name, entry, format)?;
+        print_outcome(name, entry, None, format)?;
     }
     Ok(succeeded)
 }
@@ -106,24 +107,73 @@ pub async fn sync(
     mode: Mode,
     format: Output,
 ) -> Result {
-    let failed = match mode {
+    let (failed, in_file) = match mode {
         Mode::Local { speedup } => sync_local(aws, file, prune, speedup).await?,
         Mode::Deployed { wait, timeout } => {
-            let failed = sync_deployed(aws, file, prune, wait, timeout).await?;
+            let ran = sync_deployed(aws, file, prune, wait, timeout).await?;
             // Only started: there is no outcome to show yet.
             if !wait {
                 return Ok(());
             }
-            failed
+            ran
         }
     };
     say!();
     let entries = aws.registry.list().await.map_err(|e| e.to_string())?;
     print_status(&entries, format)?;
     if failed.is_empty() {
-        Ok(())
+        return Ok(());
+    }
+    // Which failed, and why: the file's own entries first.
+    let why = |name: &str| {
+        entries
+            .iter()
+            .find(|e| e.name == name)
+            .and_then(|e| e.status.message.clone())
+            .unwrap_or_else(|| "its entry is gone".into())
+    };
+    for name in &failed {
+        let whose = if in_file.contains(name) {
+            ""
+        } else {
+            " (not in the file: being deleted)"
+        };
+        warn_user!("failed: {name}{whose}: {}", why(name));
+    }
+    let (code, message) = sync_failure(&file.display().to_string(), &failed, &in_file);
+    crate::error::exit_with(code);
+    Err(message)
+}
+
+/// How a sync whose reconciles `failed` ends: exit 1 and the entries when
+/// any of the file's own failed; exit 3 when only entries the file does not
+/// name failed (others' deletions, pruned before), so that a CI job can
+/// tell "my stacks failed" from "another entry is stuck".
+fn sync_failure(
+    file: &str,
+    failed: &[String],
+    in_file: &std::collections::BTreeSet<String>,
+) -> (u8, String) {
+    let (ours, others): (Vec<&String>, Vec<&String>) =
+        failed.iter().partition(|n| in_file.contains(*n));
+    let others_note = if others.is_empty() {
+        String::new()
     } else {
-        Err(format!("the reconcile failed for {failed:?}"))
+        format!("; and for {others:?}, which {file} does not name (being deleted)")
+    };
+    if ours.is_empty() {
+        (
+            3,
+            format!(
+                "every entry of {file} reconciled; the reconcile failed only for {others:?}, \
+                 which {file} does not name (being deleted) (exit code 3)"
+            ),
+        )
+    } else {
+        (
+            1,
+            format!("the reconcile failed for {ours:?} of {file}{others_note}"),
+        )
     }
 }
 
@@ -134,16 +184,16 @@ async fn sync_local(
     file: &Path,
     prune: Prune,
     speedup: f64,
-) -> Result<Vec<String>> {
-    let names = apply_for_sync(aws, file, prune).await?;
+) -> Result<(Vec<String>, BTreeSet<String>)> {
+    let (names, in_file) = apply_for_sync(aws, file, prune).await?;
     let runner = local_runner(aws, speedup).await?;
     let mut failed = Vec::new();
     for name in names {
-        if !runner.reconcile(&name, false).await? {
+        if !runner.reconcile(&name, false).await?.0 {
             failed.push(name);
         }
     }
-    Ok(failed)
+    Ok((failed, in_file))
 }
 
 /// Starts (and with `wait`, follows) the reconciles of the entries `file`
@@ -154,10 +204,10 @@ async fn sync_deployed(
     prune: Prune,
     wait: bool,
     timeout: Duration,
-) -> Result<Vec<String>> {
+) -> Result<(Vec<String>, BTreeSet<String>)> {
     // Fail before writing anything if there is nothing to run the reconciles.
     let deployed = Deployed::new(&aws.config, &aws.resources)?;
-    let names = apply_for_sync(aws, file, prune).await?;
+    let (names, in_file) = apply_for_sync(aws, file, prune).await?;
     let mut failed = Vec::new();
     for name in names {
         if !deployed
@@ -167,21 +217,29 @@ async fn sync_deployed(
             failed.push(name);
         }
     }
-    Ok(failed)
+    Ok((failed, in_file))
 }
 
 /// Applies `file`, and returns what to reconcile: its entries, and every
 /// entry being deleted (pruned now or before), whose reconcile deletes it;
-/// each after what it depends on.
-async fn apply_for_sync(aws: &Connection, file: &Path, prune: Prune) -> Result<Vec<String>> {
+/// each after what it depends on. With the names the file holds.
+async fn apply_for_sync(
+    aws: &Connection,
+    file: &Path,
+    prune: Prune,
+) -> Result<(Vec<String>, BTreeSet<String>)> {
     let desired = apply_file(aws, file, prune, false, Output::Table).await?;
+    let in_file: BTreeSet<String> = desired.iter().map(|s| s.name.clone()).collect();
     let entries = aws.registry.list().await.map_err(|e| e.to_string())?;
     let wanted: Vec<_> = entries
         .into_iter()
-        .filter(|e| e.deletion_requested_at.is_some() || desired.iter().any(|s| s.name == e.name))
+        .filter(|e| e.deletion_requested_at.is_some() || in_file.contains(&e.name))
         .collect();
     // What a stack depends on runs before it (and is deleted after it).
-    Ok(stacksync::registry::graph::in_dependency_order(&wanted))
+    Ok((
+        stacksync::registry::graph::in_dependency_order(&wanted),
+        in_file,
+    ))
 }
 
 /// The in-process runner, on the same registry as the rest of the command.
@@ -285,4 +343,27 @@ fn print_history(rows: &[HistoryRow<'_>]) {
         ]);
     }
     put!("{}", table.render());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sync_fails_1_for_its_own_entries_and_3_when_only_others_failed() {
+        let in_file: BTreeSet<String> = ["a".to_owned(), "b".to_owned()].into();
+        let (code, message) = sync_failure("s.yaml", &["a".into(), "old".into()], &in_file);
+        assert_eq!(code, 1);
+        assert_eq!(
+            message,
+            "the reconcile failed for [\"a\"] of s.yaml; and for [\"old\"], which s.yaml does \
+             not name (being deleted)"
+        );
+        let (code, message) = sync_failure("s.yaml", &["old".into()], &in_file);
+        assert_eq!(code, 3);
+        assert!(
+            message.starts_with("every entry of s.yaml reconciled"),
+            "{message}"
+        );
+    }
 }

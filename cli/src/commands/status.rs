@@ -4,7 +4,7 @@
 use serde::Serialize;
 use stacksync::clock::{age, now_millis};
 use stacksync::registry::{Lease, Registry, Specs, StackEntry};
-use stacksync::status::{Phase, StallReason, Timestamp};
+use stacksync::status::{Phase, Retrying, StallReason, Timestamp};
 
 use crate::Output;
 use crate::error::Result;
@@ -48,6 +48,10 @@ struct StatusRow<'a> {
     stack_name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     stack_status: Option<&'a str>,
+    /// When stacksync last read that status (a run's end): the registry's
+    /// memory of the stack, not the stack now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stack_status_at: Option<Timestamp>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_applied_revision: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,6 +76,9 @@ struct StatusRow<'a> {
     /// (`stacksync drift NAME` shows them).
     #[serde(skip_serializing_if = "Option::is_none")]
     drifted_resources: Option<usize>,
+    /// The step of the run in hand that is being retried, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retrying: Option<&'a Retrying>,
 }
 
 impl<'a> StatusRow<'a> {
@@ -81,6 +88,11 @@ impl<'a> StatusRow<'a> {
             phase: e.display_phase(),
             stack_name: e.spec.effective_stack_name(),
             stack_status: e.status.stack_status.as_deref(),
+            stack_status_at: e
+                .status
+                .stack_status_at
+                .or(e.status.last_reconcile_at)
+                .filter(|_| e.status.stack_status.is_some()),
             last_applied_revision: e.status.last_applied_revision.as_deref(),
             last_attempted_revision: e.status.last_attempted_revision.as_deref(),
             last_reconcile_at: e.status.last_reconcile_at,
@@ -98,6 +110,8 @@ impl<'a> StatusRow<'a> {
                 .as_ref()
                 .map(|d| d.resources.len())
                 .filter(|n| *n > 0),
+            // Only while the run that recorded it holds the stack.
+            retrying: e.status.retrying.as_ref().filter(|_| e.lease.is_some()),
         }
     }
 }
@@ -116,13 +130,25 @@ fn held_by(lease: Option<&Lease>, now: i64) -> String {
     }
 }
 
-/// The status of `name` after a run: its row, or, when the run deleted the
-/// stack and its entry, a line that says so.
-pub fn print_outcome(name: &str, entry: Option<StackEntry>, format: Output) -> Result {
+/// The status of `name` after a run: its row, or, when the run removed its
+/// entry, a line that says so and what became of the stack: the run's own
+/// outcome (`ran`) where known, never a guess.
+pub fn print_outcome(
+    name: &str,
+    entry: Option<StackEntry>,
+    ran: Option<&str>,
+    format: Output,
+) -> Result {
     match entry {
         Some(entry) => print_status(&[entry], format),
         None if format == Output::Table => {
-            say!("{name}: deleted, and its entry removed from the registry");
+            match ran {
+                Some(outcome) => say!("{name}: {outcome}"),
+                None => say!(
+                    "{name}: entry removed from the registry (`stacksync history {name}` \
+                     shows whether its stack was deleted or left in place)"
+                ),
+            }
             Ok(())
         }
         None => print_structured(format, &Vec::<StatusRow>::new()),
@@ -167,11 +193,33 @@ pub fn print_status(entries: &[StackEntry], format: Output) -> Result {
                 row.name
             )
         });
-        let message = drift_note.as_deref().or(row.message);
+        // A run being retried says what fails, and since when.
+        let retry_note = row.retrying.map(|r| {
+            format!(
+                "retrying {} (attempt {}, since {} ago): {}",
+                r.step,
+                r.attempts + 1,
+                age(now, r.since.0),
+                r.cause
+            )
+        });
+        let message = drift_note
+            .as_deref()
+            .or(retry_note.as_deref())
+            .or(row.message);
         table.row(vec![
             row.name.to_owned(),
             phase,
-            cell(row.stack_status, 40),
+            // What the last run saw, and when: not the stack now.
+            cell(
+                row.stack_status
+                    .map(|st| match row.stack_status_at {
+                        Some(at) => format!("{st}, seen {} ago", age(now, at.0)),
+                        None => st.to_owned(),
+                    })
+                    .as_deref(),
+                48,
+            ),
             cell(revision.as_deref(), 12),
             row.last_reconcile_at
                 .map(|t| format!("{} ago", age(now, t.0)))

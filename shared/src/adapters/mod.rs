@@ -24,13 +24,12 @@ pub fn port_error<E>(operation: &str, err: &SdkError<E, HttpResponse>) -> PortEr
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
-    let code = err.code().unwrap_or("");
-    let message = err.message().unwrap_or("");
     match err {
         SdkError::ServiceError(service) => {
             let status = service.raw().status().as_u16();
-            let text = format!("{operation}: {code}: {message}");
-            if crate::ports::is_transient(Some(code), Some(status)) {
+            let (code, message) = (err.code(), err.message());
+            let text = crate::ports::aws_error::service_error(operation, code, message, status);
+            if crate::ports::is_transient(code, Some(status)) {
                 PortError::Transient(text)
             } else {
                 PortError::Rejected(text)
@@ -83,6 +82,55 @@ pub fn s3_client(config: &aws_config::SdkConfig, emulator: bool) -> aws_sdk_s3::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue "Every message true": an endpoint's bare HTTP 500 (the
+    /// emulator's answer to an operation it does not implement) made the
+    /// cause `UpdateTerminationProtection: : `.
+    #[test]
+    fn a_refusal_without_code_or_message_is_said_with_its_operation_and_http_status() {
+        use aws_sdk_cloudformation::operation::update_termination_protection::UpdateTerminationProtectionError as E;
+        use aws_smithy_types::body::SdkBody;
+        use aws_smithy_types::error::ErrorMetadata;
+        let refusal = |status: u16, meta: ErrorMetadata| {
+            let raw = HttpResponse::new(
+                status.try_into().expect("a status"),
+                SdkBody::from("<!doctype html><title>500 Internal Server Error</title>"),
+            );
+            port_error(
+                "UpdateTerminationProtection",
+                &SdkError::service_error(E::generic(meta), raw),
+            )
+        };
+        let bare = refusal(500, ErrorMetadata::builder().build());
+        assert_eq!(
+            bare,
+            PortError::Transient(
+                "UpdateTerminationProtection: HTTP 500 Internal Server Error, with no error code \
+                 or message"
+                    .into()
+            )
+        );
+        let coded = refusal(501, ErrorMetadata::builder().code("NotImplemented").build());
+        assert!(
+            coded.to_string().contains(
+                "UpdateTerminationProtection: NotImplemented (HTTP 501 Not Implemented, no message)"
+            ),
+            "{coded}"
+        );
+        let said = refusal(
+            400,
+            ErrorMetadata::builder()
+                .code("ValidationError")
+                .message("Stack x does not exist")
+                .build(),
+        );
+        assert_eq!(
+            said,
+            PortError::Rejected(
+                "UpdateTerminationProtection: ValidationError: Stack x does not exist".into()
+            )
+        );
+    }
 
     #[test]
     fn template_urls_are_in_the_partition_of_the_region() {

@@ -38,6 +38,33 @@ where
     }
 }
 
+/// A service's refusal in one line: the operation, the error code and the
+/// message, as `Operation: Code: message`. Where the endpoint sent no code
+/// or no message (an emulator's bare HTTP 500 for an operation it does not
+/// implement), the HTTP status says what is known, never an empty cause.
+pub fn service_error(
+    operation: &str,
+    code: Option<&str>,
+    message: Option<&str>,
+    status: u16,
+) -> String {
+    let code = code.map(str::trim).filter(|c| !c.is_empty());
+    let message = message.map(str::trim).filter(|m| !m.is_empty());
+    let reason = http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .map(|r| format!(" {r}"))
+        .unwrap_or_default();
+    match (code, message) {
+        (Some(code), Some(message)) => format!("{operation}: {code}: {message}"),
+        (Some(code), None) => format!("{operation}: {code} (HTTP {status}{reason}, no message)"),
+        (None, Some(message)) => format!("{operation}: HTTP {status}{reason}: {message}"),
+        (None, None) => {
+            format!("{operation}: HTTP {status}{reason}, with no error code or message")
+        }
+    }
+}
+
 /// What to say when no credential provider had credentials.
 pub const NO_CREDENTIALS: &str = "no AWS credentials found: set AWS_PROFILE (or pass --profile), \
      run `aws configure` or `aws sso login`, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY";

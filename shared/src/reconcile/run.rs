@@ -33,6 +33,9 @@ pub enum Next {
     Approval,
     /// The run is over; status written, lease released.
     Done,
+    /// The run is over and failed (the finalizer recorded why): the
+    /// execution fails, as its status says.
+    Failed,
 }
 
 /// What poll-status is waiting for.

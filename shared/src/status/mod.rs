@@ -104,7 +104,8 @@ pub enum StallReason {
     /// The source cannot be read: not found, no access, no such ref.
     SourceUnavailable,
     /// The source refused the credentials: wrong, expired, or without
-    /// access (a person must mend the secret; not retried).
+    /// access. Tried again after the backoff, up to `maxAttempts` (the
+    /// secret read afresh, so a mended one is used).
     AuthenticationFailed,
     /// The source was read, and what it holds is refused: a link leaving
     /// it, a file in Git LFS or a submodule, a hostile or oversized archive.
@@ -314,6 +315,25 @@ impl Failures {
     }
 }
 
+/// A step of the run in hand that failed for a reason worth retrying, and
+/// is being retried: what failed, and how often in a row the same way.
+/// Written by the failed attempt (while its run holds the stack), shown by
+/// `stacksync status` and `get`, and gone when the run ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Retrying {
+    /// The state whose step failed (`PollStatus`).
+    pub step: String,
+    /// The failed call and its error, as the step said it.
+    pub cause: String,
+    /// Failures in a row with this same step and cause, in this run.
+    pub attempts: u32,
+    /// The first of them.
+    pub since: Timestamp,
+    /// The latest.
+    pub at: Timestamp,
+}
+
 /// The status record of one stack.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
@@ -333,6 +353,10 @@ pub struct Status {
     /// CloudFormation's stack status, as last described.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stack_status: Option<String>,
+    /// When it was described (`None`: recorded before this was; the run's
+    /// end, `lastReconcileAt`, is when).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack_status_at: Option<Timestamp>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stack_status_reason: Option<String>,
     /// The change set the last reconcile made.
@@ -414,6 +438,10 @@ pub struct Status {
     /// outside runs, carried by them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<crate::drift::DriftRecord>,
+    /// The run's step being retried now, and why (`None` once the run
+    /// ends, whatever the end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrying: Option<Retrying>,
 }
 
 impl Status {

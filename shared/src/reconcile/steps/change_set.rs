@@ -230,6 +230,9 @@ where
             .clone()
             .ok_or_else(|| StepError::missing("change-set", "desiredHash"))?;
         let name = change_set_name(stack_name, state.spec_version, &desired, &state.execution);
+        // A run that cannot wait for a change set makes none (one made here
+        // and given up on at once would outlive the run).
+        super::within_budget(&state, &entry.spec, "a change set to be made")?;
         if cleanup_review {
             // Old change sets of a never-created stack; ours (a retried step
             // made it already) stays.
@@ -261,19 +264,21 @@ where
             }
             Created::NothingToChange => {
                 let stack = cfn.describe_stack(stack_name).await?;
+                // The settings no change set carries, as after an empty one.
+                let changed = match &stack {
+                    Some(stack) => self.apply_settings(cfn, &entry.spec, stack).await?,
+                    None => Vec::new(),
+                };
                 let seen = self
                     .observe_if_there(cfn, &entry.spec, stack.as_ref())
                     .await?;
                 let outputs = stack.as_ref().map(|s| s.outputs.clone());
-                self.in_sync(
-                    state,
-                    entry,
-                    cfn,
-                    seen,
-                    outputs,
-                    "in sync: the change set was empty",
-                )
-                .await
+                let message = super::settings::with_settings(
+                    "in sync: the change set was empty".into(),
+                    &changed,
+                );
+                self.in_sync(state, entry, cfn, seen, outputs, &message)
+                    .await
             }
         }
     }

@@ -30,7 +30,7 @@ where
                     state,
                     &entry,
                     format!(
-                        "entry removed; stack {stack_name} left in place (destroyOnDelete is false)"
+                        "entry removed from the registry; stack {stack_name} left in place (destroyOnDelete is false)"
                     ),
                 )
                 .await;
@@ -48,7 +48,7 @@ where
                 self.drop_entry(
                     state,
                     &entry,
-                    format!("stack {stack_name} deleted; entry removed"),
+                    format!("stack {stack_name} deleted; entry removed from the registry"),
                 )
                 .await
             }
@@ -69,8 +69,8 @@ where
                 // Not this entry's stack (made by someone else, or made anew
                 // since): the entry goes, the stack stays.
                 let outcome = format!(
-                    "entry removed; the stack {stack_name} ({}) was left in place: it is not \
-                     this entry's (stacksync did not make it, or it was made anew since)",
+                    "entry removed from the registry; stack {stack_name} ({}) not deleted: it \
+                     is not this entry's (stacksync did not make it, or it was made anew since)",
                     found.stack_id
                 );
                 self.drop_entry(state, &entry, outcome).await

@@ -86,12 +86,35 @@ where
         let state = input.state;
         let message = input.error.message();
         let entry = self.registry.get(&state.stack_id).await?;
+        // This run's own end, written by a step whose answer was lost (the
+        // Task failed after the write): the run ended as its status says.
+        let ended = entry.as_ref().filter(|e| {
+            e.status.run.as_deref() == Some(state.execution.as_str())
+                && e.lease.as_ref().is_none_or(|l| l.owner != state.execution)
+        });
+        if let Some(ended) = ended {
+            let next = if ended.status.phase == Phase::Failed {
+                Next::Failed
+            } else {
+                Next::Done
+            };
+            let outcome = format!(
+                "ended {} by its own last write ({}); the step that made it then failed: {message}",
+                ended.status.phase,
+                ended.status.message.as_deref().unwrap_or("no message")
+            );
+            return Ok(RunState {
+                next,
+                outcome: Some(outcome),
+                ..state
+            });
+        }
         let Some(entry) =
             entry.filter(|e| e.lease.as_ref().is_some_and(|l| l.owner == state.execution))
         else {
             // Gone, never leased, or lost: the status is someone else's to write.
             return Ok(RunState {
-                next: Next::Done,
+                next: Next::Failed,
                 outcome: Some(message),
                 ..state
             });
@@ -99,6 +122,15 @@ where
         self.clean_up(&state, &entry).await;
         let (reason, message, decided) = approval_failure(&state, &input.error, message);
         let mut status = self.failed_status(&state, &entry, reason, &message);
+        // The stack as it is now, not as the last success left it (a failed
+        // create that made it, an out-of-band delete), once the run got as
+        // far as CloudFormation: kept as it was (with its age) if the run
+        // failed before, or CloudFormation cannot say.
+        let reached = state.desired_hash.is_some();
+        if reached && let Some(now) = self.stack_status_now(&entry).await {
+            status.stack_status = now;
+            status.stack_status_at = Some(Timestamp(now_millis()));
+        }
         let rejected = decided
             .as_ref()
             .filter(|d| d.decision == Decision::Rejected)
@@ -123,7 +155,9 @@ where
             )
             .await;
         }
-        self.finish(state, &entry, status, &outcome).await
+        let mut ended = self.finish(state, &entry, status, &outcome).await?;
+        ended.next = Next::Failed;
+        Ok(ended)
     }
 
     /// The `Failed` status a run ends with: the failure counted (at the
@@ -196,35 +230,62 @@ where
     /// failure is recorded whatever happens here, and a lingering change
     /// set is logged, not raised.
     async fn clean_up(&self, state: &RunState, entry: &StackEntry) {
-        let Some(name) = &state.change_set_name else {
-            return;
-        };
         let stack = entry.spec.effective_stack_name();
-        let cleaned = async {
-            let cfn = self.port(&entry.spec).await?;
-            let unexecuted = cfn
-                .describe_change_set(stack, name)
-                .await?
-                .is_some_and(|cs| {
-                    matches!(
-                        cs.execution,
-                        ExecutionStatus::Available | ExecutionStatus::Unavailable
-                    )
-                });
-            if unexecuted {
-                cfn.delete_change_set(stack, name).await?;
-            }
-            Ok::<bool, StepError>(unexecuted)
-        };
-        match cleaned.await {
-            Ok(true) => {
-                info!(stack = %state.stack_id, change_set = %name, "the failed run's change set deleted")
-            }
-            Ok(false) => {}
-            Err(e) => {
-                warn!(stack = %state.stack_id, change_set = %name, error = %e, "the failed run's change set could not be deleted")
+        // The one the state names, and the one this run makes (its name is
+        // the run's own): a step that made it and then failed hands on the
+        // state it was given, which may name none, or an earlier one.
+        let made = state.desired_hash.as_deref().map(|desired| {
+            crate::naming::change_set_name(stack, state.spec_version, desired, &state.execution)
+        });
+        let mut names: Vec<&String> = state.change_set_name.iter().chain(made.iter()).collect();
+        names.dedup();
+        for name in names {
+            match self.delete_unexecuted(entry, name).await {
+                Ok(true) => {
+                    info!(stack = %state.stack_id, change_set = %name, "the failed run's change set deleted")
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    warn!(stack = %state.stack_id, change_set = %name, error = %e, "the failed run's change set could not be deleted")
+                }
             }
         }
+    }
+
+    /// The stack's status as CloudFormation reports it now (`Some(None)`:
+    /// no such stack), or `None` if it could not be read.
+    async fn stack_status_now(&self, entry: &StackEntry) -> Option<Option<String>> {
+        let cfn = self.port(&entry.spec).await.ok()?;
+        match cfn.describe_stack(entry.spec.effective_stack_name()).await {
+            Ok(stack) => Some(
+                stack
+                    .filter(|s| !s.status.not_created())
+                    .map(|s| s.status.to_string()),
+            ),
+            Err(e) => {
+                warn!(stack = %entry.name, error = %e, "the failed stack's status could not be read");
+                None
+            }
+        }
+    }
+
+    /// Deletes change set `name` if it is there and was never executed.
+    async fn delete_unexecuted(&self, entry: &StackEntry, name: &str) -> Result<bool, StepError> {
+        let stack = entry.spec.effective_stack_name();
+        let cfn = self.port(&entry.spec).await?;
+        let unexecuted = cfn
+            .describe_change_set(stack, name)
+            .await?
+            .is_some_and(|cs| {
+                matches!(
+                    cs.execution,
+                    ExecutionStatus::Available | ExecutionStatus::Unavailable
+                )
+            });
+        if unexecuted {
+            cfn.delete_change_set(stack, name).await?;
+        }
+        Ok(unexecuted)
     }
 }
 
@@ -267,7 +328,7 @@ mod tests {
             "template t.yaml is not valid YAML",
         );
         let state = catch(&t, state, &error).await;
-        assert_eq!(state.next, Next::Done);
+        assert_eq!(state.next, Next::Failed, "the execution fails");
         let entry = t.entry();
         assert_eq!(entry.status.phase, Phase::Failed);
         assert_eq!(
@@ -385,7 +446,7 @@ mod tests {
             })
             .await
             .unwrap();
-        assert_eq!(state.next, Next::Done);
+        assert_eq!(state.next, Next::Failed);
         assert_eq!(t.entry(), before);
     }
 

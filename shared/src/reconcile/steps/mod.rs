@@ -27,9 +27,11 @@ mod name;
 mod notify;
 mod parameters;
 pub mod poll_status;
+pub mod retrying;
 mod settings;
 pub mod template_upload;
 mod upstream;
+mod waits;
 
 #[cfg(test)]
 mod testing;
@@ -39,7 +41,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 use tracing::info;
 
-use super::run::{FinalizeInput, Next, RunState, StepError, WaitOn};
+use super::run::{FinalizeInput, Next, RunState, StepError};
 use crate::clock::{EpochMillis, now_millis};
 use crate::ports::{
     Blobs, CloudFormationFactory, EventsOf, SourceFetcher, StackInfo, first_failure, root_cause,
@@ -55,6 +57,8 @@ pub const MAX_POLL_SECONDS: u64 = 60;
 pub type StepResult = Result<RunState, StepError>;
 
 pub use name::StepName;
+pub use waits::next_poll_seconds;
+use waits::{wait, within_budget};
 
 /// Settings read once at start.
 #[derive(Debug, Clone)]
@@ -89,12 +93,6 @@ pub struct Steps<R, B, F, S> {
     pub notices: crate::ports::Notifier,
 }
 
-/// The next, longer poll interval: ×1.5, capped.
-pub fn next_poll_seconds(current: u64, first: u64) -> u64 {
-    let base = current.max(first).max(1);
-    (base + base.div_ceil(2)).min(MAX_POLL_SECONDS.max(first))
-}
-
 impl<R, B, F, S> Steps<R, B, F, S>
 where
     R: StepRegistry,
@@ -122,7 +120,13 @@ where
             other => Err(other),
         };
         let state = match step {
-            StepName::ArtifactFetch => self.artifact_fetch(parse(input)?).await?,
+            StepName::ArtifactFetch => {
+                let state = parse(input)?;
+                match self.artifact_fetch(state.clone()).await {
+                    Ok(done) => done,
+                    Err(e) => return Err(self.retrying(step, &state, e).await),
+                }
+            }
             StepName::TemplateUpload
             | StepName::ChangeSet
             | StepName::PollStatus
@@ -134,7 +138,13 @@ where
                     StepName::PollStatus => self.poll_status(state.clone()).await,
                     _ => self.delete(state.clone()).await,
                 };
-                result.or_else(|e| ended(state, e))?
+                match result {
+                    Ok(done) => done,
+                    Err(e) => {
+                        let e = self.retrying(step, &state, e).await;
+                        ended(state, e)?
+                    }
+                }
             }
             StepName::Approval => {
                 let input: approval::ApprovalInput =
@@ -267,6 +277,8 @@ where
         info!(stack = %state.stack_id, phase = %status.phase, outcome, "run finished");
         let mut status = with_transition(entry, status);
         status.run = Some(state.execution.clone());
+        // What was retried belongs to the run, which ends here.
+        status.retrying = None;
         // Only a stack that waits keeps what it waits for.
         if status.phase != Phase::Pending {
             status.waiting_for.clear();
@@ -420,6 +432,7 @@ fn ready_status(
         last_applied_revision: state.revision.clone(),
         applied_hash: state.desired_hash.clone(),
         stack_status: seen.as_ref().map(|s| s.stack_status.clone()),
+        stack_status_at: Some(Timestamp(now)),
         stack_status_reason: None,
         // This run's change set, or none: never an earlier run's.
         change_set_name: state.change_set_name.clone(),
@@ -475,6 +488,7 @@ fn ready_status(
             state.change_set_name.is_some(),
             now,
         ),
+        retrying: None,
     }
 }
 
@@ -484,57 +498,6 @@ fn same_stack(before: Option<&Seen>, now: Option<&Seen>) -> bool {
         (Some(before), Some(now)) => before.stack_id == now.stack_id,
         _ => true,
     }
-}
-
-/// `next` = wait on `on`, for the spec's first poll interval or, waiting on
-/// the same thing again, a longer one.
-/// `next` = wait for `on`: the first poll interval, then longer; unless
-/// the run is past its deadline or poll budget, which ends it.
-fn wait(mut state: RunState, on: WaitOn, spec: &StackSpec) -> Result<RunState, StepError> {
-    within_budget(&state, spec, &waiting_for(&state, on))?;
-    let first = spec.poll_interval.as_secs();
-    state.wait_seconds = if state.wait_on == Some(on) {
-        next_poll_seconds(state.wait_seconds, first)
-    } else {
-        first
-    };
-    state.wait_on = Some(on);
-    state.next = Next::Wait;
-    state.polls += 1;
-    Ok(state)
-}
-
-/// What a wait is for, in words.
-fn waiting_for(state: &RunState, on: WaitOn) -> String {
-    let change_set = state.change_set_name.as_deref().unwrap_or("?");
-    match on {
-        WaitOn::ChangeSet => format!("change set {change_set} to be made"),
-        WaitOn::Execution => format!("change set {change_set} to be executed"),
-        WaitOn::Stack => "another operation on the stack to end".to_owned(),
-        WaitOn::Rollback => "the stack's rollback to be continued".to_owned(),
-    }
-}
-
-/// Ends the run (`TimedOut`) when it is past its `timeout` or has waited
-/// `maxPolls` times: nothing waits forever, whatever CloudFormation (or an
-/// emulator) answers.
-fn within_budget(state: &RunState, spec: &StackSpec, waiting_for: &str) -> Result<(), StepError> {
-    let elapsed_ms = now_millis().saturating_sub(state.started_at).max(0);
-    let elapsed = crate::Duration::from_secs(u64::try_from(elapsed_ms / 1000).unwrap_or(0));
-    let over = if state.polls >= spec.max_polls {
-        format!("its poll budget (maxPolls {})", spec.max_polls)
-    } else if state.started_at > 0 && elapsed > spec.timeout {
-        format!("its deadline (timeout {})", spec.timeout)
-    } else {
-        return Ok(());
-    };
-    Err(StepError::stalled(
-        StallReason::TimedOut,
-        format!(
-            "gave up after {} polls in {elapsed}, past {over}: still waiting for {waiting_for}",
-            state.polls
-        ),
-    ))
 }
 
 /// `now` + `secs`.
