@@ -180,3 +180,48 @@ async fn a_run_whose_last_answer_was_lost_ends_as_its_status_says() {
         "the status is Ready, the execution must agree: {outcome:?}"
     );
 }
+
+/// Issue "Every message true" (8): a stack whose upstream's create failed
+/// waits `Pending`, naming it, and makes no stack; it does not run and fail.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dependent_of_a_failed_create_waits_pending_naming_it() {
+    const FAILS: &[u8] = b"Resources:
+  Queue:
+    Type: AWS::SQS::Queue
+    Properties: {QueueName: not-a-fifo-name, FifoQueue: true}
+Outputs:
+  QueueUrl: {Value: !Ref Queue}
+";
+    const READS: &[u8] = b"Parameters:
+  Up: {Type: String}
+Resources:
+  Topic:
+    Type: AWS::SNS::Topic
+    Properties: {DisplayName: !Ref Up}
+";
+    let h = Harness::new("dep").await;
+    let repo = GitRepo::new("dep");
+    let daemon = GitDaemon::serve(&repo);
+    repo.commit(&[("up.yaml", FAILS), ("down.yaml", READS)], "two");
+    let up = unique_name("up").replace('-', "x");
+    let down = unique_name("down").replace('-', "x");
+    let url = daemon.url(&repo);
+    h.apply(&format!(
+        "stacks:\n  - name: {up}\n    source: {{git: '{url}', path: up.yaml}}\n  \
+         - name: {down}\n    source: {{git: '{url}', path: down.yaml}}\n    \
+         parameters: {{Up: {{fromStack: {up}, output: QueueUrl}}}}\n"
+    ))
+    .await;
+    assert!(matches!(h.reconcile(&up).await, Outcome::Failed(_)));
+    assert_eq!(h.entry(&up).await.status.phase, Phase::Failed);
+
+    let outcome = h.reconcile(&down).await;
+    assert!(matches!(outcome, Outcome::Succeeded(_)), "{outcome:?}");
+    let status = h.entry(&down).await.status;
+    assert_eq!(status.phase, Phase::Pending, "{:?}", status.message);
+    assert_eq!(
+        status.message.as_deref(),
+        Some(format!("waiting for {up} (Failed): this stack runs once it is Ready").as_str())
+    );
+    assert_eq!(Emulator::shared().stack_status(&down).await, None, "no stack made");
+}
