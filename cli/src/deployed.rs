@@ -43,7 +43,8 @@ impl Deployed {
 
     /// Starts the reconcile of `name` (which must be registered; `force`: a
     /// change set even at the applied state); with `wait`, follows it to the
-    /// end. Returns whether it succeeded (or was started).
+    /// end. Returns whether it succeeded (or was started), and what the run
+    /// said it did (its outcome), when followed to a successful end.
     pub async fn reconcile(
         &self,
         registry: &Registry,
@@ -51,18 +52,18 @@ impl Deployed {
         wait: bool,
         timeout: Duration,
         force: bool,
-    ) -> Result<bool> {
+    ) -> Result<(bool, Option<String>)> {
         let entry = registered(registry, name).await?;
         let started = self.start(name, force).await?;
         say!("── reconcile {name} ({})", started.execution_name);
         if !wait {
             say!("   started {}", started.execution_arn);
-            return Ok(true);
+            return Ok((true, None));
         }
         let events = StackEvents::start(&self.cloudformation, &entry.spec, 1.0).await?;
         let result = self.follow(&started.execution_arn, timeout).await;
         events.stop().await;
-        let Some(status) = result? else {
+        let Some(summary) = result? else {
             return Err(format!(
                 "{name}: still running after {}; stopped following it, the execution goes on \
                  (see `stacksync history {name}`): {}",
@@ -70,12 +71,15 @@ impl Deployed {
                 started.execution_arn
             ));
         };
-        if status == "SUCCEEDED" {
-            say!("   ✓ {name}: {status}");
-            Ok(true)
+        if summary.status == "SUCCEEDED" {
+            match &summary.outcome {
+                Some(outcome) => say!("   ✓ {name}: {}: {outcome}", summary.status),
+                None => say!("   ✓ {name}: {}", summary.status),
+            }
+            Ok((true, summary.outcome))
         } else {
-            say!("   ✗ {name}: {status}");
-            Ok(false)
+            say!("   ✗ {name}: {}", summary.status);
+            Ok((false, None))
         }
     }
 
@@ -94,7 +98,11 @@ impl Deployed {
 
     /// Prints the states an execution enters until it ends; returns its
     /// status, or `None` when it is still running after `timeout`.
-    async fn follow(&self, execution_arn: &str, timeout: Duration) -> Result<Option<String>> {
+    async fn follow(
+        &self,
+        execution_arn: &str,
+        timeout: Duration,
+    ) -> Result<Option<ExecutionSummary>> {
         let deadline = Instant::now() + timeout;
         let mut last_event = 0;
         // A no-op run ends within a second or two: look often at first,
@@ -117,11 +125,16 @@ impl Deployed {
             for step in steps {
                 match step {
                     Step::Entered(state) => say!("   ▸ {state}"),
-                    Step::Failed { error, cause } => say!("     {error}: {cause}"),
+                    Step::Failed { error, cause } => match (error.is_empty(), cause.is_empty()) {
+                        (false, false) => say!("     {error}: {cause}"),
+                        (false, true) => say!("     {error} (no cause given)"),
+                        (true, false) => say!("     failed: {cause}"),
+                        (true, true) => say!("     failed (no error or cause given)"),
+                    },
                 }
             }
             if is_finished(&summary.status) {
-                return Ok(Some(summary.status));
+                return Ok(Some(summary));
             }
             if Instant::now() >= deadline {
                 return Ok(None);

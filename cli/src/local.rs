@@ -91,9 +91,14 @@ impl LocalRunner {
             signal = interrupted() => {
                 events.stop().await;
                 let (state, data) = latest.lock().map(|l| l.clone()).unwrap_or_default();
-                self.record_interruption(name, &signal, &state, data).await;
+                let released = self.record_interruption(name, &signal, &state, data).await;
+                let hold = if released {
+                    "the run's hold on the stack is released"
+                } else {
+                    "the run's hold on the stack could not be released (`stacksync unlock` ends it)"
+                };
                 return Err(format!(
-                    "{name}: interrupted by {signal} in {state}: the run's hold on the stack is released; \
+                    "{name}: interrupted by {signal} in {state}: {hold}; \
                      CloudFormation goes on with what it was doing. Run it again to finish"
                 ));
             }
@@ -116,16 +121,21 @@ impl LocalRunner {
 impl LocalRunner {
     /// A run stopped by a signal: recorded `Failed (Interrupted)` by the
     /// finalizer, as a caught failure would be (the change set it made and
-    /// never executed deleted, the lease released, due again).
+    /// never executed deleted, the lease released, due again). Returns
+    /// whether the run's hold ended so.
     async fn record_interruption(
         &self,
         name: &str,
         signal: &str,
         state: &str,
         data: serde_json::Value,
-    ) {
+    ) -> bool {
         let Ok(run) = serde_json::from_value::<RunState>(data) else {
-            return;
+            warn_user!(
+                "   {name}: the interruption came before the run had a state to record \
+                 (`stacksync unlock {name}` ends a hold, if it took one)"
+            );
+            return false;
         };
         let input = FinalizeInput {
             state: run,
@@ -137,10 +147,14 @@ impl LocalRunner {
                 ),
             },
         };
-        if let Err(e) = self.steps.finalize(input).await {
-            warn_user!(
-                "   {name}: the interruption could not be recorded: {e} (`stacksync unlock {name}` ends the hold)"
-            );
+        match self.steps.finalize(input).await {
+            Ok(_) => true,
+            Err(e) => {
+                warn_user!(
+                    "   {name}: the interruption could not be recorded: {e} (`stacksync unlock {name}` ends the hold)"
+                );
+                false
+            }
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `stacksync`: manage the registry of stacks and see their status.
 //!
-//! Exit codes: 0 success, 1 error (the message says what and where), 2 usage.
+//! Exit codes: 0 success, 1 error (the message says what and where), 2 usage,
+//! 3 (`sync`) only entries its file does not name failed.
 
 // First: its print macros (`say!`, `put!`, `warn_user!`) serve every module below.
 #[macro_use]

@@ -688,8 +688,9 @@ export const FUNCTIONS: readonly FunctionSpec[] = [
       // writes it (its status, its hold, when it is due), never its spec (README "Security model").
       p.readRegistry(),
       p.keys('RecordRun', ['dynamodb:UpdateItem'], ['stack#'], RUN_ATTRIBUTES),
-      // The failed run's change set, made and never executed, is deleted.
-      p.stacks('cloudformation:DescribeChangeSet'),
+      // The failed run's change set, made and never executed, is deleted; the stack's status as it is now
+      // is recorded with the failure.
+      p.stacks('cloudformation:DescribeChangeSet', 'cloudformation:DescribeStacks'),
       p.ownStacks('cloudformation:DeleteChangeSet'),
       ...p.assumeTargetRoles(),
       ...p.putEvents(),

@@ -223,5 +223,9 @@ Resources:
         status.message.as_deref(),
         Some(format!("waiting for {up} (Failed): this stack runs once it is Ready").as_str())
     );
-    assert_eq!(Emulator::shared().stack_status(&down).await, None, "no stack made");
+    assert_eq!(
+        Emulator::shared().stack_status(&down).await,
+        None,
+        "no stack made"
+    );
 }

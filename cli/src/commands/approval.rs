@@ -63,6 +63,12 @@ pub async fn approve(aws: &Connection, name: &str, change_set: &str, format: Out
 }
 
 pub async fn reject(aws: &Connection, name: &str, reason: &str, format: Output) -> Result {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err(format!(
+            "{name}: --reason is empty: say why (it is recorded with the rejection)"
+        ));
+    }
     let awaiting = awaiting(aws, name).await?;
     let by = match &awaiting.answer_url {
         Some(url) => {
@@ -88,7 +94,7 @@ pub async fn reject(aws: &Connection, name: &str, reason: &str, format: Output) 
         &awaiting,
         "rejected",
         by.as_deref(),
-        "the change set is deleted and the stack stays Failed (Rejected) until a push or a spec change",
+        "the run deletes the change set, and the stack stays Failed (Rejected) until a push or a spec change",
     )
 }
 
@@ -107,16 +113,20 @@ async fn awaiting(aws: &Connection, name: &str) -> Result<AwaitingApproval> {
 async fn through_function(aws: &Connection, url: &str, request: &Value) -> Result<String> {
     let (status, body) = answer_url::post(&aws.config, url, request).await?;
     let message = body["message"].as_str().unwrap_or_default();
+    let said = if message.is_empty() {
+        body.to_string()
+    } else {
+        message.to_owned()
+    };
     match status {
-        200 => Ok(body["by"].as_str().unwrap_or_default().to_owned()),
-        403 => Err(format!("refused by the approval function: {message}")),
+        200 => Ok(body["by"]
+            .as_str()
+            .filter(|b| !b.is_empty())
+            .unwrap_or("a caller the function did not name")
+            .to_owned()),
+        403 => Err(format!("refused by the approval function: {said}")),
         _ => Err(format!(
-            "the approval function answered HTTP {status}: {}",
-            if message.is_empty() {
-                body.to_string()
-            } else {
-                message.to_owned()
-            }
+            "the approval function answered HTTP {status}: {said}"
         )),
     }
 }
@@ -134,14 +144,27 @@ async fn through_registry(
         &aws.resources.bucket,
     );
     let key = approval_token_key(name, &awaiting.run);
-    let token = match blobs.get(&key, 16 * 1024).await {
-        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-        Err(e) => awaiting.legacy_token.clone().ok_or_else(|| {
+    let kept = blobs.exists(&key).await.map_err(|e| {
+        format!(
+            "{name}: cannot look for the run's task token at s3://{}/{key}: {e}",
+            aws.resources.bucket
+        )
+    })?;
+    let token = if kept {
+        let bytes = blobs.get(&key, 16 * 1024).await.map_err(|e| {
             format!(
-                "{name}: the run {} keeps no task token here ({e})",
-                awaiting.run
+                "{name}: cannot read the run's task token at s3://{}/{key}: {e}",
+                aws.resources.bucket
             )
-        })?,
+        })?;
+        String::from_utf8_lossy(&bytes).into_owned()
+    } else {
+        awaiting.legacy_token.clone().ok_or_else(|| {
+            format!(
+                "{name}: the run {} keeps no task token in s3://{}/{key} (its wait may have ended)",
+                awaiting.run, aws.resources.bucket
+            )
+        })?
     };
     let answered = aws
         .registry
@@ -169,7 +192,10 @@ async fn caller(aws: &Connection) -> Option<String> {
     {
         Ok(out) => out.arn().map(str::to_owned),
         Err(e) => {
-            tracing::warn!(error = %e, "the caller's identity could not be read");
+            tracing::warn!(
+                error = %stacksync::ports::aws_error::failure("GetCallerIdentity", &e),
+                "the caller's identity could not be read"
+            );
             None
         }
     }

@@ -135,15 +135,13 @@ pub async fn resume(registry: &Registry, name: &str, format: Output) -> Result {
     // The operator's switch is off now, but the spec's own `suspend` still
     // holds the stack: say so, or `resume` would seem to do nothing.
     let entry = registry.get(name).await.map_err(|e| e.to_string())?;
-    if entry.is_some_and(|e| e.spec.suspend) {
-        warn_user!(
-            "warning: {name:?} still has `suspend: true` in its spec; change stacks.yaml and apply it to reconcile"
-        );
-    }
-    let detail = if changed {
-        "due for reconcile now"
-    } else {
-        "was not suspended"
+    let detail = match (entry.is_some_and(|e| e.spec.suspend), changed) {
+        (true, _) => {
+            "the operator's switch is off, but the spec says `suspend: true`: still suspended \
+             (change stacks.yaml and apply it to reconcile)"
+        }
+        (false, true) => "due for reconcile now",
+        (false, false) => "was not suspended",
     };
     report(format, name, "resumed", detail)
 }

@@ -89,13 +89,13 @@ async fn reconcile_deployed(
     format: Output,
 ) -> Result<bool> {
     let deployed = Deployed::new(&aws.config, &aws.resources)?;
-    let succeeded = deployed
+    let (succeeded, ran) = deployed
         .reconcile(&aws.registry, name, wait, timeout, force)
         .await?;
     // Without `wait` the run has only started: its status would say nothing new.
     if wait {
         let entry = aws.registry.get(name).await.map_err(|e| e.to_string())?;
-        print_outcome(name, entry, None, format)?;
+        print_outcome(name, entry, ran.as_deref(), format)?;
     }
     Ok(succeeded)
 }
@@ -125,12 +125,13 @@ pub async fn sync(
         return Ok(());
     }
     // Which failed, and why: the file's own entries first.
-    let why = |name: &str| {
-        entries
-            .iter()
-            .find(|e| e.name == name)
-            .and_then(|e| e.status.message.clone())
-            .unwrap_or_else(|| "its entry is gone".into())
+    let why = |name: &str| match entries.iter().find(|e| e.name == name) {
+        None => "its entry is gone".to_owned(),
+        Some(e) => e
+            .status
+            .message
+            .clone()
+            .unwrap_or_else(|| format!("no message recorded (`stacksync get {name}`)")),
     };
     for name in &failed {
         let whose = if in_file.contains(name) {
@@ -210,11 +211,18 @@ async fn sync_deployed(
     let (names, in_file) = apply_for_sync(aws, file, prune).await?;
     let mut failed = Vec::new();
     for name in names {
-        if !deployed
+        // One entry's trouble (not started, still running at --timeout) is
+        // its own: the others still run, and the summary names it.
+        match deployed
             .reconcile(&aws.registry, &name, wait, timeout, false)
-            .await?
+            .await
         {
-            failed.push(name);
+            Ok((true, _)) => {}
+            Ok((false, _)) => failed.push(name),
+            Err(e) => {
+                warn_user!("{e}");
+                failed.push(name);
+            }
         }
     }
     Ok((failed, in_file))
@@ -323,8 +331,11 @@ fn print_history(rows: &[HistoryRow<'_>]) {
             .iter()
             .map(|a| {
                 format!(
-                    "{:?} {}{} at {}",
-                    a.decision,
+                    "{} {}{} at {}",
+                    serde_json::to_value(a.decision)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
                     a.change_set,
                     a.by.as_deref()
                         .map(|b| format!(" by {b}"))

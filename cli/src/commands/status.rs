@@ -88,10 +88,15 @@ impl<'a> StatusRow<'a> {
             phase: e.display_phase(),
             stack_name: e.spec.effective_stack_name(),
             stack_status: e.status.stack_status.as_deref(),
+            // Recorded before `stackStatusAt` was: a `Ready` run's end is
+            // when it was read; any other's, unknown.
             stack_status_at: e
                 .status
                 .stack_status_at
-                .or(e.status.last_reconcile_at)
+                .or(e
+                    .status
+                    .last_reconcile_at
+                    .filter(|_| e.status.phase == Phase::Ready))
                 .filter(|_| e.status.stack_status.is_some()),
             last_applied_revision: e.status.last_applied_revision.as_deref(),
             last_attempted_revision: e.status.last_attempted_revision.as_deref(),
@@ -110,8 +115,18 @@ impl<'a> StatusRow<'a> {
                 .as_ref()
                 .map(|d| d.resources.len())
                 .filter(|n| *n > 0),
-            // Only while the run that recorded it holds the stack.
-            retrying: e.status.retrying.as_ref().filter(|_| e.lease.is_some()),
+            // Only while the run that recorded it holds the stack, lately,
+            // and is not waiting for a person (that says what to do).
+            retrying: e.status.retrying.as_ref().filter(|r| {
+                let now = now_millis();
+                let holder = e.lease.as_ref().filter(|l| l.is_live(now));
+                e.display_phase() == Phase::Reconciling
+                    && stacksync::reconcile::steps::retrying::current(
+                        r,
+                        holder.map(|l| l.owner.as_str()),
+                        now,
+                    )
+            }),
         }
     }
 }
@@ -145,8 +160,9 @@ pub fn print_outcome(
             match ran {
                 Some(outcome) => say!("{name}: {outcome}"),
                 None => say!(
-                    "{name}: entry removed from the registry (`stacksync history {name}` \
-                     shows whether its stack was deleted or left in place)"
+                    "{name}: entry removed from the registry (the run did not say what became \
+                     of its stack: `stacksync get` no longer finds it; CloudFormation does, if \
+                     it was kept)"
                 ),
             }
             Ok(())

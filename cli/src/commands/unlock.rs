@@ -52,15 +52,20 @@ pub async fn unlock(aws: &Connection, name: &str, yes: bool, format: Output) -> 
         ));
     }
     let stopped = stop_execution(aws, &lease.owner).await?;
-    let why = format!(
-        "interrupted: `stacksync unlock` ended the hold of {} ({}); the stack is due again",
-        lease.owner,
-        if stopped {
-            "its execution was stopped"
-        } else {
-            "no running execution of it"
+    let execution = match stopped {
+        Stopped::Yes => "its execution was stopped",
+        Stopped::NotRunning => "no running execution of it",
+        Stopped::Local => "a local run: no execution to stop",
+        Stopped::NotLooked => {
+            "its execution, if it runs, was not stopped: no state machine was given \
+             (--installation or --state-machine-arn)"
         }
+    };
+    let why = format!(
+        "interrupted: `stacksync unlock` ended the hold of {} ({execution}); the stack is due again",
+        lease.owner,
     );
+    let stopped = stopped == Stopped::Yes;
     let ended = end_hold(&aws.registry, name, &lease.owner, &why, now_millis())
         .await
         .map_err(|e| e.to_string())?;
@@ -89,21 +94,38 @@ fn confirm(question: &str) -> Result<bool> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
+/// What became of the holder's execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    /// It ran, and was stopped.
+    Yes,
+    /// It was not running (ended, or never there).
+    NotRunning,
+    /// The holder is a local run (`local-…`): nothing to stop.
+    Local,
+    /// No state machine known: not looked for.
+    NotLooked,
+}
+
 /// Stops the holder if it is an execution of the deployed state machine
-/// (a local run's lease owner starts with `local-`). Returns whether one
-/// was running and was stopped.
-async fn stop_execution(aws: &Connection, owner: &str) -> Result<bool> {
-    let Some(machine) = &aws.resources.state_machine_arn else {
-        return Ok(false);
-    };
+/// (a local run's lease owner starts with `local-`).
+async fn stop_execution(aws: &Connection, owner: &str) -> Result<Stopped> {
     if owner.starts_with("local-") {
-        return Ok(false);
+        return Ok(Stopped::Local);
     }
+    let Some(machine) = &aws.resources.state_machine_arn else {
+        return Ok(Stopped::NotLooked);
+    };
     let executions = Executions::new(aws_sdk_sfn::Client::new(&aws.config), machine);
-    executions
+    let stopped = executions
         .stop(&executions.execution_arn(owner), "stacksync unlock")
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    Ok(if stopped {
+        Stopped::Yes
+    } else {
+        Stopped::NotRunning
+    })
 }
 
 fn report(format: Output, name: &str, holder: Option<&str>, stopped: bool, detail: &str) -> Result {

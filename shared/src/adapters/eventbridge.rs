@@ -43,10 +43,9 @@ impl EventBus {
         // PutEvents answers 200 with the entries it could not put.
         match out.entries().first() {
             Some(failed) if out.failed_entry_count() > 0 => Err(PortError::Rejected(format!(
-                "PutEvents to {}: {}: {}",
+                "PutEvents to {}: the entry was refused: {}",
                 self.bus,
-                failed.error_code().unwrap_or("?"),
-                failed.error_message().unwrap_or("")
+                said(failed.error_code(), failed.error_message())
             ))),
             _ => Ok(()),
         }
@@ -59,5 +58,20 @@ impl Notices for EventBus {
         notice: &'a Notice,
     ) -> Pin<Box<dyn Future<Output = PortResult<()>> + Send + 'a>> {
         Box::pin(self.put_one(notice))
+    }
+}
+
+/// An entry's refusal in words: its code and message, whichever it has.
+fn said(code: Option<&str>, message: Option<&str>) -> String {
+    let parts: Vec<&str> = [code, message]
+        .into_iter()
+        .flatten()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    if parts.is_empty() {
+        "no error code or message".to_owned()
+    } else {
+        parts.join(": ")
     }
 }

@@ -37,6 +37,10 @@ pub struct ExecutionSummary {
     pub status: String,
     pub started_at: EpochMillis,
     pub stopped_at: Option<EpochMillis>,
+    /// What the run said it did (its output's `outcome`), once it ended
+    /// with one; only [`StepFunctions::describe`] reads it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
 }
 
 /// One state entered, or a failure, in an execution's history.
@@ -95,6 +99,11 @@ impl Executions {
             status: out.status.as_str().to_owned(),
             started_at: millis(&out.start_date),
             stopped_at: out.stop_date.as_ref().map(millis),
+            outcome: out
+                .output
+                .as_deref()
+                .and_then(|o| serde_json::from_str::<serde_json::Value>(o).ok())
+                .and_then(|o| o["outcome"].as_str().map(str::to_owned)),
         })
     }
 
@@ -187,6 +196,7 @@ impl Executions {
                         status: item.status.as_str().to_owned(),
                         started_at: millis(&item.start_date),
                         stopped_at: item.stop_date.as_ref().map(millis),
+                        outcome: None,
                     });
                 }
                 if found.len() >= limit || scanned >= max_scanned {

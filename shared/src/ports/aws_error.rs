@@ -3,6 +3,7 @@
 //! timeout), never the SDK's debug dump (that is logged at debug).
 
 use aws_credential_types::provider::error::CredentialsError;
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
@@ -11,18 +12,15 @@ use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 /// what went wrong on the way (no credentials, no connection, a timeout),
 /// without the SDK's debug dump. The whole error is logged at debug
 /// (`STACKSYNC_LOG=debug`).
-pub fn failure<E, R>(operation: &str, err: &SdkError<E, R>) -> String
+pub fn failure<E>(operation: &str, err: &SdkError<E, HttpResponse>) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug + 'static,
 {
     tracing::debug!(operation, error = %DisplayErrorContext(err), "AWS call failed");
     match err {
-        SdkError::ServiceError(_) => format!(
-            "{}: {}",
-            err.code().unwrap_or("error"),
-            err.message().unwrap_or("(no message)")
-        ),
+        SdkError::ServiceError(service) => {
+            refusal(err.code(), err.message(), service.raw().status().as_u16())
+        }
         SdkError::DispatchFailure(dispatch) => match dispatch.as_connector_error() {
             Some(c) if c.is_timeout() => format!("timed out: {}", chain(c)),
             Some(c) if c.is_io() => format!(
@@ -48,6 +46,12 @@ pub fn service_error(
     message: Option<&str>,
     status: u16,
 ) -> String {
+    format!("{operation}: {}", refusal(code, message, status))
+}
+
+/// The same without the operation: `Code: message`, or what the HTTP status
+/// says where the code or the message is missing.
+pub fn refusal(code: Option<&str>, message: Option<&str>, status: u16) -> String {
     let code = code.map(str::trim).filter(|c| !c.is_empty());
     let message = message.map(str::trim).filter(|m| !m.is_empty());
     let reason = http::StatusCode::from_u16(status)
@@ -56,12 +60,10 @@ pub fn service_error(
         .map(|r| format!(" {r}"))
         .unwrap_or_default();
     match (code, message) {
-        (Some(code), Some(message)) => format!("{operation}: {code}: {message}"),
-        (Some(code), None) => format!("{operation}: {code} (HTTP {status}{reason}, no message)"),
-        (None, Some(message)) => format!("{operation}: HTTP {status}{reason}: {message}"),
-        (None, None) => {
-            format!("{operation}: HTTP {status}{reason}, with no error code or message")
-        }
+        (Some(code), Some(message)) => format!("{code}: {message}"),
+        (Some(code), None) => format!("{code} (HTTP {status}{reason}, no message)"),
+        (None, Some(message)) => format!("HTTP {status}{reason}: {message}"),
+        (None, None) => format!("HTTP {status}{reason}, with no error code or message"),
     }
 }
 

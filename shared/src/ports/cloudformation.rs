@@ -375,7 +375,11 @@ pub fn is_cancellation(reason: &str) -> bool {
 /// hook failure (nothing was deployed), else the first failed resource
 /// whose reason is not a cancellation, else the first with a reason.
 pub fn root_cause(events: &[OperationEvent]) -> Option<String> {
-    let with_reason = || events.iter().filter(|e| e.reason.is_some());
+    let with_reason = || {
+        events
+            .iter()
+            .filter(|e| e.reason.as_deref().is_some_and(|r| !r.trim().is_empty()))
+    };
     let before_deploying = with_reason().find(|e| {
         matches!(
             e.kind.as_str(),
@@ -411,7 +415,7 @@ pub fn first_failure(events: &[StackEvent]) -> Option<String> {
     let failed = || {
         events
             .iter()
-            .filter(|e| e.is_failure() && e.reason.is_some())
+            .filter(|e| e.is_failure() && e.reason.as_deref().is_some_and(|r| !r.trim().is_empty()))
     };
     failed()
         .find(|e| !is_cancellation(e.reason.as_deref().unwrap_or("")))

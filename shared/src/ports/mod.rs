@@ -34,7 +34,7 @@ pub use source::{FetchError, Files, SourceFetcher, SourceLocation};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PortError {
     /// Throttling, a timeout, a 5xx: worth retrying with backoff.
-    #[error("{0} (transient; will be retried)")]
+    #[error("{0} (transient)")]
     Transient(String),
     /// The request itself was refused: retrying the same request will not help.
     #[error("{0}")]

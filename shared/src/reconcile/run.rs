@@ -320,20 +320,27 @@ impl CaughtError {
         StallReason::of_error_name(&self.error)
     }
 
-    /// The human message inside the cause.
+    /// The human message inside the cause; never empty (the error's name,
+    /// where the cause says nothing).
     pub fn message(&self) -> String {
         serde_json::from_str::<serde_json::Value>(&self.cause)
             .ok()
             .and_then(|v| {
                 v.get("errorMessage")
                     .and_then(|m| m.as_str())
+                    .map(str::trim)
+                    .filter(|m| !m.is_empty())
                     .map(str::to_owned)
             })
             .unwrap_or_else(|| {
-                if self.cause.is_empty() {
-                    self.error.clone()
+                let cause = self.cause.trim();
+                let bare = cause.is_empty()
+                    || serde_json::from_str::<serde_json::Value>(cause)
+                        .is_ok_and(|v| v.is_object());
+                if bare {
+                    format!("{} (with no message)", self.error)
                 } else {
-                    self.cause.clone()
+                    cause.to_owned()
                 }
             })
     }
@@ -401,6 +408,12 @@ mod tests {
             error: "States.Timeout".into(),
             cause: String::new(),
         };
-        assert_eq!(bare.message(), "States.Timeout");
+        assert_eq!(bare.message(), "States.Timeout (with no message)");
+        // Issue "Every message true": an empty errorMessage is no cause.
+        let empty = CaughtError {
+            error: "Lambda.Unknown".into(),
+            cause: r#"{"errorMessage": "", "errorType": "Lambda.Unknown"}"#.into(),
+        };
+        assert_eq!(empty.message(), "Lambda.Unknown (with no message)");
     }
 }

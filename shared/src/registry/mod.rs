@@ -266,6 +266,8 @@ pub async fn end_hold<R: Entries + Leases>(
         last_reconcile_at: Some(Timestamp(now)),
         next_reconcile_at: Some(Timestamp(now)),
         run: Some(owner.to_owned()),
+        // What the run retried ends with it.
+        retrying: None,
         ..entry.status
     };
     match registry

@@ -322,11 +322,16 @@ impl Failures {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Retrying {
+    /// The run (execution) whose step failed: another run's record is not
+    /// this run's (a run that was stopped leaves its record behind).
+    #[serde(default)]
+    pub run: String,
     /// The state whose step failed (`PollStatus`).
     pub step: String,
     /// The failed call and its error, as the step said it.
     pub cause: String,
-    /// Failures in a row with this same step and cause, in this run.
+    /// Failures with this same step and cause in this run, each within
+    /// [`crate::reconcile::steps::retrying::SAME_FAILURE_WINDOW_MS`] of the last.
     pub attempts: u32,
     /// The first of them.
     pub since: Timestamp,

@@ -81,6 +81,24 @@ fn refused(status: u16, error: &str, message: String) -> Response {
     Response::new(status, json!({"error": error, "message": message}))
 }
 
+/// A service's failure, as the caller should take it: unavailable (503, try
+/// again) only when it is worth trying again; else refused (500: the
+/// installation's setup, which another try will not mend).
+fn failed(service: &str, transient: bool, message: String) -> Response {
+    if transient {
+        refused(503, &format!("{service}Unavailable"), message)
+    } else {
+        refused(500, &format!("{service}Refused"), message)
+    }
+}
+
+fn port_failed(service: &str) -> impl Fn(crate::ports::PortError) -> Response + '_ {
+    move |e| {
+        let transient = matches!(e, crate::ports::PortError::Transient(_));
+        failed(service, transient, e.to_string())
+    }
+}
+
 impl<R, B, T> AnswerHandler<R, B, T>
 where
     R: Entries + ApprovalRecords,
@@ -120,7 +138,7 @@ where
             .registry
             .get(name)
             .await
-            .map_err(|e| refused(503, "RegistryUnavailable", e.to_string()))?
+            .map_err(|e| failed("Registry", e.is_transient(), e.to_string()))?
             .ok_or_else(|| refused(404, "NotRegistered", format!("{name} is not registered")))?;
         // Who may answer first: someone else learns nothing of the wait.
         self.check_approver(caller, request, &entry, now).await?;
@@ -176,7 +194,7 @@ where
                 "application/json",
             )
             .await
-            .map_err(|e| refused(503, "BucketUnavailable", e.to_string()))?;
+            .map_err(port_failed("Bucket"))?;
         let answer = match request.decision {
             Verdict::Approve => Answer::Success {
                 output: json!({"changeSet": awaiting.change_set, "by": caller, "at": now}),
@@ -185,7 +203,12 @@ where
                 error: rejection_error(),
                 cause: format!(
                     "by {caller}: {}",
-                    request.reason.as_deref().unwrap_or("no reason given")
+                    request
+                        .reason
+                        .as_deref()
+                        .map(str::trim)
+                        .filter(|r| !r.is_empty())
+                        .unwrap_or("no reason given")
                 ),
             },
         };
@@ -193,7 +216,7 @@ where
             .tokens
             .answer_token(&token, &answer)
             .await
-            .map_err(|e| refused(503, "StepFunctionsUnavailable", e.to_string()))?;
+            .map_err(port_failed("StepFunctions"))?;
         if !answered {
             return Err(refused(
                 409,
@@ -294,10 +317,13 @@ where
     /// an upgrade, where an older version left it).
     async fn token(&self, name: &str, awaiting: &AwaitingApproval) -> Result<String, Response> {
         let key = approval_token_key(name, &awaiting.run);
-        let unavailable =
-            |e: crate::ports::PortError| refused(503, "BucketUnavailable", e.to_string());
-        if self.blobs.exists(&key).await.map_err(unavailable)? {
-            let bytes = self.blobs.get(&key, 16 * 1024).await.map_err(unavailable)?;
+        let unavailable = port_failed("Bucket");
+        if self.blobs.exists(&key).await.map_err(&unavailable)? {
+            let bytes = self
+                .blobs
+                .get(&key, 16 * 1024)
+                .await
+                .map_err(&unavailable)?;
             return String::from_utf8(bytes)
                 .map_err(|_| refused(500, "TokenUnreadable", format!("{key} is not text")));
         }

@@ -265,7 +265,14 @@ async fn changes_of<C: CloudFormation>(
                 return if is_empty_change_set_reason(&reason) {
                     Ok(Vec::new())
                 } else {
-                    Err(format!("CloudFormation refused the change set: {reason}"))
+                    Err(format!(
+                        "CloudFormation refused the change set: {}",
+                        if reason.trim().is_empty() {
+                            "no reason given"
+                        } else {
+                            reason.as_str()
+                        }
+                    ))
                 };
             }
             _ if started.elapsed() > waiting.deadline => {

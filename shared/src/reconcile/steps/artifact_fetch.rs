@@ -88,6 +88,8 @@ where
             last_attempted_revision: Some(revision.clone()),
             message: Some(format!("reconciling {}", short(&revision))),
             next_reconcile_at: Some(Timestamp(due(state.started_at, LEASE_TTL.as_secs()))),
+            // An earlier run's retries are not this one's.
+            retrying: None,
             ..entry.status.clone()
         };
         self.record(&state, &entry, status.clone()).await?;

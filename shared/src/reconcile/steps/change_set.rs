@@ -264,21 +264,19 @@ where
             }
             Created::NothingToChange => {
                 let stack = cfn.describe_stack(stack_name).await?;
-                // The settings no change set carries, as after an empty one.
-                let changed = match &stack {
-                    Some(stack) => self.apply_settings(cfn, &entry.spec, stack).await?,
-                    None => Vec::new(),
-                };
                 let seen = self
                     .observe_if_there(cfn, &entry.spec, stack.as_ref())
                     .await?;
                 let outputs = stack.as_ref().map(|s| s.outputs.clone());
-                let message = super::settings::with_settings(
-                    "in sync: the change set was empty".into(),
-                    &changed,
-                );
-                self.in_sync(state, entry, cfn, seen, outputs, &message)
-                    .await
+                self.in_sync(
+                    state,
+                    entry,
+                    cfn,
+                    seen,
+                    outputs,
+                    "in sync: the change set was empty",
+                )
+                .await
             }
         }
     }

@@ -45,12 +45,13 @@ where
                 Ok(state)
             }
             DeleteDecision::Gone => {
-                self.drop_entry(
-                    state,
-                    &entry,
-                    format!("stack {stack_name} deleted; entry removed from the registry"),
-                )
-                .await
+                // Deleted by this run, or not there when it looked.
+                let outcome = if state.delete_requests > 0 {
+                    format!("stack {stack_name} deleted; entry removed from the registry")
+                } else {
+                    format!("stack {stack_name} was not there; entry removed from the registry")
+                };
+                self.drop_entry(state, &entry, outcome).await
             }
             DeleteDecision::Wait => wait_delete(state, spec),
             DeleteDecision::Failed => {

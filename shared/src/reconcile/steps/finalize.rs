@@ -24,6 +24,7 @@ fn approval_failure(
     state: &RunState,
     error: &CaughtError,
     message: String,
+    left: &[String],
 ) -> (StallReason, String, Option<ApprovalRecord>) {
     let reason = error.reason();
     let Some(request) = &state.approval else {
@@ -65,8 +66,13 @@ fn approval_failure(
             (
                 StallReason::ApprovalTimedOut,
                 format!(
-                    "approval timed out: nobody approved change set {} within {waited}; it was deleted",
-                    request.change_set
+                    "approval timed out: nobody approved change set {} within {waited}; {}",
+                    request.change_set,
+                    if left.contains(&request.change_set) {
+                        "it could not be deleted (it is left, never executed)"
+                    } else {
+                        "it was deleted"
+                    }
                 ),
                 Some(record(Decision::TimedOut, None)),
             )
@@ -74,6 +80,10 @@ fn approval_failure(
         _ => (reason, message, None),
     }
 }
+
+/// How long each best-effort call of the finalizer may take (its Task has
+/// 60 s, and the failure must be recorded whatever CloudFormation does).
+const BEST_EFFORT: std::time::Duration = std::time::Duration::from_secs(8);
 
 impl<R, B, F, S> Steps<R, B, F, S>
 where
@@ -88,9 +98,10 @@ where
         let entry = self.registry.get(&state.stack_id).await?;
         // This run's own end, written by a step whose answer was lost (the
         // Task failed after the write): the run ended as its status says.
+        // Only while nobody holds the stack: another run's status says
+        // nothing of how this one ended.
         let ended = entry.as_ref().filter(|e| {
-            e.status.run.as_deref() == Some(state.execution.as_str())
-                && e.lease.as_ref().is_none_or(|l| l.owner != state.execution)
+            e.status.run.as_deref() == Some(state.execution.as_str()) && e.lease.is_none()
         });
         if let Some(ended) = ended {
             let next = if ended.status.phase == Phase::Failed {
@@ -109,6 +120,19 @@ where
                 ..state
             });
         }
+        // Removed by this run's own deletion, whose answer was lost: only a
+        // run deletes an entry, and only while it holds it.
+        let deleting = matches!(state.next, Next::Delete | Next::WaitDelete);
+        if entry.is_none() && deleting {
+            return Ok(RunState {
+                next: Next::Done,
+                outcome: Some(format!(
+                    "entry removed from the registry by this run (the step that removed it then \
+                     failed: {message})"
+                )),
+                ..state
+            });
+        }
         let Some(entry) =
             entry.filter(|e| e.lease.as_ref().is_some_and(|l| l.owner == state.execution))
         else {
@@ -119,8 +143,8 @@ where
                 ..state
             });
         };
-        self.clean_up(&state, &entry).await;
-        let (reason, message, decided) = approval_failure(&state, &input.error, message);
+        let left = self.clean_up(&state, &entry).await;
+        let (reason, message, decided) = approval_failure(&state, &input.error, message, &left);
         let mut status = self.failed_status(&state, &entry, reason, &message);
         // The stack as it is now, not as the last success left it (a failed
         // create that made it, an out-of-band delete), once the run got as
@@ -228,8 +252,8 @@ where
     /// Deletes the run's change set if it was made and never executed (an
     /// executed one is CloudFormation's to remove). Best effort: the
     /// failure is recorded whatever happens here, and a lingering change
-    /// set is logged, not raised.
-    async fn clean_up(&self, state: &RunState, entry: &StackEntry) {
+    /// set is logged, not raised. Returns those it could not delete.
+    async fn clean_up(&self, state: &RunState, entry: &StackEntry) -> Vec<String> {
         let stack = entry.spec.effective_stack_name();
         // The one the state names, and the one this run makes (its name is
         // the run's own): a step that made it and then failed hands on the
@@ -239,24 +263,41 @@ where
         });
         let mut names: Vec<&String> = state.change_set_name.iter().chain(made.iter()).collect();
         names.dedup();
+        let mut left = Vec::new();
         for name in names {
-            match self.delete_unexecuted(entry, name).await {
+            let deleted = tokio::time::timeout(BEST_EFFORT, self.delete_unexecuted(entry, name))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(StepError::transient(format!(
+                        "no answer within {}s",
+                        BEST_EFFORT.as_secs()
+                    )))
+                });
+            match deleted {
                 Ok(true) => {
                     info!(stack = %state.stack_id, change_set = %name, "the failed run's change set deleted")
                 }
                 Ok(false) => {}
                 Err(e) => {
-                    warn!(stack = %state.stack_id, change_set = %name, error = %e, "the failed run's change set could not be deleted")
+                    warn!(stack = %state.stack_id, change_set = %name, error = %e, "the failed run's change set could not be deleted");
+                    left.push(name.clone());
                 }
             }
         }
+        left
     }
 
     /// The stack's status as CloudFormation reports it now (`Some(None)`:
     /// no such stack), or `None` if it could not be read.
     async fn stack_status_now(&self, entry: &StackEntry) -> Option<Option<String>> {
         let cfn = self.port(&entry.spec).await.ok()?;
-        match cfn.describe_stack(entry.spec.effective_stack_name()).await {
+        let described = tokio::time::timeout(
+            BEST_EFFORT,
+            cfn.describe_stack(entry.spec.effective_stack_name()),
+        )
+        .await
+        .ok()?;
+        match described {
             Ok(stack) => Some(
                 stack
                     .filter(|s| !s.status.not_created())

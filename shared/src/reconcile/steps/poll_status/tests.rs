@@ -287,7 +287,7 @@ async fn a_retried_failure_is_in_the_status_and_the_same_one_too_often_ends_the_
     assert!(
         ended
             .message()
-            .starts_with("DescribeChangeSet: HTTP 500 (PollStatus failed 12 times in a row"),
+            .starts_with("DescribeChangeSet: HTTP 500 (PollStatus failed 12 times in this run"),
         "{ended:?}"
     );
     // The run's end (the state machine's catch) takes the record away.
