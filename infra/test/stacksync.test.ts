@@ -1351,7 +1351,7 @@ describe('IAM', () => {
       ],
       // The wait's task token, kept where only the answer function reads it.
       approval: [st('KeepTokens', ['s3:PutObject'], ['BUCKET/approvals/tokens/*']), ...registry, events],
-      finalize: [...registry, st('Stacks', ['cloudformation:DescribeChangeSet'], [S]), own('cloudformation:DeleteChangeSet'), assume, events],
+      finalize: [...registry, st('Stacks', ['cloudformation:DescribeChangeSet', 'cloudformation:DescribeStacks'], [S]), own('cloudformation:DeleteChangeSet'), assume, events],
       webhook: [
         { ...st('Deliveries', ['dynamodb:PutItem'], ['TABLE']), condition: keys(['delivery#*'], ['pk', 'expiresAt']) },
         followers,
