@@ -239,6 +239,7 @@ async fn a_github_push_starts_each_following_stack_once_and_replays_start_nothin
 
     // A repository nobody follows: 200, nothing started, the sources named.
     let mut nobody = body.clone();
+    nobody["repository"]["full_name"] = json!("acme/nobody");
     for key in ["clone_url", "ssh_url", "git_url", "html_url", "url"] {
         if nobody["repository"].get(key).is_some() {
             nobody["repository"][key] = json!("https://github.com/acme/nobody.git");
@@ -393,4 +394,91 @@ async fn fifty_concurrent_deliveries_of_one_push_start_one_execution_per_stack()
         2,
         "one per following stack: {executions:?}"
     );
+}
+
+/// A secret limited to one repository signs a push of it whose clone URLs
+/// name another: the delivery is of the repository its `full_name` names,
+/// and only that one's stacks start.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_for_one_repository_starts_no_other_named_in_a_second_url() {
+    let p = unique_name("whl").replace('-', "x");
+    let s = Setup::new("webhook-lim", &stacks(&p)).await;
+    aws_sdk_secretsmanager::Client::new(&Emulator::shared().sdk_config())
+        .put_secret_value()
+        .secret_id(&s.secret_id)
+        .secret_string(
+            json!({"current": SECRET, "repositories": ["https://github.com/acme/infra"]})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let (headers, mut body) = fixture("github-push");
+    body["repository"]["clone_url"] = json!("https://github.com/acme/other.git");
+    body["repository"]["git_url"] = json!("git://github.com/acme/other.git");
+    let raw = serde_json::to_vec(&body).unwrap();
+    let (status, answer) = s.deliver(&signed(&headers, &raw, SECRET), &raw).await;
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(
+        s.started_stacks().await,
+        vec![format!("{p}-https"), format!("{p}-ssh")],
+        "{answer}"
+    );
+}
+
+/// Two copies of one push a moment apart (two webhooks on one repository,
+/// or a redelivery), under two delivery ids: one execution per stack, and
+/// the answers count each start once between them.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_copies_of_a_push_count_each_start_once_between_them() {
+    let p = unique_name("whd").replace('-', "x");
+    let s = Setup::new("webhook-dup", &stacks(&p)).await;
+    let (headers, body) = fixture("github-push");
+    let raw = serde_json::to_vec(&body).unwrap();
+    let mut copy = headers.clone();
+    copy.retain(|(k, _)| k != "X-GitHub-Delivery");
+    copy.push(("X-GitHub-Delivery".into(), "second-webhook".into()));
+    let (_, first) = s.deliver(&signed(&headers, &raw, SECRET), &raw).await;
+    let (_, second) = s.deliver(&signed(&copy, &raw, SECRET), &raw).await;
+    let executions = s.executions().await.len() as u64;
+    assert_eq!(executions, 2);
+    let (a, b) = (counts(&first), counts(&second));
+    assert_eq!(a.0 + b.0, executions, "{first} {second}");
+    assert_eq!(second["result"], "nothing new to start", "{second}");
+}
+
+/// A secret that is missing from Secrets Manager: every delivery is
+/// answered as one with a bad signature (a prober learns nothing of the
+/// installation), and nothing starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_secret_is_answered_as_a_bad_signature() {
+    let p = unique_name("whm").replace('-', "x");
+    let s = Setup::new("webhook-nosecret", &stacks(&p)).await;
+    let config = Emulator::shared().sdk_config();
+    let webhook = Webhook {
+        registry: Registry::new(
+            Emulator::shared().dynamodb(),
+            s._harness.steps.registry.table(),
+        ),
+        starter: Executions::new(s.sfn.clone(), &s.machine),
+        secrets: Secrets::new(
+            SecretLocation::SecretsManager(unique_name("no-such-secret")),
+            &config,
+        ),
+    };
+    let (headers, body) = fixture("github-push");
+    let raw = serde_json::to_vec(&body).unwrap();
+    let r = as_function(
+        "webhook",
+        webhook.handle(&signed(&headers, &raw, SECRET), &raw, now_millis()),
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.body.clone()),
+        (
+            401,
+            json!({"error": "Unauthorized", "message": "the delivery's signature or token is missing or does not match"})
+        )
+    );
+    assert!(s.executions().await.is_empty());
 }

@@ -12,7 +12,9 @@
 //!    accepted secret, in constant time,
 //! 4. [`parse::parse`]: the body into pushes, a ping, or an ignored event.
 //!
-//! [`receive`] runs all four. The execution a push starts is named by
+//! [`receive`] runs all four; the [`handler`] runs them one by one, so that
+//! what it answers before a signature is checked stays generic (see
+//! [`handler::Refusal`]). The execution a push starts is named by
 //! [`crate::naming::execution_name`] from the stack and the commit, so a
 //! retried or replayed delivery starts nothing new.
 
@@ -281,17 +283,24 @@ pub fn check_size(body: &[u8]) -> Result<(), WebhookError> {
 /// [`MAX_DELIVERY_ID_LEN`] or with characters outside `[A-Za-z0-9._-]` is
 /// replaced by `id-` and its SHA-256, so it is safe in keys and names.
 pub fn delivery_id(provider: Provider, headers: &Headers, body: &[u8]) -> String {
+    header_delivery_id(provider, headers).unwrap_or_else(|| format!("body-{}", short_hash(body)))
+}
+
+/// [`delivery_id`] from the headers alone (made safe the same way); `None`
+/// when the provider's header is absent.
+pub fn header_delivery_id(provider: Provider, headers: &Headers) -> Option<String> {
     let candidates: &[&str] = match provider {
         Provider::GitHub => &["x-github-delivery"],
         Provider::GitLab => &["idempotency-key", "x-gitlab-event-uuid"],
         Provider::Bitbucket => &["x-request-uuid"],
         Provider::Generic => &["x-stacksync-delivery"],
     };
-    match candidates.iter().find_map(|name| headers.get(name)) {
-        Some(id) if is_safe_id(id) => id.to_owned(),
-        Some(id) => format!("id-{}", short_hash(id.as_bytes())),
-        None => format!("body-{}", short_hash(body)),
-    }
+    let id = candidates.iter().find_map(|name| headers.get(name))?;
+    Some(if is_safe_id(id) {
+        id.to_owned()
+    } else {
+        format!("id-{}", short_hash(id.as_bytes()))
+    })
 }
 
 fn is_safe_id(id: &str) -> bool {

@@ -71,30 +71,20 @@ pub(super) fn bitbucket(
         )));
     }
     let push: BitbucketPush = from_json(body, "")?;
-    let full_name = push.repository.full_name.trim();
-    let safe_name = full_name.split_once('/').is_some_and(|(workspace, repo)| {
-        let ok = |s: &str| {
-            !s.is_empty()
-                && s.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        };
-        ok(workspace) && ok(repo)
-    });
-    if !safe_name {
-        return Err(WebhookError::Malformed(format!(
-            "at repository.full_name: expected <workspace>/<repository>, got {}",
-            quote(full_name)
-        )));
-    }
+    // The repository is the one `full_name` names, on Bitbucket Cloud; its
+    // page's URL is taken only as a spelling of it.
     let html = push
         .repository
         .links
         .as_ref()
         .and_then(|l| l.html.as_ref())
         .map(|h| h.href.as_str());
-    let https = format!("https://{BITBUCKET_HOST}/{full_name}.git");
-    let ssh = format!("git@{BITBUCKET_HOST}:{full_name}.git");
-    let repository_urls = urls([Some(https.as_str()), Some(ssh.as_str()), html]);
+    let repository_urls = repository_urls(
+        "repository.full_name",
+        BITBUCKET_HOST,
+        &push.repository.full_name,
+        [html],
+    )?;
 
     let delivery_id = id();
     let mut pushes = Vec::new();

@@ -20,6 +20,8 @@ struct GitHubPush {
 
 #[derive(Deserialize)]
 struct GitHubRepository {
+    /// `owner/name`: the repository, as GitHub names it.
+    full_name: String,
     #[serde(default)]
     clone_url: Option<String>,
     #[serde(default)]
@@ -83,17 +85,7 @@ pub(super) fn github(
         Some(head) if reference.starts_with("refs/tags/") => commit_id("head_commit.id", &head.id)?,
         _ => commit_id("after", &push.after)?,
     };
-    let r = &push.repository;
-    let repository_urls = require_urls(
-        "repository",
-        urls([
-            r.clone_url.as_deref(),
-            r.ssh_url.as_deref(),
-            r.git_url.as_deref(),
-            r.html_url.as_deref(),
-            r.url.as_deref(),
-        ]),
-    )?;
+    let repository_urls = repository(&push.repository)?;
     Ok(Received::Push(Delivery {
         provider: Provider::GitHub,
         delivery_id: id(),
@@ -103,4 +95,31 @@ pub(super) fn github(
             commit,
         }],
     }))
+}
+
+/// The URLs of the repository `full_name` names, on the host of its pages
+/// (`html_url`'s): the payload's URLs are taken only as spellings of it.
+fn repository(r: &GitHubRepository) -> Result<Vec<String>, WebhookError> {
+    let host = first_host([
+        r.html_url.as_deref(),
+        r.clone_url.as_deref(),
+        r.url.as_deref(),
+        r.ssh_url.as_deref(),
+        r.git_url.as_deref(),
+    ])
+    .ok_or_else(|| {
+        WebhookError::Malformed("at repository: the repository has no URL".to_owned())
+    })?;
+    repository_urls(
+        "repository.full_name",
+        host,
+        &r.full_name,
+        [
+            r.clone_url.as_deref(),
+            r.ssh_url.as_deref(),
+            r.git_url.as_deref(),
+            r.html_url.as_deref(),
+            r.url.as_deref(),
+        ],
+    )
 }

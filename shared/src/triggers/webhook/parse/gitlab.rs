@@ -29,6 +29,10 @@ struct GitLabPush {
 
 #[derive(Deserialize)]
 struct GitLabRepository {
+    /// `group/…/project`: the project, as GitLab names it (in `project`
+    /// only; the older `repository` has no such field).
+    #[serde(default)]
+    path_with_namespace: Option<String>,
     #[serde(default)]
     git_http_url: Option<String>,
     #[serde(default)]
@@ -91,9 +95,30 @@ pub(super) fn gitlab(
         Some(sha) => commit_id("checkout_sha", sha)?,
         None => commit_id("after", &push.after)?,
     };
-    let project = push.project.iter().flat_map(GitLabRepository::urls);
-    let repository = push.repository.iter().flat_map(GitLabRepository::urls);
-    let repository_urls = require_urls("project", urls(project.chain(repository)))?;
+    // The project is the one `project.path_with_namespace` names, on the
+    // host of its pages; the payload's URLs are taken only as spellings of it.
+    let project = push
+        .project
+        .as_ref()
+        .ok_or_else(|| WebhookError::Malformed("missing field `project`".to_owned()))?;
+    let path = project.path_with_namespace.as_deref().ok_or_else(|| {
+        WebhookError::Malformed("at project: missing field `path_with_namespace`".to_owned())
+    })?;
+    let host = first_host([
+        project.web_url.as_deref(),
+        project.homepage.as_deref(),
+        project.git_http_url.as_deref(),
+        project.http_url.as_deref(),
+        project.git_ssh_url.as_deref(),
+        project.ssh_url.as_deref(),
+        project.url.as_deref(),
+    ])
+    .ok_or_else(|| WebhookError::Malformed("at project: the project has no URL".to_owned()))?;
+    let candidates = project
+        .urls()
+        .into_iter()
+        .chain(push.repository.iter().flat_map(GitLabRepository::urls));
+    let repository_urls = repository_urls("project.path_with_namespace", host, path, candidates)?;
     Ok(Received::Push(Delivery {
         provider: Provider::GitLab,
         delivery_id: id(),

@@ -1,23 +1,34 @@
 //! Verified bodies into [`Received`]s, one reader per provider.
 //!
-//! Only what stacksync needs is read: the repository's URLs, the ref, the
-//! commit, and whether the ref was deleted. Unknown fields are ignored, so
-//! payloads may grow; a missing or mistyped field is
-//! [`WebhookError::Malformed`] with its JSON path (`repository.clone_url`).
+//! Only what stacksync needs is read: the repository, the ref, the commit,
+//! and whether the ref was deleted. Unknown fields are ignored, so payloads
+//! may grow; a missing or mistyped field is [`WebhookError::Malformed`] with
+//! its JSON path (`repository.clone_url`).
 //!
-//! Shapes, from each host's documentation and real deliveries:
-//! - GitHub `push`: `ref`, `after`, `deleted`, `repository.{clone_url,
-//!   ssh_url, git_url, html_url, url}`, `head_commit.id`. For an annotated
-//!   tag `after` is the tag object, so the tagged commit is taken from
-//!   `head_commit` (consistent since GitHub's 2021-10-01 change). A webhook
-//!   set to `application/x-www-form-urlencoded` sends the same JSON in the
-//!   form field `payload`.
+//! A delivery names one repository, taken from the provider's own name of
+//! it (GitHub and Bitbucket `repository.full_name`, GitLab
+//! `project.path_with_namespace`, the generic `repository`): its HTTPS and
+//! SSH URLs are built from that name and the host, and a URL of the payload
+//! is kept only if it spells that same repository (see
+//! `repository_urls`). So a secret's `"repositories"` list is checked
+//! against the one repository, and only its stacks are looked up.
+//!
+//! Shapes, from each host's documentation and real deliveries (published
+//! examples: tests/fixtures/webhook/):
+//! - GitHub `push`: `ref`, `after`, `deleted`, `repository.{full_name,
+//!   clone_url, ssh_url, git_url, html_url, url}` (the host is
+//!   `html_url`'s), `head_commit.id`. For an annotated tag `after` is the
+//!   tag object, so the tagged commit is taken from `head_commit`
+//!   (consistent since GitHub's 2021-10-01 change). A webhook set to
+//!   `application/x-www-form-urlencoded` sends the same JSON in the form
+//!   field `payload`.
 //! - GitLab `Push Hook` / `Tag Push Hook` (and `System Hook` with
 //!   `object_kind` `push` / `tag_push`): `ref`, `after`, `checkout_sha` (the
 //!   commit, also for annotated tags; null on deletion),
-//!   `project.{git_http_url, git_ssh_url, web_url, …}`. GitLab's "Test"
-//!   button sends an ordinary push built from the latest commits, with the
-//!   same header: it cannot be told apart and is treated as a push.
+//!   `project.{path_with_namespace, web_url, git_http_url, git_ssh_url, …}`
+//!   (the host is `web_url`'s). GitLab's "Test" button sends an ordinary
+//!   push built from the latest commits, with the same header: it cannot be
+//!   told apart and is treated as a push.
 //! - Bitbucket Cloud `repo:push`: `push.changes[]` with `new` (null when the
 //!   ref was deleted) `{type: branch|tag, name, target.hash}`, and
 //!   `repository.{full_name, links.html.href}`; the payload has no clone
@@ -26,6 +37,7 @@
 //!   "refs/heads/main", "after": sha}`.
 
 use super::verify::decode_hex;
+use crate::source::{host_of, normalize_url};
 use serde::de::DeserializeOwned;
 
 use super::{Headers, Provider, Received, WebhookError, delivery_id};
@@ -121,6 +133,68 @@ pub(super) fn commit_id(path: &str, sha: &str) -> Result<String, WebhookError> {
             quote(sha)
         )))
     }
+}
+
+/// The URLs of the one repository a delivery names: `https://HOST/PATH.git`
+/// and `git@HOST:PATH.git`, built from the host and the provider's own
+/// name of the repository (`full_name`, `path_with_namespace`), then those
+/// of `candidates` that spell that same repository (same host and path; a
+/// port may differ, as in `ssh://git@host:2222/PATH.git`). A URL that names
+/// another repository is left out: it is no spelling of this one, and a
+/// secret's `"repositories"` list is checked against this one only.
+///
+/// `path` is checked (`at {path_field}`): segments of `[A-Za-z0-9._-]`.
+pub(super) fn repository_urls<'a>(
+    path_field: &str,
+    host: &str,
+    path: &str,
+    candidates: impl IntoIterator<Item = Option<&'a str>>,
+) -> Result<Vec<String>, WebhookError> {
+    let path = path.trim().trim_matches('/');
+    let path = path.strip_suffix(".git").unwrap_or(path);
+    let segment_ok = |s: &str| {
+        !s.is_empty()
+            && s != "."
+            && s != ".."
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    };
+    if path.len() > MAX_REF_LEN || !path.contains('/') || !path.split('/').all(segment_ok) {
+        return Err(WebhookError::Malformed(format!(
+            "at {path_field}: expected <owner>/<repository>, got {}",
+            quote(path)
+        )));
+    }
+    let host_ok = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'));
+    if !host_ok {
+        return Err(WebhookError::Malformed(format!(
+            "at {path_field}: the repository's host {} is not a host name",
+            quote(host)
+        )));
+    }
+    let https = format!("https://{host}/{path}.git");
+    let ssh = format!("git@{host}:{path}.git");
+    let wanted = path.to_ascii_lowercase();
+    let same = |url: &&str| {
+        let normal = normalize_url(url);
+        host_of(url).eq_ignore_ascii_case(host)
+            && normal.split_once('/').is_some_and(|(_, p)| p == wanted)
+    };
+    let spellings: Vec<&str> = candidates.into_iter().flatten().filter(same).collect();
+    let built = [https.as_str(), ssh.as_str()];
+    Ok(urls(built.into_iter().chain(spellings).map(Some)))
+}
+
+/// The host of the first of `urls` given: where the repository lives.
+pub(super) fn first_host<'a>(urls: impl IntoIterator<Item = Option<&'a str>>) -> Option<&'a str> {
+    urls.into_iter()
+        .flatten()
+        .map(str::trim)
+        .find(|u| !u.is_empty())
+        .map(host_of)
 }
 
 /// The non-blank URLs, in order, without repeats.

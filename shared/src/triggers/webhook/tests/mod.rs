@@ -5,6 +5,7 @@ use super::*;
 
 mod parsing;
 mod receiving;
+mod repositories;
 
 pub(super) const SECRET: &[u8] = b"whsec-test-0c4f9e1a";
 pub(super) const NEXT_SECRET: &[u8] = b"whsec-test-rotated-77b2";
@@ -38,6 +39,30 @@ pub(super) fn fixture(name: &str) -> &'static str {
         }
         "generic-push" => include_str!("../../../../../tests/fixtures/webhooks/generic-push.json"),
         other => panic!("no fixture {other}"),
+    }
+}
+
+/// A payload as its host published it (tests/fixtures/webhook/README.md),
+/// byte for byte.
+pub(super) fn published(name: &str) -> &'static str {
+    match name {
+        "github-push-branch" => {
+            include_str!("../../../../../tests/fixtures/webhook/github-push-branch.json")
+        }
+        "github-push-tag" => {
+            include_str!("../../../../../tests/fixtures/webhook/github-push-tag.json")
+        }
+        "gitlab-push" => include_str!("../../../../../tests/fixtures/webhook/gitlab-push.json"),
+        "gitlab-tag-push" => {
+            include_str!("../../../../../tests/fixtures/webhook/gitlab-tag-push.json")
+        }
+        "bitbucket-push-signed" => {
+            include_str!("../../../../../tests/fixtures/webhook/bitbucket-push-signed.json")
+        }
+        "bitbucket-push-tag" => {
+            include_str!("../../../../../tests/fixtures/webhook/bitbucket-push-tag.json")
+        }
+        other => panic!("no published payload {other}"),
     }
 }
 

@@ -343,7 +343,7 @@ fn trailing_bytes_after_the_json_are_malformed() {
 
 #[test]
 fn a_missing_or_mistyped_field_is_reported_with_its_path() {
-    let cases: [(&str, Edit, &str); 6] = [
+    let cases: [(&str, Edit, &str); 9] = [
         (
             "github-push",
             |b| b["ref"] = 5.into(),
@@ -364,7 +364,27 @@ fn a_missing_or_mistyped_field_is_reported_with_its_path() {
         (
             "github-push",
             |b| b["repository"] = serde_json::json!({}),
+            "at repository: missing field `full_name`",
+        ),
+        (
+            "github-push",
+            |b| b["repository"] = serde_json::json!({"full_name": "acme/infra"}),
             "at repository: the repository has no URL",
+        ),
+        (
+            "github-push",
+            |b| b["repository"]["full_name"] = "acme/../infra".into(),
+            "at repository.full_name: expected <owner>/<repository>",
+        ),
+        (
+            "gitlab-push",
+            |b| {
+                b["project"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("path_with_namespace");
+            },
+            "at project: missing field `path_with_namespace`",
         ),
         (
             "gitlab-push",
