@@ -292,3 +292,58 @@ async fn object(bucket: &str, key: &str) -> Vec<u8> {
         .unwrap();
     out.body.collect().await.unwrap().into_bytes().to_vec()
 }
+
+/// Issue "Real payloads and real templates" (8): a CREATE change set that
+/// fails leaves its `REVIEW_IN_PROGRESS` placeholder, untagged where the
+/// endpoint does not tag it. It is the entry's own (its StackId was
+/// recorded when CreateChangeSet answered): the next run tries again and
+/// says the change set's own cause, never `NotOwned`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_placeholder_of_a_failed_create_is_the_entry_s_own_and_its_cause_stays_shown() {
+    let fake = ScriptedCloudFormation::with_stack(&[None]);
+    fake.script().tags = Some(BTreeMap::new());
+    let cause = "Template format error: Unresolved resource dependencies [Nope]";
+    fake.script().change_set = [stacksync_testkit::scripted::failed(cause)]
+        .into_iter()
+        .collect();
+    let h = Harness::with_port("placeholder", fake.clone()).await;
+    let repo = GitRepo::new("placeholder");
+    repo.commit(&[("t.yaml", OURS)], "ours");
+    let name = unique_name("ph").replace('-', "x");
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n",
+        repo.file_url()
+    ))
+    .await;
+    assert!(!ok(&h.reconcile(&name).await));
+    let first = h.entry(&name).await.status;
+    assert_eq!(
+        (
+            first.stall_reason,
+            first.message.as_deref().map(|m| m.contains(cause))
+        ),
+        (Some(StallReason::ChangeSetFailed), Some(true)),
+        "{:?}",
+        first.message
+    );
+
+    // The placeholder the failed change set left, untagged.
+    fake.script().stack = [Some(S::ReviewInProgress)].into_iter().collect();
+    assert!(!ok(&h.reconcile(&name).await));
+    let second = h.entry(&name).await.status;
+    assert_eq!(
+        second.stall_reason,
+        Some(StallReason::ChangeSetFailed),
+        "the real cause, not NotOwned: {:?}",
+        second.message
+    );
+    assert!(
+        fake.operations()
+            .iter()
+            .filter(|o| *o == "CreateChangeSet")
+            .count()
+            == 2,
+        "made again: {:?}",
+        fake.operations()
+    );
+}

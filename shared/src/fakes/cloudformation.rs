@@ -433,7 +433,9 @@ impl CloudFormation for ScriptedCloudFormation {
         {
             s.change_set = [ready(1)].into_iter().collect();
         }
-        Ok(Created::ChangeSet)
+        Ok(Created::ChangeSet {
+            stack_id: Some(stack_id(&request.stack_name, s.generation)),
+        })
     }
 
     async fn describe_change_set(

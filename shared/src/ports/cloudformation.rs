@@ -231,10 +231,12 @@ impl ChangeSetRequest {
 }
 
 /// What creating a change set gave.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Created {
-    /// Made (or already there under that name).
-    ChangeSet,
+    /// Made (or already there under that name), in the stack with this
+    /// StackId where CloudFormation said (a CREATE change set makes a
+    /// `REVIEW_IN_PROGRESS` stack for it).
+    ChangeSet { stack_id: Option<String> },
     /// Refused because it would change nothing (one of the shapes of an empty
     /// change set): the stack is in sync.
     NothingToChange,

@@ -443,6 +443,12 @@ pub struct Status {
     /// outside runs, carried by them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<crate::drift::DriftRecord>,
+    /// The StackId of the stack a CREATE change set of this entry made for
+    /// itself (`REVIEW_IN_PROGRESS`), recorded when CreateChangeSet
+    /// answered: the entry's own, tagged or not, until a run makes it (its
+    /// StackId then recorded in `seen`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placeholder: Option<String>,
     /// The run's step being retried now, and why (`None` once the run
     /// ends, whatever the end).
     #[serde(default, skip_serializing_if = "Option::is_none")]

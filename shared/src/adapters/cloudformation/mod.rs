@@ -15,6 +15,7 @@ use aws_sdk_cloudformation::types::{
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+use change_sets::{created, resource_change};
 
 use super::port_error;
 use crate::naming::request_token;
@@ -23,6 +24,7 @@ use crate::ports::{
     PortResult, ResourceChange, StackEvent, StackInfo, StackSummary, Versioned,
 };
 
+mod change_sets;
 mod drift;
 mod events;
 mod factory;
@@ -59,34 +61,6 @@ fn is_not_found<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> boo
         Some("ChangeSetNotFound" | "ChangeSetNotFoundException")
     ) || (err.code() == Some("ValidationError")
         && err.message().is_some_and(|m| m.contains("does not exist")))
-}
-
-/// One resource change as CloudFormation describes it: what a property
-/// change touches reads `Properties.Name` (other targets by their attribute
-/// alone: `Tags`, `Metadata`, …).
-fn resource_change(c: &aws_sdk_cloudformation::types::ResourceChange) -> ResourceChange {
-    let mut changed: Vec<String> = Vec::new();
-    for target in c.details().iter().filter_map(|d| d.target()) {
-        let attribute = target.attribute().map(|a| a.as_str()).unwrap_or("");
-        let what = match target.name() {
-            Some(name) if attribute == "Properties" => format!("Properties.{name}"),
-            _ => attribute.to_owned(),
-        };
-        if !what.is_empty() && !changed.contains(&what) {
-            changed.push(what);
-        }
-    }
-    ResourceChange {
-        action: c
-            .action()
-            .map(|a| a.as_str().to_owned())
-            .unwrap_or_default(),
-        logical_id: c.logical_resource_id().unwrap_or_default().to_owned(),
-        resource_type: c.resource_type().unwrap_or_default().to_owned(),
-        physical_id: c.physical_resource_id().map(str::to_owned),
-        replacement: c.replacement().map(|r| r.as_str().to_owned()),
-        changed,
-    }
 }
 
 fn millis(t: Option<&aws_smithy_types::DateTime>) -> i64 {
@@ -316,17 +290,7 @@ impl CloudFormation for SdkCloudFormation {
             }
             request = request.rollback_configuration(config.build());
         }
-        match request.send().await {
-            Ok(_) => Ok(Created::ChangeSet),
-            Err(e) if e.code() == Some("AlreadyExistsException") => Ok(Created::ChangeSet),
-            Err(e)
-                if e.code() == Some("ValidationError")
-                    && e.message().is_some_and(is_empty_change_set_reason) =>
-            {
-                Ok(Created::NothingToChange)
-            }
-            Err(e) => Err(port_error("CreateChangeSet", &e)),
-        }
+        created(request.send().await)
     }
 
     async fn describe_change_set(

@@ -111,12 +111,15 @@ pub async fn diff<C: CloudFormation>(
         .map_err(|e| e.to_string());
     // Whatever happens from here, the change set (and a create's
     // placeholder) goes again.
-    let changes = match made {
-        Ok(Created::ChangeSet) => changes_of(cfn, stack_name, &name, waiting).await,
-        Ok(Created::NothingToChange) => Ok(Vec::new()),
-        Err(e) => Err(e),
+    let (changes, placeholder) = match made {
+        Ok(Created::ChangeSet { stack_id }) => {
+            (changes_of(cfn, stack_name, &name, waiting).await, stack_id)
+        }
+        Ok(Created::NothingToChange) => (Ok(Vec::new()), None),
+        Err(e) => (Err(e), None),
     };
-    let cleaned = clean_up(cfn, spec, &name, stack.is_none()).await;
+    let made = stack.is_none().then_some(placeholder);
+    let cleaned = clean_up(cfn, spec, &name, made).await;
     let changes = changes?;
     cleaned?;
     // A placeholder has nothing to compare with.
@@ -290,11 +293,16 @@ async fn changes_of<C: CloudFormation>(
 /// only when there was no stack before, and the one there now is still in
 /// `REVIEW_IN_PROGRESS` with no change set left (a run that began a create
 /// meanwhile has its own change set there: its stack stays).
+/// Deletes the preview's change set, and the stack a create's change set
+/// made for itself (`created`: there was none before; with the StackId
+/// CloudFormation answered, if it did) once no change set is left on it:
+/// that one whatever its status (an endpoint may leave it `CREATE_FAILED`),
+/// else one still `REVIEW_IN_PROGRESS`.
 async fn clean_up<C: CloudFormation>(
     cfn: &C,
     spec: &StackSpec,
     name: &str,
-    created: bool,
+    created: Option<Option<String>>,
 ) -> Result<(), String> {
     let stack = spec.effective_stack_name();
     let failed = |e: crate::ports::PortError| {
@@ -303,9 +311,18 @@ async fn clean_up<C: CloudFormation>(
         )
     };
     cfn.delete_change_set(stack, name).await.map_err(failed)?;
-    if created {
+    if let Some(made) = created {
         let placeholder = cfn.describe_stack(stack).await.map_err(failed)?;
-        if placeholder.is_some_and(|s| s.status == StackStatus::ReviewInProgress)
+        let ours = placeholder
+            .as_ref()
+            .is_some_and(|s| made.as_deref() == Some(s.stack_id.as_str()));
+        let waiting = placeholder
+            .as_ref()
+            .is_some_and(|s| s.status == StackStatus::ReviewInProgress);
+        let gone = placeholder.is_none_or(|s| s.status == StackStatus::DeleteComplete);
+        // Empty: no change set of anyone else's on it.
+        if (ours || waiting)
+            && !gone
             && cfn
                 .list_change_sets(stack)
                 .await
@@ -441,6 +458,24 @@ mod tests {
         );
         never_executed(&cfn);
         assert!(cfn.operations().contains(&"DeleteStack".to_owned()));
+    }
+
+    /// Issue "Real payloads and real templates" (8): an endpoint that
+    /// leaves the preview's placeholder `CREATE_FAILED` (not
+    /// `REVIEW_IN_PROGRESS`) had it left behind, and the next run refused
+    /// it as not stacksync's. The one the preview made goes, whatever its
+    /// status.
+    #[tokio::test]
+    async fn the_placeholder_the_preview_made_is_deleted_whatever_its_status() {
+        let cfn = ScriptedCloudFormation::with_stack(&[None, Some(S::CreateFailed)]);
+        cfn.script().listed_change_sets = Some(Vec::new());
+        preview(&cfn).await.unwrap();
+        never_executed(&cfn);
+        assert!(
+            cfn.operations().contains(&"DeleteStack".to_owned()),
+            "{:?}",
+            cfn.operations()
+        );
     }
 
     #[tokio::test]

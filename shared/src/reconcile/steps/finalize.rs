@@ -81,6 +81,46 @@ fn approval_failure(
     }
 }
 
+/// How the run ended already, if a step wrote its end and then failed (its
+/// answer lost: the Task failed after the write): as its status says, only
+/// while nobody holds the stack (another run's status says nothing of how
+/// this one ended); or, its entry gone while it deleted it (only a run
+/// removes an entry, and only while it holds it), done.
+fn ended_already(
+    state: &RunState,
+    entry: Option<&StackEntry>,
+    message: &str,
+) -> Option<(Next, String)> {
+    match entry {
+        Some(e)
+            if e.status.run.as_deref() == Some(state.execution.as_str()) && e.lease.is_none() =>
+        {
+            let next = if e.status.phase == Phase::Failed {
+                Next::Failed
+            } else {
+                Next::Done
+            };
+            Some((
+                next,
+                format!(
+                    "ended {} by its own last write ({}); the step that made it then failed: \
+                     {message}",
+                    e.status.phase,
+                    e.status.message.as_deref().unwrap_or("no message")
+                ),
+            ))
+        }
+        None if matches!(state.next, Next::Delete | Next::WaitDelete) => Some((
+            Next::Done,
+            format!(
+                "entry removed from the registry by this run (the step that removed it then \
+                 failed: {message})"
+            ),
+        )),
+        _ => None,
+    }
+}
+
 /// How long each best-effort call of the finalizer may take (its Task has
 /// 60 s, and the failure must be recorded whatever CloudFormation does).
 const BEST_EFFORT: std::time::Duration = std::time::Duration::from_secs(8);
@@ -96,40 +136,10 @@ where
         let state = input.state;
         let message = input.error.message();
         let entry = self.registry.get(&state.stack_id).await?;
-        // This run's own end, written by a step whose answer was lost (the
-        // Task failed after the write): the run ended as its status says.
-        // Only while nobody holds the stack: another run's status says
-        // nothing of how this one ended.
-        let ended = entry.as_ref().filter(|e| {
-            e.status.run.as_deref() == Some(state.execution.as_str()) && e.lease.is_none()
-        });
-        if let Some(ended) = ended {
-            let next = if ended.status.phase == Phase::Failed {
-                Next::Failed
-            } else {
-                Next::Done
-            };
-            let outcome = format!(
-                "ended {} by its own last write ({}); the step that made it then failed: {message}",
-                ended.status.phase,
-                ended.status.message.as_deref().unwrap_or("no message")
-            );
+        if let Some((next, outcome)) = ended_already(&state, entry.as_ref(), &message) {
             return Ok(RunState {
                 next,
                 outcome: Some(outcome),
-                ..state
-            });
-        }
-        // Removed by this run's own deletion, whose answer was lost: only a
-        // run deletes an entry, and only while it holds it.
-        let deleting = matches!(state.next, Next::Delete | Next::WaitDelete);
-        if entry.is_none() && deleting {
-            return Ok(RunState {
-                next: Next::Done,
-                outcome: Some(format!(
-                    "entry removed from the registry by this run (the step that removed it then \
-                     failed: {message})"
-                )),
                 ..state
             });
         }

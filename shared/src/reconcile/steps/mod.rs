@@ -217,12 +217,21 @@ where
 
     /// Whose `stack` is, for `entry` ([`crate::ownership::owner`]).
     fn owner_of(&self, entry: &StackEntry, stack: &StackInfo) -> crate::ownership::Owner {
+        // The stack a run left (`seen`), or the placeholder a CREATE change
+        // set of this entry made.
+        let seen = entry.status.seen.as_ref().map(|s| s.stack_id.as_str());
+        let recorded = entry
+            .status
+            .placeholder
+            .as_deref()
+            .filter(|p| *p == stack.stack_id)
+            .or(seen);
         crate::ownership::owner(
             &entry.spec,
             &self.config.installation,
             &stack.stack_id,
             &stack.tags,
-            entry.status.seen.as_ref().map(|s| s.stack_id.as_str()),
+            recorded,
         )
     }
 
@@ -488,6 +497,8 @@ fn ready_status(
             state.change_set_name.is_some(),
             now,
         ),
+        // Made: its StackId is in `seen` now.
+        placeholder: None,
         retrying: None,
     }
 }
