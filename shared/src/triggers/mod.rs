@@ -116,6 +116,17 @@ pub enum TriggerError {
     Start(#[from] PortError),
 }
 
+impl TriggerError {
+    /// Whether trying again may help (throttling, a timeout, a 5xx), as
+    /// against a refusal that another try meets again.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Registry(e) => e.is_transient(),
+            Self::Start(e) => matches!(e, PortError::Transient(_)),
+        }
+    }
+}
+
 /// The most executions one trigger (a webhook delivery, an event) starts:
 /// a delivery answers in bounded time whatever follows the source, and one
 /// signed request cannot start the whole registry. The rest are left to the

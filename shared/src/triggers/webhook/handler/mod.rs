@@ -145,12 +145,23 @@ impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
             Ok((status, answer)) => Response::answer(status, &answer),
             // Nothing is recorded: the sender's retry (or a redelivery)
             // tries again, and starts are idempotent by name.
-            Err(e) => {
+            // Worth the sender's retry only when trying again can help; a
+            // refusal (access denied, no such table or state machine) is
+            // the installation's to mend, and its log says which.
+            Err(e) if e.is_transient() => {
                 tracing::error!("{e}");
                 Response::error(
                     503,
                     "Unavailable",
                     "the registry or Step Functions could not be reached; retry the delivery",
+                )
+            }
+            Err(e) => {
+                tracing::error!("{e}");
+                Response::error(
+                    500,
+                    "Refused",
+                    "the registry or Step Functions refused the request: see the function's log",
                 )
             }
         }

@@ -221,4 +221,27 @@ mod on_fakes {
         );
         assert_eq!(w.handle(&headers, &body, NOW).await.status, 202, "and does");
     }
+
+    /// Issue "Every message true": a refusal (access denied) was answered
+    /// 503 "could not be reached; retry the delivery", a retry that fails
+    /// the same way.
+    #[tokio::test]
+    async fn a_registry_that_refuses_is_a_500_and_not_a_call_to_retry() {
+        let registry = Failing::new(registry());
+        registry.fail(
+            "Query",
+            1,
+            crate::ports::PortError::Rejected("AccessDeniedException: not allowed".into()),
+        );
+        let w = webhook(registry);
+        let (headers, body) = delivery("d-1", "https://git.example/infra.git", SECRET);
+        let answer = w.handle(&headers, &body, NOW).await;
+        assert_eq!(answer.status, 500, "{:?}", answer.body);
+        assert!(
+            !answer.body.to_string().contains("retry"),
+            "{:?}",
+            answer.body
+        );
+        assert!(!w.registry.inner.has_delivery("generic#d-1"));
+    }
 }
