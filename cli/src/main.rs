@@ -81,11 +81,17 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Check a stacks.yaml file without touching AWS.
+    /// Check a stacks.yaml file without touching AWS (with --templates, its templates too).
     Validate {
         /// The stacks file.
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
+        /// Also fetch each entry's template and parameter file at its ref, as a run reads them
+        /// (reading the sources only), and check what they make certain to fail: a template
+        /// that does not parse, a parameter without Default that nothing gives, a parameter
+        /// given that the template does not declare, an IAM resource without its capability.
+        #[arg(long)]
+        templates: bool,
     },
     /// List the registered stacks and their specs.
     List,

@@ -9,6 +9,7 @@ mod common;
 use common::{stacksync_on as stacksync, stderr, stdout};
 use serde_json::Value;
 use stacksync::asl::Outcome;
+use stacksync::reconcile::diff::MAX_TEMPLATE_BODY;
 use stacksync::status::Phase;
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::harness::Harness;
@@ -144,4 +145,49 @@ async fn a_preview_of_an_unknown_entry_or_a_missing_template_says_what_is_wrong(
     let err = stderr(&out);
     assert!(err.contains(&name) && err.contains("t.yaml"), "{err}");
     assert_eq!(observed(&name).await, None);
+}
+
+/// A queue whose template is over CloudFormation's `TemplateBody` limit
+/// (51,200 bytes): the preview has to store it in the bucket first.
+fn large_queue() -> Vec<u8> {
+    let padding = "x".repeat(MAX_TEMPLATE_BODY);
+    format!("Metadata:\n  Padding: {padding}\nResources:\n  Queue: {{Type: AWS::SQS::Queue}}\n")
+        .into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_preview_of_a_large_template_with_a_bucket_not_made_yet_makes_it_as_a_local_run_would() {
+    let h = Harness::new("difflarge").await;
+    let table = h.steps.registry.table().to_owned();
+    let repo = GitRepo::new("difflarge");
+    let template = large_queue();
+    assert!(template.len() > MAX_TEMPLATE_BODY);
+    let first = repo.commit(&[("t.yaml", &template)], "a large queue");
+    let name = unique_name("difflarge").replace('-', "x");
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n",
+        repo.file_url()
+    ))
+    .await;
+    // A fresh installation's bucket, as the emulator has none of it yet.
+    let bucket = unique_name("difffresh").to_lowercase();
+    let s3 = Emulator::shared().s3();
+    assert!(s3.head_bucket().bucket(&bucket).send().await.is_err());
+
+    let out = stacksync(&table, &["--bucket", &bucket, "-o", "json", "diff", &name]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let create = serde_json::from_str::<Value>(&stdout(&out)).unwrap()["diff"].clone();
+    assert_eq!(create["kind"], "Create");
+    assert_eq!(create["revision"], first.as_str());
+    assert_eq!(actions(&create), [("Add".to_owned(), "Queue".to_owned())]);
+    assert_eq!(observed(&name).await, None, "the placeholder was deleted");
+    // The bucket made as a local run makes it, and the stored template deleted after.
+    let previews = s3
+        .list_objects_v2()
+        .bucket(&bucket)
+        .prefix("previews/")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(previews.contents().len(), 0, "{previews:?}");
 }

@@ -87,9 +87,10 @@ export interface StackSyncProps extends StackProps {
   readonly webhookSecretArn?: string;
   /**
    * The SNS topic the alarms notify (failed reconciles, function errors,
-   * throttles, the webhook's refused requests).
+   * throttles, the webhook's refused requests and unreadable secret,
+   * unreadable registry items).
    * @default none: no alarms (they would notify no one, and cost $0.10 per
-   * alarm metric a month: 16 metrics, $1.60)
+   * alarm metric a month: 17 metrics, $1.70)
    */
   readonly alarmTopicArn?: string;
   /**
@@ -1333,7 +1334,7 @@ export class StackSyncStack extends Stack {
     }
   }
 
-  /** The six alarms of template.yaml, each notifying `topicArn`. */
+  /** The seven alarms of template.yaml (and the metric filter only one of them needs), each notifying `topicArn`. */
   private addAlarms(topicArn: string): void {
     const notify = new cloudwatchActions.SnsAction(sns.Topic.fromTopicArn(this, 'AlarmTopic', topicArn));
     const period = Duration.minutes(5);
@@ -1397,6 +1398,23 @@ export class StackSyncStack extends Stack {
           statistic: cloudwatch.Stats.SUM,
           period,
         }),
+        ...alarmDefaults,
+      }),
+      // The webhook cannot read its secret: every delivery is answered 401, as a bad signature, and each refusal logs
+      // `webhook delivery refused` at ERROR (the others at WARN). Counted from its text log, the level first (` WARN`,
+      // `ERROR`): a regex anchored at the start, `.` for each space (CloudWatch's regex takes none), so no WARN line's
+      // reason or delivery id can match (template.yaml: WebhookSecretUnreadableMetric, WebhookSecretUnreadableAlarm).
+      new cloudwatch.Alarm(this, 'WebhookSecretUnreadableAlarm', {
+        alarmDescription:
+          'the stacksync webhook cannot read its secret and refuses every delivery (its log, `webhook delivery refused` at ERROR, says why)',
+        metric: new logs.MetricFilter(this, 'WebhookSecretUnreadableMetric', {
+          logGroup: this.logGroups.Webhook,
+          filterPattern: logs.FilterPattern.literal('%^ERROR.*webhook.delivery.refused%'),
+          metricNamespace: 'stacksync',
+          metricName: 'WebhookSecretUnreadable',
+          metricValue: '1',
+          unit: cloudwatch.Unit.COUNT,
+        }).metric({ statistic: cloudwatch.Stats.SUM, period }),
         ...alarmDefaults,
       }),
       new cloudwatch.Alarm(this, 'ThrottlesAlarm', {

@@ -100,6 +100,8 @@ const CODECOMMIT_REPOSITORIES = ['arn:aws:codecommit:eu-west-1:111122223333:infr
 const VALUE_SECRETS = ['arn:aws:secretsmanager:eu-west-1:111122223333:secret:app/db-password-AbCdEf'];
 const VALUE_PARAMETERS = ['arn:aws:ssm:eu-west-1:111122223333:parameter/app/*'];
 const ALARM_TOPIC = 'arn:aws:sns:eu-west-1:111122223333:ops-alerts';
+/** The webhook's `webhook delivery refused` lines at ERROR (its secret cannot be read), as template.yaml has it. */
+const WEBHOOK_SECRET_UNREADABLE_PATTERN = '%^ERROR.*webhook.delivery.refused%';
 const APPROVERS = ['arn:aws:iam::111122223333:role/release-managers', 'arn:aws:iam::111122223333:user/ops-*'];
 const FULL: StackSyncProps = {
   sourceBucketNames: SOURCE_BUCKETS,
@@ -938,13 +940,21 @@ describe('state machine, alarms, outputs', () => {
   test('no alarms without a topic to notify (as template.yaml: AlarmTopicArn empty)', () => {
     assert.equal(ofType(lazyDefaults().json, 'AWS::CloudWatch::Alarm').length, 0);
     assert.match(templateResource('ThrottlesAlarm'), /Condition: HasAlarmTopic\n/);
+    // The webhook's unreadable secret is counted only for its alarm; unreadable registry items always.
+    assert.deepEqual(
+      ofType(lazyDefaults().json, 'AWS::Logs::MetricFilter').map(([, f]) => f.Properties!.MetricTransformations[0].MetricName),
+      ['UnreadableRegistryItems'],
+    );
+    assert.match(templateResource('WebhookSecretUnreadableMetric'), /\n {4}Condition: HasAlarmTopic\n/);
+    assert.match(templateResource('WebhookSecretUnreadableAlarm'), /\n {4}Condition: HasAlarmTopic\n/);
+    assert.doesNotMatch(templateResource('UnreadableRegistryItemsMetric'), /Condition:/);
     assert.throws(() => new StackSyncStack(new App(), 'BadTopic', { alarmTopicArn: 'ops-alerts' }), /alarmTopicArn/);
   });
 
-  test("with a topic, six alarms notify it: failed executions, the step functions' errors, the other functions' errors (an alarm takes ten metrics at most, as template.yaml), throttles, the webhook's refused requests, unreadable registry items", () => {
+  test("with a topic, seven alarms notify it: failed executions, the step functions' errors, the other functions' errors (an alarm takes ten metrics at most, as template.yaml), throttles, the webhook's refused requests, its unreadable secret, unreadable registry items", () => {
     const defaults = lazyFull();
     const alarms = ofType(defaults.json, 'AWS::CloudWatch::Alarm').map(([, a]) => a.Properties!);
-    assert.equal(alarms.length, 6);
+    assert.equal(alarms.length, 7);
     assert.deepEqual(
       ofType(defaults.json, 'AWS::CloudWatch::Alarm').map(([id]) => id.replace(/[0-9A-F]{8}$/, '')).sort(),
       [...TEMPLATE_YAML.matchAll(/\n {2}([A-Za-z]+):\n {4}Type: AWS::CloudWatch::Alarm\n/g)].map((m) => m[1]).sort(),
@@ -954,9 +964,39 @@ describe('state machine, alarms, outputs', () => {
     assert.equal(unreadable.Namespace, 'stacksync');
     assert.match(templateResource('UnreadableRegistryItemsAlarm'), /Namespace: stacksync\n/);
     const filters = ofType(defaults.json, 'AWS::Logs::MetricFilter').map(([, f]) => f.Properties!);
-    assert.equal(filters.length, 1);
-    assert.equal(filters[0].FilterPattern, '"registry item skipped"');
+    assert.equal(filters.length, 2);
+    const skipped = filters.find((f) => f.MetricTransformations[0].MetricName === 'UnreadableRegistryItems')!;
+    assert.equal(skipped.FilterPattern, '"registry item skipped"');
     assert.match(templateResource('UnreadableRegistryItemsMetric'), /FilterPattern: '"registry item skipped"'\n/);
+    // The webhook's secret cannot be read: every delivery is answered 401, as a bad signature, and each refusal logs
+    // `webhook delivery refused` at ERROR (the others at WARN). Counted from the webhook's log, alarmed on at one.
+    const secret = filters.find((f) => f.MetricTransformations[0].MetricName === 'WebhookSecretUnreadable')!;
+    assert.deepEqual(secret.LogGroupName, { Ref: logicalId(defaults, defaults.stack.logGroups.Webhook) });
+    assert.equal(secret.FilterPattern, WEBHOOK_SECRET_UNREADABLE_PATTERN);
+    assert.deepEqual(secret.MetricTransformations, [
+      { MetricNamespace: 'stacksync', MetricName: 'WebhookSecretUnreadable', MetricValue: '1', Unit: 'Count' },
+    ]);
+    const secretYaml = templateResource('WebhookSecretUnreadableMetric');
+    assert.match(secretYaml, /\n {4}Type: AWS::Logs::MetricFilter\n/);
+    assert.match(secretYaml, /\n {6}LogGroupName: !Ref WebhookLogs\n/);
+    assert.equal(secretYaml.match(/\n {6}FilterPattern: '(.*)'\n/)?.[1], WEBHOOK_SECRET_UNREADABLE_PATTERN, "template.yaml's");
+    assert.match(
+      secretYaml,
+      /\n {8}- \{ MetricNamespace: stacksync, MetricName: WebhookSecretUnreadable, MetricValue: "1", Unit: Count \}$/,
+    );
+    const unreadableSecret = alarms.find((a) => a.MetricName === 'WebhookSecretUnreadable')!;
+    assert.equal(unreadableSecret.Namespace, 'stacksync');
+    assert.equal(unreadableSecret.Statistic, 'Sum');
+    assert.equal(unreadableSecret.Period, 300);
+    const secretAlarmYaml = templateResource('WebhookSecretUnreadableAlarm');
+    assert.match(secretAlarmYaml, /\n {6}Namespace: stacksync\n {6}MetricName: WebhookSecretUnreadable\n/);
+    assert.match(secretAlarmYaml, /\n {6}Threshold: 1\n/);
+    assert.match(secretAlarmYaml, /\n {6}TreatMissingData: notBreaching$/);
+    assert.equal(
+      secretAlarmYaml.match(/\n {6}AlarmDescription: (.*)\n/)?.[1],
+      unreadableSecret.AlarmDescription,
+      "template.yaml's description",
+    );
     for (const a of alarms) assert.deepEqual(a.AlarmActions, [ALARM_TOPIC]);
     const refused = alarms.find((a) => a.MetricName === 'Url4xxCount')!;
     assert.equal(refused.Namespace, 'AWS/Lambda');
@@ -1019,6 +1059,35 @@ describe('state machine, alarms, outputs', () => {
       assert.equal(a.EvaluationPeriods, 1);
       assert.equal(a.ComparisonOperator, 'GreaterThanOrEqualToThreshold');
       assert.equal(a.TreatMissingData, 'notBreaching');
+    }
+  });
+
+  test("the webhook's unreadable-secret filter matches its ERROR refusal lines, and no WARN line", () => {
+    // CloudWatch Logs regex (between %…%): no spaces or quotes are allowed in it, so `.` stands for a space; `^`
+    // anchors at the start of the event. The lines are what the webhook writes (shared/src/lambda.rs: the
+    // tracing-subscriber text format without time or colours; the Lambda runtime's `Lambda runtime invoke` span),
+    // captured from that formatter: the level first, padded to five (` WARN`).
+    const regex = WEBHOOK_SECRET_UNREADABLE_PATTERN.match(/^%(.*)%$/)?.[1];
+    assert.ok(regex, 'a regex pattern');
+    assert.match(regex, /^[A-Za-z0-9:_#=@/;,^$?[\]{}|\\*+.-]+$/, "only CloudWatch's regex characters");
+    const span = 'Lambda runtime invoke{requestId="8f5c1f44-1d0e-4b1b-9d55-2a4a4ad0c001" xrayTraceId="Root=1-65f0a1b2-0123456789abcdef01234567;Parent=1;Sampled=1"}: ';
+    const target = 'stacksync_shared::triggers::webhook::handler::refusal: ';
+    const line = (level: string, fields: string, inSpan = true) => `${level} ${inSpan ? span : ''}${target}webhook delivery refused ${fields}`;
+    const matches = (l: string) => new RegExp(regex).test(l);
+    for (const l of [
+      line('ERROR', 'status=401 reason="the webhook secret cannot be read: GetSecretValue: ResourceNotFoundException: Secrets Manager can\'t find the specified secret." sender="github" delivery="72d3162e-cc78-11e3-81ab-4c9367dc0958"'),
+      line('ERROR', 'status=401 reason="the webhook secret cannot be read: x" sender="gitlab" delivery="none"', false),
+    ]) {
+      assert.ok(matches(l), l);
+    }
+    for (const l of [
+      line(' WARN', 'status=401 reason="the signature does not match" sender="github" delivery="ERROR"'),
+      line(' WARN', 'status=405 reason="ERROR: webhooks are POSTed" sender="unknown" delivery="none"'),
+      line(' WARN', 'status=400 reason="no known sender: the webhook secret cannot be read" sender="unknown" delivery="none"'),
+      line(' WARN', 'status=413 reason="the body is over 4194304 bytes" sender="unknown" delivery="none"', false),
+      `ERROR ${span}stacksync_shared::lambda: another failure, not a refusal`,
+    ]) {
+      assert.ok(!matches(l), l);
     }
   });
 

@@ -6,6 +6,10 @@ use std::collections::BTreeMap;
 use crate::hash::sha256_hex;
 use crate::spec::{ParameterValue, StackSpec};
 
+mod checks;
+
+pub use checks::check;
+
 /// CloudFormation's limit for a template given by `TemplateURL`.
 pub const MAX_TEMPLATE_BYTES: usize = 1024 * 1024;
 /// A parameter file is small; anything bigger is a mistake.

@@ -559,11 +559,12 @@ async fn a_stack_in_another_account_is_created_checked_and_deleted_through_the_a
 /// end. In another account, through the assumed role, as every call there.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_create_after_one_that_failed_at_execute_ends_ready() {
-    const NEEDS: &[u8] = b"Parameters:\n  Size: {Type: Number}\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties: {DelaySeconds: !Ref Size}\n";
-    const FIXED: &[u8] = b"Parameters:\n  Size: {Type: Number, Default: 1}\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties: {DelaySeconds: !Ref Size}\n";
+    // Fails at execute, not before (a FIFO queue's name must end `.fifo`).
+    const NEEDS: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties: {QueueName: not-a-fifo-name, FifoQueue: true}\n";
+    const FIXED: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
     let h = Harness::new("review").await;
     let repo = GitRepo::new("review");
-    repo.commit(&[("stacks/queue.yaml", NEEDS)], "needs a parameter");
+    repo.commit(&[("stacks/queue.yaml", NEEDS)], "a bad queue name");
     let name = stack_name("r");
     let target = "arn:aws:iam::210987654321:role/stacksync-target";
     h.apply(&stacks(
@@ -591,7 +592,7 @@ async fn a_create_after_one_that_failed_at_execute_ends_ready() {
         described.is_err(),
         "the failed run's change set is deleted: {described:?}"
     );
-    repo.commit(&[("stacks/queue.yaml", FIXED)], "a default");
+    repo.commit(&[("stacks/queue.yaml", FIXED)], "fixed");
     let outcome = h.reconcile(&name).await;
     let status = h.entry(&name).await.status;
     assert!(succeeded(&outcome), "{outcome:?}: {:?}", status.message);

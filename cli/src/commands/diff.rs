@@ -10,7 +10,7 @@ use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
 use stacksync::adapters::s3::S3Store;
 use stacksync::adapters::{s3_client, template_url_base};
 use stacksync::hash::sha256_hex;
-use stacksync::ports::{Blobs, CloudFormationFactory};
+use stacksync::ports::{Blobs, CloudFormationFactory, PortError};
 use stacksync::reconcile::diff::{Diff, MAX_TEMPLATE_BODY, TemplateAt, Waiting, desired, diff};
 use stacksync::wiring::sdk_sources;
 
@@ -42,40 +42,11 @@ pub async fn run(aws: &Connection, name: &str, reference: Option<&str>, format: 
         .read_values(&factory, &aws.registry, &cfn)
         .await
         .map_err(|e| format!("{name}: {e}"))?;
-    // A template too large for TemplateBody is stored for the preview's
-    // change set to read, and deleted after.
     let store = S3Store::new(
         s3_client(&aws.config, endpoint.is_some()),
         &aws.resources.bucket,
     );
-    let (template, stored) = match String::from_utf8(wanted.template.clone()) {
-        Ok(body) if body.len() <= MAX_TEMPLATE_BODY => (TemplateAt::Body(body), None),
-        _ => {
-            let key = format!("previews/{}", sha256_hex(&wanted.template));
-            let region = aws
-                .config
-                .region()
-                .map(|r| r.to_string())
-                .unwrap_or_default();
-            let base = template_url_base(
-                &aws.resources.bucket,
-                &region,
-                endpoint.as_deref(),
-                std::env::var("STACKSYNC_TEMPLATE_URL_BASE").ok().as_deref(),
-            );
-            store
-                .store(&key, wanted.template.clone(), "text/plain")
-                .await
-                .map_err(|e| {
-                    format!(
-                        "{name}: the template is over {MAX_TEMPLATE_BODY} bytes, so the preview \
-                         stores it at s3://{}/{key} first, which failed: {e}",
-                        aws.resources.bucket
-                    )
-                })?;
-            (TemplateAt::Url(format!("{base}/{key}")), Some(key))
-        }
-    };
+    let (template, stored) = template_at(aws, name, &store, &wanted.template).await?;
     let waiting = Waiting {
         poll: Duration::from_secs(if endpoint.is_some() { 1 } else { 3 }),
         deadline: Duration::from_secs(300),
@@ -97,6 +68,77 @@ pub async fn run(aws: &Connection, name: &str, reference: Option<&str>, format: 
     }
     let result = result.map_err(|e| format!("{name}: {e}"))?;
     print(name, &result, format)
+}
+
+/// Where the preview's change set reads the template: in the request, or,
+/// over CloudFormation's `TemplateBody` limit, put at `previews/<sha256>` in
+/// the installation's bucket (its key returned, for the caller to delete
+/// after). With an emulator endpoint the bucket is made when missing, as a
+/// local run makes it (`wiring::sdk_steps`); in AWS it is the installation's,
+/// and a missing one is said so.
+async fn template_at(
+    aws: &Connection,
+    name: &str,
+    store: &S3Store,
+    template: &[u8],
+) -> Result<(TemplateAt, Option<String>)> {
+    if let Ok(body) = std::str::from_utf8(template)
+        && body.len() <= MAX_TEMPLATE_BODY
+    {
+        return Ok((TemplateAt::Body(body.to_owned()), None));
+    }
+    let bucket = store.bucket();
+    let key = format!("previews/{}", sha256_hex(template));
+    let endpoint = aws.config.endpoint_url();
+    if endpoint.is_some() {
+        store.ensure_bucket().await.map_err(|e| {
+            format!(
+                "{name}: the template is over {MAX_TEMPLATE_BODY} bytes, so the preview puts it \
+                 in the bucket {bucket:?} first, which could not be made: {e}"
+            )
+        })?;
+    }
+    // A plain put: the key is the template's hash, and the object is deleted
+    // after, so there is nothing to compare first (and no read to fail first).
+    store
+        .put(&key, template.to_vec(), "text/plain")
+        .await
+        .map_err(|e| put_failed(name, bucket, &key, &e))?;
+    let region = aws
+        .config
+        .region()
+        .map(|r| r.to_string())
+        .unwrap_or_default();
+    let base = template_url_base(
+        bucket,
+        &region,
+        endpoint,
+        std::env::var("STACKSYNC_TEMPLATE_URL_BASE").ok().as_deref(),
+    );
+    Ok((TemplateAt::Url(format!("{base}/{key}")), Some(key)))
+}
+
+/// Why the template could not be put: a missing bucket said in one line,
+/// with where its name came from; any other failure as S3 gave it.
+fn put_failed(name: &str, bucket: &str, key: &str, e: &PortError) -> String {
+    let (PortError::Rejected(text) | PortError::Transient(text)) = e;
+    // The adapter's message: the operation, then S3's code.
+    let missing = text
+        .split_once(": ")
+        .is_some_and(|(_, rest)| rest.starts_with("NoSuchBucket"));
+    if missing {
+        format!(
+            "{name}: the installation's bucket {bucket:?} does not exist (the template is over \
+             {MAX_TEMPLATE_BODY} bytes, so the preview puts it there first): name the installation \
+             (--installation) or its bucket (--bucket or STACKSYNC_BUCKET; the installation stack's \
+             output ArtifactBucketName)"
+        )
+    } else {
+        format!(
+            "{name}: the template is over {MAX_TEMPLATE_BODY} bytes, so the preview puts it at \
+             s3://{bucket}/{key} first, which failed: {e}"
+        )
+    }
 }
 
 fn print(name: &str, d: &Diff, format: Output) -> Result {
@@ -149,4 +191,31 @@ fn print(name: &str, d: &Diff, format: Output) -> Result {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_bucket_is_said_plainly_and_any_other_failure_names_its_operation() {
+        let missing = PortError::Rejected(
+            "PutObject: NoSuchBucket: The specified bucket does not exist".into(),
+        );
+        let text = put_failed("orders", "acme-artifacts", "previews/ab", &missing);
+        assert_eq!(
+            text,
+            "orders: the installation's bucket \"acme-artifacts\" does not exist (the template \
+             is over 51200 bytes, so the preview puts it there first): name the installation \
+             (--installation) or its bucket (--bucket or STACKSYNC_BUCKET; the installation \
+             stack's output ArtifactBucketName)"
+        );
+        let denied = PortError::Rejected("PutObject: AccessDenied: Access Denied".into());
+        assert_eq!(
+            put_failed("orders", "acme-artifacts", "previews/ab", &denied),
+            "orders: the template is over 51200 bytes, so the preview puts it at \
+             s3://acme-artifacts/previews/ab first, which failed: PutObject: AccessDenied: \
+             Access Denied"
+        );
+    }
 }

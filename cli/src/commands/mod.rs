@@ -27,13 +27,16 @@ use crate::{Cli, Command};
 
 pub async fn run(cli: Cli) -> Result {
     let format = cli.output;
-    // Checking a file needs no AWS at all.
-    if let Command::Validate { file } = &cli.command {
+    // Checking a file needs no AWS at all (its templates: reading the sources only).
+    if let Command::Validate { file, templates } = &cli.command {
+        if *templates {
+            return validate::validate_templates(&cli, file, format).await;
+        }
         return validate::validate(file, format);
     }
     let aws = connect(&cli).await?;
     match cli.command {
-        Command::Validate { file } => validate::validate(&file, format),
+        Command::Validate { file, .. } => validate::validate(&file, format),
         Command::Init => registry::init(&aws.registry, format).await,
         Command::Apply {
             file,

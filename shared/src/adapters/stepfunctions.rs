@@ -38,7 +38,7 @@ pub struct ExecutionSummary {
     pub started_at: EpochMillis,
     pub stopped_at: Option<EpochMillis>,
     /// What the run said it did (its output's `outcome`), once it ended
-    /// with one; only [`StepFunctions::describe`] reads it.
+    /// with one; only [`Executions::describe`] reads it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
 }

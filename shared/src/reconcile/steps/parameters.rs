@@ -372,7 +372,7 @@ mod tests {
         t.cfn.script().plain_ssm.insert("/db/pw".into());
         t.cfn.script().secrets.clear();
         let mut entry = t.entry();
-        entry.spec.parameters.remove("Key");
+        entry.spec.parameters.insert("Key".into(), "plain".into());
         t.steps.registry.inner.insert(entry);
         uploaded(&t).await.unwrap();
     }
@@ -469,6 +469,15 @@ mod tests {
             );
         })
         .await;
+        t.steps.sources.commit(
+            URL,
+            "main",
+            HEAD,
+            &[(
+                "t.yaml",
+                b"Parameters:\n  Password: {Type: String, NoEcho: true}\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\n",
+            )],
+        );
         let mut db = sample_entry("db", crate::status::Status::default());
         db.status.last_attempted_revision = Some(HEAD.into());
         db.status.observed_spec_version = db.spec_version;

@@ -303,6 +303,12 @@ where
             }
             None => template::FileValues::default(),
         };
+        // What the template makes certain to fail, as `validate --templates`
+        // says it: before any value is read or anything made.
+        let problems = template::check(spec, path, &template, &from_file.parameters);
+        if !problems.is_empty() {
+            return Err(invalid(format!("{} ({at})", problems.join("; "))));
+        }
         let file_label = file.as_ref().map(|(name, _)| format!("{file_kind} {name}"));
         Ok((template, from_file, file_label))
     }
@@ -382,6 +388,9 @@ where
         Ok(stored.version)
     }
 }
+
+#[cfg(test)]
+mod checks_tests;
 
 #[cfg(test)]
 mod tests {
