@@ -4,6 +4,11 @@
 //! `ssh://git@github.com/acme/infra.git` are one repository; the registry's
 //! source index is keyed by this normal form plus the ref.
 
+/// What stacksync says of a repository whose objects are named by SHA-256.
+pub const SHA256_REFUSED: &str = "a SHA-256 repository (object ids of 64 hex digits): stacksync \
+     reads SHA-1 repositories only (the Git library it uses in-process does not fetch SHA-256 \
+     ones yet); use a SHA-1 mirror of it, or an S3 source";
+
 /// The normal form of a Git or S3 source URL: no scheme (for network URLs),
 /// no user, no default port, no `.git`, no trailing slash, lower case.
 pub fn normalize_url(url: &str) -> String {

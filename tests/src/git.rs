@@ -23,6 +23,20 @@ impl GitRepo {
         )
     }
 
+    /// A new, empty repository whose objects are named by SHA-256 (64 hex
+    /// digits), as `git init --object-format=sha256` makes it.
+    pub fn new_sha256(prefix: &str) -> Self {
+        let dir = std::env::temp_dir()
+            .join(unique_name(prefix))
+            .join("repo.git");
+        std::fs::create_dir_all(&dir).expect("repo folder");
+        let repo = Self { dir };
+        repo.git(&["init", "-q", "--object-format=sha256", "-b", "main"]);
+        repo.git(&["config", "user.email", "tests@stacksync.invalid"]);
+        repo.git(&["config", "user.name", "stacksync tests"]);
+        repo
+    }
+
     /// A new, empty repository `name` in `base` (several repositories that
     /// one [`GitDaemon::serve_dir`] serves).
     pub fn new_in(base: &Path, name: &str) -> Self {

@@ -1411,3 +1411,23 @@ async fn an_ssh_server_that_will_not_serve_the_repository_says_why_and_is_no_net
         "{said}"
     );
 }
+
+/// Issue "Real payloads and real templates" (6): a SHA-256 repository was
+/// fetched as if it were a network failure (`Could not decode object ID: A
+/// hash sized 64 hexadecimal characters is invalid`), retried until
+/// `RetriesExhausted`. It is said for what it is, once: stacksync reads
+/// SHA-1 repositories only.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sha256_repository_is_refused_for_what_it_is_not_retried() {
+    let repo = GitRepo::new_sha256("sha256");
+    let head = repo.commit(&[("t.yaml", b"Resources: {}\n")], "sha256");
+    assert_eq!(head.len(), 64, "a SHA-256 repository: {head}");
+    let git = GitFetcher::new(std::env::temp_dir().join(unique_name("sha256")));
+    let err = git
+        .resolve(&SourceLocation::public(repo.file_url()), "main")
+        .await
+        .unwrap_err();
+    assert!(!err.is_transient(), "{err:?}");
+    let said = err.to_string();
+    assert!(said.contains("SHA-256") && said.contains("SHA-1"), "{said}");
+}

@@ -173,6 +173,9 @@ fn refused(url: &str, presented: &Presented, refusal: Refusal) -> FetchError {
 /// `ERR` line, not found, invalid, unsupported), or worth retrying.
 fn classify_git(url: &str, e: &gix::Error, presented: &Presented) -> FetchError {
     let text = describe(e);
+    if is_sha256(&text) {
+        return rejected(format!("{url}: {}", crate::source::SHA256_REFUSED));
+    }
     if let Some(refusal) = server_refusal(e) {
         return rejected(format!("{url}: the server refused: {refusal}"));
     }
@@ -201,6 +204,13 @@ fn classify_git(url: &str, e: &gix::Error, presented: &Presented) -> FetchError 
         }
         _ => transient(format!("{url}: {text}")),
     }
+}
+
+/// Whether a fetch failed on the remote's object ids being SHA-256 ones:
+/// gix refuses a 64-digit id (`A hash sized 64 hexadecimal characters is
+/// invalid`), which is no network trouble and fails the same way again.
+fn is_sha256(text: &str) -> bool {
+    text.contains("hash sized 64 hexadecimal")
 }
 
 fn classify_io(url: &str, e: &std::io::Error) -> FetchError {

@@ -125,8 +125,14 @@ pub(super) fn is_null_sha(sha: &str) -> bool {
 
 /// A commit id: 40 hex digits, lower-cased.
 pub(super) fn commit_id(path: &str, sha: &str) -> Result<String, WebhookError> {
-    if sha.len() == 40 && sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+    let hex = sha.bytes().all(|b| b.is_ascii_hexdigit());
+    if sha.len() == 40 && hex {
         Ok(sha.to_ascii_lowercase())
+    } else if sha.len() == 64 && hex {
+        Err(WebhookError::Malformed(format!(
+            "at {path}: {}",
+            crate::source::SHA256_REFUSED
+        )))
     } else {
         Err(WebhookError::Malformed(format!(
             "at {path}: expected a commit id of 40 hex digits, got {}",
@@ -290,6 +296,13 @@ mod tests {
             let err = commit_id("after", bad).unwrap_err();
             assert!(err.to_string().contains("at after: expected a commit id"));
         }
+        // Issue "Real payloads and real templates" (6): a SHA-256 id is said
+        // for what it is, not as a malformed one.
+        let err = commit_id("after", &"a".repeat(64)).unwrap_err().to_string();
+        assert!(
+            err.contains("at after: a SHA-256 repository") && err.contains("SHA-1"),
+            "{err}"
+        );
     }
 
     #[test]
