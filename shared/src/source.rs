@@ -74,13 +74,12 @@ pub fn normalize_ref(reference: &str) -> &str {
         .unwrap_or(reference)
 }
 
-/// The key of the registry's source index: normal URL and ref.
+/// The key of the registry's source index: normal URL and ref. A ref that
+/// names its kind (`refs/heads/x`, `refs/tags/x`) keeps it: a tag and a
+/// branch of one name are two sources. A short one (`x`) is what it
+/// resolves to when a run looks (git's order: a tag first), and keyed so.
 pub fn source_key(url: &str, reference: Option<&str>) -> String {
-    format!(
-        "{}#{}",
-        normalize_url(url),
-        reference.map(normalize_ref).unwrap_or("")
-    )
+    format!("{}#{}", normalize_url(url), reference.unwrap_or(""))
 }
 
 #[cfg(test)]
@@ -146,11 +145,22 @@ mod tests {
         }
     }
 
+    /// Issue "Real payloads and real templates" (1): the key dropped the
+    /// ref's kind, so a tag and a branch of one name were one source.
     #[test]
-    fn source_keys_combine_url_and_short_ref() {
+    fn source_keys_combine_url_and_ref_and_keep_its_kind() {
         assert_eq!(
             source_key("git@github.com:acme/infra.git", Some("refs/heads/main")),
-            "github.com/acme/infra#main"
+            "github.com/acme/infra#refs/heads/main"
+        );
+        assert_ne!(
+            source_key("https://github.com/acme/infra", Some("refs/tags/main")),
+            source_key("https://github.com/acme/infra", Some("refs/heads/main"))
+        );
+        assert_eq!(
+            source_key("https://github.com/acme/infra", Some("main")),
+            "github.com/acme/infra#main",
+            "a short ref keeps the key it has today"
         );
         assert_eq!(source_key("s3://b/k.zip", None), "s3://b/k.zip#");
     }

@@ -183,11 +183,15 @@ async fn a_github_push_starts_each_following_stack_once_and_replays_start_nothin
     );
     let executions = s.executions().await;
     assert_eq!(executions.len(), 2, "{executions:?}");
+    // They follow `main`, a short ref: whether the branch or a tag of that
+    // name, only their run can say (git's order: a tag first), so each run
+    // resolves it rather than deploy the pushed commit.
     for (name, input) in &executions {
         assert!(name.contains("_webhook_"), "{name}");
         assert_eq!(input["trigger"]["kind"], "webhook");
-        assert_eq!(input["trigger"]["revision"], commit.as_str());
+        assert!(input["trigger"]["revision"].is_null(), "{input}");
     }
+    let _ = &commit;
 
     // The same delivery again: acknowledged, nothing started.
     let (status, answer) = s.deliver(&signed(&headers, &raw, SECRET), &raw).await;

@@ -61,12 +61,12 @@ fn sent_by(host: &str, event: &str, id: &str, body: &[u8]) -> Headers {
 fn stacks(p: &str) -> String {
     format!(
         "stacks:
-  - {{name: {p}-gh-branch, source: {{git: 'https://github.com/Codertocat/Hello-World.git', ref: master, path: a.yaml}}}}
+  - {{name: {p}-gh-branch, source: {{git: 'https://github.com/Codertocat/Hello-World.git', ref: refs/heads/master, path: a.yaml}}}}
   - {{name: {p}-gh-develop, source: {{git: 'https://github.com/Codertocat/Hello-World', ref: develop, path: a.yaml}}}}
   - {{name: {p}-gh-tag, source: {{git: 'git@octocoders.github.io:Codertocat/Hello-World.git', ref: refs/tags/simple-tag, path: b.yaml}}}}
-  - {{name: {p}-gl-push, source: {{git: 'https://example.com/mike/diaspora.git', ref: master, path: c.yaml}}}}
+  - {{name: {p}-gl-push, source: {{git: 'https://example.com/mike/diaspora.git', ref: refs/heads/master, path: c.yaml}}}}
   - {{name: {p}-gl-tag, source: {{git: 'ssh://git@example.com/jsmith/example.git', ref: refs/tags/v1.0.0, path: d.yaml}}}}
-  - {{name: {p}-bb-branch, source: {{git: 'https://bitbucket.org/nfalco79/test-repos', ref: feature/webhook, path: e.yaml}}}}
+  - {{name: {p}-bb-branch, source: {{git: 'https://bitbucket.org/nfalco79/test-repos', ref: refs/heads/feature/webhook, path: e.yaml}}}}
   - {{name: {p}-bb-tag, source: {{git: 'git@bitbucket.org:amuniz/test-repos.git', ref: refs/tags/simple-tag, path: f.yaml}}}}
 "
     )

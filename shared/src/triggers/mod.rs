@@ -47,17 +47,85 @@ pub struct RefMoved {
 
 impl RefMoved {
     /// The registry's source-index keys this matches, one per distinct
-    /// normal URL (see [`crate::source::source_key`]).
+    /// normal URL (see [`crate::source::source_key`]): those of the ref as
+    /// pushed ([`Self::named_keys`]), then those of its short name
+    /// ([`Self::short_keys`]).
     pub fn source_keys(&self) -> Vec<String> {
+        let mut keys = self.named_keys();
+        keys.extend(self.short_keys());
+        keys
+    }
+
+    /// The keys of the stacks that follow this very ref (`refs/heads/x`,
+    /// `refs/tags/x`): started at the pushed commit.
+    pub fn named_keys(&self) -> Vec<String> {
+        self.keys(&self.reference)
+    }
+
+    /// The keys of the stacks that follow its short name (`x`): which of a
+    /// branch and a tag of that name they follow, only their run can say
+    /// (git's order: a tag first), so they are started to look, not at the
+    /// pushed commit. Entries registered before the ref's kind was kept in
+    /// the key are found here too, and look for themselves alike.
+    pub fn short_keys(&self) -> Vec<String> {
+        let short = crate::source::normalize_ref(&self.reference);
+        if short == self.reference {
+            return Vec::new();
+        }
+        self.keys(short)
+    }
+
+    fn keys(&self, reference: &str) -> Vec<String> {
         let mut keys: Vec<String> = Vec::new();
         for url in &self.repository_urls {
-            let key = source_key(url, Some(&self.reference));
+            let key = source_key(url, Some(reference));
             if !keys.contains(&key) {
                 keys.push(key);
             }
         }
         keys
     }
+}
+
+/// Starts the stacks that follow the ref `moved` (each once): those of the
+/// ref as named at its commit; those of its short name unpinned, each run
+/// resolving its own ref, under an execution name of the ref and the commit
+/// (a branch and a tag of one name moved to one commit are two starts).
+pub async fn start_ref_followers<R: Entries, X: Starter>(
+    registry: &R,
+    starter: &X,
+    moved: &RefMoved,
+    kind: TriggerKind,
+    starts: &mut Starts,
+) -> Result<(), TriggerError> {
+    start_followers(
+        registry,
+        starter,
+        &moved.named_keys(),
+        kind,
+        &moved.commit,
+        starts,
+    )
+    .await?;
+    let short = moved.short_keys();
+    if short.is_empty() {
+        return Ok(());
+    }
+    let naming = format!("{}@{}", moved.reference, moved.commit);
+    start_found(
+        START_CONCURRENCY,
+        registry,
+        starter,
+        &short,
+        Start {
+            kind,
+            revision: &moved.commit,
+            pinned: false,
+            naming: &naming,
+        },
+        starts,
+    )
+    .await
 }
 
 /// One stack started.
@@ -173,8 +241,33 @@ pub async fn start_followers_at<R: Entries, X: Starter>(
     (kind, revision): (TriggerKind, &str),
     starts: &mut Starts,
 ) -> Result<(), TriggerError> {
-    use futures_util::stream::{self, StreamExt};
+    let start = Start {
+        kind,
+        revision,
+        pinned: true,
+        naming: revision,
+    };
+    start_found(concurrency, registry, starter, keys, start, starts).await
+}
 
+/// How the followers found are started: the trigger's kind, the revision
+/// it names, whether the run deploys that revision (`pinned`) or resolves
+/// its own ref, and the key its execution is named by.
+#[derive(Debug, Clone, Copy)]
+struct Start<'a> {
+    kind: TriggerKind,
+    revision: &'a str,
+    pinned: bool,
+    naming: &'a str,
+}
+
+/// The followers of `keys` to start (each once), the suspended ones and
+/// those past [`MAX_STARTS_PER_TRIGGER`] put among the skipped.
+async fn followers_to_start<R: Entries>(
+    registry: &R,
+    keys: &[String],
+    starts: &mut Starts,
+) -> Result<Vec<String>, TriggerError> {
     let mut seen = BTreeSet::new();
     let mut to_start = Vec::new();
     for key in keys {
@@ -201,8 +294,28 @@ pub async fn start_followers_at<R: Entries, X: Starter>(
             to_start.push(entry.name);
         }
     }
+    Ok(to_start)
+}
+
+async fn start_found<R: Entries, X: Starter>(
+    concurrency: usize,
+    registry: &R,
+    starter: &X,
+    keys: &[String],
+    start: Start<'_>,
+    starts: &mut Starts,
+) -> Result<(), TriggerError> {
+    use futures_util::stream::{self, StreamExt};
+    let Start {
+        kind,
+        revision,
+        pinned,
+        naming,
+    } = start;
+
+    let to_start = followers_to_start(registry, keys, starts).await?;
     let trigger = Trigger {
-        revision: Some(revision.to_owned()),
+        revision: pinned.then(|| revision.to_owned()),
         ..Trigger::of(kind)
     };
     // The futures made first (a closure in the stream would make the
@@ -210,7 +323,7 @@ pub async fn start_followers_at<R: Entries, X: Starter>(
     // needs), then run `concurrency` at a time.
     let pending: Vec<_> = to_start
         .iter()
-        .map(|name| starter.start(name, &trigger, revision))
+        .map(|name| starter.start(name, &trigger, naming))
         .collect();
     let results: Vec<_> = stream::iter(pending)
         .buffered(concurrency.max(1))
@@ -269,6 +382,69 @@ mod tests {
         )
         .await;
         (result, starts)
+    }
+
+    /// Issue "Real payloads and real templates" (1): a tag and a branch of
+    /// one name were one source. A push to the tag started the branch's
+    /// stack at the tag's commit; and once a branch push had started the
+    /// tag's stack at a commit, the tag moved there started nothing.
+    #[tokio::test]
+    async fn a_tag_and_a_branch_of_one_name_are_two_sources() {
+        let registry = MemoryRegistry::new();
+        for (name, reference) in [
+            ("branch", "refs/heads/master"),
+            ("tag", "refs/tags/master"),
+            ("short", "master"),
+        ] {
+            let mut entry = sample_entry(name, Status::default());
+            entry.spec.source.reference = Some(reference.into());
+            registry.insert(entry);
+        }
+        let starter = RecordingStarter::new();
+        let pushed = |reference: &str| RefMoved {
+            repository_urls: vec!["https://git.example/infra.git".into()],
+            reference: reference.into(),
+            commit: "c".repeat(40),
+        };
+        let mut starts = Starts::default();
+        start_ref_followers(
+            &registry,
+            &starter,
+            &pushed("refs/tags/master"),
+            TriggerKind::Webhook,
+            &mut starts,
+        )
+        .await
+        .unwrap();
+        let started = |s: &Starts| {
+            s.started
+                .iter()
+                .map(|s| s.stack.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(started(&starts), ["short", "tag"], "never the branch's");
+        let pins: std::collections::BTreeMap<String, Option<String>> = starter
+            .started()
+            .into_iter()
+            .map(|(_, stack, trigger)| (stack, trigger.revision))
+            .collect();
+        assert_eq!(pins["tag"].as_deref(), Some("c".repeat(40).as_str()));
+        assert_eq!(pins["short"], None, "a short ref's run resolves it");
+
+        // The branch moved to the same commit: its stack starts, and so
+        // does the short one again (it may follow either).
+        let mut starts = Starts::default();
+        start_ref_followers(
+            &registry,
+            &starter,
+            &pushed("refs/heads/master"),
+            TriggerKind::Webhook,
+            &mut starts,
+        )
+        .await
+        .unwrap();
+        assert_eq!(started(&starts), ["branch", "short"]);
+        assert!(starts.skipped.is_empty(), "{:?}", starts.skipped);
     }
 
     #[tokio::test]

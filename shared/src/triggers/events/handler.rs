@@ -11,7 +11,7 @@ use crate::naming::OWN_TOKEN_PREFIX;
 use crate::ports::{Starter, TriggerKind};
 use crate::registry::{Entries, Leases, Schedule, StackEntry, end_hold};
 
-use crate::triggers::{Starts, TriggerError, start_followers};
+use crate::triggers::{Starts, TriggerError, start_followers, start_ref_followers};
 
 /// What the handler did with one event (its JSON is the function's answer,
 /// and its log line).
@@ -158,7 +158,18 @@ impl<R: Entries + Schedule + Leases, X: Starter> EventHandler<R, X> {
                 return self.stack_changed(event, change, now).await;
             }
             Detail::ExecutionEnded(ended) => return self.execution_ended(ended, now).await,
-            Detail::CodeCommitPush(moved) => (moved.source_keys(), moved.commit.clone()),
+            Detail::CodeCommitPush(moved) => {
+                let mut starts = Starts::default();
+                start_ref_followers(
+                    &self.registry,
+                    &self.starter,
+                    moved,
+                    TriggerKind::Event,
+                    &mut starts,
+                )
+                .await?;
+                return Ok(EventAnswer::of_starts(starts, moved.source_keys()));
+            }
             // A version id names the new object exactly; an unversioned
             // bucket has only the ETag, and then the event id.
             Detail::ObjectCreated(object) => (

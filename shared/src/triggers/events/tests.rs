@@ -74,7 +74,10 @@ fn a_codecommit_branch_update_is_a_push_with_both_clone_urls() {
     );
     assert_eq!(
         push.source_keys(),
-        ["git-codecommit.eu-west-1.amazonaws.com/v1/repos/platform-infra#main"]
+        [
+            "git-codecommit.eu-west-1.amazonaws.com/v1/repos/platform-infra#refs/heads/main",
+            "git-codecommit.eu-west-1.amazonaws.com/v1/repos/platform-infra#main"
+        ]
     );
 }
 

@@ -19,7 +19,7 @@ use super::{Delivery, Headers, Provider, Received, WebhookError, check_size};
 use crate::clock::EpochMillis;
 use crate::ports::{SecretStore, Starter, TriggerKind};
 use crate::registry::{Deliveries, Entries};
-use crate::triggers::{Starts, TriggerError, start_followers};
+use crate::triggers::{Starts, TriggerError, start_ref_followers};
 
 mod counted;
 mod refusal;
@@ -216,13 +216,11 @@ impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
     ) -> Result<(u16, Answer), TriggerError> {
         let mut starts = Starts::default();
         for moved in &delivery.refs {
-            let keys = moved.source_keys();
-            start_followers(
+            start_ref_followers(
                 &self.registry,
                 &self.starter,
-                &keys,
+                moved,
                 TriggerKind::Webhook,
-                &moved.commit,
                 &mut starts,
             )
             .await?;

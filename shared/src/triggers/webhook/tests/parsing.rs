@@ -19,7 +19,13 @@ fn a_github_push_gives_ref_commit_and_every_url() {
             "https://github.com/Acme/infra",
         ]
     );
-    assert_eq!(push.source_keys(), ["github.com/acme/infra#main"]);
+    assert_eq!(
+        push.source_keys(),
+        [
+            "github.com/acme/infra#refs/heads/main",
+            "github.com/acme/infra#main"
+        ]
+    );
 }
 
 #[test]
@@ -84,7 +90,13 @@ fn an_annotated_github_tag_deploys_the_tagged_commit() {
     assert_eq!(push.reference, "refs/tags/v1.4.0");
     // `after` is the tag object; `head_commit.id` the commit.
     assert_eq!(push.commit, GITHUB_COMMIT);
-    assert_eq!(push.source_keys(), ["github.com/acme/infra#v1.4.0"]);
+    assert_eq!(
+        push.source_keys(),
+        [
+            "github.com/acme/infra#refs/tags/v1.4.0",
+            "github.com/acme/infra#v1.4.0"
+        ]
+    );
 }
 
 #[test]
@@ -122,7 +134,10 @@ fn a_gitlab_push_gives_ref_commit_and_every_url() {
     );
     assert_eq!(
         push.source_keys(),
-        ["gitlab.com/acme-group/platform/infra#main"]
+        [
+            "gitlab.com/acme-group/platform/infra#refs/heads/main",
+            "gitlab.com/acme-group/platform/infra#main"
+        ]
     );
 }
 

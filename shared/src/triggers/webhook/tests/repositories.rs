@@ -130,9 +130,10 @@ fn a_url_naming_another_repository_is_no_spelling_of_the_pushed_one() {
             for url in &push.repository_urls {
                 assert_eq!(normalize_url(url), normal, "{name}: {url}");
             }
+            // One repository: its ref's key, and its short name's.
             assert_eq!(
                 push.source_keys().len(),
-                1,
+                2,
                 "{name}: {:?}",
                 push.source_keys()
             );
