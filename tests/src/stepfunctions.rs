@@ -243,3 +243,29 @@ impl Functions {
         }
     }
 }
+
+/// Every execution of `machine` (its first 1,000): (name, input), sorted by
+/// name.
+pub async fn executions(sfn: &aws_sdk_sfn::Client, machine: &str) -> Vec<(String, Value)> {
+    let listed = sfn
+        .list_executions()
+        .state_machine_arn(machine)
+        .max_results(1000)
+        .send()
+        .await
+        .expect("executions listed");
+    let mut out = Vec::new();
+    for e in listed.executions() {
+        let described = sfn
+            .describe_execution()
+            .execution_arn(e.execution_arn())
+            .send()
+            .await
+            .expect("execution described");
+        let input =
+            serde_json::from_str(described.input().unwrap_or("null")).unwrap_or(Value::Null);
+        out.push((e.name().to_owned(), input));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}

@@ -100,28 +100,7 @@ impl Setup {
 
     /// Every execution of the machine: (name, input).
     async fn executions(&self) -> Vec<(String, Value)> {
-        let listed = self
-            .sfn
-            .list_executions()
-            .state_machine_arn(&self.machine)
-            .max_results(1000)
-            .send()
-            .await
-            .unwrap();
-        let mut out = Vec::new();
-        for e in listed.executions() {
-            let described = self
-                .sfn
-                .describe_execution()
-                .execution_arn(e.execution_arn())
-                .send()
-                .await
-                .unwrap();
-            let input = serde_json::from_str(described.input().unwrap_or("null")).unwrap();
-            out.push((e.name().to_owned(), input));
-        }
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+        stacksync_testkit::stepfunctions::executions(&self.sfn, &self.machine).await
     }
 }
 

@@ -115,32 +115,15 @@ impl Setup {
 
     /// Every execution: (stack, revision), sorted.
     async fn started(&self) -> Vec<(String, String)> {
-        let listed = self
-            .sfn
-            .list_executions()
-            .state_machine_arn(&self.machine)
-            .max_results(1000)
-            .send()
-            .await
-            .unwrap();
-        let mut out = Vec::new();
-        for e in listed.executions() {
-            let described = self
-                .sfn
-                .describe_execution()
-                .execution_arn(e.execution_arn())
-                .send()
+        let mut out: Vec<(String, String)> =
+            stacksync_testkit::stepfunctions::executions(&self.sfn, &self.machine)
                 .await
-                .unwrap();
-            let input: Value = serde_json::from_str(described.input().unwrap_or("null")).unwrap();
-            out.push((
-                input["stackId"].as_str().unwrap_or("").to_owned(),
-                input["trigger"]["revision"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned(),
-            ));
-        }
+                .into_iter()
+                .map(|(_, input)| {
+                    let at = |v: &Value| v.as_str().unwrap_or("").to_owned();
+                    (at(&input["stackId"]), at(&input["trigger"]["revision"]))
+                })
+                .collect();
         out.sort();
         out
     }
