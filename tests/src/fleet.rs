@@ -391,5 +391,6 @@ pub fn steady_entry(name: &str, url: &str, head: &str, now: EpochMillis) -> Stac
         },
         lease: None,
         unsupported: None,
+        stored_source_key: None,
     }
 }

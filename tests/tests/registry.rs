@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use stacksync::StackSpec;
 use stacksync::clock::now_millis;
 use stacksync::manifest::parse_manifest;
@@ -433,4 +434,71 @@ async fn removing_an_entry_needs_a_deletion_request_and_the_lease() {
 async fn the_dynamodb_registry_keeps_the_registry_contract() {
     let registry = Emulator::shared().new_registry("contract").await;
     stacksync::registry::contract::check(&registry, "dynamodb").await;
+}
+
+/// Entries registered before the source key kept a ref's kind are indexed
+/// under `url#main` for `refs/heads/main`: `apply` of the same file
+/// re-indexes them under the key of their very ref, and nothing else.
+#[tokio::test(flavor = "multi_thread")]
+async fn apply_re_indexes_an_entry_under_a_source_key_of_the_older_form_and_nothing_else() {
+    let registry = Emulator::shared().new_registry("rekey").await;
+    let url = "https://github.com/acme/infra.git";
+    let yaml = format!(
+        "stacks:\n  - name: app\n    source: {{git: '{url}', path: a.yaml, ref: refs/heads/main}}\n  \
+         - name: other\n    source: {{git: '{url}', path: b.yaml, ref: main}}\n"
+    );
+    apply(&registry, &yaml, false).await.unwrap();
+    let new_key = stacksync::source::source_key(url, Some("refs/heads/main"));
+    let old_key = stacksync::source::source_key(url, Some("main"));
+    assert_ne!(new_key, old_key);
+    // What the code before the ref's kind was kept wrote.
+    Emulator::shared()
+        .dynamodb()
+        .update_item()
+        .table_name(registry.table())
+        .key("pk", AttributeValue::S("stack#app".into()))
+        .update_expression("SET sourceKey = :old")
+        .expression_attribute_values(":old", AttributeValue::S(old_key.clone()))
+        .send()
+        .await
+        .unwrap();
+    let names = |followers: Vec<stacksync::registry::Follower>| {
+        followers.into_iter().map(|f| f.name).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(registry.followers(&old_key).await.unwrap()),
+        ["app", "other"]
+    );
+    let before = registry.get("app").await.unwrap().unwrap();
+
+    let plan = plan_apply(&specs(&yaml), &registry.list().await.unwrap(), false).unwrap();
+    let actions: Vec<&Action> = plan.changes.iter().map(|c| &c.action).collect();
+    assert_eq!(
+        actions,
+        [
+            &Action::Rekey {
+                version: 1,
+                from: old_key.clone(),
+                to: new_key.clone()
+            },
+            &Action::Unchanged { version: 1 }
+        ]
+    );
+    registry.apply(&plan, now_millis()).await.unwrap();
+
+    assert_eq!(names(registry.followers(&new_key).await.unwrap()), ["app"]);
+    assert_eq!(
+        names(registry.followers(&old_key).await.unwrap()),
+        ["other"]
+    );
+    let after = registry.get("app").await.unwrap().unwrap();
+    assert_eq!(after.spec_version, before.spec_version);
+    assert_eq!(after.updated_at, before.updated_at);
+    assert_eq!(after.status.phase, before.status.phase);
+    assert!(
+        after.status.next_reconcile_at > before.status.next_reconcile_at,
+        "due, so that the scheduler watches its source under the new key"
+    );
+    let again = plan_apply(&specs(&yaml), &registry.list().await.unwrap(), false).unwrap();
+    assert_eq!(again.writes().count(), 0, "re-indexed once");
 }

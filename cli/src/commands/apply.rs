@@ -235,6 +235,14 @@ fn print_plan(plan: &Plan, dry_run: bool, table_name: &str) {
                 ),
             ),
             Action::Unchanged { version } => ("unchanged", format!("specVersion {version}")),
+            Action::Rekey { version, from, to } => (
+                if dry_run {
+                    "would re-index"
+                } else {
+                    "re-indexed"
+                },
+                format!("specVersion {version} (source key {from} → {to})"),
+            ),
             Action::Prune {
                 stack_name,
                 destroys_stack,

@@ -35,6 +35,9 @@ pub const SPEC_AT_VERSION: &str =
     "#specVersion = :expected AND attribute_not_exists(#deletionRequestedAt)";
 /// A changed spec: new version, due at once.
 pub const UPDATE_SPEC: &str = "SET #spec = :spec, #schemaVersion = :schemaVersion, #specHash = :specHash, #specSuspend = :specSuspend, #sourceKey = :sourceKey, #stackName = :stackName, #specVersion = :next, #updatedAt = :now, #nextReconcileAt = :due";
+/// A source key of an older form rewritten (the spec is the same), due at
+/// once: the scheduler watches its source under the new key from its run.
+pub const SET_SOURCE_KEY: &str = "SET #sourceKey = :to, #nextReconcileAt = :due";
 /// Deletion requested: due at once.
 pub const MARK_DELETION: &str = "SET #deletionRequestedAt = :now, #nextReconcileAt = :due";
 /// The entry exists and its deletion was not requested yet.

@@ -253,6 +253,10 @@ pub fn entry_from_item(item: &Item) -> Result<StackEntry, String> {
         status,
         lease,
         unsupported,
+        stored_source_key: item
+            .get(attr::SOURCE_KEY)
+            .and_then(|v| v.as_s().ok())
+            .cloned(),
     })
 }
 

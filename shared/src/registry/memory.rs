@@ -158,12 +158,20 @@ fn refused(state: &State, change: &Change) -> Option<RegistryError> {
     let current = state.entries.get(&change.name);
     let detail = match (&change.action, current) {
         (Action::Create, Some(_)) => "it was created meanwhile".to_owned(),
-        (Action::Update { from, .. } | Action::Prune { version: from, .. }, Some(e))
-            if e.spec_version == *from && e.deletion_requested_at.is_none() =>
-        {
+        (
+            Action::Update { from, .. }
+            | Action::Prune { version: from, .. }
+            | Action::Rekey { version: from, .. },
+            Some(e),
+        ) if e.spec_version == *from && e.deletion_requested_at.is_none() => {
             return None;
         }
-        (Action::Update { from, .. } | Action::Prune { version: from, .. }, _) => {
+        (
+            Action::Update { from, .. }
+            | Action::Prune { version: from, .. }
+            | Action::Rekey { version: from, .. },
+            _,
+        ) => {
             format!("it is no longer at specVersion {from}, or is being deleted")
         }
         (Action::Create | Action::Unchanged { .. }, _) => return None,
@@ -200,6 +208,12 @@ fn write_change(state: &mut State, change: &Change, now: EpochMillis) {
                 e.spec_hash = spec.content_hash();
                 e.spec_version = from + 1;
                 e.updated_at = at;
+                e.status.next_reconcile_at = Some(at);
+            }
+        }
+        (Action::Rekey { .. }, _) => {
+            // Keys are computed from the spec here: only the due time moves.
+            if let Some(e) = state.entries.get_mut(&change.name) {
                 e.status.next_reconcile_at = Some(at);
             }
         }

@@ -89,6 +89,11 @@ pub struct StackEntry {
     /// does not know (ignored when it was read). `None` for a normal entry.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsupported: Option<String>,
+    /// The source key the item is indexed under (`sourceKey`), as read;
+    /// `None` where the entry was not read from DynamoDB. `apply` rewrites
+    /// one of an older form ([`crate::source::source_key`]).
+    #[serde(skip)]
+    pub stored_source_key: Option<String>,
 }
 
 impl StackEntry {
@@ -112,6 +117,7 @@ impl StackEntry {
             },
             lease: None,
             unsupported: None,
+            stored_source_key: None,
         }
     }
 
@@ -468,6 +474,7 @@ pub(crate) fn sample_entry(name: &str, status: Status) -> StackEntry {
         },
         lease: None,
         unsupported: None,
+        stored_source_key: None,
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::StackEntry;
+use crate::source::source_key;
 use crate::spec::StackSpec;
 
 /// What happens to one entry.
@@ -17,6 +18,16 @@ pub enum Action {
     Update { from: u64, changed: Vec<String> },
     /// The spec is the same: nothing is written.
     Unchanged { version: u64 },
+    /// The spec is the same, but the entry is indexed under a source key
+    /// of an older form (one that dropped `refs/heads/` or `refs/tags/`):
+    /// the key is rewritten and the entry made due (its run has the
+    /// scheduler watch the source under the new key); the spec version
+    /// stays.
+    Rekey {
+        version: u64,
+        from: String,
+        to: String,
+    },
     /// Not in the file and `--prune`: marked for deletion. The stack is
     /// then deleted when the entry says `destroyOnDelete`, else kept.
     Prune {
@@ -253,11 +264,20 @@ fn planned(spec: &StackSpec, entry: Option<&StackEntry>) -> Result<Change, PlanC
             });
         }
         Some(entry) if entry.spec_hash == spec.content_hash() => {
-            return Ok(Change {
-                name: spec.name.clone(),
-                action: Action::Unchanged {
+            let key = source_key(spec.source.url(), spec.effective_ref());
+            let action = match &entry.stored_source_key {
+                Some(stored) if *stored != key => Action::Rekey {
+                    version: entry.spec_version,
+                    from: stored.clone(),
+                    to: key,
+                },
+                _ => Action::Unchanged {
                     version: entry.spec_version,
                 },
+            };
+            return Ok(Change {
+                name: spec.name.clone(),
+                action,
                 spec: None,
                 previous: None,
                 waiting_for: Vec::new(),
@@ -328,6 +348,7 @@ mod tests {
             status: Status::default(),
             lease: None,
             unsupported: None,
+            stored_source_key: None,
         }
     }
 

@@ -259,6 +259,15 @@ impl Registry {
                 );
                 self.conditional_update(&key, expr::UPDATE_SPEC, update)?
             }
+            (Action::Rekey { version, to, .. }, _) => self.conditional_update(
+                &key,
+                expr::SET_SOURCE_KEY,
+                HashMap::from([
+                    (":expected".to_owned(), n(*version)),
+                    (":to".to_owned(), s(to)),
+                    (":due".to_owned(), n(now)),
+                ]),
+            )?,
             (Action::Prune { version, .. }, _) => self.conditional_update(
                 &key,
                 expr::MARK_DELETION,
@@ -321,7 +330,9 @@ impl Registry {
                 }
                 let detail = match change.action {
                     Action::Create => "it was created meanwhile".to_owned(),
-                    Action::Update { from, .. } | Action::Prune { version: from, .. } => {
+                    Action::Update { from, .. }
+                    | Action::Prune { version: from, .. }
+                    | Action::Rekey { version: from, .. } => {
                         format!("it is no longer at specVersion {from}, or is being deleted")
                     }
                     Action::Unchanged { .. } => String::new(),
