@@ -13,6 +13,8 @@ use crate::seen::OutOfBand;
 use crate::stack_status::ChangeSetKind;
 pub use crate::status::StallReason;
 
+mod wire;
+
 /// Where the state machine goes after a step (its `Choice` states read `$.next`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -52,107 +54,189 @@ pub enum WaitOn {
     Rollback,
 }
 
-/// The execution's state: input of every step, output of every step.
+/// The execution's state: input of every step, output of every step. A
+/// record per phase, present once that phase has run, so that a step
+/// cannot read what has not happened yet; on the wire, one flat object
+/// ([`wire::Wire`], the shape every earlier version wrote).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(from = "wire::Wire", into = "wire::Wire")]
 pub struct RunState {
-    /// The registry entry's name.
-    pub stack_id: String,
-    #[serde(default)]
+    /// The registry entry's name (`stackId` on the wire).
+    pub entry: String,
     pub trigger: Trigger,
-    /// The execution's name: the lease owner.
-    #[serde(default)]
-    pub execution: String,
-    /// The tags the entry's parameter file gives (CodePipeline's template
-    /// configuration, a Git sync deployment file), read by template-upload:
-    /// the change set carries them under the entry's own.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub file_tags: std::collections::BTreeMap<String, String>,
-    /// The execution's id (`$$.Execution.Id`: its ARN; `local:<name>` for a
-    /// local run), for the events a run puts on the bus.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub execution_arn: Option<String>,
-    #[serde(default)]
+    /// Where the state machine goes next.
     pub next: Next,
-    /// How long the next Wait state waits.
-    #[serde(default)]
-    pub wait_seconds: u64,
-    #[serde(default)]
+    /// Which execution this is, and what it works at.
+    pub execution: Execution,
+    /// How the run waits: for what, how long, how often it polled.
+    pub wait: Wait,
+    /// What the run may still try, counted.
+    pub budgets: Budgets,
+    /// artifact-fetch: the revision and its stored files.
+    pub fetched: Option<Fetched>,
+    /// template-upload: the desired state, stored, and what it found of
+    /// the stack.
+    pub uploaded: Option<Uploaded>,
+    /// change-set: the change set in hand.
+    pub change_set: Option<ChangeSetInHand>,
+    /// The approval the ready change set asked for, and its answer.
+    pub approval: Approval,
+}
+
+/// Which execution a run is, and what it works at.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Execution {
+    /// The execution's name: the lease owner.
+    pub name: String,
+    /// Its id (`$$.Execution.Id`: its ARN; `local:<name>` for a local
+    /// run), for the events a run puts on the bus.
+    pub arn: Option<String>,
+    /// When the run started (epoch ms): stack events since then are ours.
+    pub started_at: i64,
+    /// The entry's spec version the run works at.
     pub spec_version: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revision: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// How the run ended, in words.
+    pub outcome: Option<String>,
+}
+
+/// How a run waits.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Wait {
+    /// How long the next Wait state waits.
+    pub seconds: u64,
+    /// What poll-status is waiting for.
+    pub on: Option<WaitOn>,
+    /// Polls so far (the interval grows with them).
+    pub polls: u32,
+}
+
+/// What a run may still try.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Budgets {
+    /// How many times this run continued a failed rollback.
+    pub rollback_continues: u32,
+    /// How many times delete asked CloudFormation to delete the stack.
+    pub delete_requests: u32,
+    /// Deleting to create again (a failed create), not to remove the entry.
+    pub recreate: bool,
+}
+
+/// What artifact-fetch fetched.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Fetched {
+    pub revision: String,
+    /// Where its files are stored (none yet while they are being stored).
     pub artifact_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub template_key: Option<String>,
-    /// The stack is one stacksync did not make, and the entry adopts it
-    /// (`adopt: true`): its change set is previewed (recorded and logged)
-    /// before it is executed.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub adopting: bool,
+}
+
+/// What template-upload stored, and what it found of the stack.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Uploaded {
+    pub template_key: String,
     /// The S3 version of `template_key` that template-upload read back and
     /// compared: the change set's `TemplateURL` names it, so an object
     /// written there since is not what CloudFormation deploys.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_version: Option<String>,
     /// The merged parameters, as JSON in S3 (they may be too big for the state).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub desired_hash: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub change_set_name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub change_set_kind: Option<ChangeSetKind>,
-    /// The id of the stack the run's change set is for, as CloudFormation
-    /// reported it: the stack followed while it executes (by name, an
-    /// emulator that kept a failed create's stack answers with that one).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub change_set_stack_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_on: Option<WaitOn>,
-    /// The change set is ready: change-set executes it.
-    #[serde(default)]
-    pub execute: bool,
-    /// Deleting to create again (a failed create), not to remove the entry.
-    #[serde(default)]
-    pub recreate: bool,
-    /// How many times this run continued a failed rollback.
-    #[serde(default)]
-    pub rollback_continues: u32,
-    /// How many times delete asked CloudFormation to delete the stack.
-    #[serde(default)]
-    pub delete_requests: u32,
-    /// Polls so far (the interval grows with them).
-    #[serde(default)]
-    pub polls: u32,
-    /// When the run started (epoch ms): stack events since then are ours.
-    #[serde(default)]
-    pub started_at: i64,
+    /// The tags the entry's parameter file gives (CodePipeline's template
+    /// configuration, a Git sync deployment file): the change set carries
+    /// them under the entry's own.
+    pub file_tags: std::collections::BTreeMap<String, String>,
     /// The stack is not as the last run left it (or nothing was recorded,
     /// or the run is forced): a change set is made even at the applied hash.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub must_apply: bool,
     /// What the run found changed outside stacksync, to put back.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub out_of_band: Option<OutOfBand>,
-    /// The drift this run reverts (its fingerprint, `crate::drift`): a
-    /// drift-aware change set, even at the applied hash.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revert_drift: Option<String>,
+    /// The drift this run reverts.
+    pub revert: Option<Revert>,
+}
+
+/// A drift this run reverts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Revert {
+    /// Its fingerprint (`crate::drift`): a drift-aware change set, even at
+    /// the applied hash.
+    pub drift: String,
     /// CloudFormation refused the drift-aware change set: the template is
     /// applied as it is instead.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub revert_reapplied: bool,
-    /// How the run ended, in words.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
+    pub reapplied: bool,
+}
+
+/// The change set a run made (or was approved).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ChangeSetInHand {
+    pub name: String,
+    pub kind: Option<ChangeSetKind>,
+    /// The id of the stack it is for, as CloudFormation reported it: the
+    /// stack followed while it executes (by name, an emulator that kept a
+    /// failed create's stack answers with that one).
+    pub stack_id: Option<String>,
+    /// It is ready: change-set executes it.
+    pub execute: bool,
+    /// The stack is one stacksync did not make, and the entry adopts it
+    /// (`adopt: true`): the change set is previewed (recorded and logged)
+    /// before it is executed.
+    pub adopting: bool,
+}
+
+impl ChangeSetInHand {
+    /// A change set known by its name only.
+    pub fn named(name: impl Into<String>) -> Self {
+        ChangeSetInHand {
+            name: name.into(),
+            ..ChangeSetInHand::default()
+        }
+    }
+}
+
+/// The approval a ready change set asked for, and its answer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Approval {
     /// The ready change set waits (or waited) for a person: what asked.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<ApprovalRequest>,
+    pub request: Option<ApprovalRequest>,
     /// The answer the approval's task token brought back.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approved: Option<ApprovalAnswer>,
+    pub answer: Option<ApprovalAnswer>,
+}
+
+impl RunState {
+    /// The revision the run fetched.
+    pub fn revision(&self) -> Option<&str> {
+        self.fetched.as_ref().map(|f| f.revision.as_str())
+    }
+
+    /// The hash of the desired state template-upload stored.
+    pub fn desired_hash(&self) -> Option<&str> {
+        self.uploaded
+            .as_ref()
+            .and_then(|u| u.desired_hash.as_deref())
+    }
+
+    /// The change set in hand's name.
+    pub fn change_set_name(&self) -> Option<&str> {
+        self.change_set.as_ref().map(|c| c.name.as_str())
+    }
+
+    /// The change set in hand is ready to execute.
+    pub fn executes(&self) -> bool {
+        self.change_set.as_ref().is_some_and(|c| c.execute)
+    }
+
+    /// A change set is made even at the applied hash.
+    pub fn must_apply(&self) -> bool {
+        self.uploaded.as_ref().is_some_and(|u| u.must_apply)
+    }
+
+    /// The drift this run reverts.
+    pub fn revert(&self) -> Option<&Revert> {
+        self.uploaded.as_ref().and_then(|u| u.revert.as_ref())
+    }
+
+    /// The out-of-band change this run puts back.
+    pub fn out_of_band(&self) -> Option<&OutOfBand> {
+        self.uploaded.as_ref().and_then(|u| u.out_of_band.as_ref())
+    }
 }
 
 /// A ready change set that waits for a person, and what it was made from
@@ -360,10 +444,43 @@ pub struct FinalizeInput {
 mod tests {
     use super::*;
 
+    /// Every field the wire has, each away from its default: read into
+    /// the records and written back, the same object.
+    #[test]
+    fn every_field_of_the_wire_goes_through_the_records_and_back_unchanged() {
+        let wire = serde_json::json!({
+            "stackId": "orders", "trigger": {"kind": "webhook", "revision": "abc", "force": true},
+            "execution": "run-1", "fileTags": {"team": "a"},
+            "executionArn": "arn:aws:states:us-east-1:1:execution:m:run-1",
+            "next": "approval", "waitSeconds": 30, "specVersion": 7, "revision": "abc",
+            "artifactKey": "artifacts/a.tar", "templateKey": "templates/t", "adopting": true,
+            "templateVersion": "v1", "parametersKey": "parameters/p", "desiredHash": "d",
+            "changeSetName": "cs", "changeSetKind": "Create", "changeSetStackId": "arn:stack",
+            "waitOn": "execution", "execute": true, "recreate": true,
+            "rollbackContinues": 1, "deleteRequests": 2, "polls": 3, "startedAt": 4,
+            "mustApply": true,
+            "outOfBand": {"change": "updated", "detail": "d", "foundAt": "1970-01-01T00:00:00.008Z", "undone": true},
+            "revertDrift": "print", "revertReapplied": true, "outcome": "applied",
+            "approval": {"changeSet": "cs", "why": "w", "changes": [], "more": 0,
+                         "specVersion": 7, "timeoutSeconds": 60, "askedAt": 5},
+            "approved": {"changeSet": "cs", "by": "me", "at": 6}
+        });
+        let state: RunState = serde_json::from_value(wire.clone()).unwrap();
+        assert_eq!(state.change_set_name(), Some("cs"));
+        assert!(state.executes() && state.must_apply());
+        assert_eq!(serde_json::to_value(&state).unwrap(), wire);
+        // A phase that has not run is absent, not empty.
+        let fresh: RunState = serde_json::from_str(r#"{"stackId": "orders"}"#).unwrap();
+        assert_eq!(
+            (fresh.fetched, fresh.uploaded, fresh.change_set),
+            (None, None, None)
+        );
+    }
+
     #[test]
     fn a_fresh_input_needs_only_the_stack_id() {
         let state: RunState = serde_json::from_str(r#"{"stackId": "orders"}"#).unwrap();
-        assert_eq!(state.stack_id, "orders");
+        assert_eq!(state.entry, "orders");
         assert_eq!(state.next, Next::Upload);
         let text = serde_json::to_string(&state).unwrap();
         assert!(text.contains("\"next\":\"upload\""), "{text}");

@@ -18,7 +18,9 @@ use crate::naming::{approval_answer_key, approval_token_key};
 use crate::notice::{NoticeApproval, NoticeKind};
 use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
 use crate::reconcile::decide::{Approved, approval_holds};
-use crate::reconcile::run::{ApprovalAnswer, ApprovalRequest, RunState, StepError};
+use crate::reconcile::run::{
+    ApprovalAnswer, ApprovalRequest, ChangeSetInHand, RunState, StepError,
+};
 use crate::registry::{LEASE_TTL, StackEntry, StepRegistry};
 use crate::stack_status::{ChangeSetStatus, ExecutionStatus};
 use crate::status::{ApprovalRecord, AwaitingApproval, Decision, Phase, Status, Timestamp};
@@ -46,27 +48,28 @@ where
         let entry = self.resume(&state).await?;
         let request = state
             .approval
+            .request
             .clone()
             .ok_or_else(|| StepError::missing("approval", "approval"))?;
         let now = now_millis();
         let wait = Duration::from_secs(request.timeout_seconds) + LEASE_TTL;
         self.registry
-            .renew_lease(&state.stack_id, &state.execution, wait, now)
+            .renew_lease(&state.entry, &state.execution.name, wait, now)
             .await?;
         let expires_at = Timestamp(due(now, request.timeout_seconds));
         self.blobs
             .put(
-                &approval_token_key(&state.stack_id, &state.execution),
+                &approval_token_key(&state.entry, &state.execution.name),
                 task_token.into_bytes(),
                 "text/plain",
             )
             .await?;
-        info!(stack = %state.stack_id, change_set = %request.change_set, why = %request.why, "awaiting approval");
+        info!(stack = %state.entry, change_set = %request.change_set, why = %request.why, "awaiting approval");
         let status = Status {
             phase: Phase::AwaitingApproval,
             message: Some(format!(
                 "change set {} awaits approval ({}): stacksync approve {} --change-set {}",
-                request.change_set, request.why, state.stack_id, request.change_set
+                request.change_set, request.why, state.entry, request.change_set
             )),
             change_set_name: Some(request.change_set.clone()),
             awaiting: Some(AwaitingApproval {
@@ -74,7 +77,7 @@ where
                 why: request.why.clone(),
                 changes: request.changes.clone(),
                 more: request.more,
-                run: state.execution.clone(),
+                run: state.execution.name.clone(),
                 answer_url: self.config.answer_url.clone(),
                 legacy_token: None,
                 // As the run's request says: the verified answer names it.
@@ -117,13 +120,15 @@ where
     ) -> Result<RunState, StepError> {
         let request = state
             .approval
+            .request
             .take()
             .ok_or_else(|| StepError::missing("change-set", "approval"))?;
         let answer = state
-            .approved
+            .approval
+            .answer
             .take()
             .ok_or_else(|| StepError::missing("change-set", "approved"))?;
-        state.started_at += now_millis().saturating_sub(request.asked_at);
+        state.execution.started_at += now_millis().saturating_sub(request.asked_at);
         let stack_name = entry.spec.effective_stack_name();
         let (answer, verified) = self.verified(&state, &request, entry, answer).await?;
         let holds = match verified {
@@ -135,16 +140,19 @@ where
         };
         let (decision, reason) = match holds {
             Ok(()) => {
-                info!(stack = %state.stack_id, change_set = %request.change_set, by = ?answer.by, "approved: executing");
-                state.change_set_name = Some(request.change_set.clone());
-                state.execute = true;
+                info!(stack = %state.entry, change_set = %request.change_set, by = ?answer.by, "approved: executing");
+                let change_set = state
+                    .change_set
+                    .get_or_insert_with(|| ChangeSetInHand::named(&request.change_set));
+                change_set.name.clone_from(&request.change_set);
+                change_set.execute = true;
                 (Decision::Approved, None)
             }
             Err(why) => {
-                info!(stack = %state.stack_id, change_set = %request.change_set, %why, "the approval is void: a new change set asks again");
+                info!(stack = %state.entry, change_set = %request.change_set, %why, "the approval is void: a new change set asks again");
                 cfn.delete_change_set(stack_name, &request.change_set)
                     .await?;
-                state.change_set_name = None;
+                state.change_set = None;
                 (Decision::Void, Some(why))
             }
         };
@@ -154,7 +162,7 @@ where
             by: answer.by,
             at: Timestamp(answer.at),
             reason,
-            run: state.execution.clone(),
+            run: state.execution.name.clone(),
         };
         let approved = (decision == Decision::Approved).then(|| NoticeApproval {
             by: record.by.clone(),
@@ -192,7 +200,7 @@ where
         if self.config.local {
             return Ok((answer, Ok(())));
         }
-        let key = approval_answer_key(&state.stack_id, &state.execution);
+        let key = approval_answer_key(&state.entry, &state.execution.name);
         let recorded = if self.blobs.exists(&key).await? {
             let bytes = self.blobs.get(&key, 64 * 1024).await?;
             serde_json::from_slice::<VerifiedAnswer>(&bytes).ok()
@@ -202,7 +210,7 @@ where
         let this_wait = |at: i64| {
             at == request.asked_at
                 || entry.status.awaiting.as_ref().is_some_and(|a| {
-                    a.run == state.execution
+                    a.run == state.execution.name
                         && a.change_set == request.change_set
                         && a.requested_at.0 == at
                 })
@@ -264,9 +272,9 @@ where
                 request.spec_version,
             ),
             desired_now: (
-                state.revision.as_deref(),
-                state.desired_hash.as_deref(),
-                state.spec_version,
+                state.revision(),
+                state.desired_hash(),
+                state.execution.spec_version,
             ),
             stack_then: request.stack.as_ref().map(|(id, at)| (id.as_str(), *at)),
             stack_now: stack.as_ref().map(|s| (s.stack_id.as_str(), s.changed_at)),

@@ -13,7 +13,7 @@ use crate::notice::NoticeKind;
 use crate::ports::{
     Blobs, CloudFormationFactory, FetchError, PortError, SourceFetcher, SourceLocation,
 };
-use crate::reconcile::run::{Next, RunState, StepError};
+use crate::reconcile::run::{Fetched, Next, RunState, StepError};
 use crate::registry::{LEASE_TTL, RegistryError, StackEntry, StepRegistry};
 use crate::status::{Phase, StallReason, Status, Timestamp};
 
@@ -26,14 +26,14 @@ where
 {
     /// The first step of every run.
     pub async fn artifact_fetch(&self, mut state: RunState) -> StepResult {
-        state.started_at = now_millis();
+        state.execution.started_at = now_millis();
         if let Some(ended) = self.take_lease(&mut state).await? {
             return Ok(ended);
         }
         // Read only now, holding the lease: the status copied below is the
         // latest, not one that a run finishing just before us has replaced.
         let entry = self.entry(&state).await?;
-        state.spec_version = entry.spec_version;
+        state.execution.spec_version = entry.spec_version;
         if let Some(why) = &entry.unsupported {
             // Read, never acted on: what this version does not know may
             // change what the run should do (or must not do).
@@ -41,7 +41,7 @@ where
         }
         if entry.deletion_requested_at.is_some() {
             state.next = Next::Delete;
-            state.recreate = false;
+            state.budgets.recreate = false;
             return Ok(state);
         }
         if entry.is_suspended() {
@@ -87,18 +87,26 @@ where
             phase: Phase::Reconciling,
             last_attempted_revision: Some(revision.clone()),
             message: Some(format!("reconciling {}", short(&revision))),
-            next_reconcile_at: Some(Timestamp(due(state.started_at, LEASE_TTL.as_secs()))),
+            next_reconcile_at: Some(Timestamp(due(
+                state.execution.started_at,
+                LEASE_TTL.as_secs(),
+            ))),
             // An earlier run's retries are not this one's.
             retrying: None,
             ..entry.status.clone()
         };
         self.record(&state, &entry, status.clone()).await?;
-        state.revision = Some(revision.clone());
+        state.fetched = Some(Fetched {
+            revision: revision.clone(),
+            artifact_key: None,
+        });
         self.notify(NoticeKind::Started, &state, &entry, &status, None)
             .await;
         let key = self.store_artifact(&state, &entry, &revision).await?;
-        state.revision = Some(revision);
-        state.artifact_key = Some(key);
+        state.fetched = Some(Fetched {
+            revision,
+            artifact_key: Some(key),
+        });
         state.next = Next::Upload;
         Ok(state)
     }
@@ -110,16 +118,16 @@ where
         let outcome = match self
             .registry
             .acquire_lease(
-                &state.stack_id,
-                &state.execution,
+                &state.entry,
+                &state.execution.name,
                 LEASE_TTL,
-                state.started_at,
+                state.execution.started_at,
             )
             .await
         {
             Ok(_) => return Ok(None),
             Err(RegistryError::LeaseHeld { owner, .. }) => {
-                info!(stack = %state.stack_id, holder = %owner, "lease held; ending");
+                info!(stack = %state.entry, holder = %owner, "lease held; ending");
                 format!("another run ({owner}) holds the stack")
             }
             Err(RegistryError::Conflict { detail, .. }) => {
@@ -130,7 +138,7 @@ where
         };
         let mut ended = state.clone();
         ended.next = Next::Done;
-        ended.outcome = Some(outcome);
+        ended.execution.outcome = Some(outcome);
         Ok(Some(ended))
     }
 
@@ -185,7 +193,7 @@ where
         if let Some(pushed) = state.trigger.revision.as_deref()
             && !pushed.eq_ignore_ascii_case(&revision)
         {
-            info!(stack = %state.stack_id, pushed, head = %revision, "the ref moved on since the trigger; deploying its head");
+            info!(stack = %state.entry, pushed, head = %revision, "the ref moved on since the trigger; deploying its head");
         }
         Ok(revision)
     }
@@ -203,7 +211,7 @@ where
         let wanted = Wanted::of(spec);
         let key = artifact_key(&source.url, revision, &wanted.key());
         if self.blobs.exists(&key).await? {
-            info!(stack = %state.stack_id, %revision, "artifact re-used");
+            info!(stack = %state.entry, %revision, "artifact re-used");
             return Ok(key);
         }
         let content_error = |e: FetchError| match e {
@@ -258,7 +266,7 @@ where
         self.blobs
             .put_if_absent(&key, packed, "application/gzip")
             .await?;
-        info!(stack = %state.stack_id, %revision, files = files.len(), bytes, "artifact stored");
+        info!(stack = %state.entry, %revision, files = files.len(), bytes, "artifact stored");
         Ok(key)
     }
 }
@@ -411,8 +419,8 @@ mod tests {
         let t = Test::new().await;
         let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
         assert_eq!(state.next, Next::Upload);
-        assert_eq!(state.revision.as_deref(), Some(HEAD));
-        let key = state.artifact_key.clone().unwrap();
+        assert_eq!(state.revision(), Some(HEAD));
+        let key = state.fetched.clone().unwrap().artifact_key.unwrap();
         assert!(t.blob(&key).is_some());
         let entry = t.entry();
         assert_eq!(entry.status.phase, Phase::Reconciling);
@@ -430,7 +438,7 @@ mod tests {
         t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
         let state = t.steps.artifact_fetch(t.input("run-2")).await.unwrap();
         assert_eq!(state.next, Next::Done);
-        assert!(state.outcome.unwrap().contains("run-1"));
+        assert!(state.execution.outcome.unwrap().contains("run-1"));
         assert_eq!(t.entry().lease.unwrap().owner, "run-1");
     }
 
@@ -453,7 +461,7 @@ mod tests {
     async fn an_entry_being_deleted_goes_to_delete() {
         let t = Test::with_entry(|e| e.deletion_requested_at = Some(Timestamp(1))).await;
         let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
-        assert_eq!((state.next, state.recreate), (Next::Delete, false));
+        assert_eq!((state.next, state.budgets.recreate), (Next::Delete, false));
     }
 
     #[tokio::test]

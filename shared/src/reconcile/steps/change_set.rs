@@ -16,7 +16,7 @@ use crate::preview::bounded;
 use crate::reconcile::decide::{
     ChangeSetKind, FailedCreate, StackDecision, StackObservation, decide_stack,
 };
-use crate::reconcile::run::{Next, RunState, StepError, WaitOn};
+use crate::reconcile::run::{ChangeSetInHand, Next, RunState, StepError, WaitOn};
 use crate::registry::{StackEntry, StepRegistry};
 use crate::spec::StackSpec;
 use crate::stack_status::{ExecutionStatus, StackStatus};
@@ -32,25 +32,25 @@ where
     pub async fn change_set(&self, mut state: RunState) -> StepResult {
         let entry = self.resume(&state).await?;
         let cfn = self.port(&entry.spec).await?;
-        if state.approved.is_some() {
+        if state.approval.answer.is_some() {
             state = self.after_approval(state, &entry, &cfn).await?;
         }
-        if state.execute {
+        if state.executes() {
             return self.execute(state, &entry, &cfn).await;
         }
         let stack_name = entry.spec.effective_stack_name();
         let stack = cfn.describe_stack(stack_name).await?;
-        state.adopting = self.ours_to_touch(&state, &entry, stack.as_ref())? == Owner::Adopted;
+        let adopting = self.ours_to_touch(&state, &entry, stack.as_ref())? == Owner::Adopted;
         // At the applied hash, unless the stack was changed outside
         // stacksync (or the run is forced): then Git wins.
         let hash_matches = entry.status.applied_hash.is_some()
-            && entry.status.applied_hash == state.desired_hash
-            && !state.must_apply;
-        let at = (state.spec_version, state.revision.as_deref());
+            && entry.status.applied_hash.as_deref() == state.desired_hash()
+            && !state.must_apply();
+        let at = (state.execution.spec_version, state.revision());
         let decision = decide_stack(StackObservation {
             status: stack.as_ref().map(|s| &s.status),
             hash_matches,
-            rollback_continues: state.rollback_continues,
+            rollback_continues: state.budgets.rollback_continues,
             failed_create: FailedCreate::of(
                 entry.spec.failed_create(),
                 entry.status.failures.as_ref(),
@@ -58,12 +58,15 @@ where
                 state.trigger.force,
             ),
         });
-        info!(stack = %state.stack_id, status = ?stack.as_ref().map(|s| s.status.to_string()), ?decision, "decided");
+        info!(stack = %state.entry, status = ?stack.as_ref().map(|s| s.status.to_string()), ?decision, "decided");
         match decision {
             StackDecision::CreateChangeSet {
                 kind,
                 cleanup_review,
-            } => self.create(state, &entry, &cfn, kind, cleanup_review).await,
+            } => {
+                self.create(state, &entry, &cfn, (kind, adopting), cleanup_review)
+                    .await
+            }
             StackDecision::Wait => wait(state, WaitOn::Stack, &entry.spec),
             StackDecision::InSync => {
                 let seen = self
@@ -94,7 +97,7 @@ where
                 cfn.continue_update_rollback(stack_name, entry.spec.role_arn.as_deref())
                     .await?;
                 let mut state = state;
-                state.rollback_continues += 1;
+                state.budgets.rollback_continues += 1;
                 wait(state, WaitOn::Rollback, &entry.spec)
             }
             StackDecision::DeleteAndRecreate => self.delete_and_recreate(state, &entry).await,
@@ -106,7 +109,7 @@ where
     /// delete, so a create that fails again at this revision is not made a
     /// third time.
     async fn delete_and_recreate(&self, mut state: RunState, entry: &StackEntry) -> StepResult {
-        let at = (state.spec_version, state.revision.as_deref());
+        let at = (state.execution.spec_version, state.revision());
         let mut status = entry.status.clone();
         let failures = status.failures.get_or_insert_with(Default::default);
         if !failures.at(at.0, at.1) {
@@ -118,8 +121,8 @@ where
         }
         failures.recreated = true;
         self.record(&state, entry, status).await?;
-        state.recreate = true;
-        state.delete_requests = 0;
+        state.budgets.recreate = true;
+        state.budgets.delete_requests = 0;
         state.next = Next::Delete;
         Ok(state)
     }
@@ -140,7 +143,7 @@ where
         match &owner {
             Owner::Ours => {}
             Owner::Adopted => {
-                warn!(stack = %state.stack_id, stack_id = %found.stack_id, "adopting a stack stacksync did not make (adopt: true); its change set is previewed before it runs");
+                warn!(stack = %state.entry, stack_id = %found.stack_id, "adopting a stack stacksync did not make (adopt: true); its change set is previewed before it runs");
             }
             Owner::Foreign(why) => {
                 return Err(StepError::stalled(StallReason::NotOwned, why.clone()));
@@ -154,10 +157,11 @@ where
     /// step finds it executing already.
     async fn execute(&self, mut state: RunState, entry: &StackEntry, cfn: &F::Port) -> StepResult {
         let stack_name = entry.spec.effective_stack_name();
-        let name = state
-            .change_set_name
+        let change_set = state
+            .change_set
             .clone()
             .ok_or_else(|| StepError::missing("change-set", "changeSetName"))?;
+        let name = change_set.name;
         let started = cfn
             .describe_change_set(stack_name, &name)
             .await?
@@ -168,13 +172,15 @@ where
                 )
             });
         if !started {
-            if state.adopting {
+            if change_set.adopting {
                 self.preview_adoption(&state, entry, cfn, &name).await?;
             }
-            info!(stack = %state.stack_id, change_set = %name, "executing change set");
+            info!(stack = %state.entry, change_set = %name, "executing change set");
             cfn.execute_change_set(stack_name, &name).await?;
         }
-        state.execute = false;
+        if let Some(change_set) = state.change_set.as_mut() {
+            change_set.execute = false;
+        }
         wait(state, WaitOn::Execution, &entry.spec)
     }
 
@@ -192,7 +198,7 @@ where
         let stack = cfn.describe_stack(stack_name).await?;
         let (changes, more) = bounded(cfn.change_set_changes(stack_name, name).await?);
         for change in &changes {
-            warn!(stack = %state.stack_id, change_set = %name, %change, "adoption: the change set will");
+            warn!(stack = %state.entry, change_set = %name, %change, "adoption: the change set will");
         }
         let adoption = Adoption {
             stack_id: stack
@@ -201,12 +207,12 @@ where
                 .unwrap_or_default(),
             previous_tags: stack.map(|s| s.tags).unwrap_or_default(),
             change_set: name.to_owned(),
-            run: state.execution.clone(),
+            run: state.execution.name.clone(),
             at: Timestamp(crate::clock::now_millis()),
             changes,
             more,
         };
-        warn!(stack = %state.stack_id, stack_id = %adoption.stack_id, rows = adoption.changes.len() + more, "adopting: previewed, executing");
+        warn!(stack = %state.entry, stack_id = %adoption.stack_id, rows = adoption.changes.len() + more, "adopting: previewed, executing");
         let status = Status {
             adoption: Some(adoption),
             ..entry.status.clone()
@@ -255,15 +261,20 @@ where
         mut state: RunState,
         entry: &StackEntry,
         cfn: &F::Port,
-        kind: ChangeSetKind,
+        (kind, adopting): (ChangeSetKind, bool),
         cleanup_review: bool,
     ) -> StepResult {
         let stack_name = entry.spec.effective_stack_name();
         let desired = state
-            .desired_hash
-            .clone()
+            .desired_hash()
+            .map(str::to_owned)
             .ok_or_else(|| StepError::missing("change-set", "desiredHash"))?;
-        let name = change_set_name(stack_name, state.spec_version, &desired, &state.execution);
+        let name = change_set_name(
+            stack_name,
+            state.execution.spec_version,
+            &desired,
+            &state.execution.name,
+        );
         // A run that cannot wait for a change set makes none (one made here
         // and given up on at once would outlive the run).
         super::within_budget(&state, &entry.spec, "a change set to be made")?;
@@ -278,13 +289,15 @@ where
         }
         let parameters = self.parameters(&state, cfn).await?;
         let mut request = self.change_set_request(&state, &entry.spec, &name, kind, parameters)?;
-        request.revert_drift = state.revert_drift.is_some() && kind == ChangeSetKind::Update;
+        request.revert_drift = state.revert().is_some() && kind == ChangeSetKind::Update;
         let created = match cfn.create_change_set(&request).await {
             Err(e) if request.revert_drift && refuses_drift_aware(&e) => {
                 // An endpoint without drift-aware change sets: the template
                 // as it is, which puts back only what it changes.
-                warn!(stack = %state.stack_id, error = %e, "drift-aware change sets refused here: applying the template as it is");
-                state.revert_reapplied = true;
+                warn!(stack = %state.entry, error = %e, "drift-aware change sets refused here: applying the template as it is");
+                if let Some(revert) = state.uploaded.as_mut().and_then(|u| u.revert.as_mut()) {
+                    revert.reapplied = true;
+                }
                 request.revert_drift = false;
                 cfn.create_change_set(&request).await?
             }
@@ -296,8 +309,11 @@ where
                     self.record_placeholder(&state, entry, cfn, &name, stack_id)
                         .await?;
                 }
-                state.change_set_name = Some(name);
-                state.change_set_kind = Some(kind);
+                state.change_set = Some(ChangeSetInHand {
+                    kind: Some(kind),
+                    adopting,
+                    ..ChangeSetInHand::named(name)
+                });
                 wait(state, WaitOn::ChangeSet, &entry.spec)
             }
             Created::NothingToChange => {
@@ -327,25 +343,25 @@ where
         kind: ChangeSetKind,
         parameters: Vec<(String, String)>,
     ) -> Result<ChangeSetRequest, StepError> {
-        let template_key = state
-            .template_key
-            .as_deref()
+        let uploaded = state
+            .uploaded
+            .as_ref()
             .ok_or_else(|| StepError::missing("change-set", "templateKey"))?;
         let url = crate::naming::template_url(
             &self.config.template_url_base,
-            template_key,
-            state.template_version.as_deref(),
+            &uploaded.template_key,
+            uploaded.template_version.as_deref(),
         );
         Ok(ChangeSetRequest {
             description: format!(
                 "stacksync: {} at {} (spec v{})",
-                state.stack_id,
-                short(state.revision.as_deref().unwrap_or("?")),
-                state.spec_version
+                state.entry,
+                short(state.revision().unwrap_or("?")),
+                state.execution.spec_version
             ),
             ..ChangeSetRequest::for_spec(
                 spec,
-                &state.file_tags,
+                &uploaded.file_tags,
                 &self.config.installation,
                 name,
                 kind,

@@ -24,7 +24,7 @@ where
         let entry = self.resume(&state).await?;
         let spec = &entry.spec;
         let stack_name = spec.effective_stack_name();
-        if !state.recreate && !spec.destroy_on_delete {
+        if !state.budgets.recreate && !spec.destroy_on_delete {
             return self
                 .drop_entry(
                     state,
@@ -37,16 +37,19 @@ where
         }
         let cfn = self.port(spec).await?;
         let stack = cfn.describe_stack(stack_name).await?;
-        match decide_delete(stack.as_ref().map(|s| &s.status), state.delete_requests) {
-            DeleteDecision::Gone if state.recreate => {
-                state.recreate = false;
-                state.wait_on = None;
+        match decide_delete(
+            stack.as_ref().map(|s| &s.status),
+            state.budgets.delete_requests,
+        ) {
+            DeleteDecision::Gone if state.budgets.recreate => {
+                state.budgets.recreate = false;
+                state.wait.on = None;
                 state.next = Next::ChangeSet;
                 Ok(state)
             }
             DeleteDecision::Gone => {
                 // Deleted by this run, or not there when it looked.
-                let outcome = if state.delete_requests > 0 {
+                let outcome = if state.budgets.delete_requests > 0 {
                     format!("stack {stack_name} deleted; entry removed from the registry")
                 } else {
                     format!("stack {stack_name} was not there; entry removed from the registry")
@@ -62,8 +65,8 @@ where
                 ))
             }
             DeleteDecision::Delete
-                if !state.recreate
-                    && state.delete_requests == 0
+                if !state.budgets.recreate
+                    && state.budgets.delete_requests == 0
                     && let Some(found) = stack.as_ref()
                     && let Owner::Foreign(_) = self.owner_of(&entry, found) =>
             {
@@ -81,16 +84,16 @@ where
                     // DeleteStack without RoleARN runs under the stack's role.
                     self.role_allowed(&entry, found)?;
                 }
-                if spec.termination_protection && state.delete_requests == 0 {
+                if spec.termination_protection && state.budgets.delete_requests == 0 {
                     // stacksync turned it on; the entry's removal turns it off.
                     cfn.set_termination_protection(stack_name, false).await?;
                 }
                 // Named by the run and the attempt: a second request after
                 // DELETE_FAILED is a new request, not taken for a retry.
-                let attempt = format!("{}/{}", state.execution, state.delete_requests);
+                let attempt = format!("{}/{}", state.execution.name, state.budgets.delete_requests);
                 cfn.delete_stack(stack_name, spec.role_arn.as_deref(), &attempt)
                     .await?;
-                state.delete_requests += 1;
+                state.budgets.delete_requests += 1;
                 wait_delete(state, spec)
             }
         }
@@ -103,7 +106,9 @@ where
         entry: &StackEntry,
         outcome: String,
     ) -> StepResult {
-        self.registry.remove(&entry.name, &state.execution).await?;
+        self.registry
+            .remove(&entry.name, &state.execution.name)
+            .await?;
         // The entry is gone: its last status says how it went.
         let status = Status {
             phase: Phase::Deleting,
@@ -113,7 +118,7 @@ where
         self.notify(NoticeKind::Removed, &state, entry, &status, None)
             .await;
         state.next = Next::Done;
-        state.outcome = Some(outcome);
+        state.execution.outcome = Some(outcome);
         Ok(state)
     }
 }
@@ -122,10 +127,10 @@ where
 /// unless the run is past its deadline or poll budget.
 fn wait_delete(mut state: RunState, spec: &StackSpec) -> Result<RunState, StepError> {
     super::within_budget(&state, spec, "the stack to be deleted")?;
-    state.polls += 1;
+    state.wait.polls += 1;
     let first = spec.poll_interval.as_secs();
-    state.wait_seconds = if state.next == Next::WaitDelete {
-        super::next_poll_seconds(state.wait_seconds, first)
+    state.wait.seconds = if state.next == Next::WaitDelete {
+        super::next_poll_seconds(state.wait.seconds, first)
     } else {
         first
     };
@@ -172,9 +177,9 @@ mod tests {
         })
         .await;
         let state = t.steps.delete(state).await.unwrap();
-        assert_eq!((state.next, state.wait_seconds), (Next::WaitDelete, 5));
+        assert_eq!((state.next, state.wait.seconds), (Next::WaitDelete, 5));
         let state = t.steps.delete(state).await.unwrap();
-        assert_eq!(state.wait_seconds, 8, "DELETE_IN_PROGRESS: waits longer");
+        assert_eq!(state.wait.seconds, 8, "DELETE_IN_PROGRESS: waits longer");
         let state = t.steps.delete(state).await.unwrap();
         assert_eq!(state.next, Next::Done);
         assert!(t.steps.registry.inner.entry(NAME).is_none());
@@ -235,8 +240,8 @@ mod tests {
         assert_eq!(
             requests,
             [
-                format!("DeleteStack {NAME} {}/0", state.execution),
-                format!("DeleteStack {NAME} {}/1", state.execution)
+                format!("DeleteStack {NAME} {}/0", state.execution.name),
+                format!("DeleteStack {NAME} {}/1", state.execution.name)
             ]
         );
         match t.steps.delete(state).await.unwrap_err() {
@@ -263,11 +268,14 @@ mod tests {
         )
         .await;
         let mut state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
-        state.recreate = true;
+        state.budgets.recreate = true;
         let state = t.steps.delete(state).await.unwrap();
         let state = t.steps.delete(state).await.unwrap();
         let state = t.steps.delete(state).await.unwrap();
-        assert_eq!((state.next, state.recreate), (Next::ChangeSet, false));
+        assert_eq!(
+            (state.next, state.budgets.recreate),
+            (Next::ChangeSet, false)
+        );
         assert!(t.steps.registry.inner.entry(NAME).is_some());
     }
 }

@@ -27,7 +27,7 @@ fn approval_failure(
     left: &[String],
 ) -> (StallReason, String, Option<ApprovalRecord>) {
     let reason = error.reason();
-    let Some(request) = &state.approval else {
+    let Some(request) = &state.approval.request else {
         return (reason, message, None);
     };
     let record = |decision, reason: Option<String>| ApprovalRecord {
@@ -36,7 +36,7 @@ fn approval_failure(
         by: None,
         at: Timestamp(now_millis()),
         reason,
-        run: state.execution.clone(),
+        run: state.execution.name.clone(),
     };
     match (reason, error.error.as_str()) {
         (StallReason::Rejected, _) => {
@@ -93,7 +93,8 @@ fn ended_already(
 ) -> Option<(Next, String)> {
     match entry {
         Some(e)
-            if e.status.run.as_deref() == Some(state.execution.as_str()) && e.lease.is_none() =>
+            if e.status.run.as_deref() == Some(state.execution.name.as_str())
+                && e.lease.is_none() =>
         {
             let next = if e.status.phase == Phase::Failed {
                 Next::Failed
@@ -135,23 +136,23 @@ where
     pub async fn finalize(&self, input: FinalizeInput) -> StepResult {
         let state = input.state;
         let message = input.error.message();
-        let entry = self.registry.get(&state.stack_id).await?;
+        let entry = self.registry.get(&state.entry).await?;
         if let Some((next, outcome)) = ended_already(&state, entry.as_ref(), &message) {
-            return Ok(RunState {
-                next,
-                outcome: Some(outcome),
-                ..state
-            });
+            let mut state = state;
+            state.next = next;
+            state.execution.outcome = Some(outcome);
+            return Ok(state);
         }
-        let Some(entry) =
-            entry.filter(|e| e.lease.as_ref().is_some_and(|l| l.owner == state.execution))
-        else {
+        let Some(entry) = entry.filter(|e| {
+            e.lease
+                .as_ref()
+                .is_some_and(|l| l.owner == state.execution.name)
+        }) else {
             // Gone, never leased, or lost: the status is someone else's to write.
-            return Ok(RunState {
-                next: Next::Failed,
-                outcome: Some(message),
-                ..state
-            });
+            let mut state = state;
+            state.next = Next::Failed;
+            state.execution.outcome = Some(message);
+            return Ok(state);
         };
         let left = self.clean_up(&state, &entry).await;
         let (reason, message, decided) = approval_failure(&state, &input.error, message, &left);
@@ -160,7 +161,7 @@ where
         // create that made it, an out-of-band delete), once the run got as
         // far as CloudFormation: kept as it was (with its age) if the run
         // failed before, or CloudFormation cannot say.
-        let reached = state.desired_hash.is_some();
+        let reached = state.desired_hash().is_some();
         if reached && let Some(now) = self.stack_status_now(&entry).await {
             status.stack_status = now;
             status.stack_status_at = Some(Timestamp(now_millis()));
@@ -208,14 +209,14 @@ where
         let now = now_millis();
         // A failure in the first step comes with the state it was given,
         // before the spec version was read: the entry's is the one tried.
-        let spec_version = if state.spec_version > 0 {
-            state.spec_version
+        let spec_version = if state.execution.spec_version > 0 {
+            state.execution.spec_version
         } else {
             entry.spec_version
         };
         let revision = state
-            .revision
-            .clone()
+            .revision()
+            .map(str::to_owned)
             .or(entry.status.last_attempted_revision.clone());
         let counted = after_failure(
             entry.status.failures.as_ref(),
@@ -243,7 +244,7 @@ where
             last_attempted_revision: revision,
             message: Some(message),
             stall_reason: Some(reason),
-            change_set_name: state.change_set_name.clone(),
+            change_set_name: state.change_set_name().map(str::to_owned),
             last_reconcile_at: Some(Timestamp(now)),
             next_reconcile_at: counted
                 .retry_in
@@ -252,8 +253,8 @@ where
             // A change found outside stacksync that the run could not put
             // back is still news (`undone: false`).
             out_of_band: state
-                .out_of_band
-                .clone()
+                .out_of_band()
+                .cloned()
                 .or_else(|| entry.status.out_of_band.clone()),
             ..entry.status.clone()
         }
@@ -268,10 +269,19 @@ where
         // The one the state names, and the one this run makes (its name is
         // the run's own): a step that made it and then failed hands on the
         // state it was given, which may name none, or an earlier one.
-        let made = state.desired_hash.as_deref().map(|desired| {
-            crate::naming::change_set_name(stack, state.spec_version, desired, &state.execution)
+        let made = state.desired_hash().map(|desired| {
+            crate::naming::change_set_name(
+                stack,
+                state.execution.spec_version,
+                desired,
+                &state.execution.name,
+            )
         });
-        let mut names: Vec<&String> = state.change_set_name.iter().chain(made.iter()).collect();
+        let mut names: Vec<&str> = state
+            .change_set_name()
+            .into_iter()
+            .chain(made.as_deref())
+            .collect();
         names.dedup();
         let mut left = Vec::new();
         for name in names {
@@ -285,12 +295,12 @@ where
                 });
             match deleted {
                 Ok(true) => {
-                    info!(stack = %state.stack_id, change_set = %name, "the failed run's change set deleted")
+                    info!(stack = %state.entry, change_set = %name, "the failed run's change set deleted")
                 }
                 Ok(false) => {}
                 Err(e) => {
-                    warn!(stack = %state.stack_id, change_set = %name, error = %e, "the failed run's change set could not be deleted");
-                    left.push(name.clone());
+                    warn!(stack = %state.entry, change_set = %name, error = %e, "the failed run's change set could not be deleted");
+                    left.push(name.to_owned());
                 }
             }
         }
@@ -443,7 +453,7 @@ mod tests {
         // ends at once, leaving the status as it was and the queue.
         let state = fail_once(&t, "run-6", false).await;
         assert_eq!(state.next, Next::Done);
-        assert!(state.outcome.unwrap().starts_with("gave up"));
+        assert!(state.execution.outcome.unwrap().starts_with("gave up"));
         let after = t.entry();
         assert_eq!(after.status.message.as_deref(), Some(message.as_str()));
         assert_eq!(after.status.next_reconcile_at, None);
@@ -516,7 +526,7 @@ mod tests {
         let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
         let state = t.steps.template_upload(state).await.unwrap();
         let state = t.steps.change_set(state).await.unwrap();
-        let made = state.change_set_name.clone().unwrap();
+        let made = state.change_set_name().map(str::to_owned).unwrap();
         t.cfn.script().change_set = [crate::fakes::ready(1)].into_iter().collect();
         let error = StepError::stalled(StallReason::Refused, "ExecuteChangeSet: AccessDenied");
         catch(&t, state, &error).await;

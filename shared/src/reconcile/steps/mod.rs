@@ -114,7 +114,7 @@ where
         let ended = |mut state: RunState, e: StepError| match e {
             StepError::Ended { outcome } => {
                 state.next = Next::Done;
-                state.outcome = Some(outcome);
+                state.execution.outcome = Some(outcome);
                 Ok(state)
             }
             other => Err(other),
@@ -172,10 +172,10 @@ where
     }
 
     async fn entry(&self, state: &RunState) -> Result<StackEntry, StepError> {
-        self.registry.get(&state.stack_id).await?.ok_or_else(|| {
+        self.registry.get(&state.entry).await?.ok_or_else(|| {
             StepError::stalled(
                 StallReason::NotRegistered,
-                format!("stack {:?} is no longer registered", state.stack_id),
+                format!("stack {:?} is no longer registered", state.entry),
             )
         })
     }
@@ -191,8 +191,8 @@ where
         let renewed = self
             .registry
             .renew_lease(
-                &state.stack_id,
-                &state.execution,
+                &state.entry,
+                &state.execution.name,
                 lease_ttl(&entry.spec),
                 now_millis(),
             )
@@ -202,7 +202,7 @@ where
             // This run's own final write, made by an earlier attempt of this
             // step whose answer was lost: the run is over.
             Err(RegistryError::LeaseNotHeld { holder: None, .. })
-                if entry.status.run.as_deref() == Some(state.execution.as_str()) =>
+                if entry.status.run.as_deref() == Some(state.execution.name.as_str()) =>
             {
                 Err(StepError::Ended {
                     outcome: format!(
@@ -269,7 +269,7 @@ where
     ) -> Result<(), StepError> {
         let status = with_transition(entry, status);
         self.registry
-            .write_status(&state.stack_id, &state.execution, &status)
+            .write_status(&state.entry, &state.execution.name, &status)
             .await?;
         Ok(())
     }
@@ -283,9 +283,9 @@ where
         status: Status,
         outcome: &str,
     ) -> StepResult {
-        info!(stack = %state.stack_id, phase = %status.phase, outcome, "run finished");
+        info!(stack = %state.entry, phase = %status.phase, outcome, "run finished");
         let mut status = with_transition(entry, status);
-        status.run = Some(state.execution.clone());
+        status.run = Some(state.execution.name.clone());
         // What was retried belongs to the run, which ends here.
         status.retrying = None;
         // Only a stack that waits keeps what it waits for.
@@ -294,21 +294,21 @@ where
         }
         // The spec changed (or deletion was asked) while this run worked from
         // an older one: look again at once rather than after `interval`.
-        if state.spec_version > 0 {
-            let latest = self.registry.get(&state.stack_id).await?;
+        if state.execution.spec_version > 0 {
+            let latest = self.registry.get(&state.entry).await?;
             if latest.is_some_and(|e| {
-                e.spec_version != state.spec_version || e.deletion_requested_at.is_some()
+                e.spec_version != state.execution.spec_version || e.deletion_requested_at.is_some()
             }) {
                 status.next_reconcile_at = Some(Timestamp(now_millis()));
             }
         }
         self.registry
-            .write_status_and_release(&state.stack_id, &state.execution, &status)
+            .write_status_and_release(&state.entry, &state.execution.name, &status)
             .await?;
         if status.phase == Phase::Ready {
-            self.wake_dependents(&state.stack_id, &status.outputs).await;
+            self.wake_dependents(&state.entry, &status.outputs).await;
         }
-        self.recheck_upstream(entry, &status, state.started_at)
+        self.recheck_upstream(entry, &status, state.execution.started_at)
             .await;
         // A run that ends as it found the stack (suspended still, given up
         // still) tells nobody: a notice is a change of phase. Waiting for
@@ -318,7 +318,7 @@ where
             self.notify(kind, &state, entry, &status, None).await;
         }
         state.next = Next::Done;
-        state.outcome = Some(outcome.to_owned());
+        state.execution.outcome = Some(outcome.to_owned());
         Ok(state)
     }
 
@@ -403,7 +403,9 @@ where
         {
             return Ok(cause);
         }
-        let events = cfn.events_since(stack_name, state.started_at).await?;
+        let events = cfn
+            .events_since(stack_name, state.execution.started_at)
+            .await?;
         Ok(first_failure(&events)
             .or_else(|| stack.and_then(|s| s.reason))
             .unwrap_or_else(|| "no reason given".into()))
@@ -436,22 +438,22 @@ fn ready_status(
     let same = same_stack(entry.status.seen.as_ref(), seen.as_ref());
     Status {
         phase: Phase::Ready,
-        observed_spec_version: state.spec_version,
-        last_attempted_revision: state.revision.clone(),
-        last_applied_revision: state.revision.clone(),
-        applied_hash: state.desired_hash.clone(),
+        observed_spec_version: state.execution.spec_version,
+        last_attempted_revision: state.revision().map(str::to_owned),
+        last_applied_revision: state.revision().map(str::to_owned),
+        applied_hash: state.desired_hash().map(str::to_owned),
         stack_status: seen.as_ref().map(|s| s.stack_status.clone()),
         stack_status_at: Some(Timestamp(now)),
         stack_status_reason: None,
         // This run's change set, or none: never an earlier run's.
-        change_set_name: state.change_set_name.clone(),
-        message: Some(match (&state.revert_drift, state.revert_reapplied) {
-            (None, _) => message.to_owned(),
-            (Some(_), false) => format!(
+        change_set_name: state.change_set_name().map(str::to_owned),
+        message: Some(match state.revert().map(|r| r.reapplied) {
+            None => message.to_owned(),
+            Some(false) => format!(
                 "{message}; drift put back by a drift-aware change set (REVERT_DRIFT), \
                  checked by a detection at once"
             ),
-            (Some(_), true) => format!(
+            Some(true) => format!(
                 "{message}; drift-aware change sets are refused here: the template was \
                  applied as it is, which puts back only what it changes (checked by a \
                  detection at once)"
@@ -473,8 +475,8 @@ fn ready_status(
         failures: None,
         seen,
         out_of_band: state
-            .out_of_band
-            .clone()
+            .out_of_band()
+            .cloned()
             .or_else(|| entry.status.out_of_band.clone()),
         adoption: entry.status.adoption.clone(),
         awaiting: None,
@@ -492,9 +494,9 @@ fn ready_status(
         // Another stack (made anew, replaced): the findings were another's.
         drift: crate::drift::after_run(
             entry.status.drift.clone().filter(|_| same),
-            state.revert_drift.as_deref(),
-            state.revert_reapplied,
-            state.change_set_name.is_some(),
+            state.revert().map(|r| r.drift.as_str()),
+            state.revert().is_some_and(|r| r.reapplied),
+            state.change_set_name().is_some(),
             now,
         ),
         // Made: its StackId is in `seen` now.

@@ -21,19 +21,19 @@ impl<R, B, F, S> Steps<R, B, F, S> {
     ) {
         let notice = Notice {
             installation: self.config.installation.clone(),
-            stack: state.stack_id.clone(),
+            stack: state.entry.clone(),
             stack_name: entry.spec.effective_stack_name().to_owned(),
             region: entry.spec.region.clone(),
-            execution: state.execution.clone(),
-            execution_arn: state.execution_arn.clone(),
+            execution: state.execution.name.clone(),
+            execution_arn: state.execution.arn.clone(),
             trigger: state.trigger.kind.as_str().to_owned(),
-            revision: state.revision.clone(),
+            revision: state.revision().map(str::to_owned),
             approval,
             ..Notice::about(kind, status)
         };
         // The run's own change set, never one an earlier run left named.
         let notice = Notice {
-            change_set: state.change_set_name.clone(),
+            change_set: state.change_set_name().map(str::to_owned),
             ..notice
         };
         self.notices.send(&notice).await;
@@ -51,7 +51,7 @@ mod tests {
     /// (then `finalize`, as `RecordFailure` does).
     async fn run(t: &Test, execution: &str) -> RunState {
         let mut state = t.input(execution);
-        state.execution_arn = Some(format!(
+        state.execution.arn = Some(format!(
             "arn:aws:states:us-east-1:1:execution:m:{execution}"
         ));
         let mut result = t.steps.artifact_fetch(state.clone()).await;

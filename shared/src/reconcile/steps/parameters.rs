@@ -57,7 +57,7 @@ where
         let secrets = match values::secret_values(cfn, &stored).await {
             Ok(secrets) => secrets,
             Err(e) => {
-                tracing::warn!(stack = %state.stack_id, error = %e, "the secrets could not be read again to check the outputs: none recorded");
+                tracing::warn!(stack = %state.entry, error = %e, "the secrets could not be read again to check the outputs: none recorded");
                 return Ok(Some(
                     outputs
                         .into_keys()
@@ -75,7 +75,11 @@ where
         &self,
         state: &RunState,
     ) -> Result<BTreeMap<String, Stored>, StepError> {
-        let Some(key) = &state.parameters_key else {
+        let Some(key) = state
+            .uploaded
+            .as_ref()
+            .and_then(|u| u.parameters_key.as_ref())
+        else {
             return Ok(BTreeMap::new());
         };
         let bytes = self
@@ -264,7 +268,17 @@ mod tests {
     async fn secrets_enter_the_hash_as_hashes_and_are_stored_nowhere() {
         let t = with_secrets("pw-SECRET-1").await;
         let state = uploaded(&t).await.unwrap();
-        let blob = t.blob(state.parameters_key.as_deref().unwrap()).unwrap();
+        let blob = t
+            .blob(
+                state
+                    .uploaded
+                    .as_ref()
+                    .unwrap()
+                    .parameters_key
+                    .as_deref()
+                    .unwrap(),
+            )
+            .unwrap();
         let blob = String::from_utf8(blob).unwrap();
         let state_json = serde_json::to_string(&state).unwrap();
         let status_json = serde_json::to_string(&t.entry()).unwrap();
@@ -303,11 +317,11 @@ mod tests {
         // Rotated: another desired hash (so the next run updates the stack).
         let rotated = with_secrets("pw-SECRET-2").await;
         let again = uploaded(&rotated).await.unwrap();
-        assert_ne!(again.desired_hash, state.desired_hash);
+        assert_ne!(again.desired_hash(), state.desired_hash());
         let same = with_secrets("pw-SECRET-1").await;
         assert_eq!(
-            uploaded(&same).await.unwrap().desired_hash,
-            state.desired_hash
+            uploaded(&same).await.unwrap().desired_hash(),
+            state.desired_hash()
         );
     }
 
@@ -383,7 +397,7 @@ mod tests {
     async fn deployed(t: &Test, meanwhile: impl FnOnce(&Test)) -> crate::status::Status {
         let state = uploaded(t).await.unwrap();
         let mut state = t.steps.change_set(state).await.unwrap();
-        state.execute = true;
+        state.change_set.as_mut().unwrap().execute = true;
         let state = t.steps.change_set(state).await.unwrap();
         meanwhile(t);
         t.stack_answers(&[Some(S::CreateComplete)]);

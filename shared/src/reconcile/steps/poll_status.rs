@@ -32,18 +32,18 @@ where
     pub async fn poll_status(&self, mut state: RunState) -> StepResult {
         let entry = self.resume(&state).await?;
         let cfn = self.port(&entry.spec).await?;
-        match state.wait_on {
+        match state.wait.on {
             None | Some(WaitOn::Stack) | Some(WaitOn::Rollback) => {
                 let stack = cfn
                     .describe_stack(entry.spec.effective_stack_name())
                     .await?;
                 match decide_waiting(stack.as_ref().map(|s| &s.status)) {
                     Waiting::Wait => {
-                        let on = state.wait_on.unwrap_or(WaitOn::Stack);
+                        let on = state.wait.on.unwrap_or(WaitOn::Stack);
                         wait(state, on, &entry.spec)
                     }
                     Waiting::Decide => {
-                        state.wait_on = None;
+                        state.wait.on = None;
                         state.next = Next::ChangeSet;
                         Ok(state)
                     }
@@ -63,19 +63,19 @@ where
     ) -> StepResult {
         let stack_name = entry.spec.effective_stack_name();
         let name = state
-            .change_set_name
-            .clone()
+            .change_set_name()
+            .map(str::to_owned)
             .ok_or_else(|| StepError::missing("poll-status", "changeSetName"))?;
         let Some(cs) = cfn.describe_change_set(stack_name, &name).await? else {
             // Gone (deleted by someone, or by a retried step): decide again.
-            info!(stack = %state.stack_id, change_set = %name, "change set gone; deciding again");
-            state.wait_on = None;
-            state.change_set_name = None;
+            info!(stack = %state.entry, change_set = %name, "change set gone; deciding again");
+            state.wait.on = None;
+            state.change_set = None;
             state.next = Next::ChangeSet;
             return Ok(state);
         };
-        if cs.stack_id.is_some() {
-            state.change_set_stack_id.clone_from(&cs.stack_id);
+        if let (Some(id), Some(in_hand)) = (&cs.stack_id, state.change_set.as_mut()) {
+            in_hand.stack_id = Some(id.clone());
         }
         let stack_matches = if ready_without_changes(&cs) {
             self.stack_matches(&state, entry, cfn).await?
@@ -89,7 +89,7 @@ where
             changes: Some(cs.changes),
             stack_matches,
         });
-        info!(stack = %state.stack_id, change_set = %name, ?decision, "change set polled");
+        info!(stack = %state.entry, change_set = %name, ?decision, "change set polled");
         match decision {
             ChangeSetDecision::Wait => wait(state, WaitOn::ChangeSet, &entry.spec),
             ChangeSetDecision::Execute => {
@@ -97,11 +97,15 @@ where
                 match self.approval_request(&state, entry, cfn, &name).await? {
                     // Executed only once approved, and only if it still holds.
                     Some(request) => {
-                        info!(stack = %state.stack_id, change_set = %name, why = %request.why, "the change set waits for approval");
-                        state.approval = Some(request);
+                        info!(stack = %state.entry, change_set = %name, why = %request.why, "the change set waits for approval");
+                        state.approval.request = Some(request);
                         state.next = Next::Approval;
                     }
-                    None => state.execute = true,
+                    None => {
+                        if let Some(in_hand) = state.change_set.as_mut() {
+                            in_hand.execute = true;
+                        }
+                    }
                 }
                 Ok(state)
             }
@@ -151,7 +155,7 @@ where
             .recordable_outputs(&state, &entry.spec, cfn, outputs)
             .await?;
         cfn.delete_change_set(stack_name, name).await?;
-        let message = match &state.out_of_band {
+        let message = match state.out_of_band() {
             Some(found) => format!(
                 "in sync: {}, but to what Git has (the change set was empty)",
                 found.detail
@@ -191,9 +195,9 @@ where
             why,
             changes,
             more,
-            revision: state.revision.clone(),
-            desired_hash: state.desired_hash.clone(),
-            spec_version: state.spec_version,
+            revision: state.revision().map(str::to_owned),
+            desired_hash: state.desired_hash().map(str::to_owned),
+            spec_version: state.execution.spec_version,
             stack: stack.map(|s| (s.stack_id, s.changed_at)),
             timeout_seconds: spec.approval_timeout.as_secs(),
             asked_at: crate::clock::now_millis(),
@@ -231,7 +235,11 @@ where
         Ok(same_parameters
             && stack.tags
                 == crate::ownership::desired_tags_with(
-                    &state.file_tags,
+                    &state
+                        .uploaded
+                        .as_ref()
+                        .map(|u| u.file_tags.clone())
+                        .unwrap_or_default(),
                     &entry.spec,
                     &self.config.installation,
                 ))
@@ -250,14 +258,18 @@ where
         let stack_name = spec.effective_stack_name();
         // The change set says how its execution went while it lasts (AWS
         // removes it once executed); the stack is the one it named.
-        let change_set = match &state.change_set_name {
+        let change_set = match state.change_set_name() {
             Some(name) => cfn.describe_change_set(stack_name, name).await?,
             None => None,
         };
         let execution_failed = change_set
             .as_ref()
             .filter(|cs| cs.execution == ExecutionStatus::ExecuteFailed);
-        let target = state.change_set_stack_id.as_deref().unwrap_or(stack_name);
+        let target = state
+            .change_set
+            .as_ref()
+            .and_then(|c| c.stack_id.as_deref())
+            .unwrap_or(stack_name);
         let stack = cfn.describe_stack(target).await?;
         let outcome = match execution_failed {
             Some(_) => ExecutionOutcome::Failed,
@@ -271,13 +283,10 @@ where
                     None => Vec::new(),
                 };
                 let mut message = with_settings(
-                    format!(
-                        "applied {}",
-                        short(state.revision.as_deref().unwrap_or("?"))
-                    ),
+                    format!("applied {}", short(state.revision().unwrap_or("?"))),
                     &changed,
                 );
-                if let Some(found) = &mut state.out_of_band {
+                if let Some(found) = state.uploaded.as_mut().and_then(|u| u.out_of_band.as_mut()) {
                     found.undone = true;
                     message = format!("{message}, putting back a change: {}", found.detail);
                 }
@@ -285,7 +294,7 @@ where
                 let outputs = stack.as_ref().map(|s| s.outputs.clone());
                 let outputs = self.recordable_outputs(&state, spec, cfn, outputs).await?;
                 let status = ready_status(&state, entry, seen, outputs, &message);
-                let outcome = if state.out_of_band.is_some() {
+                let outcome = if state.out_of_band().is_some() {
                     "put back"
                 } else {
                     "applied"

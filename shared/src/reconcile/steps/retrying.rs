@@ -114,24 +114,24 @@ where
         state: &RunState,
         error: StepError,
     ) -> StepError {
-        if !error.is_transient() || state.execution.is_empty() {
+        if !error.is_transient() || state.execution.name.is_empty() {
             return error;
         }
-        let entry = match self.registry.get(&state.stack_id).await {
+        let entry = match self.registry.get(&state.entry).await {
             Ok(Some(entry)) => entry,
             _ => return error,
         };
         let held = entry
             .lease
             .as_ref()
-            .is_some_and(|l| l.owner == state.execution);
+            .is_some_and(|l| l.owner == state.execution.name);
         if !held {
             return error;
         }
         let now = now_millis();
         let retrying = next_retry(
             entry.status.retrying.as_ref(),
-            &state.execution,
+            &state.execution.name,
             step,
             error.message(),
             now,
@@ -145,10 +145,10 @@ where
         };
         if let Err(e) = self
             .registry
-            .write_status(&state.stack_id, &state.execution, &status)
+            .write_status(&state.entry, &state.execution.name, &status)
             .await
         {
-            warn!(stack = %state.stack_id, error = %e, "the retried failure could not be recorded");
+            warn!(stack = %state.entry, error = %e, "the retried failure could not be recorded");
         }
         error
     }

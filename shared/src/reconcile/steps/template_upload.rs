@@ -19,7 +19,7 @@ use tracing::{info, warn};
 use crate::clock::now_millis;
 use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher, StackInfo};
 use crate::reconcile::decide::up_to_date;
-use crate::reconcile::run::{Next, RunState, StepError};
+use crate::reconcile::run::{Next, Revert, RunState, StepError, Uploaded};
 use crate::registry::{StackEntry, StepRegistry};
 use crate::seen::{Change, Observed, OutOfBand, Seen};
 use crate::status::StallReason;
@@ -182,12 +182,17 @@ where
             self.record(&state, &entry, status.clone()).await?;
             entry.status = status;
         }
-        state.parameters_key = Some(desired.parameters_key);
-        state.template_key = Some(desired.template_key);
-        state.template_version = desired.template_version;
         let hash_matches = entry.status.applied_hash.as_deref() == Some(desired.hash.as_str());
-        state.desired_hash = Some(desired.hash);
-        state.file_tags = desired.file_tags;
+        // What an earlier pass of this run found (before an approval) stays.
+        let earlier = state.uploaded.take().unwrap_or_default();
+        let uploaded = state.uploaded.insert(Uploaded {
+            template_key: desired.template_key,
+            template_version: desired.template_version,
+            parameters_key: Some(desired.parameters_key),
+            desired_hash: Some(desired.hash),
+            file_tags: desired.file_tags,
+            ..earlier
+        });
         state.next = Next::ChangeSet;
         // A drift found and to be put back (`drift.action: revert`): a
         // drift-aware change set, whatever the hash.
@@ -198,12 +203,15 @@ where
                 .as_ref()
                 .and_then(|d| d.revert_requested())
         {
-            info!(stack = %state.stack_id, "reverting drift");
-            state.revert_drift = Some(print.to_owned());
-            state.must_apply = true;
+            info!(stack = %state.entry, "reverting drift");
+            uploaded.revert = Some(Revert {
+                drift: print.to_owned(),
+                reapplied: false,
+            });
+            uploaded.must_apply = true;
         }
         // An approved change set is judged by change-set, in sync or not.
-        if !hash_matches || state.approved.is_some() {
+        if !hash_matches || state.approval.answer.is_some() {
             return Ok(state);
         }
         // At the applied hash: nothing to deploy, if the stack is still what
@@ -216,7 +224,7 @@ where
         match self.as_left(&cfn, &entry, stack.as_ref()).await? {
             AsLeft::Same(seen) => {
                 let healthy = up_to_date(true, stack.as_ref().map(|s| &s.status));
-                let plain = !state.trigger.force && state.revert_drift.is_none();
+                let plain = !state.trigger.force && state.revert().is_none();
                 if let Some(stack) = stack.as_ref().filter(|_| healthy && plain) {
                     let changed = self.apply_settings(&cfn, &entry.spec, stack).await?;
                     let message = with_settings(in_sync_message(&entry, &seen), &changed);
@@ -225,14 +233,23 @@ where
                         .in_sync(state, &entry, &cfn, Some(seen), outputs, &message)
                         .await;
                 }
-                state.must_apply = state.trigger.force || state.revert_drift.is_some();
+                let must = state.trigger.force || state.revert().is_some();
+                if let Some(uploaded) = state.uploaded.as_mut() {
+                    uploaded.must_apply = must;
+                }
             }
             AsLeft::Changed(found) => {
-                info!(stack = %state.stack_id, change = %found.change, detail = %found.detail, "changed outside stacksync: putting it back");
-                state.out_of_band = Some(found);
-                state.must_apply = true;
+                info!(stack = %state.entry, change = %found.change, detail = %found.detail, "changed outside stacksync: putting it back");
+                if let Some(uploaded) = state.uploaded.as_mut() {
+                    uploaded.out_of_band = Some(found);
+                    uploaded.must_apply = true;
+                }
             }
-            AsLeft::Unknown => state.must_apply = true,
+            AsLeft::Unknown => {
+                if let Some(uploaded) = state.uploaded.as_mut() {
+                    uploaded.must_apply = true;
+                }
+            }
         }
         Ok(state)
     }
@@ -274,18 +291,16 @@ where
         spec: &StackSpec,
     ) -> Result<(Vec<u8>, template::FileValues, Option<String>), StepError> {
         let key = state
-            .artifact_key
-            .as_deref()
+            .fetched
+            .as_ref()
+            .and_then(|f| f.artifact_key.as_deref())
             .ok_or_else(|| StepError::missing("template-upload", "artifactKey"))?;
         let archive = self
             .blobs
             .get(key, artifact::MAX_UNPACKED_BYTES)
             .await
             .map_err(StepError::port(StallReason::ArtifactUnavailable))?;
-        let at = format!(
-            "at {}",
-            short(state.revision.as_deref().unwrap_or_default())
-        );
+        let at = format!("at {}", short(state.revision().unwrap_or_default()));
         let (path, file, file_kind) = values_file(&archive, spec, &at)?;
         let path = path.as_str();
         let template = artifact::read_file(&archive, path, template::MAX_TEMPLATE_BYTES as u64)
@@ -409,11 +424,22 @@ mod tests {
         let t = Test::new().await;
         let state = uploaded(&t).await.unwrap();
         assert_eq!(state.next, Next::ChangeSet);
-        let template_key = state.template_key.clone().unwrap();
+        let template_key = state.uploaded.clone().unwrap().template_key;
         assert_eq!(template_key, format!("templates/{}", sha256_hex(TEMPLATE)));
         assert_eq!(t.blob(&template_key).as_deref(), Some(TEMPLATE));
-        assert!(t.blob(state.parameters_key.as_deref().unwrap()).is_some());
-        assert_eq!(state.desired_hash.as_ref().map(String::len), Some(64));
+        assert!(
+            t.blob(
+                state
+                    .uploaded
+                    .as_ref()
+                    .unwrap()
+                    .parameters_key
+                    .as_deref()
+                    .unwrap()
+            )
+            .is_some()
+        );
+        assert_eq!(state.desired_hash().map(str::len), Some(64));
         assert!(
             t.cfn.operations().is_empty(),
             "no CloudFormation call before the change set"
@@ -431,7 +457,7 @@ mod tests {
             .put(&key, b"Resources: {Substituted: {}}");
         let state = uploaded(&t).await.unwrap();
         assert_eq!(t.blob(&key).as_deref(), Some(TEMPLATE), "written again");
-        let version = state.template_version.unwrap();
+        let version = state.uploaded.clone().unwrap().template_version.unwrap();
         assert_eq!(
             t.steps.blobs.inner.version(&key, &version).as_deref(),
             Some(TEMPLATE)
@@ -440,14 +466,19 @@ mod tests {
         // A second run finds the right bytes and pins the same version.
         t.release("run-1").await;
         let again = uploaded(&t).await.unwrap();
-        assert_eq!(again.template_version, Some(version));
+        assert_eq!(again.uploaded.unwrap().template_version, Some(version));
     }
 
     /// A run at the applied hash, on a stack that the last run left at
     /// `UPDATE_COMPLETE` and that `change` then changes (or not).
     async fn at_applied_hash(change: impl FnOnce(&Test)) -> (Test, StepResult) {
         let t = Test::new().await;
-        let desired = uploaded(&t).await.unwrap().desired_hash.unwrap();
+        let desired = uploaded(&t)
+            .await
+            .unwrap()
+            .desired_hash()
+            .unwrap()
+            .to_owned();
         t.release("run-1").await;
         t.applied(&desired, S::UpdateComplete);
         t.stack_answers(&[Some(S::UpdateComplete)]);
@@ -498,8 +529,8 @@ mod tests {
             let (t, result) = at_applied_hash(make).await;
             let state = result.unwrap();
             assert_eq!(state.next, Next::ChangeSet, "{change}");
-            assert!(state.must_apply, "{change}");
-            let found = state.out_of_band.unwrap();
+            assert!(state.must_apply(), "{change}");
+            let found = state.out_of_band().cloned().unwrap();
             assert_eq!(found.change, change);
             assert!(found.detail.contains(words), "{}", found.detail);
             assert!(!found.undone);
@@ -510,7 +541,12 @@ mod tests {
     #[tokio::test]
     async fn forced_or_with_nothing_recorded_the_run_goes_on_to_a_change_set() {
         let t = Test::new().await;
-        let desired = uploaded(&t).await.unwrap().desired_hash.unwrap();
+        let desired = uploaded(&t)
+            .await
+            .unwrap()
+            .desired_hash()
+            .unwrap()
+            .to_owned();
         t.release("run-1").await;
         let mut entry = t.entry();
         entry.status.applied_hash = Some(desired.clone());
@@ -522,7 +558,7 @@ mod tests {
             Next::ChangeSet,
             "nothing recorded to compare with"
         );
-        assert!(state.must_apply && state.out_of_band.is_none());
+        assert!(state.must_apply() && state.out_of_band().is_none());
 
         t.release("run-1").await;
         t.applied(&desired, S::UpdateComplete);
@@ -531,7 +567,7 @@ mod tests {
         let state = t.steps.artifact_fetch(input).await.unwrap();
         let state = t.steps.template_upload(state).await.unwrap();
         assert_eq!(state.next, Next::ChangeSet, "forced");
-        assert!(state.must_apply && state.out_of_band.is_none());
+        assert!(state.must_apply() && state.out_of_band().is_none());
     }
 
     #[tokio::test]
@@ -580,7 +616,7 @@ mod tests {
     async fn a_state_without_its_artifact_key_is_a_contract_violation() {
         let t = Test::new().await;
         let mut state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
-        state.artifact_key = None;
+        state.fetched.as_mut().unwrap().artifact_key = None;
         let err = t.steps.template_upload(state).await.unwrap_err();
         assert!(
             matches!(

@@ -81,8 +81,11 @@ impl Test {
     /// A fresh run's input, as `Start` makes it.
     pub fn input(&self, execution: &str) -> RunState {
         RunState {
-            stack_id: NAME.into(),
-            execution: execution.into(),
+            entry: NAME.into(),
+            execution: crate::reconcile::run::Execution {
+                name: execution.into(),
+                ..Default::default()
+            },
             trigger: Trigger::default(),
             ..RunState::default()
         }

@@ -115,13 +115,13 @@ where
                 "they are"
             }
         );
-        info!(stack = %state.stack_id, %message, "waiting for what it depends on");
+        info!(stack = %state.entry, %message, "waiting for what it depends on");
         let status = Status {
             phase: Phase::Pending,
             message: Some(message.clone()),
             waiting_for: names.clone(),
             next_reconcile_at: Some(Timestamp(due(
-                state.started_at,
+                state.execution.started_at,
                 entry.spec.interval.as_secs(),
             ))),
             ..entry.status.clone()

@@ -22,20 +22,20 @@ pub(super) fn wait(
 ) -> Result<RunState, StepError> {
     within_budget(&state, spec, &waiting_for(&state, on))?;
     let first = spec.poll_interval.as_secs();
-    state.wait_seconds = if state.wait_on == Some(on) {
-        next_poll_seconds(state.wait_seconds, first)
+    state.wait.seconds = if state.wait.on == Some(on) {
+        next_poll_seconds(state.wait.seconds, first)
     } else {
         first
     };
-    state.wait_on = Some(on);
+    state.wait.on = Some(on);
     state.next = Next::Wait;
-    state.polls += 1;
+    state.wait.polls += 1;
     Ok(state)
 }
 
 /// What a wait is for, in words.
 fn waiting_for(state: &RunState, on: WaitOn) -> String {
-    let change_set = state.change_set_name.as_deref().unwrap_or("?");
+    let change_set = state.change_set_name().unwrap_or("?");
     match on {
         WaitOn::ChangeSet => format!("change set {change_set} to be made"),
         WaitOn::Execution => format!("change set {change_set} to be executed"),
@@ -52,11 +52,13 @@ pub(super) fn within_budget(
     spec: &StackSpec,
     waiting_for: &str,
 ) -> Result<(), StepError> {
-    let elapsed_ms = now_millis().saturating_sub(state.started_at).max(0);
+    let elapsed_ms = now_millis()
+        .saturating_sub(state.execution.started_at)
+        .max(0);
     let elapsed = crate::Duration::from_secs(u64::try_from(elapsed_ms / 1000).unwrap_or(0));
-    let over = if state.polls >= spec.max_polls {
+    let over = if state.wait.polls >= spec.max_polls {
         format!("its poll budget (maxPolls {})", spec.max_polls)
-    } else if state.started_at > 0 && elapsed > spec.timeout {
+    } else if state.execution.started_at > 0 && elapsed > spec.timeout {
         format!("its deadline (timeout {})", spec.timeout)
     } else {
         return Ok(());
@@ -65,7 +67,7 @@ pub(super) fn within_budget(
         StallReason::TimedOut,
         format!(
             "gave up after {} polls in {elapsed}, past {over}: still waiting for {waiting_for}",
-            state.polls
+            state.wait.polls
         ),
     ))
 }

@@ -34,7 +34,7 @@ async fn polled(policy: Approval, changes: Vec<ResourceChange>) -> (Test, RunSta
 /// approval step recorded with the task token `token-1`.
 async fn waiting() -> (Test, RunState, String) {
     let (t, state) = polled(Approval::Always, vec![change("Add", None)]).await;
-    let name = state.approval.as_ref().unwrap().change_set.clone();
+    let name = state.approval.request.as_ref().unwrap().change_set.clone();
     t.steps
         .approval(ApprovalInput {
             state: state.clone(),
@@ -57,7 +57,7 @@ fn record_verified(t: &Test, state: &RunState, change_set: &str, requested_at: i
         requested_at,
     };
     t.steps.blobs.inner.put(
-        &approval_answer_key(&state.stack_id, &state.execution),
+        &approval_answer_key(&state.entry, &state.execution.name),
         &serde_json::to_vec(&verified).unwrap(),
     );
 }
@@ -65,7 +65,7 @@ fn record_verified(t: &Test, state: &RunState, change_set: &str, requested_at: i
 /// Approved through the installation's approval function: its verified
 /// record of the approver, then the token's answer.
 async fn answered(t: &Test, state: RunState, change_set: &str) -> RunState {
-    let asked_at = state.approval.as_ref().unwrap().asked_at;
+    let asked_at = state.approval.request.as_ref().unwrap().asked_at;
     record_verified(t, &state, change_set, asked_at);
     answered_by_token(t, state, change_set).await
 }
@@ -75,7 +75,7 @@ async fn answered(t: &Test, state: RunState, change_set: &str) -> RunState {
 /// as the state machine gives it back after the wait, the answer at
 /// `$.approved`, fetched and uploaded again.
 async fn answered_by_token(t: &Test, mut state: RunState, change_set: &str) -> RunState {
-    state.approved = Some(ApprovalAnswer {
+    state.approval.answer = Some(ApprovalAnswer {
         change_set: change_set.to_owned(),
         by: Some("arn:aws:iam::1:user/whoever-says-so".into()),
         at: 1_800_000_000_000,
@@ -87,10 +87,10 @@ async fn answered_by_token(t: &Test, mut state: RunState, change_set: &str) -> R
 #[tokio::test]
 async fn a_token_answered_around_the_approval_function_is_no_approval() {
     let (t, state) = polled(Approval::Always, vec![change("Add", None)]).await;
-    let name = state.approval.as_ref().unwrap().change_set.clone();
+    let name = state.approval.request.as_ref().unwrap().change_set.clone();
     let state = answered_by_token(&t, state, &name).await;
     let state = t.steps.change_set(state).await.unwrap();
-    assert!(!state.execute, "not executed");
+    assert!(!state.executes(), "not executed");
     assert!(
         !t.cfn.operations().contains(&"ExecuteChangeSet".to_owned()),
         "nothing ran"
@@ -112,13 +112,19 @@ async fn a_verified_answer_to_an_earlier_wait_of_the_run_is_no_approval_of_a_lat
     // verified); the run asks again later under the same change set
     // name, and this time the token is answered around the function.
     let (t, earlier) = polled(Approval::Always, vec![change("Add", None)]).await;
-    let name = earlier.approval.as_ref().unwrap().change_set.clone();
+    let name = earlier
+        .approval
+        .request
+        .as_ref()
+        .unwrap()
+        .change_set
+        .clone();
     let mut later = earlier.clone();
     answered(&t, earlier, &name).await;
-    later.approval.as_mut().unwrap().asked_at += 60_000;
+    later.approval.request.as_mut().unwrap().asked_at += 60_000;
     let state = answered_by_token(&t, later, &name).await;
     let state = t.steps.change_set(state).await.unwrap();
-    assert!(!state.execute, "not executed");
+    assert!(!state.executes(), "not executed");
     assert!(
         !t.cfn.operations().contains(&"ExecuteChangeSet".to_owned()),
         "nothing ran"
@@ -155,15 +161,15 @@ async fn a_wait_recorded_before_answers_named_their_wait_is_still_approved() {
 async fn a_replacement_waits_under_on_replace_and_a_plain_modify_does_not() {
     let (_, waits) = polled(Approval::OnReplace, vec![change("Modify", Some("True"))]).await;
     assert_eq!(waits.next, Next::Approval);
-    assert!(!waits.execute, "executed only once approved");
-    let request = waits.approval.unwrap();
+    assert!(!waits.executes(), "executed only once approved");
+    let request = waits.approval.request.unwrap();
     assert!(request.why.contains("replaces Queue"), "{}", request.why);
     assert_eq!(request.changes.len(), 1);
     assert_eq!(request.timeout_seconds, 7 * 86_400);
 
     let (_, runs) = polled(Approval::OnReplace, vec![change("Modify", Some("False"))]).await;
-    assert_eq!((runs.next, runs.execute), (Next::ChangeSet, true));
-    assert!(runs.approval.is_none());
+    assert_eq!((runs.next, runs.executes()), (Next::ChangeSet, true));
+    assert!(runs.approval.request.is_none());
 }
 
 #[tokio::test]
@@ -193,7 +199,7 @@ async fn the_waiting_change_set_is_recorded_its_token_kept_apart_and_the_lease_k
 #[tokio::test]
 async fn an_approval_that_holds_executes_exactly_the_change_set_and_is_recorded() {
     let (t, state) = polled(Approval::Always, vec![change("Add", None)]).await;
-    let name = state.approval.as_ref().unwrap().change_set.clone();
+    let name = state.approval.request.as_ref().unwrap().change_set.clone();
     let state = answered(&t, state, &name).await;
     let state = t.steps.change_set(state).await.unwrap();
     assert_eq!(state.next, Next::Wait);
@@ -232,7 +238,7 @@ async fn an_approval_that_holds_executes_exactly_the_change_set_and_is_recorded(
 #[tokio::test]
 async fn an_approval_is_void_once_the_source_moved_and_a_new_change_set_asks_again() {
     let (t, state) = polled(Approval::Always, vec![change("Add", None)]).await;
-    let first = state.approval.as_ref().unwrap().change_set.clone();
+    let first = state.approval.request.as_ref().unwrap().change_set.clone();
     // A push while it waited.
     t.steps.sources.commit(
         URL,
@@ -259,7 +265,7 @@ async fn an_approval_is_void_once_the_source_moved_and_a_new_change_set_asks_aga
     // The new one asks again.
     let state = t.steps.poll_status(state).await.unwrap();
     assert_eq!(state.next, Next::Approval);
-    assert_ne!(state.approval.unwrap().change_set, first);
+    assert_ne!(state.approval.request.unwrap().change_set, first);
 }
 
 #[tokio::test]

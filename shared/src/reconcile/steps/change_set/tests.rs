@@ -33,7 +33,7 @@ async fn an_attached_role_the_installation_may_pass_needs_no_naming_and_another_
                 assert!(t.cfn.script().requests.is_empty(), "no change set");
             }
             Ok(state) if !refused => {
-                assert_eq!(state.wait_on, Some(WaitOn::ChangeSet));
+                assert_eq!(state.wait.on, Some(WaitOn::ChangeSet));
                 assert_eq!(t.cfn.script().requests[0].role_arn, None);
             }
             other => panic!("{attached}: {other:?}"),
@@ -50,12 +50,15 @@ async fn no_stack_gets_a_create_change_set_with_the_spec_settings() {
     .await;
     let state = t.steps.change_set(state).await.unwrap();
     assert_eq!(
-        (state.next, state.wait_on, state.wait_seconds),
+        (state.next, state.wait.on, state.wait.seconds),
         (Next::Wait, Some(WaitOn::ChangeSet), 5)
     );
     let request = t.cfn.script().requests[0].clone();
     assert_eq!(request.kind, ChangeSetKind::Create);
-    assert_eq!(Some(request.change_set_name), state.change_set_name);
+    assert_eq!(
+        Some(request.change_set_name.as_str()),
+        state.change_set_name()
+    );
     assert_eq!(
         request.role_arn.as_deref(),
         Some("arn:aws:iam::123456789012:role/cfn")
@@ -84,8 +87,8 @@ async fn no_stack_gets_a_create_change_set_with_the_spec_settings() {
 #[tokio::test]
 async fn a_template_overwritten_after_it_was_checked_is_not_what_cloudformation_reads() {
     let (t, state) = at_change_set(&[None], |_| {}).await;
-    let key = state.template_key.clone().unwrap();
-    let checked = state.template_version.clone().unwrap();
+    let key = state.uploaded.clone().unwrap().template_key;
+    let checked = state.uploaded.clone().unwrap().template_version.unwrap();
     t.steps.blobs.inner.put(&key, b"Resources: {Evil: {}}");
     t.steps.change_set(state).await.unwrap();
     let url = t.cfn.script().requests[0].template_url.clone();
@@ -102,7 +105,7 @@ async fn a_template_overwritten_after_it_was_checked_is_not_what_cloudformation_
 #[tokio::test]
 async fn parameters_overwritten_after_they_were_stored_are_refused_before_any_change_set() {
     let (t, state) = at_change_set(&[None], |_| {}).await;
-    let key = state.parameters_key.clone().unwrap();
+    let key = state.uploaded.clone().unwrap().parameters_key.unwrap();
     t.steps.blobs.inner.put(&key, br#"{"Admin":"true"}"#);
     let err = t.steps.change_set(state).await.unwrap_err();
     match err {
@@ -150,7 +153,7 @@ async fn a_failed_rollback_is_continued_once_then_reported_with_the_failed_resou
     )];
     let state = t.steps.change_set(state).await.unwrap();
     assert_eq!(
-        (state.wait_on, state.rollback_continues),
+        (state.wait.on, state.budgets.rollback_continues),
         (Some(WaitOn::Rollback), 1)
     );
     t.stack_answers(&[Some(S::UpdateRollbackFailed)]);
@@ -171,17 +174,17 @@ async fn a_failed_rollback_is_continued_once_then_reported_with_the_failed_resou
 async fn a_failed_create_goes_to_delete_for_recreation() {
     let (t, state) = at_change_set(&[Some(S::RollbackComplete)], |_| {}).await;
     let state = t.steps.change_set(state).await.unwrap();
-    assert_eq!((state.next, state.recreate), (Next::Delete, true));
+    assert_eq!((state.next, state.budgets.recreate), (Next::Delete, true));
 }
 
 #[tokio::test]
 async fn a_ready_change_set_is_executed_once_even_when_the_step_is_retried() {
     let (t, state) = at_change_set(&[Some(S::UpdateComplete)], |_| {}).await;
     let mut state = t.steps.change_set(state).await.unwrap();
-    state.execute = true;
+    state.change_set.as_mut().unwrap().execute = true;
     let again = state.clone();
     let state = t.steps.change_set(state).await.unwrap();
-    assert_eq!(state.wait_on, Some(WaitOn::Execution));
+    assert_eq!(state.wait.on, Some(WaitOn::Execution));
     t.steps.change_set(again).await.unwrap();
     let executes = t
         .cfn
@@ -196,7 +199,7 @@ async fn a_ready_change_set_is_executed_once_even_when_the_step_is_retried() {
 async fn someone_elses_operation_is_waited_for_and_delete_failed_is_left_alone() {
     let (t, state) = at_change_set(&[Some(S::UpdateInProgress)], |_| {}).await;
     let state = t.steps.change_set(state).await.unwrap();
-    assert_eq!(state.wait_on, Some(WaitOn::Stack));
+    assert_eq!(state.wait.on, Some(WaitOn::Stack));
     t.stack_answers(&[Some(S::DeleteFailed)]);
     let err = t.steps.change_set(state).await.unwrap_err();
     assert!(
@@ -227,9 +230,9 @@ async fn an_adopted_stack_is_previewed_recorded_and_logged_before_its_change_set
         changed: Vec::new(),
     }];
     let mut state = t.steps.change_set(state).await.unwrap();
-    assert!(state.adopting);
+    assert!(state.change_set.as_ref().unwrap().adopting);
     assert_eq!(t.entry().status.adoption, None, "not before it is ready");
-    state.execute = true;
+    state.change_set.as_mut().unwrap().execute = true;
     t.steps.change_set(state).await.unwrap();
     let adoption = t.entry().status.adoption.expect("recorded");
     assert_eq!(adoption.changes[0].logical_id, "Theirs");

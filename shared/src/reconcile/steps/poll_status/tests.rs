@@ -20,18 +20,18 @@ async fn a_change_set_being_made_is_polled_with_growing_waits_then_executed() {
     let (t, state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
     t.cfn.script().change_set = [pending(), pending(), ready(2)].into_iter().collect();
     let state = t.steps.poll_status(state).await.unwrap();
-    assert_eq!((state.next, state.wait_seconds), (Next::Wait, 8));
+    assert_eq!((state.next, state.wait.seconds), (Next::Wait, 8));
     let state = t.steps.poll_status(state).await.unwrap();
-    assert_eq!(state.wait_seconds, 12);
+    assert_eq!(state.wait.seconds, 12);
     let state = t.steps.poll_status(state).await.unwrap();
-    assert_eq!((state.next, state.execute), (Next::ChangeSet, true));
-    assert_eq!(state.polls, 3);
+    assert_eq!((state.next, state.executes()), (Next::ChangeSet, true));
+    assert_eq!(state.wait.polls, 3);
 }
 
 #[tokio::test]
 async fn a_final_poll_retried_after_its_answer_was_lost_ends_the_run_as_the_first_did() {
     let (t, mut state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
-    state.execute = true;
+    state.change_set.as_mut().unwrap().execute = true;
     let state = t.steps.change_set(state).await.unwrap();
     t.stack_answers(&[Some(S::UpdateComplete), Some(S::UpdateComplete)]);
     let last = serde_json::to_value(&state).unwrap();
@@ -67,16 +67,16 @@ async fn a_successful_execution_is_ready_with_protection_and_policy_applied() {
     })
     .await;
     let mut state = state;
-    state.execute = true;
+    state.change_set.as_mut().unwrap().execute = true;
     let state = t.steps.change_set(state).await.unwrap();
     t.stack_answers(&[Some(S::UpdateInProgress), Some(S::UpdateComplete)]);
     let state = t.steps.poll_status(state).await.unwrap();
-    assert_eq!(state.wait_on, Some(WaitOn::Execution));
+    assert_eq!(state.wait.on, Some(WaitOn::Execution));
     let state = t.steps.poll_status(state).await.unwrap();
     assert_eq!(state.next, Next::Done);
     let entry = t.entry();
     assert_eq!(entry.status.phase, Phase::Ready);
-    assert_eq!(entry.status.applied_hash, state.desired_hash);
+    assert_eq!(entry.status.applied_hash.as_deref(), state.desired_hash());
     assert!(entry.lease.is_none());
     let calls = t.cfn.script().calls.clone();
     assert!(
@@ -93,7 +93,13 @@ async fn a_successful_execution_is_ready_with_protection_and_policy_applied() {
 async fn a_change_made_outside_stacksync_is_put_back_and_the_status_says_so() {
     let t = Test::with(ScriptedCloudFormation::with_stack(&[None]), |_| {}).await;
     let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
-    let desired = t.steps.template_upload(state).await.unwrap().desired_hash;
+    let desired = t
+        .steps
+        .template_upload(state)
+        .await
+        .unwrap()
+        .desired_hash()
+        .map(str::to_owned);
     t.release("run-1").await;
     t.applied(desired.as_deref().unwrap(), S::UpdateComplete);
     t.stack_answers(&[Some(S::UpdateComplete)]);
@@ -103,7 +109,7 @@ async fn a_change_made_outside_stacksync_is_put_back_and_the_status_says_so() {
     let state = t.steps.template_upload(state).await.unwrap();
     let state = t.steps.change_set(state).await.unwrap();
     assert_eq!(
-        state.wait_on,
+        state.wait.on,
         Some(WaitOn::ChangeSet),
         "a change set, at the applied hash"
     );
@@ -115,7 +121,7 @@ async fn a_change_made_outside_stacksync_is_put_back_and_the_status_says_so() {
     let state = t.steps.poll_status(state).await.unwrap();
     let state = t.steps.poll_status(state).await.unwrap();
     assert_eq!(
-        (state.next, state.outcome.as_deref()),
+        (state.next, state.execution.outcome.as_deref()),
         (Next::Done, Some("put back"))
     );
     let status = t.entry().status;
@@ -137,7 +143,7 @@ async fn a_change_made_outside_stacksync_is_put_back_and_the_status_says_so() {
 async fn a_rolled_back_update_fails_with_the_first_failed_resource() {
     let (t, mut state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
     t.cfn.script().events = vec![failure_event("Bucket", "UPDATE_FAILED", "name taken")];
-    state.wait_on = Some(WaitOn::Execution);
+    state.wait.on = Some(WaitOn::Execution);
     t.stack_answers(&[Some(S::UpdateRollbackComplete)]);
     match t.steps.poll_status(state).await.unwrap_err() {
         StepError::Stalled { reason, message } => {
@@ -313,15 +319,15 @@ async fn a_retried_failure_is_in_the_status_and_the_same_one_too_often_ends_the_
 #[tokio::test]
 async fn someone_elses_operation_is_polled_until_it_settles() {
     let (t, mut state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
-    state.wait_on = Some(WaitOn::Stack);
+    state.wait.on = Some(WaitOn::Stack);
     t.stack_answers(&[Some(S::UpdateInProgress), Some(S::UpdateComplete)]);
     let state = t.steps.poll_status(state).await.unwrap();
     assert_eq!(
-        (state.next, state.wait_on),
+        (state.next, state.wait.on),
         (Next::Wait, Some(WaitOn::Stack))
     );
     let state = t.steps.poll_status(state).await.unwrap();
-    assert_eq!((state.next, state.wait_on), (Next::ChangeSet, None));
+    assert_eq!((state.next, state.wait.on), (Next::ChangeSet, None));
 }
 
 /// Whatever CloudFormation answers, a run ends: past `maxPolls` waits
@@ -332,7 +338,10 @@ async fn a_run_that_would_wait_forever_ends_at_its_poll_budget_or_deadline() {
     t.cfn.script().change_set = [pending()].into_iter().collect();
     let state = t.steps.poll_status(state).await.unwrap();
     let state = t.steps.poll_status(state).await.unwrap();
-    assert_eq!(state.polls, 3, "the change set's creation and two polls");
+    assert_eq!(
+        state.wait.polls, 3,
+        "the change set's creation and two polls"
+    );
     let err = t.steps.poll_status(state).await.unwrap_err();
     match err {
         StepError::Stalled { reason, message } => {
@@ -348,7 +357,7 @@ async fn a_run_that_would_wait_forever_ends_at_its_poll_budget_or_deadline() {
     }
 
     let (t, mut state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
-    state.started_at -= 3 * 3600 * 1000;
+    state.execution.started_at -= 3 * 3600 * 1000;
     t.cfn.script().change_set = [pending()].into_iter().collect();
     let err = t.steps.poll_status(state).await.unwrap_err();
     assert!(
@@ -363,7 +372,7 @@ async fn a_run_that_would_wait_forever_ends_at_its_poll_budget_or_deadline() {
 #[tokio::test]
 async fn an_execution_the_change_set_reports_failed_ends_the_run() {
     let (t, mut state) = created(&[Some(S::ReviewInProgress)], |_| {}).await;
-    state.wait_on = Some(WaitOn::Execution);
+    state.wait.on = Some(WaitOn::Execution);
     t.cfn.script().change_set = [ChangeSetInfo {
         execution: crate::stack_status::ExecutionStatus::ExecuteFailed,
         reason: Some("Parameters: [Size] must have values".into()),
