@@ -158,23 +158,14 @@ fn refused(state: &State, change: &Change) -> Option<RegistryError> {
     let current = state.entries.get(&change.name);
     let detail = match (&change.action, current) {
         (Action::Create, Some(_)) => "it was created meanwhile".to_owned(),
-        (
-            Action::Update { from, .. }
-            | Action::Prune { version: from, .. }
-            | Action::Rekey { version: from, .. },
-            Some(e),
-        ) if e.spec_version == *from && e.deletion_requested_at.is_none() => {
-            return None;
-        }
-        (
-            Action::Update { from, .. }
-            | Action::Prune { version: from, .. }
-            | Action::Rekey { version: from, .. },
-            _,
-        ) => {
+        (action, current) => {
+            let from = action.expected_version()?;
+            if current.is_some_and(|e| e.spec_version == from && e.deletion_requested_at.is_none())
+            {
+                return None;
+            }
             format!("it is no longer at specVersion {from}, or is being deleted")
         }
-        (Action::Create | Action::Unchanged { .. }, _) => return None,
     };
     Some(RegistryError::Conflict {
         name: change.name.clone(),

@@ -37,6 +37,18 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// The spec version the entry must still be at for this change to be
+    /// written (`None`: a create, or nothing to write).
+    pub fn expected_version(&self) -> Option<u64> {
+        match self {
+            Action::Update { from, .. } => Some(*from),
+            Action::Prune { version, .. } | Action::Rekey { version, .. } => Some(*version),
+            Action::Create | Action::Unchanged { .. } => None,
+        }
+    }
+}
+
 /// One planned change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -83,18 +83,7 @@ where
         // is the one the failure names. Due when the lease runs out: a run
         // that dies (nothing ends it) is started again by the scheduler;
         // one that ends leaves the queue.
-        let status = Status {
-            phase: Phase::Reconciling,
-            last_attempted_revision: Some(revision.clone()),
-            message: Some(format!("reconciling {}", short(&revision))),
-            next_reconcile_at: Some(Timestamp(due(
-                state.execution.started_at,
-                LEASE_TTL.as_secs(),
-            ))),
-            // An earlier run's retries are not this one's.
-            retrying: None,
-            ..entry.status.clone()
-        };
+        let status = reconciling(&entry, &revision, state.execution.started_at);
         self.record(&state, &entry, status.clone()).await?;
         state.fetched = Some(Fetched {
             revision: revision.clone(),
@@ -273,6 +262,19 @@ where
 
 /// A source that could not be read: retried when transient; else stalled,
 /// with a refused credential told apart.
+/// The status a run records once it knows its revision.
+fn reconciling(entry: &StackEntry, revision: &str, started_at: i64) -> Status {
+    Status {
+        phase: Phase::Reconciling,
+        last_attempted_revision: Some(revision.to_owned()),
+        message: Some(format!("reconciling {}", short(revision))),
+        next_reconcile_at: Some(Timestamp(due(started_at, LEASE_TTL.as_secs()))),
+        // An earlier run's retries are not this one's.
+        retrying: None,
+        ..entry.status.clone()
+    }
+}
+
 fn fetch_error(e: FetchError) -> StepError {
     match e {
         FetchError::Port(PortError::Transient(m)) => StepError::transient(m),

@@ -25,6 +25,9 @@ use crate::seen::{Change, Observed, OutOfBand, Seen};
 use crate::status::StallReason;
 use crate::status::Timestamp;
 use crate::template;
+use files::{check_tag_count, read_outputs, values_file};
+
+mod files;
 
 /// The stack, against what the last run left.
 enum AsLeft {
@@ -34,6 +37,19 @@ enum AsLeft {
     Changed(OutOfBand),
     /// Nothing recorded to compare with (an entry from before this version).
     Unknown,
+}
+
+/// The drift to put back, when the entry says `drift.action: revert` and
+/// a detection asked for it.
+fn revert_requested(entry: &StackEntry) -> Option<Revert> {
+    if entry.spec.drift.action != crate::spec::DriftAction::Revert {
+        return None;
+    }
+    let print = entry.status.drift.as_ref()?.revert_requested()?;
+    Some(Revert {
+        drift: print.to_owned(),
+        reapplied: false,
+    })
 }
 
 /// The stack as the steps compare it with what the last run saw.
@@ -86,73 +102,6 @@ fn invalid(e: impl std::fmt::Display) -> StepError {
     StepError::stalled(StallReason::InvalidTemplate, e.to_string())
 }
 
-/// The template's path (`source.path`, or the one the deployment file
-/// names) and the file of values, if any, with what kind of file it is.
-#[allow(clippy::type_complexity)]
-fn values_file(
-    archive: &[u8],
-    spec: &StackSpec,
-    at: &str,
-) -> Result<(String, Option<(String, Vec<u8>)>, &'static str), StepError> {
-    Ok(match (&spec.parameter_file, &spec.source.deployment_file) {
-        (_, Some(file)) if spec.source.path.is_empty() => {
-            let bytes = read_required(archive, file, "deployment file", at)?;
-            let path = template::deployment_template_path(file, &bytes).map_err(invalid)?;
-            (path, Some((file.clone(), bytes)), "deployment file")
-        }
-        (Some(file), _) => {
-            let bytes = read_required(archive, file, "parameter file", at)?;
-            (
-                spec.source.path.clone(),
-                Some((file.clone(), bytes)),
-                "parameter file",
-            )
-        }
-        (None, _) => (spec.source.path.clone(), None, "parameter file"),
-    })
-}
-
-/// The other stacks' outputs among the parameters, as read (each as the
-/// registry records an output), by stack and output.
-fn read_outputs(
-    merged: &BTreeMap<String, crate::spec::ParameterValue>,
-    values: &BTreeMap<String, String>,
-) -> BTreeMap<String, BTreeMap<String, String>> {
-    let mut read: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    for (name, value) in merged {
-        if let Some(crate::spec::ValueRef::FromStack { from_stack, output }) = value.reference()
-            && let Some(v) = values.get(name)
-        {
-            read.entry(from_stack.clone())
-                .or_default()
-                .insert(output.clone(), parameters::output_record(v));
-        }
-    }
-    read
-}
-
-/// A file the entry names, out of the artifact.
-fn read_required(archive: &[u8], file: &str, what: &str, at: &str) -> Result<Vec<u8>, StepError> {
-    artifact::read_file(archive, file, template::MAX_PARAMETER_FILE_BYTES as u64)
-        .map_err(invalid)?
-        .ok_or_else(|| invalid(format!("{what} {file} not found {at}")))
-}
-
-/// The parameter file's tags and the entry's, with stacksync's two, must
-/// fit CloudFormation's 50.
-fn check_tag_count(tags: &BTreeMap<String, String>, spec: &StackSpec) -> Result<(), StepError> {
-    let total = tags.len() + 2;
-    if total > crate::validate::MAX_TAGS {
-        return Err(invalid(format!(
-            "{} tags with the parameter file's ({}) and stacksync's two: CloudFormation allows at most {} per stack",
-            total,
-            spec.parameter_file.as_deref().unwrap_or("-"),
-            crate::validate::MAX_TAGS
-        )));
-    }
-    Ok(())
-}
-
 impl<R, B, F, S> Steps<R, B, F, S>
 where
     R: StepRegistry,
@@ -163,53 +112,27 @@ where
     pub async fn template_upload(&self, mut state: RunState) -> StepResult {
         let mut entry = self.resume(&state).await?;
         let desired = self.store_desired(&state, &entry).await?;
-        // Compared as stored (a large provenance is bounded).
-        let bounded = crate::status::Status {
-            provenance: desired.provenance.clone(),
-            ..crate::status::Status::default()
-        }
-        .bounded()
-        .provenance;
-        if entry.status.provenance != bounded || entry.status.read_outputs != desired.read_outputs {
-            // Where the values came from (`get --explain`), and the other
-            // stacks' outputs read: written when they change, so an
-            // unchanged stack's run writes nothing more.
-            let status = crate::status::Status {
-                provenance: desired.provenance,
-                read_outputs: desired.read_outputs,
-                ..entry.status.clone()
-            };
-            self.record(&state, &entry, status.clone()).await?;
-            entry.status = status;
-        }
+        self.record_provenance(&state, &mut entry, &desired).await?;
         let hash_matches = entry.status.applied_hash.as_deref() == Some(desired.hash.as_str());
         // What an earlier pass of this run found (before an approval) stays.
-        let earlier = state.uploaded.take().unwrap_or_default();
-        let uploaded = state.uploaded.insert(Uploaded {
+        let mut uploaded = Uploaded {
             template_key: desired.template_key,
             template_version: desired.template_version,
             parameters_key: Some(desired.parameters_key),
             desired_hash: Some(desired.hash),
             file_tags: desired.file_tags,
-            ..earlier
-        });
+            ..state.uploaded.take().unwrap_or_default()
+        };
         state.next = Next::ChangeSet;
         // A drift found and to be put back (`drift.action: revert`): a
         // drift-aware change set, whatever the hash.
-        if entry.spec.drift.action == crate::spec::DriftAction::Revert
-            && let Some(print) = entry
-                .status
-                .drift
-                .as_ref()
-                .and_then(|d| d.revert_requested())
-        {
+        if let Some(revert) = revert_requested(&entry) {
             info!(stack = %state.entry, "reverting drift");
-            uploaded.revert = Some(Revert {
-                drift: print.to_owned(),
-                reapplied: false,
-            });
+            uploaded.revert = Some(revert);
             uploaded.must_apply = true;
         }
+        let forced = state.trigger.force || uploaded.revert.is_some();
+        state.uploaded = Some(uploaded);
         // An approved change set is judged by change-set, in sync or not.
         if !hash_matches || state.approval.answer.is_some() {
             return Ok(state);
@@ -221,11 +144,10 @@ where
         let stack = cfn
             .describe_stack(entry.spec.effective_stack_name())
             .await?;
-        match self.as_left(&cfn, &entry, stack.as_ref()).await? {
+        let (must_apply, out_of_band) = match self.as_left(&cfn, &entry, stack.as_ref()).await? {
             AsLeft::Same(seen) => {
                 let healthy = up_to_date(true, stack.as_ref().map(|s| &s.status));
-                let plain = !state.trigger.force && state.revert().is_none();
-                if let Some(stack) = stack.as_ref().filter(|_| healthy && plain) {
+                if let Some(stack) = stack.as_ref().filter(|_| healthy && !forced) {
                     let changed = self.apply_settings(&cfn, &entry.spec, stack).await?;
                     let message = with_settings(in_sync_message(&entry, &seen), &changed);
                     let outputs = Some(stack.outputs.clone());
@@ -233,25 +155,46 @@ where
                         .in_sync(state, &entry, &cfn, Some(seen), outputs, &message)
                         .await;
                 }
-                let must = state.trigger.force || state.revert().is_some();
-                if let Some(uploaded) = state.uploaded.as_mut() {
-                    uploaded.must_apply = must;
-                }
+                (forced, None)
             }
             AsLeft::Changed(found) => {
                 info!(stack = %state.entry, change = %found.change, detail = %found.detail, "changed outside stacksync: putting it back");
-                if let Some(uploaded) = state.uploaded.as_mut() {
-                    uploaded.out_of_band = Some(found);
-                    uploaded.must_apply = true;
-                }
+                (true, Some(found))
             }
-            AsLeft::Unknown => {
-                if let Some(uploaded) = state.uploaded.as_mut() {
-                    uploaded.must_apply = true;
-                }
-            }
+            AsLeft::Unknown => (true, None),
+        };
+        if let Some(uploaded) = state.uploaded.as_mut() {
+            uploaded.must_apply = must_apply;
+            uploaded.out_of_band = out_of_band.or(uploaded.out_of_band.take());
         }
         Ok(state)
+    }
+
+    /// Where the values came from (`get --explain`), and the other stacks'
+    /// outputs read: written when they change (compared as stored: a large
+    /// provenance is bounded), so an unchanged stack's run writes nothing.
+    async fn record_provenance(
+        &self,
+        state: &RunState,
+        entry: &mut StackEntry,
+        desired: &Desired,
+    ) -> Result<(), StepError> {
+        let bounded = crate::status::Status {
+            provenance: desired.provenance.clone(),
+            ..crate::status::Status::default()
+        }
+        .bounded()
+        .provenance;
+        if entry.status.provenance != bounded || entry.status.read_outputs != desired.read_outputs {
+            let status = crate::status::Status {
+                provenance: desired.provenance.clone(),
+                read_outputs: desired.read_outputs.clone(),
+                ..entry.status.clone()
+            };
+            self.record(state, entry, status.clone()).await?;
+            entry.status = status;
+        }
+        Ok(())
     }
 
     /// Whether the stack is still the one the last run left: same StackId,
