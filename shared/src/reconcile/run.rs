@@ -57,7 +57,7 @@ pub enum WaitOn {
 /// The execution's state: input of every step, output of every step. A
 /// record per phase, present once that phase has run, so that a step
 /// cannot read what has not happened yet; on the wire, one flat object
-/// ([`wire::Wire`], the shape every earlier version wrote).
+/// (`wire::Wire`, the shape every earlier version wrote).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(from = "wire::Wire", into = "wire::Wire")]
 pub struct RunState {
