@@ -15,7 +15,7 @@ use stacksync::adapters::s3::S3Store;
 use stacksync::adapters::stepfunctions::StepFunctionsTokens;
 use stacksync::asl::Outcome;
 use stacksync::naming::approval_token_key;
-use stacksync::status::{AwaitingApproval, Decision, Phase, StallReason};
+use stacksync::status::{AwaitingApproval, Decision, Phase, StallReason, Status};
 use stacksync::triggers::answer::AnswerHandler;
 use stacksync_testkit::function_url::{FunctionUrl, Principal, TestTokens};
 use stacksync_testkit::git::GitRepo;
@@ -325,6 +325,224 @@ fn guarded(name: &str, url: &str) -> String {
     )
 }
 
+/// The `stacksync` command of a deployed installation (the harness's
+/// registry and bucket, the function binaries' state machine) as the
+/// principals run it, about the stack `name`.
+struct Deployed {
+    table: String,
+    bucket: String,
+    state_machine_arn: String,
+    name: String,
+}
+
+impl Deployed {
+    /// `stacksync ARGS`, signed with `who`'s keys.
+    async fn run(&self, who: &Principal, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
+        cmd.args(args)
+            .env("STACKSYNC_TABLE", &self.table)
+            .env("STACKSYNC_BUCKET", &self.bucket)
+            .env("STACKSYNC_STATE_MACHINE_ARN", &self.state_machine_arn)
+            .env_remove("AWS_PROFILE");
+        for (k, v) in Emulator::shared().env() {
+            cmd.env(k, v);
+        }
+        for (k, v) in who.env() {
+            cmd.env(k, v);
+        }
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap()
+    }
+
+    async fn approve(&self, who: &Principal, change_set: &str) -> std::process::Output {
+        self.run(who, &["approve", &self.name, "--change-set", change_set])
+            .await
+    }
+}
+
+/// The token of the wait `awaiting`: in the bucket, read here as an
+/// administrator would.
+async fn stored_token(bucket: &str, name: &str, awaiting: &AwaitingApproval) -> String {
+    let token = Emulator::shared()
+        .s3()
+        .get_object()
+        .bucket(bucket)
+        .key(approval_token_key(name, &awaiting.run))
+        .send()
+        .await
+        .unwrap()
+        .body
+        .collect()
+        .await
+        .unwrap()
+        .into_bytes();
+    String::from_utf8(token.to_vec()).unwrap()
+}
+
+/// The status of `name` once `done` holds of it, before `deadline`
+/// (`not` says what it is not yet).
+async fn status_once<F: stacksync::ports::CloudFormationFactory>(
+    h: &Harness<F>,
+    name: &str,
+    deadline: Instant,
+    not: &str,
+    done: impl Fn(&Status) -> bool,
+) -> Status {
+    loop {
+        let status = h.entry(name).await.status;
+        if done(&status) {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "{not}: {status:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// The last answer recorded: `decision` by `by`, of `change_set`.
+fn assert_last_answer(status: &Status, decision: Decision, by: &Principal, change_set: &str) {
+    let record = status.approvals.last().unwrap();
+    assert_eq!(
+        (
+            record.decision,
+            record.by.as_deref(),
+            record.change_set.as_str()
+        ),
+        (decision, Some(by.arn.as_str()), change_set)
+    );
+}
+
+/// Not an approver: mallory's approval is refused, recorded, and nothing runs.
+async fn refused_for_mallory<F: stacksync::ports::CloudFormationFactory>(
+    h: &Harness<F>,
+    d: &Deployed,
+    first: &AwaitingApproval,
+) {
+    let refused = d.approve(&mallory(), &first.change_set).await;
+    assert_eq!(refused.status.code(), Some(1), "{}", stdout(&refused));
+    let said = stderr(&refused);
+    assert!(
+        said.contains("refused by the approval function")
+            && said.contains(&mallory().arn)
+            && said.contains(APPROVERS),
+        "{said}"
+    );
+    let status = h.entry(&d.name).await.status;
+    assert_eq!(status.phase, Phase::AwaitingApproval, "it still waits");
+    let record = status.approvals.last().unwrap();
+    assert_eq!(
+        (record.decision, record.by.as_deref()),
+        (Decision::Refused, Some(mallory().arn.as_str()))
+    );
+    assert_eq!(
+        stack_status(&d.name).await.as_deref(),
+        Some("REVIEW_IN_PROGRESS"),
+        "the change set made, nothing executed"
+    );
+}
+
+/// The token answered around the function: no approval. Void: the change
+/// set is made again (the same name: nothing moved) and asks again; the
+/// new wait.
+async fn answered_around_the_function<F: stacksync::ports::CloudFormationFactory>(
+    h: &Harness<F>,
+    d: &Deployed,
+    token: &str,
+    first: &AwaitingApproval,
+) -> AwaitingApproval {
+    aws_sdk_sfn::Client::new(&Emulator::shared().sdk_config())
+        .send_task_success()
+        .task_token(token)
+        .output(
+            serde_json::json!({"changeSet": first.change_set, "by": mallory().arn, "at": 0})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let second = awaiting(h, &d.name, Some(first)).await;
+    let void = h.entry(&d.name).await.status.approvals;
+    assert!(
+        void.iter().any(|r| r.decision == Decision::Void
+            && r.change_set == first.change_set
+            && r.reason
+                .as_deref()
+                .is_some_and(|why| why.contains("did not come through"))),
+        "{void:?}"
+    );
+    assert_eq!(
+        stack_status(&d.name).await.as_deref(),
+        Some("REVIEW_IN_PROGRESS"),
+        "still nothing executed"
+    );
+    second
+}
+
+/// The approver: the change set runs, recorded as who AWS said signed; the
+/// status once `Ready`.
+async fn approved_by_alice<F: stacksync::ports::CloudFormationFactory>(
+    h: &Harness<F>,
+    d: &Deployed,
+    second: &AwaitingApproval,
+) -> Status {
+    let approved = d.approve(&alice(), &second.change_set).await;
+    assert!(approved.status.success(), "{}", stderr(&approved));
+    assert!(
+        stdout(&approved).contains(&alice().arn),
+        "{}",
+        stdout(&approved)
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = status_once(h, &d.name, deadline, "not Ready", |s| {
+        s.phase == Phase::Ready
+    })
+    .await;
+    assert_last_answer(&status, Decision::Approved, &alice(), &second.change_set);
+    assert_eq!(
+        stack_status(&d.name).await.as_deref(),
+        Some("CREATE_COMPLETE")
+    );
+    status
+}
+
+/// A change the approver rejects: the run ends Failed (Rejected), by her.
+async fn rejected_by_alice<F: stacksync::ports::CloudFormationFactory>(
+    h: &Harness<F>,
+    d: &Deployed,
+    repo: &GitRepo,
+    second: &AwaitingApproval,
+    ready: &Status,
+) {
+    repo.commit(&[("t.yaml", QUEUE_AND_TOPIC)], "a topic too");
+    let ready_at = ready.last_transition_at;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let started = d.run(&alice(), &["reconcile", &d.name]).await;
+    assert!(started.status.success(), "{}", stderr(&started));
+    let third = loop {
+        let status = h.entry(&d.name).await.status;
+        if let Some(a) = status
+            .awaiting
+            .as_ref()
+            .filter(|a| a.requested_at > second.requested_at)
+        {
+            break a.clone();
+        }
+        assert!(Instant::now() < deadline, "not asked: {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let rejected = d
+        .run(&alice(), &["reject", &d.name, "--reason", "not this week"])
+        .await;
+    assert!(rejected.status.success(), "{}", stderr(&rejected));
+    let status = status_once(h, &d.name, deadline, "not Failed", |s| {
+        s.phase == Phase::Failed && s.last_transition_at != ready_at
+    })
+    .await;
+    assert_eq!(status.stall_reason, Some(StallReason::Rejected));
+    assert_last_answer(&status, Decision::Rejected, &alice(), &third.change_set);
+}
+
 /// Approvals come only from approvers. A deployed run (moto's Step
 /// Functions running the function binaries) waits on a task token that no
 /// registry reader sees. The CLI, run as two principals, answers it through
@@ -354,202 +572,31 @@ async fn only_an_approver_s_approval_runs_a_deployed_change_set() {
         &bucket,
         &[("STACKSYNC_ANSWER_URL", answer_url.as_str())],
     );
-    let as_principal = |who: &Principal, args: Vec<String>| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
-        cmd.args(&args)
-            .env("STACKSYNC_TABLE", &table)
-            .env("STACKSYNC_BUCKET", &bucket)
-            .env("STACKSYNC_STATE_MACHINE_ARN", &functions.state_machine_arn)
-            .env_remove("AWS_PROFILE");
-        for (k, v) in Emulator::shared().env() {
-            cmd.env(k, v);
-        }
-        for (k, v) in who.env() {
-            cmd.env(k, v);
-        }
-        async move {
-            tokio::task::spawn_blocking(move || cmd.output().unwrap())
-                .await
-                .unwrap()
-        }
+    let d = Deployed {
+        table,
+        bucket,
+        state_machine_arn: functions.state_machine_arn.clone(),
+        name: name.clone(),
     };
-    let approve = |who: &Principal, change_set: &str| {
-        as_principal(
-            who,
-            vec![
-                "approve".into(),
-                name.clone(),
-                "--change-set".into(),
-                change_set.to_owned(),
-            ],
-        )
-    };
-    let started = as_principal(&alice(), vec!["reconcile".into(), name.clone()]).await;
+    let started = d.run(&alice(), &["reconcile", &name]).await;
     assert!(started.status.success(), "{}", stderr(&started));
     let first = awaiting(&h, &name, None).await;
     assert_eq!(first.answer_url.as_deref(), Some(answer_url.as_str()));
 
     // The token: in the bucket, read by an administrator here; shown by no
     // command a registry reader runs.
-    let token = emulator
-        .s3()
-        .get_object()
-        .bucket(&bucket)
-        .key(approval_token_key(&name, &first.run))
-        .send()
-        .await
-        .unwrap()
-        .body
-        .collect()
-        .await
-        .unwrap()
-        .into_bytes();
-    let token = String::from_utf8(token.to_vec()).unwrap();
+    let token = stored_token(&d.bucket, &name, &first).await;
     assert!(!token.starts_with("local:"), "a Step Functions task token");
     for args in [vec!["get", &name, "-o", "json"], vec!["status"]] {
-        let out = as_principal(&mallory(), args.iter().map(|a| (*a).to_owned()).collect()).await;
+        let out = d.run(&mallory(), &args).await;
         assert!(out.status.success(), "{}", stderr(&out));
         assert!(!stdout(&out).contains(&token), "{args:?} shows the token");
     }
 
-    // Not an approver: refused, recorded, nothing runs.
-    let refused = approve(&mallory(), &first.change_set).await;
-    assert_eq!(refused.status.code(), Some(1), "{}", stdout(&refused));
-    let said = stderr(&refused);
-    assert!(
-        said.contains("refused by the approval function")
-            && said.contains(&mallory().arn)
-            && said.contains(APPROVERS),
-        "{said}"
-    );
-    let status = h.entry(&name).await.status;
-    assert_eq!(status.phase, Phase::AwaitingApproval, "it still waits");
-    let record = status.approvals.last().unwrap();
-    assert_eq!(
-        (record.decision, record.by.as_deref()),
-        (Decision::Refused, Some(mallory().arn.as_str()))
-    );
-    assert_eq!(
-        stack_status(&name).await.as_deref(),
-        Some("REVIEW_IN_PROGRESS"),
-        "the change set made, nothing executed"
-    );
-
-    // The token answered around the function: no approval.
-    aws_sdk_sfn::Client::new(&emulator.sdk_config())
-        .send_task_success()
-        .task_token(&token)
-        .output(
-            serde_json::json!({"changeSet": first.change_set, "by": mallory().arn, "at": 0})
-                .to_string(),
-        )
-        .send()
-        .await
-        .unwrap();
-    // Void: the change set is made again (the same name: nothing moved)
-    // and asks again.
-    let second = awaiting(&h, &name, Some(&first)).await;
-    let void = h.entry(&name).await.status.approvals;
-    assert!(
-        void.iter().any(|r| r.decision == Decision::Void
-            && r.change_set == first.change_set
-            && r.reason
-                .as_deref()
-                .is_some_and(|why| why.contains("did not come through"))),
-        "{void:?}"
-    );
-    assert_eq!(
-        stack_status(&name).await.as_deref(),
-        Some("REVIEW_IN_PROGRESS"),
-        "still nothing executed"
-    );
-
-    // The approver: it runs, recorded as who AWS said signed.
-    let approved = approve(&alice(), &second.change_set).await;
-    assert!(approved.status.success(), "{}", stderr(&approved));
-    assert!(
-        stdout(&approved).contains(&alice().arn),
-        "{}",
-        stdout(&approved)
-    );
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        let status = h.entry(&name).await.status;
-        if status.phase == Phase::Ready {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "not Ready: {status:?}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
-    let record = status.approvals.last().unwrap();
-    assert_eq!(
-        (
-            record.decision,
-            record.by.as_deref(),
-            record.change_set.as_str()
-        ),
-        (
-            Decision::Approved,
-            Some(alice().arn.as_str()),
-            second.change_set.as_str()
-        )
-    );
-    assert_eq!(
-        stack_status(&name).await.as_deref(),
-        Some("CREATE_COMPLETE")
-    );
-    // A change the approver rejects: the run ends Failed (Rejected), by her.
-    repo.commit(&[("t.yaml", QUEUE_AND_TOPIC)], "a topic too");
-    let ready_at = status.last_transition_at;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let started = as_principal(&alice(), vec!["reconcile".into(), name.clone()]).await;
-    assert!(started.status.success(), "{}", stderr(&started));
-    let third = loop {
-        let status = h.entry(&name).await.status;
-        if let Some(a) = status
-            .awaiting
-            .as_ref()
-            .filter(|a| a.requested_at > second.requested_at)
-        {
-            break a.clone();
-        }
-        assert!(Instant::now() < deadline, "not asked: {status:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let rejected = as_principal(
-        &alice(),
-        vec![
-            "reject".into(),
-            name.clone(),
-            "--reason".into(),
-            "not this week".into(),
-        ],
-    )
-    .await;
-    assert!(rejected.status.success(), "{}", stderr(&rejected));
-    let status = loop {
-        let status = h.entry(&name).await.status;
-        if status.phase == Phase::Failed && status.last_transition_at != ready_at {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "not Failed: {status:?}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
-    assert_eq!(status.stall_reason, Some(StallReason::Rejected));
-    let record = status.approvals.last().unwrap();
-    assert_eq!(
-        (
-            record.decision,
-            record.by.as_deref(),
-            record.change_set.as_str()
-        ),
-        (
-            Decision::Rejected,
-            Some(alice().arn.as_str()),
-            third.change_set.as_str()
-        )
-    );
+    refused_for_mallory(&h, &d, &first).await;
+    let second = answered_around_the_function(&h, &d, &token, &first).await;
+    let ready = approved_by_alice(&h, &d, &second).await;
+    rejected_by_alice(&h, &d, &repo, &second, &ready).await;
     let statuses: Vec<u16> = url.seen().iter().map(|s| s.status).collect();
     assert_eq!(
         statuses,

@@ -32,18 +32,14 @@ async fn snapshot(registry: &Registry) -> Vec<StackEntry> {
     registry.list().await.unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn every_kind_of_bad_file_gets_one_clear_error_exit_1_and_writes_nothing() {
-    let (cli, registry) = Cli::new("cli-bad").await;
-    let good = cli.file("good.yaml", GOOD);
-    assert!(cli.run(&["apply", "-f", &good]).status.success());
-    let before = snapshot(&registry).await;
-    assert_eq!(before.len(), 2);
+/// A file that is wrong, what is wrong with it, and what the one error
+/// line must contain.
+type BadFile = (&'static str, String, Vec<&'static str>);
 
-    let source = "    source: { git: https://github.com/acme/infra.git, path: x.yaml }\n";
-    let many_tags: String = (0..51).map(|i| format!("k{i}: v, ")).collect();
-    // (what is wrong, file text, what the one error line must contain)
-    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+/// Files wrong in their form: the YAML, a field, a name, an entry that
+/// clashes with another, a path out of the source.
+fn badly_formed(source: &str) -> Vec<BadFile> {
+    vec![
         (
             "bad YAML",
             format!("{GOOD}  - name: [oops\n"),
@@ -106,6 +102,13 @@ async fn every_kind_of_bad_file_gets_one_clear_error_exit_1_and_writes_nothing()
             with_bad_entry(&format!("{source}    parameterFile: a/../../p.json\n")),
             vec!["field parameterFile", "leaves the source"],
         ),
+    ]
+}
+
+/// Files whose fields hold values stacksync refuses.
+fn bad_values(source: &str) -> Vec<BadFile> {
+    let many_tags: String = (0..51).map(|i| format!("k{i}: v, ")).collect();
+    vec![
         (
             "bad role ARN",
             with_bad_entry(&format!("{source}    roleArn: arn:aws:iam::12345:role/x\n")),
@@ -191,9 +194,19 @@ async fn every_kind_of_bad_file_gets_one_clear_error_exit_1_and_writes_nothing()
             "stack:\n  - name: a\n".to_owned(),
             vec!["no `stacks:` list"],
         ),
-    ];
-    assert!(cases.len() >= 12);
-    for (what, text, expected) in &cases {
+    ]
+}
+
+/// Each file refused by `apply` (with and without `--prune`): exit 1, one
+/// error line naming the file and saying what is wrong, no secret echoed,
+/// nothing printed as done, and the table as it was (`before`).
+async fn refused_each_writing_nothing(
+    cli: &Cli,
+    registry: &Registry,
+    before: &[StackEntry],
+    cases: &[BadFile],
+) {
+    for (what, text, expected) in cases {
         assert!(!text.contains("s3cr3t") || *what == "credentials in URL");
         let path = cli.file("bad.yaml", text);
         for args in [
@@ -226,11 +239,25 @@ async fn every_kind_of_bad_file_gets_one_clear_error_exit_1_and_writes_nothing()
             assert!(stdout(&out).is_empty(), "{what}: nothing printed as done");
         }
         assert_eq!(
-            snapshot(&registry).await,
+            snapshot(registry).await,
             before,
             "{what}: the table is unchanged"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_kind_of_bad_file_gets_one_clear_error_exit_1_and_writes_nothing() {
+    let (cli, registry) = Cli::new("cli-bad").await;
+    let good = cli.file("good.yaml", GOOD);
+    assert!(cli.run(&["apply", "-f", &good]).status.success());
+    let before = snapshot(&registry).await;
+    assert_eq!(before.len(), 2);
+
+    let source = "    source: { git: https://github.com/acme/infra.git, path: x.yaml }\n";
+    let cases = [badly_formed(source), bad_values(source)].concat();
+    assert!(cases.len() >= 12);
+    refused_each_writing_nothing(&cli, &registry, &before, &cases).await;
 
     // validate only reads: it has nothing to say about applying.
     let bad = cli.file(
@@ -680,181 +707,6 @@ async fn sync_local_creates_the_stack_and_reconcile_reports_failures_with_exit_1
     assert!(!text.contains("no stacks registered"), "{text}");
 }
 
-/// A stacksync "installation": a CloudFormation stack with the outputs that
-/// template.yaml and infra/ give, naming the given table, bucket and machine.
-async fn installation(table: &str, bucket: &str, machine: &str) -> String {
-    installation_with(table, bucket, machine, &[]).await
-}
-
-/// The same, with more outputs (`(key, value)`).
-async fn installation_with(
-    table: &str,
-    bucket: &str,
-    machine: &str,
-    more: &[(&str, &str)],
-) -> String {
-    let name = unique_name("stacksync-installation");
-    let mut template = serde_json::json!({
-        "Resources": {"Marker": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
-        "Outputs": {
-            "RegistryTableName": {"Value": table},
-            "ArtifactBucketName": {"Value": bucket},
-            "StateMachineArn": {"Value": machine},
-        }
-    });
-    for (key, value) in more {
-        template["Outputs"][*key] = serde_json::json!({ "Value": value });
-    }
-    Emulator::shared()
-        .cloudformation()
-        .create_stack()
-        .stack_name(&name)
-        .template_body(template.to_string())
-        .send()
-        .await
-        .unwrap();
-    name
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn reconcile_starts_the_deployed_state_machine_follows_it_and_history_lists_it() {
-    let emulator = Emulator::shared();
-    let h = stacksync_testkit::harness::Harness::new("cli-deployed").await;
-    let (table, bucket) = (
-        h.steps.registry.table().to_owned(),
-        h.steps.blobs.bucket().to_owned(),
-    );
-    let functions = emulator.deploy_functions(&table, &bucket);
-    let installation = installation(&table, &bucket, &functions.state_machine_arn).await;
-    let repo = stacksync_testkit::git::GitRepo::new("cli-deployed");
-    repo.commit(
-        &[(
-            "q.yaml",
-            b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n",
-        )],
-        "queue",
-    );
-    // A deployed installation fetches no file:// source: served on loopback.
-    let daemon = stacksync_testkit::git::GitDaemon::serve(&repo);
-    let name = unique_name("clidep").replace('-', "x");
-    let dir = std::env::temp_dir().join(unique_name("cli-deployed"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("stacks.yaml");
-    std::fs::write(
-        &file,
-        format!(
-            "stacks:\n  - name: {name}\n    source: {{git: '{}', path: q.yaml, insecure: true}}\n    pollInterval: 1s\n",
-            daemon.url(&repo)
-        ),
-    )
-    .unwrap();
-    // Only the installation's name: table, bucket and machine come from its outputs.
-    let run = |args: &[&str]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
-        cmd.args(args)
-            .env("STACKSYNC_INSTALLATION", &installation)
-            .env_remove("STACKSYNC_TABLE")
-            .env_remove("STACKSYNC_BUCKET")
-            .env_remove("STACKSYNC_STATE_MACHINE_ARN");
-        for (k, v) in Emulator::shared().env() {
-            cmd.env(k, v);
-        }
-        cmd.output().unwrap()
-    };
-    let applied = run(&["apply", "-f", file.to_str().unwrap()]);
-    assert!(applied.status.success(), "{}", stderr(&applied));
-
-    let out = run(&["reconcile", &name, "--wait"]);
-    let text = stdout(&out);
-    assert!(out.status.success(), "{text}\n{}", stderr(&out));
-    assert!(
-        text.contains(&format!("── reconcile {name} ({name}_manual_")),
-        "the execution is named after the stack: {text}"
-    );
-    assert!(
-        text.contains("▸ FetchArtifact") && text.contains("▸ PollStatus"),
-        "the states are followed: {text}"
-    );
-    assert!(text.contains(&format!("✓ {name}: SUCCEEDED")), "{text}");
-    assert!(
-        text.lines()
-            .any(|l| l.starts_with(&name) && l.contains("Ready") && l.contains("CREATE_COMPLETE")),
-        "the status table ends it: {text}"
-    );
-
-    // Without --wait: started, and the ARN printed.
-    let started = run(&["reconcile", &name]);
-    assert!(started.status.success(), "{}", stderr(&started));
-    assert!(
-        stdout(&started).contains(":execution:"),
-        "{}",
-        stdout(&started)
-    );
-
-    // Let it end before the next one (it holds the stack's lease while it runs).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while stdout(&run(&["history", &name])).contains("RUNNING") {
-        assert!(std::time::Instant::now() < deadline, "still running");
-        std::thread::sleep(std::time::Duration::from_millis(300));
-    }
-
-    // --wait with a timeout: stops following (the execution goes on), exit 1.
-    let timed_out = run(&["reconcile", &name, "--wait", "--timeout", "0s"]);
-    assert_eq!(timed_out.status.code(), Some(1), "{}", stdout(&timed_out));
-    assert!(
-        stderr(&timed_out).contains(&format!("{name}: still running after 0s")),
-        "{}",
-        stderr(&timed_out)
-    );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while stdout(&run(&["history", &name])).contains("RUNNING") {
-        assert!(std::time::Instant::now() < deadline, "still running");
-        std::thread::sleep(std::time::Duration::from_millis(300));
-    }
-
-    // A broken template: the execution fails, the reason is shown, exit 1.
-    repo.commit(&[("q.yaml", b"not: [a template")], "broken");
-    let failed = run(&["reconcile", &name, "--wait"]);
-    assert_eq!(failed.status.code(), Some(1), "{}", stdout(&failed));
-    assert!(
-        stdout(&failed).contains("is not valid YAML"),
-        "{}",
-        stdout(&failed)
-    );
-    assert!(
-        stderr(&failed).contains(&format!("the reconcile of {name:?} failed")),
-        "{}",
-        stderr(&failed)
-    );
-
-    // history: newest first, all four, with their outcome.
-    let history = run(&["history", &name, "-o", "json"]);
-    assert!(history.status.success(), "{}", stderr(&history));
-    let listed: Vec<serde_json::Value> = serde_json::from_slice(&history.stdout).unwrap();
-    assert_eq!(listed.len(), 4, "{listed:?}");
-    assert_eq!(listed[0]["status"], "FAILED", "{listed:?}");
-    assert_eq!(listed[3]["status"], "SUCCEEDED", "{listed:?}");
-    let table_out = stdout(&run(&["history", &name]));
-    assert!(
-        table_out.starts_with("STARTED") && table_out.contains("SUCCEEDED"),
-        "{table_out}"
-    );
-
-    // A stack that is not a stacksync installation is named as such.
-    let other = Command::new(env!("CARGO_BIN_EXE_stacksync"))
-        .args(["--installation", "no-such-installation", "history", &name])
-        .envs(Emulator::shared().env())
-        .output()
-        .unwrap();
-    assert_eq!(other.status.code(), Some(1));
-    assert!(
-        stderr(&other).contains("cannot read the installation stack \"no-such-installation\""),
-        "{}",
-        stderr(&other)
-    );
-    drop(functions);
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_large_apply_goes_batch_by_batch_and_says_how_far_it_got() {
     let (cli, registry) = Cli::new("cli-bulk").await;
@@ -890,118 +742,4 @@ async fn a_large_apply_goes_batch_by_batch_and_says_how_far_it_got() {
         "{}",
         stdout(&again)
     );
-}
-
-/// What the installation allows (its `StackNamePrefix`, `CloudFormationRoleArns`
-/// and `RequireRoleArn`) is checked by `apply` against its outputs, and by
-/// the deployed functions against their environment: an entry written past
-/// the CLI (an older one, a hand edit) is refused at its run, before its
-/// source is read or CloudFormation is asked anything.
-#[tokio::test(flavor = "multi_thread")]
-async fn entries_the_installation_does_not_allow_are_refused_by_apply_and_by_the_deployed_run() {
-    let emulator = Emulator::shared();
-    let h = stacksync_testkit::harness::Harness::new("cli-policy").await;
-    let (table, bucket) = (
-        h.steps.registry.table().to_owned(),
-        h.steps.blobs.bucket().to_owned(),
-    );
-    let role = "arn:aws:iam::123456789012:role/cfn-exec";
-    let functions = emulator.deploy_functions_with(
-        &table,
-        &bucket,
-        &[
-            ("STACKSYNC_STACK_NAME_PREFIX", "team-"),
-            ("STACKSYNC_SERVICE_ROLE_ARNS", role),
-            ("STACKSYNC_REQUIRE_ROLE_ARN", "true"),
-        ],
-    );
-    let installation = installation_with(
-        &table,
-        &bucket,
-        &functions.state_machine_arn,
-        &[
-            ("StackNamePrefix", "team-"),
-            ("ServiceRoleArns", role),
-            ("RequireRoleArn", "true"),
-        ],
-    )
-    .await;
-    let run = |args: &[&str]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
-        cmd.args(args)
-            .env("STACKSYNC_INSTALLATION", &installation)
-            .env_remove("STACKSYNC_TABLE")
-            .env_remove("STACKSYNC_BUCKET")
-            .env_remove("STACKSYNC_STATE_MACHINE_ARN");
-        for (k, v) in Emulator::shared().env() {
-            cmd.env(k, v);
-        }
-        cmd.output().unwrap()
-    };
-    let dir = std::env::temp_dir().join(unique_name("cli-policy"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = |name: &str, text: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
-    };
-    let source = "source: {git: 'https://git.example/infra.git', path: q.yaml}";
-    let bad = file(
-        "bad.yaml",
-        format!(
-            "stacks:\n  - name: orders\n    stackName: team-orders\n    {source}\n\
-             \x20 - name: other\n    roleArn: {role}\n    {source}\n\
-             \x20 - name: admin\n    stackName: team-admin\n    roleArn: arn:aws:iam::123456789012:role/admin\n    {source}\n"
-        ),
-    );
-    let refused = run(&["apply", "-f", &bad]);
-    assert_eq!(refused.status.code(), Some(1), "{}", stdout(&refused));
-    let text = stderr(&refused);
-    for expected in [
-        "stacks[0] (orders): this installation requires a service role on every entry (RequireRoleArn)",
-        "stacks[1] (other): this installation manages only stacks whose names start with \"team-\"",
-        "stacks[2] (admin): roleArn arn:aws:iam::123456789012:role/admin is not among",
-        "nothing was applied",
-    ] {
-        assert!(text.contains(expected), "{expected}: {text}");
-    }
-    assert!(
-        h.steps.registry.list().await.unwrap().is_empty(),
-        "nothing written"
-    );
-
-    // Written past the CLI's check: the deployed run refuses it.
-    let repo = stacksync_testkit::git::GitRepo::new("cli-policy");
-    repo.commit(
-        &[("q.yaml", b"Resources:\n  Q: {Type: AWS::SQS::Queue}\n")],
-        "q",
-    );
-    h.apply(&format!(
-        "stacks:\n  - name: teamxorders\n    stackName: team-orders\n    source: {{git: '{}', path: q.yaml, insecure: true}}\n",
-        repo.file_url()
-    ))
-    .await;
-    let failed = run(&["reconcile", "teamxorders", "--wait"]);
-    assert_eq!(failed.status.code(), Some(1), "{}", stdout(&failed));
-    let entry = h.entry("teamxorders").await;
-    assert_eq!(
-        entry.status.stall_reason,
-        Some(stacksync::status::StallReason::NotAllowed),
-        "{:?}",
-        entry.status
-    );
-    assert!(
-        entry
-            .status
-            .message
-            .as_deref()
-            .is_some_and(|m| m.contains("RequireRoleArn")),
-        "{:?}",
-        entry.status.message
-    );
-    assert_eq!(
-        entry.status.last_attempted_revision, None,
-        "the source was not read"
-    );
-    drop(functions);
 }

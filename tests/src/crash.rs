@@ -115,6 +115,46 @@ pub struct CrashReport {
     pub elapsed: Duration,
 }
 
+/// Normal runs of `name` after the killed `execution`, until it is `Ready`
+/// at `head` with no lease: how many it took (at most 3), or `None`. A
+/// lease the killed run took after its hold was ended is ended again
+/// (counted in `late_leases`), as its expiry would be.
+async fn recover(
+    harness: &Harness<SdkCloudFormationFactory>,
+    direct: &Registry,
+    name: &str,
+    execution: &str,
+    head: &str,
+    report: &mut CrashReport,
+) -> Option<usize> {
+    for run in 1..=3 {
+        if let Ok(Some(entry)) = direct.get(name).await
+            && entry.lease.is_some_and(|l| l.owner == execution)
+            && end_hold(
+                direct,
+                name,
+                execution,
+                "the lease outlived its execution",
+                now_millis(),
+            )
+            .await
+            .unwrap_or(false)
+        {
+            report.late_leases += 1;
+        }
+        harness.reconcile(name).await;
+        let entry = direct.get(name).await.ok().flatten();
+        if entry.is_some_and(|e| {
+            e.status.phase == Phase::Ready
+                && e.status.last_applied_revision.as_deref() == Some(head)
+                && e.lease.is_none()
+        }) {
+            return Some(run);
+        }
+    }
+    None
+}
+
 /// `rounds` rounds over `names` (each registered, created, on `repo`, one
 /// template per name): a new revision, a run killed per `kills(round)`,
 /// then normal runs until it converges.
@@ -168,33 +208,7 @@ pub async fn crash_rounds(
         {
             report.holds_ended += 1;
         }
-        let mut recovered = None;
-        for run in 1..=3 {
-            if let Ok(Some(entry)) = direct.get(name).await
-                && entry.lease.is_some_and(|l| l.owner == execution)
-                && end_hold(
-                    direct,
-                    name,
-                    &execution,
-                    "the lease outlived its execution",
-                    now_millis(),
-                )
-                .await
-                .unwrap_or(false)
-            {
-                report.late_leases += 1;
-            }
-            harness.reconcile(name).await;
-            let entry = direct.get(name).await.ok().flatten();
-            if entry.is_some_and(|e| {
-                e.status.phase == Phase::Ready
-                    && e.status.last_applied_revision.as_deref() == Some(head.as_str())
-                    && e.lease.is_none()
-            }) {
-                recovered = Some(run);
-                break;
-            }
-        }
+        let recovered = recover(harness, direct, name, &execution, &head, &mut report).await;
         match recovered {
             Some(runs) => report.most_recovery_runs = report.most_recovery_runs.max(runs),
             None => {

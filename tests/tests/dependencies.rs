@@ -87,18 +87,7 @@ async fn ssm_and_secrets_manager_values_rotate_into_one_update_and_are_never_sho
     // shows it there): the registry records it masked, the others as they are.
     let outputs = h.entry(&name).await.status.outputs;
     assert_eq!(outputs["Echoed"], "****", "{outputs:?}");
-    let described = emulator
-        .cloudformation()
-        .describe_stacks()
-        .stack_name(&name)
-        .send()
-        .await
-        .unwrap();
-    let echoed = described.stacks()[0]
-        .outputs()
-        .iter()
-        .find(|o| o.output_key() == Some("Echoed"))
-        .and_then(|o| o.output_value());
+    let echoed = output_of(&name, "Echoed").await;
     assert_eq!(
         echoed.map(|v| v.starts_with("pw-SECRET")),
         Some(true),
@@ -127,27 +116,125 @@ async fn ssm_and_secrets_manager_values_rotate_into_one_update_and_are_never_sho
     let message = h.entry(&name).await.status.message.unwrap();
     assert!(message.starts_with("in sync"), "{message}");
 
-    // Rotated: exactly one update, then in sync again.
-    let updated_before = stack_updated_at(&name).await;
+    a_rotation_is_deployed_once(&h, &name, &secure).await;
+    a_secret_for_a_parameter_without_no_echo_is_refused(&h, &repo, &secure).await;
+
+    // Nowhere: logs, the status (and `get -o json`, which prints it), the
+    // executions' states, the stored parameters.
+    let entry = serde_json::to_string(&h.entry(&name).await).unwrap();
+    let states = h.data.lock().unwrap().join("\n");
+    let stored = stored_parameters(h.steps.blobs.bucket()).await;
+    assert!(
+        stored.contains(&secure),
+        "the parameters were stored: {stored}"
+    );
+    // Every log line at the levels stacksync logs at, and every line of
+    // stacksync's own at any level. (The SDK's wire trace, TRACE of
+    // `aws_smithy_runtime`, shows request bodies, values included, as any
+    // AWS SDK's does: README, troubleshooting.)
+    let logged: String = logs
+        .text()
+        .lines()
+        .filter(|l| !(l.contains(" TRACE ") || l.contains(" DEBUG ")) || l.contains(" stacksync::"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    shows_no_secret([
+        ("logs", logged),
+        ("status", entry),
+        ("execution states", states),
+        ("stored parameters", stored),
+    ]);
+}
+
+/// Each text is not empty, and holds no secret value (every value the test
+/// reads has `SECRET` in it).
+fn shows_no_secret(texts: [(&str, String); 4]) {
+    for (what, text) in texts {
+        assert!(!text.is_empty(), "{what} is empty");
+        if let Some(at) = text.find("SECRET") {
+            let from = text[..at].rfind('\n').unwrap_or(0);
+            panic!(
+                "{what} shows a secret value: {}",
+                &text[from..(at + 200).min(text.len())]
+            );
+        }
+    }
+}
+
+/// The output `key` of `stack`, as CloudFormation shows it.
+async fn output_of(stack: &str, key: &str) -> Option<String> {
+    let described = Emulator::shared()
+        .cloudformation()
+        .describe_stacks()
+        .stack_name(stack)
+        .send()
+        .await
+        .unwrap();
+    described.stacks()[0]
+        .outputs()
+        .iter()
+        .find(|o| o.output_key() == Some(key))
+        .and_then(|o| o.output_value())
+        .map(str::to_owned)
+}
+
+/// Every parameters object stored in `bucket`, one after the other.
+async fn stored_parameters(bucket: &str) -> String {
+    let mut stored = String::new();
+    let s3 = Emulator::shared().s3();
+    let listed = s3.list_objects_v2().bucket(bucket).send().await.unwrap();
+    for object in listed.contents() {
+        let key = object.key().unwrap();
+        if key.starts_with("parameters/") {
+            let body = s3
+                .get_object()
+                .bucket(bucket)
+                .key(key)
+                .send()
+                .await
+                .unwrap();
+            stored.push_str(&String::from_utf8_lossy(
+                &body.body.collect().await.unwrap().into_bytes(),
+            ));
+        }
+    }
+    stored
+}
+
+/// Rotated (the SSM parameter `secure` of the stack `name`): exactly one
+/// update, then in sync again.
+async fn a_rotation_is_deployed_once(
+    h: &Harness<SdkCloudFormationFactory>,
+    name: &str,
+    secure: &str,
+) {
+    let updated_before = stack_updated_at(name).await;
     put_ssm(
-        &secure,
+        secure,
         "pw-SECRET-two",
         aws_sdk_ssm::types::ParameterType::SecureString,
     )
     .await;
-    assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
-    let message = h.entry(&name).await.status.message.unwrap();
+    assert!(matches!(h.reconcile(name).await, Outcome::Succeeded(_)));
+    let message = h.entry(name).await.status.message.unwrap();
     assert!(
         message.starts_with("applied"),
         "the rotation is deployed: {message}"
     );
-    assert_ne!(stack_updated_at(&name).await, updated_before);
-    assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
-    let message = h.entry(&name).await.status.message.unwrap();
+    assert_ne!(stack_updated_at(name).await, updated_before);
+    assert!(matches!(h.reconcile(name).await, Outcome::Succeeded(_)));
+    let message = h.entry(name).await.status.message.unwrap();
     assert!(message.starts_with("in sync"), "one update only: {message}");
+}
 
-    // A secret for a parameter the template does not mark NoEcho, where
-    // DescribeStacks would show it: refused, nothing made.
+/// A secret for a parameter the template does not mark NoEcho, where
+/// DescribeStacks would show it: refused, nothing made.
+async fn a_secret_for_a_parameter_without_no_echo_is_refused(
+    h: &Harness<SdkCloudFormationFactory>,
+    repo: &GitRepo,
+    secure: &str,
+) {
+    let emulator = Emulator::shared();
     let exposed = unique_name("expo").replace('-', "x");
     repo.commit(
         &[(
@@ -180,59 +267,6 @@ async fn ssm_and_secrets_manager_values_rotate_into_one_update_and_are_never_sho
         status.message
     );
     assert_eq!(emulator.stack_status(&exposed).await, None, "nothing made");
-
-    // Nowhere: logs, the status (and `get -o json`, which prints it), the
-    // executions' states, the stored parameters.
-    let entry = serde_json::to_string(&h.entry(&name).await).unwrap();
-    let states = h.data.lock().unwrap().join("\n");
-    let mut stored = String::new();
-    let s3 = emulator.s3();
-    let bucket = h.steps.blobs.bucket().to_owned();
-    let listed = s3.list_objects_v2().bucket(&bucket).send().await.unwrap();
-    for object in listed.contents() {
-        let key = object.key().unwrap();
-        if key.starts_with("parameters/") {
-            let body = s3
-                .get_object()
-                .bucket(&bucket)
-                .key(key)
-                .send()
-                .await
-                .unwrap();
-            stored.push_str(&String::from_utf8_lossy(
-                &body.body.collect().await.unwrap().into_bytes(),
-            ));
-        }
-    }
-    assert!(
-        stored.contains(&secure),
-        "the parameters were stored: {stored}"
-    );
-    // Every log line at the levels stacksync logs at, and every line of
-    // stacksync's own at any level. (The SDK's wire trace, TRACE of
-    // `aws_smithy_runtime`, shows request bodies, values included, as any
-    // AWS SDK's does: README, troubleshooting.)
-    let logged: String = logs
-        .text()
-        .lines()
-        .filter(|l| !(l.contains(" TRACE ") || l.contains(" DEBUG ")) || l.contains(" stacksync::"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    for (what, text) in [
-        ("logs", logged),
-        ("status", entry),
-        ("execution states", states),
-        ("stored parameters", stored),
-    ] {
-        assert!(!text.is_empty(), "{what} is empty");
-        if let Some(at) = text.find("SECRET") {
-            let from = text[..at].rfind('\n').unwrap_or(0);
-            panic!(
-                "{what} shows a secret value: {}",
-                &text[from..(at + 200).min(text.len())]
-            );
-        }
-    }
 }
 
 async fn stack_updated_at(stack: &str) -> Option<String> {

@@ -178,15 +178,16 @@ async fn hostile_git_commits_are_refused_each_with_its_own_message() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn hostile_archives_are_refused_each_with_its_own_message_and_nothing_is_unpacked() {
-    let emulator = Emulator::shared();
-    let bucket = emulator.source_bucket(false).await;
-    let escapee = format!("escaped-{}.yaml", unique_name("x"));
+/// Archives crafted to escape, to exhaust or to deceive: what each is, its
+/// extension, its bytes, and the reason and the words its refusal gives.
+/// The first one's entry climbs out to `/tmp/ESCAPEE`.
+fn crafted_archives(
+    escapee: &str,
+) -> Vec<(&'static str, &'static str, Vec<u8>, StallReason, String)> {
     let zeros = vec![0u8; 30 * 1024 * 1024];
     let many: Vec<TarEntry> = (0..100_001).map(|i| file(&format!("f/{i}"), b"")).collect();
     let raw = |name: &[u8], body: &[u8]| TarEntry::File(name.to_vec(), body.to_vec());
-    let crafted: Vec<(&str, &str, Vec<u8>, StallReason, String)> = vec![
+    vec![
         (
             "a zip entry climbing out",
             "zip",
@@ -286,9 +287,16 @@ async fn hostile_archives_are_refused_each_with_its_own_message_and_nothing_is_u
             StallReason::InvalidTemplate,
             "template t.yaml is a folder".into(),
         ),
-    ];
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_archives_are_refused_each_with_its_own_message_and_nothing_is_unpacked() {
+    let emulator = Emulator::shared();
+    let bucket = emulator.source_bucket(false).await;
+    let escapee = format!("escaped-{}.yaml", unique_name("x"));
     let mut cases = Vec::new();
-    for (what, extension, bytes, reason, words) in crafted {
+    for (what, extension, bytes, reason, words) in crafted_archives(&escapee) {
         let key = format!("{}.{extension}", unique_name("crafted"));
         emulator.put_object(&bucket, &key, bytes).await;
         cases.push(Case {

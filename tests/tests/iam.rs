@@ -336,15 +336,10 @@ fn a_target_role_reads_only_its_own_accounts_templates() {
     }
 }
 
-/// IAM holds stacksync to its own stacks too, whatever its code does: a
-/// change or delete only of a stack no other installation tagged as its own
-/// (`aws:ResourceTag/stacksync:installation`), a change set only if it tags
-/// the stack as this installation's (`aws:RequestTag/…`). In both
-/// deployments.
-#[test]
-fn the_roles_change_and_delete_no_stack_another_installation_owns() {
-    let fixture = fixture();
-    let installation = Installation::in_partition("aws", &fixture);
+/// CloudFormation calls on a stack, each with whether the roles allow it:
+/// as the installation "mine", on stacks tagged as its own, as another's
+/// ("theirs") or untagged, with and without a tag in the request.
+fn ownership_cases() -> Vec<(Call, bool)> {
     // The caller runs as the installation "mine" (each test's table is the
     // fixture's installation); None: untagged, or not in the request.
     let call = |function: &str,
@@ -362,7 +357,7 @@ fn the_roles_change_and_delete_no_stack_another_installation_owns() {
         tagged: request_tag.is_some(),
         ..Call::default()
     };
-    let cases = [
+    vec![
         // (call, allowed)
         (
             call("change-set", "ExecuteChangeSet", Some("mine"), None),
@@ -442,7 +437,19 @@ fn the_roles_change_and_delete_no_stack_another_installation_owns() {
             call("change-set", "DescribeStacks", Some("theirs"), None),
             true,
         ),
-    ];
+    ]
+}
+
+/// IAM holds stacksync to its own stacks too, whatever its code does: a
+/// change or delete only of a stack no other installation tagged as its own
+/// (`aws:ResourceTag/stacksync:installation`), a change set only if it tags
+/// the stack as this installation's (`aws:RequestTag/…`). In both
+/// deployments.
+#[test]
+fn the_roles_change_and_delete_no_stack_another_installation_owns() {
+    let fixture = fixture();
+    let installation = Installation::in_partition("aws", &fixture);
+    let cases = ownership_cases();
     for deployment in deployments(&installation, &fixture) {
         for (call, expected) in &cases {
             let role = &deployment.roles[&call.function];
@@ -465,15 +472,24 @@ fn the_roles_change_and_delete_no_stack_another_installation_owns() {
     }
 }
 
-/// The trigger functions may name only the attributes they own
-/// (`dynamodb:Attributes`): the webhook reads of a source's followers
-/// nothing of their specs, and writes only delivery ids; the scheduler and
-/// the events function write due times, sources and ended holds, never a
-/// spec. In both deployments.
-#[test]
-fn the_triggers_name_only_the_attributes_they_own() {
-    let fixture = fixture();
-    let installation = Installation::in_partition("aws", &fixture);
+/// A DynamoDB call on the registry table, naming `attributes`.
+fn registry_call(function: &str, operation: &str, key: Option<&str>, attributes: &[&str]) -> Call {
+    Call {
+        function: function.to_owned(),
+        service: "dynamodb".to_owned(),
+        operation: operation.to_owned(),
+        region: "us-east-1".to_owned(),
+        table: Some("stacksync-registry".to_owned()),
+        key: key.map(str::to_owned),
+        attributes: attributes.iter().map(|a| (*a).to_owned()).collect(),
+        ..Call::default()
+    }
+}
+
+/// The triggers' queries of a source's followers (`by-source`), each with
+/// whether the roles allow it: the attributes they may read, never a spec.
+fn trigger_query_cases() -> Vec<(Call, bool)> {
+    let call = registry_call;
     let follower: Vec<&str> = vec![
         "pk",
         "name",
@@ -485,23 +501,13 @@ fn the_triggers_name_only_the_attributes_they_own() {
         "status",
         "watch",
     ];
-    let call = |function: &str, operation: &str, key: Option<&str>, attributes: &[&str]| Call {
-        function: function.to_owned(),
-        service: "dynamodb".to_owned(),
-        operation: operation.to_owned(),
-        region: "us-east-1".to_owned(),
-        table: Some("stacksync-registry".to_owned()),
-        key: key.map(str::to_owned),
-        attributes: attributes.iter().map(|a| (*a).to_owned()).collect(),
-        ..Call::default()
-    };
     let query = |function: &str, attributes: &[&str], select: Option<&str>| Call {
         index: Some("by-source".to_owned()),
         select: select.map(str::to_owned),
         ..call(function, "Query", None, attributes)
     };
     let with_spec: Vec<&str> = follower.iter().copied().chain(["spec"]).collect();
-    let cases = [
+    vec![
         (
             query("webhook", &follower, Some("SPECIFIC_ATTRIBUTES")),
             true,
@@ -523,6 +529,14 @@ fn the_triggers_name_only_the_attributes_they_own() {
             query("events", &follower, Some("SPECIFIC_ATTRIBUTES")),
             true,
         ),
+    ]
+}
+
+/// The triggers' writes, each with whether the roles allow it: delivery
+/// ids, due times, sources and ended holds, never a spec.
+fn trigger_write_cases() -> Vec<(Call, bool)> {
+    let call = registry_call;
+    vec![
         (
             call(
                 "webhook",
@@ -610,7 +624,19 @@ fn the_triggers_name_only_the_attributes_they_own() {
             ),
             false,
         ),
-    ];
+    ]
+}
+
+/// The trigger functions may name only the attributes they own
+/// (`dynamodb:Attributes`): the webhook reads of a source's followers
+/// nothing of their specs, and writes only delivery ids; the scheduler and
+/// the events function write due times, sources and ended holds, never a
+/// spec. In both deployments.
+#[test]
+fn the_triggers_name_only_the_attributes_they_own() {
+    let fixture = fixture();
+    let installation = Installation::in_partition("aws", &fixture);
+    let cases = [trigger_query_cases(), trigger_write_cases()].concat();
     for deployment in deployments(&installation, &fixture) {
         for (call, expected) in &cases {
             let role = &deployment.roles[&call.function];
@@ -632,23 +658,12 @@ fn the_triggers_name_only_the_attributes_they_own() {
     }
 }
 
-/// The steps parse what anyone may push to a repository (Git objects,
-/// archives, YAML): their roles may write of an entry only what a run
-/// writes (its status, its hold, when it is due), never its spec, and no
-/// other kind of item but those their code writes. In both deployments.
-#[test]
-fn the_steps_write_only_what_a_run_writes_never_a_spec() {
-    let fixture = fixture();
-    let installation = Installation::in_partition("aws", &fixture);
-    let call = |function: &str, operation: &str, key: &str, attributes: &[&str]| Call {
-        function: function.to_owned(),
-        service: "dynamodb".to_owned(),
-        operation: operation.to_owned(),
-        region: "us-east-1".to_owned(),
-        table: Some("stacksync-registry".to_owned()),
-        key: Some(key.to_owned()),
-        attributes: attributes.iter().map(|a| (*a).to_owned()).collect(),
-        ..Call::default()
+/// The steps' DynamoDB calls, each with whether the roles allow it: what a
+/// run writes of an entry and of the stacks it depends on, and the removal
+/// of an entry with its claim; never a spec, nor another kind of item.
+fn step_cases() -> Vec<(Call, bool)> {
+    let call = |function: &str, operation: &str, key: &str, attributes: &[&str]| {
+        registry_call(function, operation, Some(key), attributes)
     };
     let run = [
         "pk",
@@ -743,6 +758,18 @@ fn the_steps_write_only_what_a_run_writes_never_a_spec() {
         true,
     ));
     cases.push((call("delete", "DeleteItem", "source#k", &["pk"]), false));
+    cases
+}
+
+/// The steps parse what anyone may push to a repository (Git objects,
+/// archives, YAML): their roles may write of an entry only what a run
+/// writes (its status, its hold, when it is due), never its spec, and no
+/// other kind of item but those their code writes. In both deployments.
+#[test]
+fn the_steps_write_only_what_a_run_writes_never_a_spec() {
+    let fixture = fixture();
+    let installation = Installation::in_partition("aws", &fixture);
+    let cases = step_cases();
     for deployment in deployments(&installation, &fixture) {
         for (call, expected) in &cases {
             let role = &deployment.roles[&call.function];

@@ -2,21 +2,33 @@
 //! moto's DynamoDB, Git repositories served by `git daemon` on 127.0.0.1,
 //! executions started in moto's Step Functions (and counted there), and the
 //! registry's DynamoDB calls counted per run in the test
-//! ([`stacksync_testkit::counted`]).
+//! ([`stacksync_testkit::counted`]); private Git repositories listed with
+//! their secrets (Secrets Manager, SSM) and S3 sources checked with one
+//! `HeadObject`.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 use std::collections::BTreeSet;
 
+use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
+use stacksync::adapters::s3_source::S3Archives;
+use stacksync::asl::Outcome;
 use stacksync::clock::now_millis;
+use stacksync::fakes::RecordingStarter;
 use stacksync::registry::Lease;
 use stacksync::registry::{Entries, Schedule};
 use stacksync::seen::Change;
 use stacksync::status::{Phase, Timestamp};
 use stacksync::triggers::scheduler::judge::Reason;
-use stacksync_testkit::Emulator;
+use stacksync::triggers::scheduler::{Config as SchedulerConfig, Scheduler};
+use stacksync::wiring::sdk_sources;
+use stacksync_testkit::counted::CallCounter;
 use stacksync_testkit::counted::count;
-use stacksync_testkit::fleet::{Fleet, steady_entry};
+use stacksync_testkit::fleet::{Fleet, FleetScheduler, steady_entry};
+use stacksync_testkit::git::GitRepo;
+use stacksync_testkit::harness::Harness;
+use stacksync_testkit::http::{Config, GitHttpServer};
 use stacksync_testkit::iam::as_function;
+use stacksync_testkit::{Emulator, archives, unique_name};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ten_thousand_stacks_checked_every_run_and_only_what_changed_is_started() {
@@ -26,8 +38,15 @@ async fn ten_thousand_stacks_checked_every_run_and_only_what_changed_is_started(
     assert_eq!(sizes.iter().sum::<usize>(), 10_000);
     let fleet = Fleet::new("sched10k", &sizes).await;
     let scheduler = fleet.scheduler(500);
+    let idle_queries = an_idle_run_reads_and_writes_nothing(&fleet, &scheduler).await;
+    changes_outside_stacksync_start_their_stacks_once(&fleet, &scheduler, idle_queries).await;
+    a_push_starts_exactly_the_followers_of_its_sources(&fleet, &scheduler, idle_queries).await;
+    stacks_marked_due_start_and_the_reads_follow_them(&fleet, &scheduler, idle_queries).await;
+}
 
-    // Idle: nothing due, no source moved, every stack as its run left it.
+/// Idle: nothing due, no source moved, every stack as its run left it.
+/// Returns the number of DynamoDB queries of an idle run: what every run reads.
+async fn an_idle_run_reads_and_writes_nothing(fleet: &Fleet, scheduler: &FleetScheduler) -> usize {
     let before = fleet.calls.len();
     let idle = as_function("scheduler", scheduler.run(now_millis()))
         .await
@@ -56,8 +75,15 @@ async fn ten_thousand_stacks_checked_every_run_and_only_what_changed_is_started(
     assert!(idle_queries >= 9, "{idle_calls:?}");
     assert_eq!(scheduler.cloudformation.calls("ListStacks"), 4);
     assert!(fleet.execution_names().await.is_empty());
+    idle_queries
+}
 
-    // Changed outside stacksync: one stack updated, one deleted.
+/// Changed outside stacksync: one stack updated, one deleted.
+async fn changes_outside_stacksync_start_their_stacks_once(
+    fleet: &Fleet,
+    scheduler: &FleetScheduler,
+    idle_queries: usize,
+) {
     let updated = fleet.followers[5][0].clone();
     let deleted = fleet.followers[6][0].clone();
     fleet
@@ -112,8 +138,14 @@ async fn ten_thousand_stacks_checked_every_run_and_only_what_changed_is_started(
         .unwrap();
     assert!(again.started.is_empty(), "{again:?}");
     assert_eq!(again.stacks_fine, 9_998);
+}
 
-    // Push to two repositories.
+/// Push to two repositories.
+async fn a_push_starts_exactly_the_followers_of_its_sources(
+    fleet: &Fleet,
+    scheduler: &FleetScheduler,
+    idle_queries: usize,
+) {
     let moved: BTreeSet<String> = fleet.followers[0]
         .iter()
         .chain(&fleet.followers[1])
@@ -160,9 +192,15 @@ async fn ten_thousand_stacks_checked_every_run_and_only_what_changed_is_started(
         .unwrap();
     assert!(again.started.is_empty(), "{again:?}");
     assert_eq!(fleet.execution_names().await.len(), 102);
+}
 
-    // 40 stacks come due (a CloudFormation event marked them): 40 starts,
-    // and the reads follow the 40 due entries, not the 10,000.
+/// 40 stacks come due (a CloudFormation event marked them): 40 starts,
+/// and the reads follow the 40 due entries, not the 10,000.
+async fn stacks_marked_due_start_and_the_reads_follow_them(
+    fleet: &Fleet,
+    scheduler: &FleetScheduler,
+    idle_queries: usize,
+) {
     let now = now_millis();
     let due: Vec<String> = fleet.followers[10].iter().take(40).cloned().collect();
     let head = fleet.repos[10].head();
@@ -388,4 +426,230 @@ async fn an_unreadable_item_is_skipped_and_named_and_the_others_start() {
     let newer = fleet.registry.get(&names[1]).await.unwrap().unwrap();
     let why = newer.unsupported.unwrap();
     assert!(why.contains("(canary)"), "{why}");
+}
+
+const QUEUE: &[u8] = b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n";
+const TWO_QUEUES: &[u8] =
+    b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n  Second: {Type: AWS::SQS::Queue}\n";
+
+fn stack_name(prefix: &str) -> String {
+    unique_name(prefix).replace('-', "x")
+}
+
+fn entry(name: &str, url: &str, secret: &str) -> String {
+    format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{url}', path: t.yaml, credentialsSecret: '{secret}'}}\n"
+    )
+}
+
+/// A repository with the queue template, and a server that requires `config`.
+fn private_repo(prefix: &str, config: Config) -> (GitRepo, GitHttpServer) {
+    let repo = GitRepo::new(prefix);
+    repo.commit(&[("t.yaml", QUEUE)], "queue");
+    let server = GitHttpServer::serve_repo(&repo, config);
+    (repo, server)
+}
+
+fn ready(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::Succeeded(_))
+}
+
+/// A template in an archive, as a zip or a tar.gz.
+fn archive(format: &str, template: &[u8]) -> Vec<u8> {
+    match format {
+        "zip" => archives::zip(&[(b"stacks/t.yaml", template), (b"README.md", b"hello")]),
+        _ => archives::tar_gz(&[
+            archives::file("stacks/t.yaml", template),
+            archives::file("README.md", b"hello"),
+        ]),
+    }
+}
+
+async fn queue_count(stack: &str) -> usize {
+    Emulator::shared()
+        .cloudformation()
+        .describe_stack_resources()
+        .stack_name(stack)
+        .send()
+        .await
+        .map(|r| r.stack_resources().len())
+        .unwrap_or(0)
+}
+
+/// The scheduler lists a private repository with its secret and checks an
+/// S3 source with one HeadObject; when either moves, it starts exactly its
+/// follower, whose run deploys the new revision.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_scheduler_sees_private_and_s3_sources_move_and_starts_their_followers() {
+    let emulator = Emulator::shared();
+    let token = unique_name("tok");
+    let (repo, server) = private_repo(
+        "sched",
+        Config {
+            accounts: vec![("ci-bot".into(), token.clone())],
+            ..Config::default()
+        },
+    );
+    let secret = emulator
+        .put_secret(
+            "git-token",
+            &format!(r#"{{"token": "{token}", "username": "ci-bot", "hosts": ["127.0.0.1"]}}"#),
+        )
+        .await;
+    let bucket = emulator.source_bucket(true).await;
+    let key = "app/template.zip";
+    emulator
+        .put_object(&bucket, key, archive("zip", QUEUE))
+        .await;
+    let h = Harness::new("sched").await;
+    let (git, s3) = (stack_name("git"), stack_name("s3"));
+    h.apply(&format!(
+        "{}  - name: {s3}\n    source: {{s3: 's3://{bucket}/{key}', path: stacks/t.yaml}}\n",
+        entry(&git, &server.url(&repo), &secret)
+    ))
+    .await;
+    let s3_calls = CallCounter::new("s3");
+    let workdir = std::env::temp_dir().join(unique_name("sched"));
+    let mut sources = sdk_sources(&emulator.sdk_config(), true, &workdir);
+    let counted = aws_sdk_s3::config::Builder::from(&emulator.sdk_config())
+        .force_path_style(true)
+        .interceptor(s3_calls.clone())
+        .build();
+    sources.s3 = Some(S3Archives::new(
+        aws_sdk_s3::Client::from_conf(counted),
+        workdir,
+    ));
+    let scheduler = Scheduler {
+        registry: h.steps.registry.clone(),
+        starter: RecordingStarter::new(),
+        sources,
+        cloudformation: SdkCloudFormationFactory::new(emulator.sdk_config()),
+        config: SchedulerConfig::default(),
+    };
+    let first = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert_eq!(first.errors, Vec::<String>::new());
+    assert_eq!(first.started.len(), 2, "both new: {first:?}");
+    for (_, stack, _) in scheduler.starter.started() {
+        assert!(ready(&h.reconcile(&stack).await), "{stack}");
+    }
+
+    repo.commit(&[("t.yaml", TWO_QUEUES)], "second queue");
+    emulator
+        .put_object(&bucket, key, archive("zip", TWO_QUEUES))
+        .await;
+    let mark = s3_calls.len();
+    let moved = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert_eq!(
+        s3_calls.since(mark),
+        ["s3:HeadObject"],
+        "one HeadObject for the S3 source"
+    );
+    assert_eq!(moved.errors, Vec::<String>::new());
+    let mut started: Vec<(String, Reason)> = moved
+        .started
+        .iter()
+        .map(|s| (s.stack.clone(), s.reason))
+        .collect();
+    started.sort();
+    let mut expected = vec![(git.clone(), Reason::Pushed), (s3.clone(), Reason::Pushed)];
+    expected.sort();
+    assert_eq!(started, expected);
+    for stack in [&git, &s3] {
+        assert!(ready(&h.reconcile(stack).await), "{stack}");
+        assert_eq!(
+            queue_count(stack).await,
+            2,
+            "{stack}: the new revision deployed"
+        );
+    }
+    let idle = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert!(idle.started.is_empty(), "nothing moved: {idle:?}");
+    assert!(
+        server.seen().refused == 0,
+        "the scheduler lists with the secret"
+    );
+}
+
+/// The scheduler lists a repository whose password is in SSM, leaves a
+/// source pinned to an S3 version alone when newer versions come, and says
+/// which source it cannot read without holding up the others.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_scheduler_reads_ssm_credentials_keeps_pinned_versions_and_names_what_it_cannot_read() {
+    let emulator = Emulator::shared();
+    let (repo, server) = private_repo(
+        "pinned",
+        Config {
+            accounts: vec![("deploy".into(), "pass-word".into())],
+            ..Config::default()
+        },
+    );
+    let parameter = emulator
+        .put_parameter(
+            "git-password",
+            r#"{"username": "deploy", "password": "pass-word", "hosts": ["127.0.0.1"]}"#,
+        )
+        .await;
+    let bucket = emulator.source_bucket(true).await;
+    let key = "app/template.tgz";
+    let v1 = emulator
+        .put_object(&bucket, key, archive("tgz", QUEUE))
+        .await
+        .unwrap();
+    let h = Harness::new("pinned").await;
+    let (git, pinned, missing) = (stack_name("git"), stack_name("pin"), stack_name("miss"));
+    h.apply(&format!(
+        "{}  - name: {pinned}\n    source: {{s3: 's3://{bucket}/{key}', ref: '{v1}', path: stacks/t.yaml}}\n\
+         \x20 - name: {missing}\n    source: {{s3: 's3://{bucket}/nothing-here.zip', path: stacks/t.yaml}}\n",
+        entry(&git, &server.url(&repo), &parameter)
+    ))
+    .await;
+    let scheduler = Scheduler {
+        registry: h.steps.registry.clone(),
+        starter: RecordingStarter::new(),
+        sources: sdk_sources(
+            &emulator.sdk_config(),
+            true,
+            &std::env::temp_dir().join(unique_name("pin")),
+        ),
+        cloudformation: SdkCloudFormationFactory::new(emulator.sdk_config()),
+        config: SchedulerConfig::default(),
+    };
+    let cannot_read = |errors: &[String]| {
+        errors.len() == 1 && errors[0].contains("nothing-here.zip: there is no such object")
+    };
+    let first = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert!(cannot_read(&first.errors), "{:?}", first.errors);
+    assert_eq!(first.started.len(), 3, "all new: {first:?}");
+    for stack in [&git, &pinned] {
+        assert!(ready(&h.reconcile(stack).await), "{stack}");
+    }
+    assert!(matches!(h.reconcile(&missing).await, Outcome::Failed(_)));
+
+    repo.commit(&[("t.yaml", TWO_QUEUES)], "second queue");
+    emulator
+        .put_object(&bucket, key, archive("tgz", TWO_QUEUES))
+        .await;
+    let moved = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert!(cannot_read(&moved.errors), "{:?}", moved.errors);
+    let started: Vec<(String, Reason)> = moved
+        .started
+        .iter()
+        .map(|s| (s.stack.clone(), s.reason))
+        .collect();
+    assert_eq!(
+        started,
+        [(git.clone(), Reason::Pushed)],
+        "the pinned stack stays"
+    );
+    assert!(server.seen().refused == 0);
 }

@@ -219,248 +219,326 @@ impl std::fmt::Display for Request {
     }
 }
 
+/// One call being read: what the rules of each service below need of it.
+struct Asked<'a> {
+    call: &'a Call,
+    i: &'a Installation,
+    region: &'a str,
+    op: &'a str,
+    /// `SERVICE:OPERATION`.
+    action: String,
+    /// Whether the calling function reads the stacks' parameter values.
+    reads_values: bool,
+}
+
+impl Asked<'_> {
+    /// The answer for a call this module does not know.
+    fn unknown(&self) -> Result<Vec<Request>, String> {
+        Err(format!(
+            "{}:{}: a call the IAM conformance test does not know yet (tests/src/iam/requests.rs)",
+            self.call.service, self.op
+        ))
+    }
+}
+
 /// The authorizations `call` needs in `installation`; an error for a call
 /// this module does not know (a new kind of call must be taught here, not
 /// let through).
 pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>, String> {
-    let i = installation;
-    let region = i.region(call);
     let op = call.operation.as_str();
-    let action = format!("{}:{op}", call.service);
-    let reads_values = VALUE_READERS.contains(&call.function.as_str());
-    let unknown = || {
-        Err(format!(
-            "{}:{op}: a call the IAM conformance test does not know yet (tests/src/iam/requests.rs)",
-            call.service
-        ))
+    let a = Asked {
+        call,
+        i: installation,
+        region: installation.region(call),
+        op,
+        action: format!("{}:{op}", call.service),
+        reads_values: VALUE_READERS.contains(&call.function.as_str()),
     };
-    let out = match call.service.as_str() {
-        "dynamodb" => {
-            let table = i.table_arn(region);
-            match op {
-                "GetItem" | "PutItem" | "UpdateItem" | "DeleteItem" | "ConditionCheckItem" => {
-                    let key = call.key.as_deref().unwrap_or("");
-                    vec![fine_grained(
-                        call,
-                        Request::new(&action, table).with("dynamodb:LeadingKeys", key),
-                    )]
-                }
-                "Query" | "Scan" => {
-                    let resource = match &call.index {
-                        Some(index) => format!("{table}/index/{index}"),
-                        None => table,
-                    };
-                    vec![fine_grained(call, Request::new(&action, resource))]
-                }
-                "BatchWriteItem" | "BatchGetItem" | "DescribeTable" => {
-                    vec![Request::new(&action, table)]
-                }
-                _ => return unknown(),
-            }
+    match call.service.as_str() {
+        "dynamodb" => dynamodb(&a),
+        "s3" => s3(&a),
+        "cloudformation" => cloudformation(&a),
+        "states" => states(&a),
+        "events" => events(&a),
+        "secretsmanager" => secretsmanager(&a),
+        "codecommit" => codecommit(&a),
+        "ssm" => ssm(&a),
+        "sts" => sts(&a),
+        _ => a.unknown(),
+    }
+}
+
+/// DynamoDB: the registry table (or one of its indexes), item operations
+/// with their fine-grained access keys.
+fn dynamodb(a: &Asked) -> Result<Vec<Request>, String> {
+    let (call, i, region, op, action) = (a.call, a.i, a.region, a.op, a.action.as_str());
+    let table = i.table_arn(region);
+    Ok(match op {
+        "GetItem" | "PutItem" | "UpdateItem" | "DeleteItem" | "ConditionCheckItem" => {
+            let key = call.key.as_deref().unwrap_or("");
+            vec![fine_grained(
+                call,
+                Request::new(action, table).with("dynamodb:LeadingKeys", key),
+            )]
         }
-        "s3" => {
-            let source = call
-                .bucket
-                .as_deref()
-                .is_some_and(|b| b.starts_with("source-"));
-            let name = if source { &i.source_bucket } else { &i.bucket };
-            let bucket = format!("arn:{}:s3:::{name}", i.partition);
-            let object = format!("{bucket}/{}", call.object.as_deref().unwrap_or(""));
-            let read = if call.version.is_some() {
-                "s3:GetObjectVersion"
-            } else {
-                "s3:GetObject"
+        "Query" | "Scan" => {
+            let resource = match &call.index {
+                Some(index) => format!("{table}/index/{index}"),
+                None => table,
             };
-            let mut out = match op {
-                "HeadObject" | "GetObject" => vec![Request::new(read, object)],
-                "PutObject" => vec![Request::new("s3:PutObject", object)],
-                "DeleteObject" => vec![Request::new("s3:DeleteObject", object)],
-                "ListObjectsV2" | "HeadBucket" => {
-                    vec![Request::new("s3:ListBucket", bucket.clone())]
-                }
-                "CreateBucket" => vec![Request::new("s3:CreateBucket", bucket.clone())],
-                _ => return unknown(),
-            };
-            if call.status == 404 && call.object.is_some() {
-                out.push(Request::new("s3:ListBucket", bucket));
-            }
-            out
+            vec![fine_grained(call, Request::new(action, resource))]
         }
-        "cloudformation" => {
-            let stack = |name: &str| i.stack_arn(region, name);
-            let mut out = match (op, &call.stack) {
-                // A detection is asked about by its id, not its stack.
-                ("ListStacks" | "DescribeStackDriftDetectionStatus", _)
-                | ("DescribeStacks", None) => {
-                    vec![Request::new(&action, "*".to_owned())]
-                }
-                (op, Some(name)) if ON_STACK.contains(&op) => {
-                    vec![Request::new(&action, stack(name))]
-                }
-                _ => return unknown(),
-            };
-            let on_stack = out[0].resource.clone();
-            if call.role_arn.is_some() {
-                out.push(
-                    Request::new("iam:PassRole", i.cloudformation_role_arn.clone())
-                        .with("iam:PassedToService", "cloudformation.amazonaws.com"),
-                );
-            }
-            match op {
-                "CreateChangeSet" => {
-                    if call.tagged {
-                        out.push(Request::new("cloudformation:TagResource", on_stack.clone()));
-                    }
-                    if let Some(url) = &call.template_url {
-                        // http://localhost:PORT/BUCKET/KEY (the emulator) or
-                        // https://BUCKET.s3.REGION.SUFFIX/KEY: the key is what counts.
-                        // A URL that names a version (`?versionId=`) is
-                        // read as that version: s3:GetObjectVersion.
-                        let (url, query) = url.split_once('?').unwrap_or((url, ""));
-                        let key = template_key(url)
-                            .ok_or_else(|| format!("CreateChangeSet: template URL {url}"))?;
-                        let versioned = query.split('&').any(|p| p.starts_with("versionId="));
-                        out.push(Request::new(
-                            if versioned {
-                                "s3:GetObjectVersion"
-                            } else {
-                                "s3:GetObject"
-                            },
-                            format!("arn:{}:s3:::{}/{key}", i.partition, i.bucket),
-                        ));
-                    }
-                    for transform in &call.transforms {
-                        let name = transform.trim_start_matches("AWS::");
-                        out.push(Request::new(
-                            "cloudformation:CreateChangeSet",
-                            format!(
-                                "arn:{}:cloudformation:{region}:aws:transform/{name}",
-                                i.partition
-                            ),
-                        ));
-                    }
-                }
-                "ExecuteChangeSet" => {
-                    out.push(Request::new("cloudformation:TagResource", on_stack.clone()));
-                    out.push(Request::new(
-                        "cloudformation:UntagResource",
-                        on_stack.clone(),
-                    ));
-                }
-                _ => {}
-            }
-            // IAM's tag conditions: the stack's `stacksync:installation` tag
-            // and the one the request gives it; the caller's own
-            // installation (each test's table) is this installation's.
-            let tag = |value: &Option<String>| {
-                value.as_ref().map(|v| {
-                    if call.installation.as_ref() == Some(v) {
-                        i.table.clone()
-                    } else {
-                        v.clone()
-                    }
-                })
-            };
-            let (resource_tag, request_tag) = (
-                tag(&call.stack_installation),
-                tag(&call.request_installation),
-            );
-            for request in out
-                .iter_mut()
-                .filter(|r| r.resource == on_stack && r.action.starts_with("cloudformation:"))
-            {
-                if let Some(value) = &resource_tag {
-                    request.add(&format!("aws:ResourceTag/{INSTALLATION_TAG}"), value);
-                }
-                if let Some(value) = &request_tag {
-                    request.add(&format!("aws:RequestTag/{INSTALLATION_TAG}"), value);
-                }
-            }
-            out
+        "BatchWriteItem" | "BatchGetItem" | "DescribeTable" => {
+            vec![Request::new(action, table)]
         }
-        "states" => match op {
-            "StartExecution" | "DescribeStateMachine" | "ListExecutions" => {
-                vec![Request::new(&action, i.state_machine_arn(region))]
-            }
-            // A task token is answered on no resource (IAM has none for it).
-            "SendTaskSuccess" | "SendTaskFailure" => vec![Request::new(&action, "*".to_owned())],
-            _ => return unknown(),
-        },
-        "events" => match op {
-            // One event per call (the notifier puts them one by one): its
-            // bus, by name (the account's, in the function's region) or ARN.
-            "PutEvents" => {
-                let bus = call.target.as_deref().unwrap_or("default");
-                let arn = if bus.starts_with("arn:") {
-                    bus.to_owned()
-                } else {
-                    format!(
-                        "arn:{}:events:{region}:{}:event-bus/{bus}",
-                        i.partition, i.account
-                    )
-                };
-                let mut request = Request::new(&action, arn);
-                if let Some(source) = &call.event_source {
-                    request.add("events:source", source);
-                }
-                vec![request]
-            }
-            _ => return unknown(),
-        },
-        "secretsmanager" => match op {
-            "GetSecretValue" if call.function == "webhook" => {
-                vec![Request::new(&action, i.webhook_secret_arn.clone())]
-            }
-            // A stack parameter's `{secret: ARN}`, whichever secret the test made.
-            "GetSecretValue" if reads_values => {
-                vec![Request::new(&action, i.value_secret_arn.clone())]
-            }
-            "GetSecretValue" => vec![Request::new(&action, i.source_secret_arn.clone())],
-            _ => return unknown(),
-        },
-        "codecommit" => match op {
-            "GitPull" => vec![Request::new(&action, i.codecommit_repository_arn.clone())],
-            _ => return unknown(),
-        },
-        "ssm" => match op {
-            // A stack parameter's `{ssm: NAME}` (a name or an ARN), whichever
-            // parameter the test made.
-            "GetParameter" if reads_values => {
-                vec![Request::new(&action, i.value_parameter_arn.clone())]
-            }
-            // A source's credentials are named by ARN; the webhook's by name.
-            "GetParameter"
-                if call
-                    .target
-                    .as_deref()
-                    .is_some_and(|t| t.starts_with("arn:")) =>
-            {
-                vec![Request::new(&action, i.source_parameter_arn.clone())]
-            }
-            "GetParameter" => {
-                let name = call.target.as_deref().unwrap_or("").trim_start_matches('/');
-                vec![Request::new(
-                    &action,
-                    format!(
-                        "arn:{}:ssm:{region}:{}:parameter/{name}",
-                        i.partition, i.account
-                    ),
-                )]
-            }
-            _ => return unknown(),
-        },
-        "sts" => match op {
-            // Session tags (the entry, the installation) need TagSession too.
-            "AssumeRole" if call.tagged => vec![
-                Request::new(&action, i.target_role_arn.clone()),
-                Request::new("sts:TagSession", i.target_role_arn.clone()),
-            ],
-            "AssumeRole" => vec![Request::new(&action, i.target_role_arn.clone())],
-            _ => return unknown(),
-        },
-        _ => return unknown(),
+        _ => return a.unknown(),
+    })
+}
+
+/// S3: the artifact bucket or a source bucket (`source-…`); a 404 for an
+/// object needs `s3:ListBucket` too.
+fn s3(a: &Asked) -> Result<Vec<Request>, String> {
+    let (call, i, op) = (a.call, a.i, a.op);
+    let source = call
+        .bucket
+        .as_deref()
+        .is_some_and(|b| b.starts_with("source-"));
+    let name = if source { &i.source_bucket } else { &i.bucket };
+    let bucket = format!("arn:{}:s3:::{name}", i.partition);
+    let object = format!("{bucket}/{}", call.object.as_deref().unwrap_or(""));
+    let read = if call.version.is_some() {
+        "s3:GetObjectVersion"
+    } else {
+        "s3:GetObject"
     };
+    let mut out = match op {
+        "HeadObject" | "GetObject" => vec![Request::new(read, object)],
+        "PutObject" => vec![Request::new("s3:PutObject", object)],
+        "DeleteObject" => vec![Request::new("s3:DeleteObject", object)],
+        "ListObjectsV2" | "HeadBucket" => {
+            vec![Request::new("s3:ListBucket", bucket.clone())]
+        }
+        "CreateBucket" => vec![Request::new("s3:CreateBucket", bucket.clone())],
+        _ => return a.unknown(),
+    };
+    if call.status == 404 && call.object.is_some() {
+        out.push(Request::new("s3:ListBucket", bucket));
+    }
     Ok(out)
+}
+
+/// CloudFormation: on the stack (or `*`), with `iam:PassRole` for a role,
+/// the tagging, template read and transforms a change set needs, and the
+/// installation tag conditions.
+fn cloudformation(a: &Asked) -> Result<Vec<Request>, String> {
+    let (call, i, region, op, action) = (a.call, a.i, a.region, a.op, a.action.as_str());
+    let stack = |name: &str| i.stack_arn(region, name);
+    let mut out = match (op, &call.stack) {
+        // A detection is asked about by its id, not its stack.
+        ("ListStacks" | "DescribeStackDriftDetectionStatus", _) | ("DescribeStacks", None) => {
+            vec![Request::new(action, "*".to_owned())]
+        }
+        (op, Some(name)) if ON_STACK.contains(&op) => {
+            vec![Request::new(action, stack(name))]
+        }
+        _ => return a.unknown(),
+    };
+    let on_stack = out[0].resource.clone();
+    if call.role_arn.is_some() {
+        out.push(
+            Request::new("iam:PassRole", i.cloudformation_role_arn.clone())
+                .with("iam:PassedToService", "cloudformation.amazonaws.com"),
+        );
+    }
+    match op {
+        "CreateChangeSet" => {
+            if call.tagged {
+                out.push(Request::new("cloudformation:TagResource", on_stack.clone()));
+            }
+            if let Some(url) = &call.template_url {
+                // http://localhost:PORT/BUCKET/KEY (the emulator) or
+                // https://BUCKET.s3.REGION.SUFFIX/KEY: the key is what counts.
+                // A URL that names a version (`?versionId=`) is
+                // read as that version: s3:GetObjectVersion.
+                let (url, query) = url.split_once('?').unwrap_or((url, ""));
+                let key = template_key(url)
+                    .ok_or_else(|| format!("CreateChangeSet: template URL {url}"))?;
+                let versioned = query.split('&').any(|p| p.starts_with("versionId="));
+                out.push(Request::new(
+                    if versioned {
+                        "s3:GetObjectVersion"
+                    } else {
+                        "s3:GetObject"
+                    },
+                    format!("arn:{}:s3:::{}/{key}", i.partition, i.bucket),
+                ));
+            }
+            for transform in &call.transforms {
+                let name = transform.trim_start_matches("AWS::");
+                out.push(Request::new(
+                    "cloudformation:CreateChangeSet",
+                    format!(
+                        "arn:{}:cloudformation:{region}:aws:transform/{name}",
+                        i.partition
+                    ),
+                ));
+            }
+        }
+        "ExecuteChangeSet" => {
+            out.push(Request::new("cloudformation:TagResource", on_stack.clone()));
+            out.push(Request::new(
+                "cloudformation:UntagResource",
+                on_stack.clone(),
+            ));
+        }
+        _ => {}
+    }
+    // IAM's tag conditions: the stack's `stacksync:installation` tag
+    // and the one the request gives it; the caller's own
+    // installation (each test's table) is this installation's.
+    let tag = |value: &Option<String>| {
+        value.as_ref().map(|v| {
+            if call.installation.as_ref() == Some(v) {
+                i.table.clone()
+            } else {
+                v.clone()
+            }
+        })
+    };
+    let (resource_tag, request_tag) = (
+        tag(&call.stack_installation),
+        tag(&call.request_installation),
+    );
+    for request in out
+        .iter_mut()
+        .filter(|r| r.resource == on_stack && r.action.starts_with("cloudformation:"))
+    {
+        if let Some(value) = &resource_tag {
+            request.add(&format!("aws:ResourceTag/{INSTALLATION_TAG}"), value);
+        }
+        if let Some(value) = &request_tag {
+            request.add(&format!("aws:RequestTag/{INSTALLATION_TAG}"), value);
+        }
+    }
+    Ok(out)
+}
+
+/// Step Functions: the state machine, or no resource for a task token.
+fn states(a: &Asked) -> Result<Vec<Request>, String> {
+    let (i, region, op, action) = (a.i, a.region, a.op, a.action.as_str());
+    Ok(match op {
+        "StartExecution" | "DescribeStateMachine" | "ListExecutions" => {
+            vec![Request::new(action, i.state_machine_arn(region))]
+        }
+        // A task token is answered on no resource (IAM has none for it).
+        "SendTaskSuccess" | "SendTaskFailure" => vec![Request::new(action, "*".to_owned())],
+        _ => return a.unknown(),
+    })
+}
+
+/// EventBridge: `PutEvents` on its bus.
+fn events(a: &Asked) -> Result<Vec<Request>, String> {
+    let (call, i, region, op, action) = (a.call, a.i, a.region, a.op, a.action.as_str());
+    Ok(match op {
+        // One event per call (the notifier puts them one by one): its
+        // bus, by name (the account's, in the function's region) or ARN.
+        "PutEvents" => {
+            let bus = call.target.as_deref().unwrap_or("default");
+            let arn = if bus.starts_with("arn:") {
+                bus.to_owned()
+            } else {
+                format!(
+                    "arn:{}:events:{region}:{}:event-bus/{bus}",
+                    i.partition, i.account
+                )
+            };
+            let mut request = Request::new(action, arn);
+            if let Some(source) = &call.event_source {
+                request.add("events:source", source);
+            }
+            vec![request]
+        }
+        _ => return a.unknown(),
+    })
+}
+
+/// Secrets Manager: the webhook's secret, a stack parameter's, or a source's.
+fn secretsmanager(a: &Asked) -> Result<Vec<Request>, String> {
+    let (call, i, op, action, reads_values) =
+        (a.call, a.i, a.op, a.action.as_str(), a.reads_values);
+    Ok(match op {
+        "GetSecretValue" if call.function == "webhook" => {
+            vec![Request::new(action, i.webhook_secret_arn.clone())]
+        }
+        // A stack parameter's `{secret: ARN}`, whichever secret the test made.
+        "GetSecretValue" if reads_values => {
+            vec![Request::new(action, i.value_secret_arn.clone())]
+        }
+        "GetSecretValue" => vec![Request::new(action, i.source_secret_arn.clone())],
+        _ => return a.unknown(),
+    })
+}
+
+/// CodeCommit: `GitPull` on the repository.
+fn codecommit(a: &Asked) -> Result<Vec<Request>, String> {
+    let (i, op, action) = (a.i, a.op, a.action.as_str());
+    Ok(match op {
+        "GitPull" => vec![Request::new(action, i.codecommit_repository_arn.clone())],
+        _ => return a.unknown(),
+    })
+}
+
+/// SSM: a stack parameter's, a source's (by ARN), or the webhook's (by name).
+fn ssm(a: &Asked) -> Result<Vec<Request>, String> {
+    let (call, i, region, op, action, reads_values) = (
+        a.call,
+        a.i,
+        a.region,
+        a.op,
+        a.action.as_str(),
+        a.reads_values,
+    );
+    Ok(match op {
+        // A stack parameter's `{ssm: NAME}` (a name or an ARN), whichever
+        // parameter the test made.
+        "GetParameter" if reads_values => {
+            vec![Request::new(action, i.value_parameter_arn.clone())]
+        }
+        // A source's credentials are named by ARN; the webhook's by name.
+        "GetParameter"
+            if call
+                .target
+                .as_deref()
+                .is_some_and(|t| t.starts_with("arn:")) =>
+        {
+            vec![Request::new(action, i.source_parameter_arn.clone())]
+        }
+        "GetParameter" => {
+            let name = call.target.as_deref().unwrap_or("").trim_start_matches('/');
+            vec![Request::new(
+                action,
+                format!(
+                    "arn:{}:ssm:{region}:{}:parameter/{name}",
+                    i.partition, i.account
+                ),
+            )]
+        }
+        _ => return a.unknown(),
+    })
+}
+
+/// STS: the target role, with `TagSession` for session tags.
+fn sts(a: &Asked) -> Result<Vec<Request>, String> {
+    let (call, i, op, action) = (a.call, a.i, a.op, a.action.as_str());
+    Ok(match op {
+        // Session tags (the entry, the installation) need TagSession too.
+        "AssumeRole" if call.tagged => vec![
+            Request::new(action, i.target_role_arn.clone()),
+            Request::new("sts:TagSession", i.target_role_arn.clone()),
+        ],
+        "AssumeRole" => vec![Request::new(action, i.target_role_arn.clone())],
+        _ => return a.unknown(),
+    })
 }
 
 /// The object key of a template URL: everything after the bucket.
