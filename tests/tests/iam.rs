@@ -15,9 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 use stacksync::reconcile::steps::StepName;
 use stacksync_testkit::iam::call::Call;
-use stacksync_testkit::iam::policy::{
-    Resolver, Statement, allowed, cdk_roles, load_template, sam_roles,
-};
+use stacksync_testkit::iam::policy::{Resolver, Statement, allowed, load_template, sam_roles};
 use stacksync_testkit::iam::record::CALLS_DIR_ENV;
 use stacksync_testkit::iam::requests::{Installation, requests};
 use stacksync_testkit::repo_root;
@@ -134,7 +132,7 @@ fn deployments(installation: &Installation, fixture: &Value) -> Vec<Deployment> 
         },
         Deployment {
             name: "the CDK app",
-            roles: cdk_roles(&cdk).unwrap(),
+            roles: sam_roles(&cdk).unwrap(),
             target_role: cdk.bucket_policy(target).unwrap(),
         },
     ]

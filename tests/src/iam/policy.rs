@@ -650,50 +650,6 @@ pub fn sam_roles(resolver: &Resolver<'_>) -> Result<BTreeMap<String, Vec<Stateme
     Ok(roles)
 }
 
-/// Each CDK function's statements (its role's inline policy, named after the
-/// binary, every `AWS::IAM::Policy` attached to that role, and what the
-/// artifact bucket's policy denies it), by binary.
-pub fn cdk_roles(resolver: &Resolver<'_>) -> Result<BTreeMap<String, Vec<Statement>>, String> {
-    let resources = resolver.template["Resources"]
-        .as_object()
-        .ok_or("a template without Resources")?;
-    let mut roles = BTreeMap::new();
-    for (logical, resource) in resources {
-        if resource["Type"].as_str() != Some("AWS::IAM::Role") {
-            continue;
-        }
-        for policy in resource["Properties"]["Policies"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            let Some(binary) = policy["PolicyName"].as_str() else {
-                continue;
-            };
-            let document = resolver
-                .resolve(&policy["PolicyDocument"])?
-                .unwrap_or(Value::Null);
-            let mut statements = statements_of(&document)?;
-            for (_, attached) in resources {
-                let attached_here = attached["Type"].as_str() == Some("AWS::IAM::Policy")
-                    && attached["Properties"]["Roles"]
-                        .as_array()
-                        .is_some_and(|r| r.iter().any(|x| x["Ref"].as_str() == Some(logical)));
-                if attached_here {
-                    let document = resolver
-                        .resolve(&attached["Properties"]["PolicyDocument"])?
-                        .unwrap_or(Value::Null);
-                    statements.extend(statements_of(&document)?);
-                }
-            }
-            let role = resolver.get_att(logical, "Arn")?;
-            statements.extend(resolver.bucket_denies(role.as_str().unwrap_or_default())?);
-            roles.insert(binary.to_owned(), statements);
-        }
-    }
-    Ok(roles)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
