@@ -88,6 +88,7 @@ async fn awaiting<F: stacksync::ports::CloudFormationFactory>(
     loop {
         let status = h.entry(name).await.status;
         if let Some(a) = status
+            .approval
             .awaiting
             .as_ref()
             .filter(|a| earlier.is_none_or(|e| a.requested_at > e.requested_at))
@@ -165,11 +166,11 @@ async fn an_approved_change_set_runs_exactly_as_previewed_and_who_approved_is_re
     let status = h.entry(&name).await.status;
     assert_eq!(status.phase, Phase::Ready);
     assert_eq!(
-        status.change_set_name.as_deref(),
+        status.run.change_set_name.as_deref(),
         Some(answered.as_str()),
         "that change set ran"
     );
-    let record = status.approvals.last().unwrap();
+    let record = status.approval.records.last().unwrap();
     assert_eq!(
         (record.decision, record.change_set.as_str()),
         (Decision::Approved, answered.as_str())
@@ -210,7 +211,7 @@ async fn a_rejected_change_set_is_deleted_and_the_run_fails_with_the_reason() {
         message.contains("not during the freeze") && message.contains(&rejected),
         "{message}"
     );
-    let record = status.approvals.last().unwrap();
+    let record = status.approval.records.last().unwrap();
     assert_eq!(record.decision, Decision::Rejected);
     assert_eq!(record.reason.as_deref(), Some("not during the freeze"));
     assert!(!change_set_exists(&name, &rejected).await, "deleted");
@@ -243,10 +244,10 @@ async fn a_push_during_the_wait_voids_the_approval_and_a_new_change_set_asks_aga
     });
     assert!(ok(&outcome), "{outcome:?}");
     let status = h.entry(&name).await.status;
-    let decisions: Vec<Decision> = status.approvals.iter().map(|r| r.decision).collect();
+    let decisions: Vec<Decision> = status.approval.records.iter().map(|r| r.decision).collect();
     assert_eq!(decisions, [Decision::Void, Decision::Approved]);
     assert!(
-        status.approvals[0]
+        status.approval.records[0]
             .reason
             .as_deref()
             .unwrap()
@@ -263,9 +264,9 @@ async fn an_approval_nobody_gives_times_out_and_its_change_set_is_deleted() {
     assert!(!ok(&outcome), "{outcome:?}");
     let status = h.entry(&name).await.status;
     assert_eq!(status.stall_reason, Some(StallReason::ApprovalTimedOut));
-    let change_set = status.approvals.last().unwrap().change_set.clone();
+    let change_set = status.approval.records.last().unwrap().change_set.clone();
     assert_eq!(
-        status.approvals.last().unwrap().decision,
+        status.approval.records.last().unwrap().decision,
         Decision::TimedOut
     );
     assert!(status.message.unwrap().contains("approval timed out"));
@@ -401,7 +402,7 @@ async fn status_once<F: stacksync::ports::CloudFormationFactory>(
 
 /// The last answer recorded: `decision` by `by`, of `change_set`.
 fn assert_last_answer(status: &Status, decision: Decision, by: &Principal, change_set: &str) {
-    let record = status.approvals.last().unwrap();
+    let record = status.approval.records.last().unwrap();
     assert_eq!(
         (
             record.decision,
@@ -429,7 +430,7 @@ async fn refused_for_mallory<F: stacksync::ports::CloudFormationFactory>(
     );
     let status = h.entry(&d.name).await.status;
     assert_eq!(status.phase, Phase::AwaitingApproval, "it still waits");
-    let record = status.approvals.last().unwrap();
+    let record = status.approval.records.last().unwrap();
     assert_eq!(
         (record.decision, record.by.as_deref()),
         (Decision::Refused, Some(mallory().arn.as_str()))
@@ -461,7 +462,7 @@ async fn answered_around_the_function<F: stacksync::ports::CloudFormationFactory
         .await
         .unwrap();
     let second = awaiting(h, &d.name, Some(first)).await;
-    let void = h.entry(&d.name).await.status.approvals;
+    let void = h.entry(&d.name).await.status.approval.records;
     assert!(
         void.iter().any(|r| r.decision == Decision::Void
             && r.change_set == first.change_set
@@ -514,13 +515,14 @@ async fn rejected_by_alice<F: stacksync::ports::CloudFormationFactory>(
     ready: &Status,
 ) {
     repo.commit(&[("t.yaml", QUEUE_AND_TOPIC)], "a topic too");
-    let ready_at = ready.last_transition_at;
+    let ready_at = ready.times.last_transition_at;
     let deadline = Instant::now() + Duration::from_secs(120);
     let started = d.run(&alice(), &["reconcile", &d.name]).await;
     assert!(started.status.success(), "{}", stderr(&started));
     let third = loop {
         let status = h.entry(&d.name).await.status;
         if let Some(a) = status
+            .approval
             .awaiting
             .as_ref()
             .filter(|a| a.requested_at > second.requested_at)
@@ -536,7 +538,7 @@ async fn rejected_by_alice<F: stacksync::ports::CloudFormationFactory>(
         .await;
     assert!(rejected.status.success(), "{}", stderr(&rejected));
     let status = status_once(h, &d.name, deadline, "not Failed", |s| {
-        s.phase == Phase::Failed && s.last_transition_at != ready_at
+        s.phase == Phase::Failed && s.times.last_transition_at != ready_at
     })
     .await;
     assert_eq!(status.stall_reason, Some(StallReason::Rejected));
@@ -690,7 +692,7 @@ async fn the_change_set_step_reads_the_approval_functions_record_before_it_execu
     let status = h.entry(&name).await.status;
     assert_eq!(status.phase, Phase::Ready);
     assert_eq!(
-        status.approvals.last().unwrap().by.as_deref(),
+        status.approval.records.last().unwrap().by.as_deref(),
         Some(alice().arn.as_str())
     );
 }

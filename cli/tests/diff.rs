@@ -120,7 +120,7 @@ async fn a_preview_of_a_create_an_update_and_nothing_to_do_changes_nothing() {
     // The registry saw none of it.
     let entry = h.entry(&name).await;
     assert_eq!(entry.status.phase, Phase::Ready);
-    assert_eq!(entry.status.last_applied_revision, Some(first));
+    assert_eq!(entry.status.applied.last_applied_revision, Some(first));
     assert!(entry.lease.is_none());
 }
 

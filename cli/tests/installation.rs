@@ -291,7 +291,7 @@ async fn entries_the_installation_does_not_allow_are_refused_by_apply_and_by_the
         entry.status.message
     );
     assert_eq!(
-        entry.status.last_attempted_revision, None,
+        entry.status.run.last_attempted_revision, None,
         "the source was not read"
     );
     drop(functions);

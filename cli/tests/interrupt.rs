@@ -139,7 +139,7 @@ async fn a_hold_nobody_will_end_is_shown_and_unlock_ends_it_after_asking() {
             .unwrap_or_default()
             .contains("stacksync unlock")
     );
-    assert!(entry.status.next_reconcile_at.is_some(), "due again");
+    assert!(entry.status.times.next_reconcile_at.is_some(), "due again");
 
     let again = cli.run(&["unlock", &name, "--yes"]);
     assert!(

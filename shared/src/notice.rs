@@ -170,9 +170,9 @@ impl Notice {
             kind: Some(kind),
             phase: status.phase,
             message: status.message.clone(),
-            applied_revision: status.last_applied_revision.clone(),
-            change_set: status.change_set_name.clone(),
-            stack_id: status.seen.as_ref().map(|s| s.stack_id.clone()),
+            applied_revision: status.applied.last_applied_revision.clone(),
+            change_set: status.run.change_set_name.clone(),
+            stack_id: status.applied.seen.as_ref().map(|s| s.stack_id.clone()),
             stall_reason: status
                 .stall_reason
                 .filter(|_| failed)
@@ -215,14 +215,14 @@ mod tests {
 
     #[test]
     fn a_failure_carries_its_reason_and_root_cause_and_a_success_neither() {
-        let failed = Status {
+        let mut failed = Status {
             phase: Phase::Failed,
             message: Some("the stack ended in ROLLBACK_COMPLETE: Queue: bad name".into()),
             stall_reason: Some(StallReason::StackFailed),
-            change_set_name: Some("stacksync-v1-abc".into()),
-            last_applied_revision: Some("0123".into()),
             ..Status::default()
         };
+        failed.run.change_set_name = Some("stacksync-v1-abc".into());
+        failed.applied.last_applied_revision = Some("0123".into());
         let notice = Notice {
             stack: "orders".into(),
             stack_name: "stacksync-orders".into(),

@@ -67,10 +67,10 @@ fn fleet() -> Bench {
     for i in 0..STACKS {
         let name = format!("stack-{i:04}");
         let mut entry = steady_entry(&name, "https://git.example/infra.git", "h1", START);
-        entry.status.next_reconcile_at = None;
+        entry.status.times.next_reconcile_at = None;
         // Never checked: day 1 is every stack's first detection.
-        entry.status.drift = None;
-        entry.status.seen = Some(Seen {
+        entry.status.findings.drift = None;
+        entry.status.applied.seen = Some(Seen {
             region: None,
             assume_role_arn: None,
             stack_id: stack_id(&name, 1),
@@ -164,11 +164,11 @@ async fn main() {
         .expect("listed");
     let with = entries
         .iter()
-        .find(|e| e.status.drift.is_some())
+        .find(|e| e.status.findings.drift.is_some())
         .expect("checked")
         .clone();
     let mut without = with.clone();
-    without.status.drift = None;
+    without.status.findings.drift = None;
     let item = item_size(&entry_item(&with));
     let watch = |e: &StackEntry| size(&status_attributes(&e.status).1);
     let per_detection_reads = steady.get_items as f64 / steady.detections.max(1) as f64;

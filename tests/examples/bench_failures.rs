@@ -81,7 +81,10 @@ async fn day(failing: Failing, extra: &str) -> Day {
         runs += 1;
         assert!(matches!(outcome, Outcome::Failed(_)), "{outcome:?}");
         let status = h.entry(&name).await.status;
-        match (status.next_reconcile_at, status.last_reconcile_at) {
+        match (
+            status.times.next_reconcile_at,
+            status.times.last_reconcile_at,
+        ) {
             (Some(next), Some(last)) => clock += (next.0 - last.0) / 1000,
             _ => {
                 stopped_after_secs = Some(clock);

@@ -146,7 +146,7 @@ async fn recover(
         let entry = direct.get(name).await.ok().flatten();
         if entry.is_some_and(|e| {
             e.status.phase == Phase::Ready
-                && e.status.last_applied_revision.as_deref() == Some(head)
+                && e.status.applied.last_applied_revision.as_deref() == Some(head)
                 && e.lease.is_none()
         }) {
             return Some(run);
@@ -217,7 +217,7 @@ pub async fn crash_rounds(
                     format!(
                         "{} at {:?}, lease {:?}: {:?}",
                         e.status.phase,
-                        e.status.last_applied_revision,
+                        e.status.applied.last_applied_revision,
                         e.lease.map(|l| l.owner),
                         e.status.message
                     )

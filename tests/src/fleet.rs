@@ -220,10 +220,15 @@ impl Fleet {
     /// its stack seen as created, in no queue.
     pub fn watched_entry(&self, name: &str, url: &str, head: &str, now: EpochMillis) -> StackEntry {
         let mut e = steady_entry(name, url, head, now);
-        e.status.seen = self.seen.get(name).cloned();
-        e.spec.region = e.status.seen.as_ref().and_then(|s| s.region.clone());
-        e.status.next_reconcile_at = None;
-        e.status.stack_status = Some("CREATE_COMPLETE".into());
+        e.status.applied.seen = self.seen.get(name).cloned();
+        e.spec.region = e
+            .status
+            .applied
+            .seen
+            .as_ref()
+            .and_then(|s| s.region.clone());
+        e.status.times.next_reconcile_at = None;
+        e.status.stack.status = Some("CREATE_COMPLETE".into());
         e
     }
 
@@ -364,6 +369,22 @@ pub fn steady_entry(name: &str, url: &str, head: &str, now: EpochMillis) -> Stac
         "source": {"git": url, "ref": "main", "path": "stack.yaml"}
     }))
     .expect("a valid spec");
+    let mut status = Status {
+        phase: Phase::Ready,
+        ..Status::default()
+    };
+    status.run.observed_spec_version = 1;
+    status.run.last_attempted_revision = Some(head.to_owned());
+    status.applied.last_applied_revision = Some(head.to_owned());
+    status.times.last_reconcile_at = Some(Timestamp(now - 60_000));
+    status.times.next_reconcile_at = Some(Timestamp(
+        now + i64::try_from(Duration::from_secs(3600).as_millis()).unwrap_or(0),
+    ));
+    // Its drift detected an hour ago: not due again for half a day.
+    status.findings.drift = Some(stacksync::drift::DriftRecord {
+        checked_at: Some(Timestamp(now - 3_600_000)),
+        ..Default::default()
+    });
     StackEntry {
         name: name.to_owned(),
         spec_version: 1,
@@ -373,22 +394,7 @@ pub fn steady_entry(name: &str, url: &str, head: &str, now: EpochMillis) -> Stac
         deletion_requested_at: None,
         created_at: Timestamp(now - 86_400_000),
         updated_at: Timestamp(now - 86_400_000),
-        status: Status {
-            phase: Phase::Ready,
-            observed_spec_version: 1,
-            last_attempted_revision: Some(head.to_owned()),
-            last_applied_revision: Some(head.to_owned()),
-            last_reconcile_at: Some(Timestamp(now - 60_000)),
-            next_reconcile_at: Some(Timestamp(
-                now + i64::try_from(Duration::from_secs(3600).as_millis()).unwrap_or(0),
-            )),
-            // Its drift detected an hour ago: not due again for half a day.
-            drift: Some(stacksync::drift::DriftRecord {
-                checked_at: Some(Timestamp(now - 3_600_000)),
-                ..Default::default()
-            }),
-            ..Status::default()
-        },
+        status,
         lease: None,
         unsupported: None,
         stored_source_key: None,

@@ -280,7 +280,7 @@ impl<F: CloudFormationFactory> Harness<F> {
             let due: Vec<String> = entries
                 .iter()
                 .filter(|e| names.contains(&e.name.as_str()))
-                .filter(|e| e.status.next_reconcile_at.is_some_and(|t| t.0 <= now))
+                .filter(|e| e.status.times.next_reconcile_at.is_some_and(|t| t.0 <= now))
                 .map(|e| e.name.clone())
                 .collect();
             if due.is_empty() {

@@ -210,7 +210,7 @@ impl Life<'_> {
                 (None, Moment::Delete) => true,
                 (Some(e), Moment::Create | Moment::Update | Moment::NoOp) => {
                     e.status.phase == Phase::Ready
-                        && e.status.last_applied_revision.as_deref() == Some(head)
+                        && e.status.applied.last_applied_revision.as_deref() == Some(head)
                         && e.lease.is_none()
                 }
                 _ => false,
@@ -220,7 +220,7 @@ impl Life<'_> {
                     (
                         e.status.phase,
                         e.status.message.clone(),
-                        e.status.last_applied_revision.clone(),
+                        e.status.applied.last_applied_revision.clone(),
                     )
                 });
                 eprintln!(
@@ -322,7 +322,7 @@ pub async fn storm(
         let entry = direct.get(name).await.ok().flatten();
         let fine = entry.as_ref().is_some_and(|e| {
             e.status.phase == Phase::Ready
-                && e.status.last_applied_revision.as_deref() == Some(head.as_str())
+                && e.status.applied.last_applied_revision.as_deref() == Some(head.as_str())
                 && e.lease.is_none()
         });
         if !fine {

@@ -85,7 +85,7 @@ async fn ssm_and_secrets_manager_values_rotate_into_one_update_and_are_never_sho
     assert_eq!(params["Region"], "eu-west-1");
     // The template echoes the password into an output (CloudFormation
     // shows it there): the registry records it masked, the others as they are.
-    let outputs = h.entry(&name).await.status.outputs;
+    let outputs = h.entry(&name).await.status.applied.outputs;
     assert_eq!(outputs["Echoed"], "****", "{outputs:?}");
     let echoed = output_of(&name, "Echoed").await;
     assert_eq!(
@@ -96,7 +96,7 @@ async fn ssm_and_secrets_manager_values_rotate_into_one_update_and_are_never_sho
     assert!(outputs["QueueUrl"].contains("://"), "{outputs:?}");
     // NoEcho: CloudFormation shows stars; the change set had the values.
     assert_eq!(h.entry(&name).await.status.phase, Phase::Ready);
-    let provenance = h.entry(&name).await.status.provenance;
+    let provenance = h.entry(&name).await.status.inputs.provenance;
     let region = provenance.iter().find(|p| p.name == "Region").unwrap();
     assert!(region.from.contains(&plain), "{region:?}");
     assert!(
@@ -108,7 +108,14 @@ async fn ssm_and_secrets_manager_values_rotate_into_one_update_and_are_never_sho
 
     // Back in the queue after its interval: a rotation announces itself
     // nowhere else.
-    let due = h.entry(&name).await.status.next_reconcile_at.unwrap().0;
+    let due = h
+        .entry(&name)
+        .await
+        .status
+        .times
+        .next_reconcile_at
+        .unwrap()
+        .0;
     assert!(due > now_millis() + 9 * 60_000, "due at its interval (10m)");
 
     // In sync: nothing to change.
@@ -313,7 +320,7 @@ async fn a_missing_value_fails_naming_it_and_a_deployment_file_alone_gives_the_t
             .map(String::as_str),
         Some("platform")
     );
-    let from = h.entry(&name).await.status.provenance;
+    let from = h.entry(&name).await.status.inputs.provenance;
     assert!(
         from.iter()
             .all(|p| p.from == "deployment file deploy/q.yaml"),
@@ -361,7 +368,7 @@ async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it
     // execution per stack, in order, none of them polling.
     let waiting = h.entry(&app).await.status;
     assert_eq!(
-        (waiting.phase, waiting.waiting_for.len()),
+        (waiting.phase, waiting.inputs.waiting_for.len()),
         (Phase::Pending, 2)
     );
     let ran = run_due(&h, &names).await;
@@ -371,7 +378,7 @@ async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it
     assert_eq!(ran, [net.clone(), db.clone(), app.clone()]);
     assert_eq!(stack_parameters(&db).await["Vpc"], "vpc-10");
     assert_eq!(stack_parameters(&app).await["Endpoint"], "db.vpc-10");
-    let vpc = h.entry(&db).await.status.provenance;
+    let vpc = h.entry(&db).await.status.inputs.provenance;
     assert_eq!(
         (vpc[0].from.clone(), vpc[0].value.clone()),
         (
@@ -380,7 +387,7 @@ async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it
         )
     );
     assert_eq!(
-        h.entry(&net).await.status.outputs,
+        h.entry(&net).await.status.applied.outputs,
         BTreeMap::from([("VpcId".to_owned(), "vpc-10".to_owned())])
     );
     assert!(run_due(&h, &names).await.is_empty(), "settled");

@@ -23,7 +23,7 @@ async fn drifted(t: &mut Drifting) {
     let report = t.later(MINUTES).await;
     assert_eq!(report.started, 1, "never checked: at once");
     assert_eq!(t.calls(), ["ListStacks", "ListStacks", "DetectStackDrift"]);
-    let record = t.entry().await.status.drift.unwrap();
+    let record = t.entry().await.status.findings.drift.unwrap();
     assert!(record.detection.is_some(), "{record:?}");
     t.finds("DRIFTED", vec![queue_drift()]);
     let report = t.later(5 * MINUTES).await;
@@ -64,7 +64,7 @@ async fn a_drifted_queue_property_is_reported_with_its_values_and_an_ignored_one
         Phase::Ready,
         "stored as the run left it"
     );
-    let record = entry.status.drift.unwrap();
+    let record = entry.status.findings.drift.unwrap();
     assert_eq!(record.ignored, 1, "the tag");
     let queue = &record.resources[0];
     assert_eq!(queue.logical_id, "Queue");
@@ -75,7 +75,7 @@ async fn a_drifted_queue_property_is_reported_with_its_values_and_an_ignored_one
         .collect();
     assert_eq!(found, [("/VisibilityTimeout", "30", "60")]);
     assert_eq!(
-        entry.status.next_reconcile_at, None,
+        entry.status.times.next_reconcile_at, None,
         "reported, not reverted"
     );
     assert_eq!(t.notices.kinds(), ["Drift Detected"]);
@@ -116,7 +116,17 @@ async fn a_drifted_queue_property_is_reported_with_its_values_and_an_ignored_one
         stacksync::asl::Outcome::Succeeded(_)
     ));
     let entry = t.entry().await;
-    assert_eq!(entry.status.drift.as_ref().unwrap().resources.len(), 1);
+    assert_eq!(
+        entry
+            .status
+            .findings
+            .drift
+            .as_ref()
+            .unwrap()
+            .resources
+            .len(),
+        1
+    );
     assert_eq!(entry.display_phase(), Phase::Drifted);
     // Its change set changed the stack: the findings may be stale, so the
     // next scheduler run detects again, and the same drift is not news.
@@ -124,7 +134,16 @@ async fn a_drifted_queue_property_is_reported_with_its_values_and_an_ignored_one
     assert_eq!(t.later(MINUTES).await.started, 1);
     t.later(5 * MINUTES).await;
     assert_eq!(t.notices.kinds().len(), 1);
-    assert!(t.entry().await.status.drift.unwrap().changed_at.is_none());
+    assert!(
+        t.entry()
+            .await
+            .status
+            .findings
+            .drift
+            .unwrap()
+            .changed_at
+            .is_none()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -133,7 +152,7 @@ async fn action_revert_makes_a_revert_drift_change_set_that_clears_the_drift() {
     drifted(&mut t).await;
     let entry = t.entry().await;
     assert!(
-        entry.status.next_reconcile_at.unwrap().0 <= t.now,
+        entry.status.times.next_reconcile_at.unwrap().0 <= t.now,
         "due for a run that reverts"
     );
     revert_run(&t).await;
@@ -146,7 +165,7 @@ async fn action_revert_makes_a_revert_drift_change_set_that_clears_the_drift() {
     let entry = t.entry().await;
     let message = entry.status.message.clone().unwrap();
     assert!(message.contains("REVERT_DRIFT"), "{message}");
-    let revert = entry.status.drift.unwrap().revert.unwrap();
+    let revert = entry.status.findings.drift.unwrap().revert.unwrap();
     assert_eq!(revert.state, RevertState::Applied);
     t.calls();
     // Checked at once, not at the next slot; found in sync.
@@ -156,7 +175,7 @@ async fn action_revert_makes_a_revert_drift_change_set_that_clears_the_drift() {
     t.later(5 * MINUTES).await;
     let entry = t.entry().await;
     assert_eq!(entry.display_phase(), Phase::Ready);
-    assert!(entry.status.drift.unwrap().revert.is_none());
+    assert!(entry.status.findings.drift.unwrap().revert.is_none());
     assert_eq!(t.notices.kinds(), ["Drift Detected", "Drift Cleared"]);
 }
 
@@ -171,9 +190,9 @@ async fn a_revert_that_does_not_clear_the_drift_is_reported_once_and_not_tried_a
     // CloudFormation could not set the property back: the same drift.
     t.later(5 * MINUTES).await;
     let entry = t.entry().await;
-    let record = entry.status.drift.clone().unwrap();
+    let record = entry.status.findings.drift.clone().unwrap();
     assert_eq!(record.revert.unwrap().state, RevertState::NotCleared);
-    assert_eq!(entry.status.next_reconcile_at, None, "not retried");
+    assert_eq!(entry.status.times.next_reconcile_at, None, "not retried");
     assert_eq!(entry.display_phase(), Phase::Drifted);
     assert_eq!(t.notices.kinds(), ["Drift Detected", "Drift Not Cleared"]);
     // Found again at the next slots: never said again, never reverted again.
@@ -183,7 +202,7 @@ async fn a_revert_that_does_not_clear_the_drift_is_reported_once_and_not_tried_a
     }
     assert_eq!(t.notices.kinds().len(), 2);
     let entry = t.entry().await;
-    assert_eq!(entry.status.next_reconcile_at, None);
+    assert_eq!(entry.status.times.next_reconcile_at, None);
     assert_eq!(change_sets(&t), made, "no change set since");
     assert!(t.scheduler.starter.started().is_empty(), "no run started");
 }
@@ -209,6 +228,6 @@ async fn where_drift_aware_change_sets_are_refused_the_template_is_applied_and_t
     let entry = t.entry().await;
     let message = entry.status.message.clone().unwrap();
     assert!(message.contains("refused here"), "{message}");
-    let revert = entry.status.drift.unwrap().revert.unwrap();
+    let revert = entry.status.findings.drift.unwrap().revert.unwrap();
     assert!(revert.reapplied && revert.state == RevertState::Applied);
 }

@@ -178,7 +178,7 @@ async fn an_out_of_band_stack_change_is_reconciled_and_stacksyncs_own_are_not() 
         .await
         .unwrap()
         .unwrap();
-    assert!(before.status.next_reconcile_at.unwrap().0 > now_millis());
+    assert!(before.status.times.next_reconcile_at.unwrap().0 > now_millis());
 
     // Somebody updated the stack in the console: due now (eu-west-1 only).
     let now = now_millis();
@@ -196,7 +196,10 @@ async fn an_out_of_band_stack_change_is_reconciled_and_stacksyncs_own_are_not() 
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(marked.status.next_reconcile_at.map(|t| t.0), Some(now));
+    assert_eq!(
+        marked.status.times.next_reconcile_at.map(|t| t.0),
+        Some(now)
+    );
     let other = s
         .fleet
         .registry
@@ -204,7 +207,7 @@ async fn an_out_of_band_stack_change_is_reconciled_and_stacksyncs_own_are_not() 
         .await
         .unwrap()
         .unwrap();
-    assert!(other.status.next_reconcile_at.unwrap().0 > now);
+    assert!(other.status.times.next_reconcile_at.unwrap().0 > now);
 
     // The scheduler's next run starts it, and only it.
     let report = as_function("scheduler", s.fleet.scheduler(10).run(now_millis()))

@@ -64,7 +64,10 @@ async fn reconciled_stack(label: &str) -> (Harness<SdkCloudFormationFactory>, St
     run(&h, &name, json!({"kind": "manual"})).await;
     let entry = h.entry(&name).await;
     assert_eq!(entry.status.phase, Phase::Ready, "{:?}", entry.status);
-    assert!(entry.status.seen.is_some(), "the run records what it left");
+    assert!(
+        entry.status.applied.seen.is_some(),
+        "the run records what it left"
+    );
     (h, name, repo)
 }
 
@@ -192,7 +195,7 @@ async fn an_out_of_band_update_is_found_by_the_scheduler_and_put_back_by_the_run
     let d = drift_pass(&h);
     assert_eq!(drift_run(&d).await.started, 1);
     assert_eq!(drift_run(&d).await.recorded, 1);
-    let reason = h.entry(&name).await.status.drift.unwrap().reason;
+    let reason = h.entry(&name).await.status.findings.drift.unwrap().reason;
     assert_eq!(
         reason.as_deref(),
         Some("the emulator (moto) does not detect drift")
@@ -224,7 +227,7 @@ async fn an_out_of_band_update_is_found_by_the_scheduler_and_put_back_by_the_run
         message.contains("putting back a change: the stack was updated outside stacksync"),
         "{message}"
     );
-    let found = status.out_of_band.expect("what was found is kept");
+    let found = status.findings.out_of_band.expect("what was found is kept");
     assert_eq!((found.change, found.undone), (Change::Updated, true));
     let template = template_of(&cfn, &name).await;
     assert!(
@@ -288,7 +291,7 @@ async fn an_out_of_band_delete_is_found_and_the_stack_recreated() {
         "{status:?}"
     );
     assert_eq!(
-        status.seen.map(|seen| seen.stack_id),
+        status.applied.seen.map(|seen| seen.stack_id),
         Some(new_id),
         "the new stack is the one watched"
     );

@@ -108,7 +108,7 @@ async fn a_settings_call_that_keeps_failing_ends_the_run_with_its_own_error_and_
         Vec::<String>::new(),
         "the failed run deletes the change set it made"
     );
-    assert_eq!(status.retrying, None, "the retry ended with the run");
+    assert_eq!(status.run.retrying, None, "the retry ended with the run");
 }
 
 /// A new stack whose protection cannot be set: made, then failed on that
@@ -135,11 +135,11 @@ async fn a_new_stack_whose_settings_fail_is_failed_with_that_call_and_its_status
         "{message}"
     );
     assert_eq!(
-        status.stack_status.as_deref(),
+        status.stack.status.as_deref(),
         Some("CREATE_COMPLETE"),
         "the stack exists: {message}"
     );
-    assert!(status.stack_status_at.is_some());
+    assert!(status.stack.at.is_some());
 }
 
 /// Issue "Every message true" (11): a run whose final write was made but

@@ -167,7 +167,7 @@ async fn a_run_that_succeeds_and_one_that_fails_reach_a_queue_through_a_rule_on_
     // Nothing else came (moto delivers during PutEvents: a short look will do).
     assert!(received(&url, 1, Duration::from_secs(2)).await.is_empty());
     let entry = h.steps.registry.get(&good).await.unwrap().unwrap();
-    assert_eq!(entry.status.last_applied_revision, Some(revision));
+    assert_eq!(entry.status.applied.last_applied_revision, Some(revision));
 }
 
 #[tokio::test(flavor = "multi_thread")]

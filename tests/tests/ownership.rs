@@ -80,7 +80,7 @@ async fn a_stack_stacksync_did_not_make_is_refused_unless_the_entry_adopts_it() 
     assert!(ok(&h.reconcile(&name).await));
     let status = h.entry(&name).await.status;
     assert_eq!(status.phase, Phase::Ready);
-    let adoption = status.adoption.expect("the preview is recorded");
+    let adoption = status.findings.adoption.expect("the preview is recorded");
     let rows: Vec<String> = adoption
         .changes
         .iter()

@@ -111,12 +111,12 @@ async fn a_stack_is_created_updated_by_a_template_commit_and_left_alone_by_an_un
         entry.status.message
     );
     assert_eq!(
-        entry.status.last_applied_revision.as_deref(),
+        entry.status.applied.last_applied_revision.as_deref(),
         Some(first.as_str())
     );
-    assert_eq!(entry.status.observed_spec_version, 1);
+    assert_eq!(entry.status.run.observed_spec_version, 1);
     assert_eq!(
-        entry.status.stack_status.as_deref(),
+        entry.status.stack.status.as_deref(),
         Some("CREATE_COMPLETE")
     );
     assert!(entry.lease.is_none(), "the lease is released");
@@ -135,7 +135,7 @@ async fn a_stack_is_created_updated_by_a_template_commit_and_left_alone_by_an_un
     reconciled(&h, &name).await;
     let entry = h.entry(&name).await;
     assert_eq!(
-        entry.status.last_applied_revision.as_deref(),
+        entry.status.applied.last_applied_revision.as_deref(),
         Some(second.as_str())
     );
     assert_eq!(
@@ -143,7 +143,7 @@ async fn a_stack_is_created_updated_by_a_template_commit_and_left_alone_by_an_un
         Some("UPDATE_COMPLETE")
     );
     assert_eq!(emulator.recorded("CreateChangeSet", &name), 2);
-    let applied = entry.status.applied_hash.clone();
+    let applied = entry.status.applied.applied_hash.clone();
     h.take_states();
 
     let third = repo.commit(&[("README.md", b"v2")], "docs only");
@@ -151,11 +151,11 @@ async fn a_stack_is_created_updated_by_a_template_commit_and_left_alone_by_an_un
     let entry = h.entry(&name).await;
     assert_eq!(entry.status.phase, Phase::Ready);
     assert_eq!(
-        entry.status.last_applied_revision.as_deref(),
+        entry.status.applied.last_applied_revision.as_deref(),
         Some(third.as_str()),
         "Ready at the new revision"
     );
-    assert_eq!(entry.status.applied_hash, applied);
+    assert_eq!(entry.status.applied.applied_hash, applied);
     assert_eq!(
         emulator.recorded("CreateChangeSet", &name),
         2,
@@ -211,7 +211,7 @@ async fn parameter_and_tag_changes_update_the_stack() {
         .find(|p| p.parameter_key() == Some("Visibility"))
         .and_then(|p| p.parameter_value());
     assert_eq!(visibility, Some("50"));
-    assert_eq!(h.entry(&name).await.status.observed_spec_version, 2);
+    assert_eq!(h.entry(&name).await.status.run.observed_spec_version, 2);
 
     h.apply(&stacks(
         &name,
@@ -235,7 +235,7 @@ async fn parameter_and_tag_changes_update_the_stack() {
     assert_eq!(tags.get("stacksync:entry"), Some(&name), "{tags:?}");
     let entry = h.entry(&name).await;
     assert_eq!(
-        (entry.status.phase, entry.status.observed_spec_version),
+        (entry.status.phase, entry.status.run.observed_spec_version),
         (Phase::Ready, 3)
     );
 }
@@ -348,12 +348,12 @@ async fn bad_templates_fail_with_the_file_named_and_keep_the_last_applied_revisi
         let message = entry.status.message.clone().unwrap_or_default();
         assert!(message.contains(expected), "{what}: {message}");
         assert_eq!(
-            entry.status.last_applied_revision.as_deref(),
+            entry.status.applied.last_applied_revision.as_deref(),
             Some(good.as_str()),
             "{what}: kept"
         );
         assert_eq!(
-            entry.status.last_attempted_revision.as_deref(),
+            entry.status.run.last_attempted_revision.as_deref(),
             Some(bad.as_str()),
             "{what}"
         );
@@ -388,8 +388,8 @@ async fn two_stacks_on_one_repo_and_commit_fetch_it_once() {
         "each run resolves the ref"
     );
     assert_eq!(
-        h.entry(&a).await.status.last_applied_revision,
-        h.entry(&b).await.status.last_applied_revision
+        h.entry(&a).await.status.applied.last_applied_revision,
+        h.entry(&b).await.status.applied.last_applied_revision
     );
 }
 
@@ -577,6 +577,7 @@ async fn a_create_after_one_that_failed_at_execute_ends_ready() {
     assert!(matches!(&outcome, Outcome::Failed(_)), "{outcome:?}");
     let status = h.entry(&name).await.status;
     let left = status
+        .run
         .change_set_name
         .clone()
         .expect("the run's change set named");
@@ -597,5 +598,5 @@ async fn a_create_after_one_that_failed_at_execute_ends_ready() {
     let status = h.entry(&name).await.status;
     assert!(succeeded(&outcome), "{outcome:?}: {:?}", status.message);
     assert_eq!(status.phase, Phase::Ready);
-    assert_eq!(status.last_applied_revision, Some(repo.head()));
+    assert_eq!(status.applied.last_applied_revision, Some(repo.head()));
 }

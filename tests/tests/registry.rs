@@ -50,7 +50,7 @@ stacks:
     assert_eq!(orders.spec.tags["team"], "orders");
     assert_eq!(orders.status.phase, Phase::Pending);
     assert!(
-        orders.status.next_reconcile_at.is_some(),
+        orders.status.times.next_reconcile_at.is_some(),
         "a new entry is due at once"
     );
     assert_eq!(orders.spec, specs(yaml)[0]);
@@ -303,14 +303,14 @@ async fn an_expired_lease_can_be_taken_over_and_a_live_one_cannot() {
         .await
         .unwrap();
     let next_at = Timestamp(t0 + 600_000);
-    let ready = Status {
+    let mut ready = Status {
         phase: Phase::Ready,
-        observed_spec_version: 1,
-        last_applied_revision: Some("0123456789abcdef0123456789abcdef01234567".into()),
         message: Some("x".repeat(10_000)),
-        next_reconcile_at: Some(next_at),
         ..Status::default()
     };
+    ready.run.observed_spec_version = 1;
+    ready.applied.last_applied_revision = Some("0123456789abcdef0123456789abcdef01234567".into());
+    ready.times.next_reconcile_at = Some(next_at);
     registry
         .write_status("app", "next-run", &ready)
         .await
@@ -321,7 +321,7 @@ async fn an_expired_lease_can_be_taken_over_and_a_live_one_cannot() {
     let entry = registry.get("app").await.unwrap().unwrap();
     assert!(entry.lease.is_none());
     assert_eq!(entry.status.phase, Phase::Ready);
-    assert_eq!(entry.status.next_reconcile_at, Some(next_at));
+    assert_eq!(entry.status.times.next_reconcile_at, Some(next_at));
     assert_eq!(
         entry.status.message.unwrap().chars().count(),
         stacksync::status::MAX_MESSAGE_CHARS
@@ -496,7 +496,7 @@ async fn apply_re_indexes_an_entry_under_a_source_key_of_the_older_form_and_noth
     assert_eq!(after.updated_at, before.updated_at);
     assert_eq!(after.status.phase, before.status.phase);
     assert!(
-        after.status.next_reconcile_at > before.status.next_reconcile_at,
+        after.status.times.next_reconcile_at > before.status.times.next_reconcile_at,
         "due, so that the scheduler watches its source under the new key"
     );
     let again = plan_apply(&specs(&yaml), &registry.list().await.unwrap(), false).unwrap();

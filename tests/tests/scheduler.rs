@@ -208,7 +208,7 @@ async fn stacks_marked_due_start_and_the_reads_follow_them(
         .iter()
         .map(|name| {
             let mut e = fleet.watched_entry(name, &fleet.urls[10], &head, now);
-            e.status.next_reconcile_at = Some(Timestamp(now - 1_000));
+            e.status.times.next_reconcile_at = Some(Timestamp(now - 1_000));
             e
         })
         .collect();
@@ -245,7 +245,7 @@ async fn due_entries_start_for_their_reason_and_the_cap_defers_the_rest_without_
     let mut entries = Vec::new();
     for (i, name) in names.iter().enumerate() {
         let mut e = steady_entry(name, &url, &head, now);
-        e.status.next_reconcile_at = Some(Timestamp(now - 10_000 + i as i64));
+        e.status.times.next_reconcile_at = Some(Timestamp(now - 10_000 + i as i64));
         match i {
             0 => e.status.phase = Phase::Failed,
             // The newest due time: chosen first all the same.
@@ -299,10 +299,10 @@ async fn due_entries_start_for_their_reason_and_the_cap_defers_the_rest_without_
     // The suspended entry left the queue (resuming puts it back), the held
     // one moved to its lease's end, neither started.
     let suspended = fleet.registry.get(&names[3]).await.unwrap().unwrap();
-    assert_eq!(suspended.status.next_reconcile_at, None);
+    assert_eq!(suspended.status.times.next_reconcile_at, None);
     let held = fleet.registry.get(&names[4]).await.unwrap().unwrap();
     assert_eq!(
-        held.status.next_reconcile_at,
+        held.status.times.next_reconcile_at,
         Some(Timestamp(now + 600_000))
     );
 
@@ -384,7 +384,7 @@ async fn an_unreadable_item_is_skipped_and_named_and_the_others_start() {
     let mut items = Vec::new();
     for name in names {
         let mut e = steady_entry(name, &fleet.urls[0], &head, now);
-        e.status.next_reconcile_at = Some(Timestamp(now - 1_000));
+        e.status.times.next_reconcile_at = Some(Timestamp(now - 1_000));
         items.push(entry_item(&e));
     }
     // 0: a spec without its source; 1: a spec with a field of a later CLI.

@@ -113,7 +113,7 @@ async fn a_rolled_back_create_is_deleted_and_created_again() {
     let entry = h.entry(&name).await;
     assert_eq!(entry.status.phase, Phase::Ready);
     assert_eq!(
-        entry.status.stack_status.as_deref(),
+        entry.status.stack.status.as_deref(),
         Some("CREATE_COMPLETE")
     );
 }
@@ -204,7 +204,7 @@ async fn a_change_set_failing_for_another_reason_fails_the_run_and_is_cleaned_up
     let entry = h.entry(&name).await;
     assert_eq!(entry.status.phase, Phase::Failed);
     assert!(entry.status.message.unwrap().contains("undefined resource"));
-    assert!(entry.status.change_set_name.is_some());
+    assert!(entry.status.run.change_set_name.is_some());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -230,7 +230,7 @@ async fn a_stack_left_rolled_back_at_the_applied_state_is_in_sync_without_a_chan
     assert!(ok(&h.reconcile(&name).await));
     let entry = h.entry(&name).await;
     assert_eq!(entry.status.phase, Phase::Ready);
-    let seen = entry.status.seen.expect("seen as the run left it");
+    let seen = entry.status.applied.seen.expect("seen as the run left it");
     assert_eq!(seen.stack_status, "UPDATE_ROLLBACK_COMPLETE");
     let change_sets = |ops: &[String]| ops.iter().filter(|o| *o == "CreateChangeSet").count();
     assert_eq!(change_sets(&fake.operations()), 1);
@@ -246,7 +246,7 @@ async fn a_stack_left_rolled_back_at_the_applied_state_is_in_sync_without_a_chan
         entry.status.message.as_deref(),
         Some("in sync: nothing to change")
     );
-    assert!(entry.status.seen.is_some());
+    assert!(entry.status.applied.seen.is_some());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -298,7 +298,7 @@ async fn a_run_killed_mid_way_records_the_failure_releases_the_lease_and_the_nex
     assert_eq!(entry.status.phase, Phase::Failed);
     assert!(entry.status.message.unwrap().contains("AccessDenied"));
     assert!(
-        entry.status.next_reconcile_at.is_some(),
+        entry.status.times.next_reconcile_at.is_some(),
         "a retry is scheduled"
     );
 
@@ -339,7 +339,7 @@ async fn an_update_that_rolls_back_fails_with_the_first_failed_resource() {
         "{message}"
     );
     assert_eq!(
-        entry.status.last_applied_revision, None,
+        entry.status.applied.last_applied_revision, None,
         "nothing was applied"
     );
 }
@@ -600,7 +600,7 @@ fn count(ops: &[String], op: &str) -> usize {
 /// Seconds from the run's end to the next try (`None`: no next try).
 fn next_try(entry: &stacksync::registry::StackEntry) -> Option<i64> {
     let status = &entry.status;
-    Some((status.next_reconcile_at?.0 - status.last_reconcile_at?.0) / 1000)
+    Some((status.times.next_reconcile_at?.0 - status.times.last_reconcile_at?.0) / 1000)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -619,7 +619,7 @@ async fn a_create_that_keeps_failing_is_made_again_once_then_left_until_forced()
     let entry = h.entry(&name).await;
     assert_eq!(entry.status.stall_reason, Some(StallReason::StackFailed));
     assert_eq!(next_try(&entry), Some(120));
-    assert_eq!(entry.status.failures.as_ref().unwrap().count, 1);
+    assert_eq!(entry.status.run.failures.as_ref().unwrap().count, 1);
 
     // 2: deleted, made anew, fails again; the wait doubles.
     assert!(!ok(&h.reconcile(&name).await));
@@ -630,7 +630,7 @@ async fn a_create_that_keeps_failing_is_made_again_once_then_left_until_forced()
     );
     let entry = h.entry(&name).await;
     assert_eq!(next_try(&entry), Some(240));
-    let failures = entry.status.failures.clone().unwrap();
+    let failures = entry.status.run.failures.clone().unwrap();
     assert!(failures.recreated && failures.count == 2, "{failures:?}");
 
     // 3: not made a third time at this revision: left as it failed, and
@@ -648,7 +648,7 @@ async fn a_create_that_keeps_failing_is_made_again_once_then_left_until_forced()
         entry.status.stall_reason,
         Some(StallReason::FailedCreateStays)
     );
-    assert_eq!(entry.status.next_reconcile_at, None);
+    assert_eq!(entry.status.times.next_reconcile_at, None);
     let message = entry.status.message.clone().unwrap();
     assert!(message.contains("ROLLBACK_COMPLETE"), "{message}");
 
@@ -694,7 +694,7 @@ async fn on_failed_create_keep_leaves_the_failed_stack_for_inspection() {
         message.contains("onFailedCreate: keep") && message.contains("CREATE_FAILED"),
         "says why: {message}"
     );
-    assert_eq!(entry.status.next_reconcile_at, None);
+    assert_eq!(entry.status.times.next_reconcile_at, None);
 }
 
 /// The change set options of the spec reach CloudFormation as it names
@@ -800,14 +800,14 @@ async fn on_replace_waits_for_a_replacement_and_not_for_a_plain_modify() {
     fake.script().changes = vec![row("False")];
     let (h, name) = harness(&fake, "    approval: onReplace\n").await;
     assert!(ok(&h.reconcile(&name).await), "a modify runs at once");
-    assert!(h.entry(&name).await.status.approvals.is_empty());
+    assert!(h.entry(&name).await.status.approval.records.is_empty());
 
     let fake = ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]);
     fake.script().changes = vec![row("True")];
     let (h, name) = harness(&fake, "    approval: onReplace\n").await;
     let (outcome, ()) = tokio::join!(h.reconcile(&name), async {
         let awaiting = loop {
-            if let Some(a) = h.entry(&name).await.status.awaiting {
+            if let Some(a) = h.entry(&name).await.status.approval.awaiting {
                 break a;
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;

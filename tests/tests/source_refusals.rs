@@ -142,9 +142,9 @@ async fn a_refused_password_names_its_secret_and_the_http_status_and_is_tried_ag
         message.contains(" (attempt 1 of 5 at ") && message.contains("; next try in "),
         "{message}"
     );
-    let failures = status.failures.clone().unwrap();
+    let failures = status.run.failures.clone().unwrap();
     assert_eq!((failures.count, failures.gave_up), (1, false));
-    assert!(status.next_reconcile_at.is_some(), "{status:?}");
+    assert!(status.times.next_reconcile_at.is_some(), "{status:?}");
 
     // The secret mended: the next try (no --force) reads it again and syncs.
     aws_sdk_secretsmanager::Client::new(&emulator.sdk_config())
@@ -157,7 +157,7 @@ async fn a_refused_password_names_its_secret_and_the_http_status_and_is_tried_ag
     let outcome = h.reconcile(&name).await;
     let status = h.entry(&name).await.status;
     assert!(ready(&outcome), "{outcome:?} {:?}", status.message);
-    assert_eq!(status.last_applied_revision, Some(repo.head()));
+    assert_eq!(status.applied.last_applied_revision, Some(repo.head()));
 }
 
 /// The same server asked by an entry without `credentialsSecret`: it is

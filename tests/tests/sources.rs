@@ -92,7 +92,7 @@ async fn private_repositories_are_synced_with_a_token_or_a_password_from_secrets
         let status = h.entry(name).await.status;
         assert!(ready(&outcome), "{name}: {outcome:?} {:?}", status.message);
         assert_eq!(status.phase, Phase::Ready);
-        assert_eq!(status.last_applied_revision, Some(repo.head()));
+        assert_eq!(status.applied.last_applied_revision, Some(repo.head()));
     }
     assert_eq!(
         server.seen().refused,
@@ -232,7 +232,7 @@ async fn a_github_app_gets_an_installation_token_once_and_reuses_it_until_it_exp
     let outcome = h.reconcile(&a).await;
     assert!(ready(&outcome), "{outcome:?}");
     assert_eq!(
-        h.entry(&a).await.status.last_applied_revision,
+        h.entry(&a).await.status.applied.last_applied_revision,
         Some(repo.head())
     );
     assert_eq!(server.seen().tokens_issued, 1, "one token for both runs");
@@ -515,7 +515,7 @@ async fn ssh_deploy_keys_are_used_in_process_and_host_keys_are_verified() {
                     "{prefix}: {outcome:?} {:?}",
                     status.message
                 );
-                assert_eq!(status.last_applied_revision, Some(repo.head()));
+                assert_eq!(status.applied.last_applied_revision, Some(repo.head()));
             }
             Some((reason, words)) => {
                 assert!(
@@ -588,7 +588,7 @@ async fn s3_zip_and_tar_gz_sources_follow_new_versions_and_honour_a_pinned_one()
             status.message
         );
         assert_eq!(
-            status.last_applied_revision.as_deref(),
+            status.applied.last_applied_revision.as_deref(),
             Some(v1.as_str()),
             "{format}"
         );
@@ -601,7 +601,7 @@ async fn s3_zip_and_tar_gz_sources_follow_new_versions_and_honour_a_pinned_one()
         assert_ne!(v1, v2);
         assert!(ready(&h.reconcile(&name).await), "{format}");
         assert_eq!(
-            h.entry(&name).await.status.last_applied_revision,
+            h.entry(&name).await.status.applied.last_applied_revision,
             Some(v2.clone())
         );
         assert_eq!(
@@ -613,7 +613,7 @@ async fn s3_zip_and_tar_gz_sources_follow_new_versions_and_honour_a_pinned_one()
         h.apply(&spec(&format!(", ref: '{v1}'"))).await;
         assert!(ready(&h.reconcile(&name).await), "{format}");
         assert_eq!(
-            h.entry(&name).await.status.last_applied_revision,
+            h.entry(&name).await.status.applied.last_applied_revision,
             Some(v1.clone())
         );
         assert_eq!(
@@ -847,7 +847,7 @@ async fn only_commits_signed_by_a_listed_key_are_deployed() {
     assert!(ready(&outcome), "{outcome:?}");
     let status = h.entry(&name).await.status;
     assert_eq!(
-        status.last_applied_revision.as_deref(),
+        status.applied.last_applied_revision.as_deref(),
         Some(signed.as_str())
     );
 
@@ -856,7 +856,7 @@ async fn only_commits_signed_by_a_listed_key_are_deployed() {
     assert!(!ready(&outcome));
     let status = h.entry(&name).await.status;
     assert_eq!(
-        status.last_applied_revision.as_deref(),
+        status.applied.last_applied_revision.as_deref(),
         Some(signed.as_str()),
         "the signed commit stays deployed"
     );

@@ -176,7 +176,7 @@ async fn a_run_state_written_by_the_code_before_is_read_by_todays_and_the_run_en
         entry.status.message
     );
     assert_eq!(
-        entry.status.stack_status.as_deref(),
+        entry.status.stack.status.as_deref(),
         Some("CREATE_COMPLETE")
     );
 

@@ -104,6 +104,7 @@ async fn awaiting(aws: &Connection, name: &str) -> Result<AwaitingApproval> {
     let phase = entry.display_phase();
     entry
         .status
+        .approval
         .awaiting
         .ok_or_else(|| format!("{name}: no change set awaits approval (the stack is {phase})"))
 }

@@ -52,7 +52,12 @@ pub async fn run(aws: &Connection, name: &str, reference: Option<&str>, format: 
         deadline: Duration::from_secs(300),
     };
     let installation = aws.registry.table().to_owned();
-    let recorded = entry.status.seen.as_ref().map(|s| s.stack_id.as_str());
+    let recorded = entry
+        .status
+        .applied
+        .seen
+        .as_ref()
+        .map(|s| s.stack_id.as_str());
     let result = diff(
         &cfn,
         spec,

@@ -29,7 +29,7 @@ struct DriftView<'a> {
 
 pub async fn drift(registry: &Registry, name: &str, format: Output) -> Result {
     let entry = registered(registry, name).await?;
-    let record = entry.status.drift.clone().unwrap_or_default();
+    let record = entry.status.findings.drift.clone().unwrap_or_default();
     if format != Output::Table {
         return print_structured(
             format,

@@ -189,6 +189,7 @@ fn explain_entry(entry: &StackEntry, all: &[StackEntry], format: Output) -> Resu
     let origins = |kind: Kind| -> Vec<Origin<'_>> {
         entry
             .status
+            .inputs
             .provenance
             .iter()
             .filter(|p| p.kind == kind)
@@ -204,16 +205,16 @@ fn explain_entry(entry: &StackEntry, all: &[StackEntry], format: Output) -> Resu
         phase: entry.display_phase().to_string(),
         parameters: origins(Kind::Parameter),
         tags: origins(Kind::Tag),
-        outputs: &entry.status.outputs,
+        outputs: &entry.status.applied.outputs,
         depends_on: entry.spec.upstream(),
         dependents: stacksync::registry::graph::dependents_of(&entry.name, all),
-        waiting_for: &entry.status.waiting_for,
+        waiting_for: &entry.status.inputs.waiting_for,
     };
     if format != Output::Table {
         return print_structured(format, &explained);
     }
     println!("{} ({})", explained.name, explained.phase);
-    if entry.status.provenance.is_empty() {
+    if entry.status.inputs.provenance.is_empty() {
         println!("  no run has recorded where its values came from yet");
     }
     for (title, rows) in [

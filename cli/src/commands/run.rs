@@ -285,7 +285,7 @@ pub async fn history(aws: &Connection, name: &str, limit: usize, format: Output)
             aws.registry.table()
         );
     }
-    let approvals = entry.map(|e| e.status.approvals).unwrap_or_default();
+    let approvals = entry.map(|e| e.status.approval.records).unwrap_or_default();
     let deployed = Deployed::new(&aws.config, &aws.resources)?;
     let found = deployed.history(name, limit).await?;
     let rows: Vec<HistoryRow<'_>> = found

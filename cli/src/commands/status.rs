@@ -87,23 +87,25 @@ impl<'a> StatusRow<'a> {
             name: &e.name,
             phase: e.display_phase(),
             stack_name: e.spec.effective_stack_name(),
-            stack_status: e.status.stack_status.as_deref(),
+            stack_status: e.status.stack.status.as_deref(),
             // Recorded before `stackStatusAt` was: a `Ready` run's end is
             // when it was read; any other's, unknown.
             stack_status_at: e
                 .status
-                .stack_status_at
+                .stack
+                .at
                 .or(e
                     .status
+                    .times
                     .last_reconcile_at
                     .filter(|_| e.status.phase == Phase::Ready))
-                .filter(|_| e.status.stack_status.is_some()),
-            last_applied_revision: e.status.last_applied_revision.as_deref(),
-            last_attempted_revision: e.status.last_attempted_revision.as_deref(),
-            last_reconcile_at: e.status.last_reconcile_at,
-            next_reconcile_at: e.status.next_reconcile_at,
+                .filter(|_| e.status.stack.status.is_some()),
+            last_applied_revision: e.status.applied.last_applied_revision.as_deref(),
+            last_attempted_revision: e.status.run.last_attempted_revision.as_deref(),
+            last_reconcile_at: e.status.times.last_reconcile_at,
+            next_reconcile_at: e.status.times.next_reconcile_at,
             spec_version: e.spec_version,
-            observed_spec_version: e.status.observed_spec_version,
+            observed_spec_version: e.status.run.observed_spec_version,
             stall_reason: e.status.stall_reason,
             // What blocks every run comes first.
             message: e.unsupported.as_deref().or(e.status.message.as_deref()),
@@ -111,13 +113,14 @@ impl<'a> StatusRow<'a> {
             unsupported: e.unsupported.as_deref(),
             drifted_resources: e
                 .status
+                .findings
                 .drift
                 .as_ref()
                 .map(|d| d.resources.len())
                 .filter(|n| *n > 0),
             // Only while the run that recorded it holds the stack, lately,
             // and is not waiting for a person (that says what to do).
-            retrying: e.status.retrying.as_ref().filter(|r| {
+            retrying: e.status.run.retrying.as_ref().filter(|r| {
                 let now = now_millis();
                 let holder = e.lease.as_ref().filter(|l| l.is_live(now));
                 e.display_phase() == Phase::Reconciling

@@ -1,5 +1,5 @@
 //! Drift: what CloudFormation's drift detection found of a stack, as
-//! stacksync records it (`status.drift`), and the pure decisions around it:
+//! stacksync records it (`status.findings.drift`), and the pure decisions around it:
 //! when the next detection is due, what a detection's findings mean for the
 //! record, whether they are put back (`action: revert`).
 //!

@@ -224,7 +224,13 @@ where
         .get(from_stack)
         .await?
         .ok_or_else(|| missing(format!("stack {from_stack} is not registered")))?;
-    match upstream.status.outputs.get(output).map(String::as_str) {
+    match upstream
+        .status
+        .applied
+        .outputs
+        .get(output)
+        .map(String::as_str)
+    {
         Some(MASKED_OUTPUT) => {
             return Err(ValueError::Secret(format!(
                 "parameter {name}: output {output} of stack {from_stack} holds a secret (its \

@@ -1,5 +1,5 @@
 //! The drift record's writes outside runs (the scheduler's detections and
-//! their findings): `status.drift` and its index copy `watch.drift`, in one
+//! their findings): `status.findings.drift` and its index copy `watch.drift`, in one
 //! conditional write — only while no run holds the stack (a run carries the
 //! record it read, so nothing written meanwhile could be lost), and only if
 //! the record is still the one read (`rev`).
@@ -74,10 +74,10 @@ impl DriftRecords for super::memory::MemoryRegistry {
             return Ok(false);
         };
         let free = entry.lease.as_ref().is_none_or(|l| l.expires_at.0 <= now);
-        if !free || entry.status.drift.as_ref().map(|d| d.rev) != read {
+        if !free || entry.status.findings.drift.as_ref().map(|d| d.rev) != read {
             return Ok(false);
         }
-        entry.status.drift = Some(record.clone());
+        entry.status.findings.drift = Some(record.clone());
         Ok(true)
     }
 }

@@ -126,7 +126,7 @@ pub fn follower_of(entry: &super::StackEntry) -> Follower {
         suspended: entry.is_suspended() || entry.status.phase == Phase::Suspended,
         deleting: entry.deletion_requested_at.is_some(),
         lease_expires_at: entry.lease.as_ref().map(|l| l.expires_at.0),
-        last_attempted_revision: entry.status.last_attempted_revision.clone(),
+        last_attempted_revision: entry.status.run.last_attempted_revision.clone(),
     }
 }
 

@@ -83,7 +83,11 @@ pub(super) fn dependency_conflicts(
 pub fn settled(entry: &StackEntry, now: crate::clock::EpochMillis) -> bool {
     entry.display_phase().is_ready()
         && entry.lease.as_ref().is_none_or(|l| l.expires_at.0 <= now)
-        && entry.status.next_reconcile_at.is_none_or(|t| t.0 > now)
+        && entry
+            .status
+            .times
+            .next_reconcile_at
+            .is_none_or(|t| t.0 > now)
 }
 
 /// The registered entries (not being deleted) that depend on `name`.

@@ -73,7 +73,7 @@ pub struct Watch {
     pub phase: Phase,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seen: Option<Seen>,
-    /// What the scheduler needs of `status.drift`.
+    /// What the scheduler needs of `status.findings.drift`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<crate::drift::DriftWatch>,
 }
@@ -83,13 +83,16 @@ pub struct Watch {
 pub fn status_attributes(status: &Status) -> (AttributeValue, AttributeValue) {
     let watch = Watch {
         phase: status.phase,
-        seen: status.seen.clone(),
-        drift: status.drift.as_ref().map(crate::drift::DriftRecord::watch),
+        seen: status.applied.seen.clone(),
+        drift: status
+            .findings
+            .drift
+            .as_ref()
+            .map(crate::drift::DriftRecord::watch),
     };
-    let record = Status {
-        seen: None,
-        ..status.clone()
-    };
+    // `seen` is the watch's, not the record's.
+    let mut record = status.clone();
+    record.applied.seen = None;
     (to_attr_of(&record), to_attr_of(&watch))
 }
 
@@ -228,8 +231,8 @@ pub fn entry_from_item(item: &Item) -> Result<StackEntry, String> {
         .and_then(|v| u64::try_from(v).ok())
         .ok_or("the item has no valid specVersion")?;
     let mut status: Status = decode(item, attr::STATUS)?.unwrap_or_default();
-    status.next_reconcile_at = get_n(item, attr::NEXT_RECONCILE_AT)?.map(Timestamp);
-    status.seen = decode::<Watch>(item, attr::WATCH)?.and_then(|w| w.seen);
+    status.times.next_reconcile_at = get_n(item, attr::NEXT_RECONCILE_AT)?.map(Timestamp);
+    status.applied.seen = decode::<Watch>(item, attr::WATCH)?.and_then(|w| w.seen);
     let lease = match (
         get_s(item, attr::LEASE_OWNER),
         get_n(item, attr::LEASE_EXPIRES_AT)?,

@@ -94,7 +94,7 @@ pub trait Leases: Send + Sync {
     /// step); one someone else took over is [`RegistryError::LeaseNotHeld`].
     fn release_lease(&self, name: &str, owner: &str) -> impl Future<Output = Result<()>> + Send;
     /// Records a stack's status while the run goes on (lease holder only);
-    /// `status.next_reconcile_at` also moves the entry in the scheduler's queue.
+    /// `status.times.next_reconcile_at` also moves the entry in the scheduler's queue.
     fn write_status(
         &self,
         name: &str,
@@ -125,7 +125,7 @@ impl Registry {
         release: bool,
     ) -> Result<()> {
         let status = status.clone().bounded();
-        let update = match (status.next_reconcile_at.is_some(), release) {
+        let update = match (status.times.next_reconcile_at.is_some(), release) {
             (true, true) => expr::FINAL_STATUS_DUE,
             (false, true) => expr::FINAL_STATUS,
             (true, false) => expr::STATUS_DUE,
@@ -133,7 +133,7 @@ impl Registry {
         };
         let (record, watch) = status_attributes(&status);
         let mut values = vec![(":owner", s(owner)), (":status", record), (":watch", watch)];
-        if let Some(at) = status.next_reconcile_at {
+        if let Some(at) = status.times.next_reconcile_at {
             values.push((":due", n(at.0)));
         }
         let written = self

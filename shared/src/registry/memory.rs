@@ -199,19 +199,19 @@ fn write_change(state: &mut State, change: &Change, now: EpochMillis) {
                 e.spec_hash = spec.content_hash();
                 e.spec_version = from + 1;
                 e.updated_at = at;
-                e.status.next_reconcile_at = Some(at);
+                e.status.times.next_reconcile_at = Some(at);
             }
         }
         (Action::Rekey { .. }, _) => {
             // Keys are computed from the spec here: only the due time moves.
             if let Some(e) = state.entries.get_mut(&change.name) {
-                e.status.next_reconcile_at = Some(at);
+                e.status.times.next_reconcile_at = Some(at);
             }
         }
         (Action::Prune { .. }, _) => {
             if let Some(e) = state.entries.get_mut(&change.name) {
                 e.deletion_requested_at = Some(at);
-                e.status.next_reconcile_at = Some(at);
+                e.status.times.next_reconcile_at = Some(at);
             }
         }
         _ => {}
@@ -245,7 +245,7 @@ impl Specs for MemoryRegistry {
             return Ok(false);
         }
         entry.deletion_requested_at = Some(Timestamp(now));
-        entry.status.next_reconcile_at = Some(Timestamp(now));
+        entry.status.times.next_reconcile_at = Some(Timestamp(now));
         Ok(true)
     }
 
@@ -263,7 +263,7 @@ impl Specs for MemoryRegistry {
         entry.suspended = suspended;
         entry.updated_at = Timestamp(now);
         if !suspended {
-            entry.status.next_reconcile_at = Some(Timestamp(now));
+            entry.status.times.next_reconcile_at = Some(Timestamp(now));
         }
         Ok(true)
     }
@@ -283,12 +283,12 @@ impl MemoryRegistry {
             }
             return Err(lease_not_held(current, name, owner));
         };
-        let due = entry.status.next_reconcile_at;
+        let due = entry.status.times.next_reconcile_at;
         entry.status = status.clone().bounded();
         // No due time in the status: while the run goes on, the entry stays
         // where it is in the queue; at its end, it leaves the queue.
         if !release {
-            entry.status.next_reconcile_at = status.next_reconcile_at.or(due);
+            entry.status.times.next_reconcile_at = status.times.next_reconcile_at.or(due);
         }
         if release {
             entry.lease = None;
@@ -403,13 +403,14 @@ impl Schedule for MemoryRegistry {
                 name: e.name.clone(),
                 stack_name: e.spec.effective_stack_name().to_owned(),
                 phase: Some(e.status.phase),
-                seen: e.status.seen.clone(),
+                seen: e.status.applied.seen.clone(),
                 suspended: e.suspended,
                 deleting: e.deletion_requested_at.is_some(),
                 lease_expires_at: e.lease.as_ref().map(|l| l.expires_at.0),
-                next_reconcile_at: e.status.next_reconcile_at.map(|t| t.0),
+                next_reconcile_at: e.status.times.next_reconcile_at.map(|t| t.0),
                 drift: e
                     .status
+                    .findings
                     .drift
                     .as_ref()
                     .map(crate::drift::DriftRecord::watch),
@@ -425,12 +426,12 @@ impl Schedule for MemoryRegistry {
                 .entries
                 .values()
                 .filter(|e| sched_shard(&e.name) == shard.to_string())
-                .filter(|e| e.status.next_reconcile_at.is_some_and(|t| t.0 <= now))
+                .filter(|e| e.status.times.next_reconcile_at.is_some_and(|t| t.0 <= now))
                 .collect();
-            in_shard.sort_by_key(|e| (e.status.next_reconcile_at, e.name.clone()));
+            in_shard.sort_by_key(|e| (e.status.times.next_reconcile_at, e.name.clone()));
             due.extend(in_shard.into_iter().take(per_shard.max(1)).cloned());
         }
-        due.sort_by_key(|e| (e.status.next_reconcile_at.map(|t| t.0), e.name.clone()));
+        due.sort_by_key(|e| (e.status.times.next_reconcile_at, e.name.clone()));
         Ok(super::Due {
             entries: due,
             unreadable: Vec::new(),
@@ -510,8 +511,8 @@ impl Schedule for MemoryRegistry {
     ) -> Result<bool> {
         let mut state = self.state();
         match state.entries.get_mut(name) {
-            Some(e) if e.status.next_reconcile_at == Some(Timestamp(from)) => {
-                e.status.next_reconcile_at = to.map(Timestamp);
+            Some(e) if e.status.times.next_reconcile_at == Some(Timestamp(from)) => {
+                e.status.times.next_reconcile_at = to.map(Timestamp);
                 Ok(true)
             }
             _ => Ok(false),
@@ -521,8 +522,8 @@ impl Schedule for MemoryRegistry {
     async fn mark_due(&self, name: &str, at: EpochMillis) -> Result<bool> {
         let mut state = self.state();
         match state.entries.get_mut(name) {
-            Some(e) if e.status.next_reconcile_at.is_none_or(|t| t.0 > at) => {
-                e.status.next_reconcile_at = Some(Timestamp(at));
+            Some(e) if e.status.times.next_reconcile_at.is_none_or(|t| t.0 > at) => {
+                e.status.times.next_reconcile_at = Some(Timestamp(at));
                 Ok(true)
             }
             _ => Ok(false),

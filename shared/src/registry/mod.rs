@@ -39,6 +39,7 @@ pub mod contract;
 #[cfg(any(test, feature = "fakes"))]
 pub mod memory;
 
+use crate::status::transitions;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -109,12 +110,7 @@ impl StackEntry {
             deletion_requested_at: None,
             created_at: at,
             updated_at: at,
-            status: Status {
-                phase: Phase::Pending,
-                last_transition_at: Some(at),
-                next_reconcile_at: Some(at),
-                ..Status::default()
-            },
+            status: transitions::registered(now),
             lease: None,
             unsupported: None,
             stored_source_key: None,
@@ -131,19 +127,15 @@ impl StackEntry {
     ) -> StackEntry {
         let mut entry = Self::registered(&change.name, spec, now);
         if !change.waiting_for.is_empty() {
-            entry.status.message = Some(format!(
-                "waiting for {}: this stack runs once {} Ready",
-                change.waiting_for.join(", "),
-                if change.waiting_for.len() == 1 {
-                    "it is"
-                } else {
-                    "they are"
-                }
-            ));
-            entry.status.waiting_for = change.waiting_for.clone();
-            entry.status.next_reconcile_at = Some(Timestamp(now.saturating_add(
+            let due = Timestamp(now.saturating_add(
                 i64::try_from(spec.interval.as_secs().saturating_mul(1000)).unwrap_or(i64::MAX),
-            )));
+            ));
+            entry.status = transitions::waiting(
+                &entry.status,
+                change.waiting_for.clone(),
+                transitions::waiting_message(&change.waiting_for),
+                due,
+            );
         }
         entry
     }
@@ -160,13 +152,14 @@ impl StackEntry {
             Phase::Deleting
         } else if self.is_suspended() {
             Phase::Suspended
-        } else if self.status.observed_spec_version < self.spec_version
+        } else if self.status.run.observed_spec_version < self.spec_version
             && matches!(self.status.phase, Phase::Ready | Phase::Failed)
         {
             Phase::Pending
         } else if self.status.phase == Phase::Ready
             && self
                 .status
+                .findings
                 .drift
                 .as_ref()
                 .is_some_and(crate::drift::DriftRecord::drifted)
@@ -265,17 +258,7 @@ pub async fn end_hold<R: Entries + Leases>(
     if entry.lease.as_ref().is_none_or(|l| l.owner != owner) {
         return Ok(false);
     }
-    let status = Status {
-        phase: Phase::Failed,
-        stall_reason: Some(crate::status::StallReason::Interrupted),
-        message: Some(why.to_owned()),
-        last_reconcile_at: Some(Timestamp(now)),
-        next_reconcile_at: Some(Timestamp(now)),
-        run: Some(owner.to_owned()),
-        // What the run retried ends with it.
-        retrying: None,
-        ..entry.status
-    };
+    let status = transitions::interrupted(&entry.status, owner, why, now);
     match registry
         .write_status_and_release(name, owner, &status)
         .await
@@ -437,7 +420,7 @@ pub fn entry_item(entry: &StackEntry) -> HashMap<String, AttributeValue> {
     item.insert(attr::CREATED_AT.into(), to_attr_of(&entry.created_at));
     item.insert(attr::UPDATED_AT.into(), to_attr_of(&entry.updated_at));
     item.insert(attr::SCHED_SHARD.into(), s(sched_shard(&entry.name)));
-    if let Some(at) = entry.status.next_reconcile_at {
+    if let Some(at) = entry.status.times.next_reconcile_at {
         item.insert(attr::NEXT_RECONCILE_AT.into(), n(at.0));
     }
     if let Some(at) = entry.deletion_requested_at {
@@ -453,7 +436,8 @@ pub fn entry_item(entry: &StackEntry) -> HashMap<String, AttributeValue> {
 /// An entry for unit tests: `name` follows `https://git.example/infra.git`
 /// (`t.yaml`), at `specVersion` 1, `Ready` with the given status fields.
 #[cfg(test)]
-pub(crate) fn sample_entry(name: &str, status: Status) -> StackEntry {
+pub(crate) fn sample_entry(name: &str, mut status: Status) -> StackEntry {
+    status.phase = Phase::Ready;
     let spec: StackSpec = serde_json::from_value(serde_json::json!({
         "name": name,
         "source": {"git": "https://git.example/infra.git", "path": "t.yaml"}
@@ -468,10 +452,7 @@ pub(crate) fn sample_entry(name: &str, status: Status) -> StackEntry {
         deletion_requested_at: None,
         created_at: Timestamp(0),
         updated_at: Timestamp(0),
-        status: Status {
-            phase: Phase::Ready,
-            ..status
-        },
+        status,
         lease: None,
         unsupported: None,
         stored_source_key: None,

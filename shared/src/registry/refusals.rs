@@ -64,10 +64,17 @@ impl ApprovalRecords for super::memory::MemoryRegistry {
         let Some(entry) = state.entry_mut(name) else {
             return Ok(false);
         };
-        if entry.status.awaiting.as_ref().map(|a| a.run.as_str()) != Some(run) {
+        if entry
+            .status
+            .approval
+            .awaiting
+            .as_ref()
+            .map(|a| a.run.as_str())
+            != Some(run)
+        {
             return Ok(false);
         }
-        entry.status.approvals = appended_approval(read, record);
+        entry.status.approval.records = appended_approval(read, record);
         Ok(true)
     }
 }

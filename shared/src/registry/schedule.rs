@@ -225,8 +225,12 @@ impl Schedule for Registry {
             due.entries.extend(entries);
             due.unreadable.extend(unreadable);
         }
-        due.entries
-            .sort_by_key(|e| (e.status.next_reconcile_at.map(|t| t.0), e.name.clone()));
+        due.entries.sort_by_key(|e| {
+            (
+                e.status.times.next_reconcile_at.map(|t| t.0),
+                e.name.clone(),
+            )
+        });
         Ok(due)
     }
 

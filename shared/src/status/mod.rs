@@ -7,12 +7,18 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::clock::{self, EpochMillis};
 use crate::preview::ResourceChange;
-use crate::seen::{OutOfBand, Seen};
 
 mod approval;
+mod record;
+pub mod transitions;
+mod wire;
 pub use approval::{
     ApprovalRecord, AwaitingApproval, Decision, MAX_APPROVAL_RECORDS, MAX_REFUSALS_KEPT,
     appended_approval,
+};
+pub use record::{
+    Applied, Approvals, Described, Findings, Inputs, LastRun, MAX_PROVENANCE_BYTES, Status, Times,
+    bounded_provenance,
 };
 
 /// Longest status message kept; longer ones are cut (DynamoDB items are bounded).
@@ -339,132 +345,6 @@ pub struct Retrying {
     pub at: Timestamp,
 }
 
-/// The status record of one stack.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Status {
-    pub phase: Phase,
-    /// The `specVersion` the last reconcile worked from (0: never reconciled).
-    pub observed_spec_version: u64,
-    /// The revision (commit SHA or S3 version) the last reconcile tried.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_attempted_revision: Option<String>,
-    /// The revision the stack was last brought to successfully.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_applied_revision: Option<String>,
-    /// Hash of everything that determined the deployed stack at that revision.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub applied_hash: Option<String>,
-    /// CloudFormation's stack status, as last described.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stack_status: Option<String>,
-    /// When it was described (`None`: recorded before this was; the run's
-    /// end, `lastReconcileAt`, is when).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stack_status_at: Option<Timestamp>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stack_status_reason: Option<String>,
-    /// The change set the last reconcile made.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub change_set_name: Option<String>,
-    /// What a person should know: the failure reason, or what happened.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// Why the last run stalled (with phase `Failed`): what to match on,
-    /// where the message is for people.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stall_reason: Option<StallReason>,
-    /// When the phase last changed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_transition_at: Option<Timestamp>,
-    /// When the last reconcile ended.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_reconcile_at: Option<Timestamp>,
-    /// The execution that ended last (its name: the lease owner it had). A
-    /// step of that execution retried after the run's final write finds it
-    /// here, and ends instead of failing for want of the lease.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run: Option<String>,
-    /// When the scheduler starts the stack's reconcile (a retry, a run that
-    /// did not finish); `None` for a stack that is fine: the scheduler's
-    /// health check watches it. Stored as the registry's indexed
-    /// `nextReconcileAt` attribute, not inside the record.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_reconcile_at: Option<Timestamp>,
-    /// The stack as the last successful run left it: what the next runs and
-    /// the scheduler's health check compare with CloudFormation. Stored as
-    /// the registry's `watch` attribute (read through a narrow index), not
-    /// inside the record.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub seen: Option<Seen>,
-    /// The last change made outside stacksync that a run found, and whether
-    /// it was put back.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub out_of_band: Option<OutOfBand>,
-    /// Failed attempts in a row at the last attempted spec and revision;
-    /// `None` once a run succeeds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub failures: Option<Failures>,
-    /// The last time a run took over a stack stacksync did not make
-    /// (`adopt: true`): which, when, and what its change set did, as
-    /// described before it was executed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub adoption: Option<Adoption>,
-    /// The change set waiting for a person's approval, while one waits.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub awaiting: Option<AwaitingApproval>,
-    /// What became of the latest change sets that asked for approval
-    /// (newest last, at most [`MAX_APPROVAL_RECORDS`]): who approved or
-    /// rejected which, when.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub approvals: Vec<ApprovalRecord>,
-    /// The stack's outputs as CloudFormation reported them when the last
-    /// run ended `Ready` (each as [`crate::parameters::output_record`]
-    /// keeps it): what tells whether the entries that read them must run
-    /// again (they read the values themselves, from CloudFormation).
-    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub outputs: std::collections::BTreeMap<String, String>,
-    /// Where each parameter and tag of the last run came from, with the
-    /// values of secrets and `NoEcho` parameters masked
-    /// (`stacksync get NAME --explain`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub provenance: Vec<crate::parameters::Provenance>,
-    /// The registered stacks the last run waited for (not settled yet): a
-    /// stack that becomes `Ready` makes those that wait for it due.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub waiting_for: Vec<String>,
-    /// The other stacks' outputs the last run read (`fromStack`): stack →
-    /// output → value as recorded ([`crate::parameters::output_record`]).
-    /// A stack whose outputs are no longer these makes this one due.
-    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub read_outputs:
-        std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
-    /// What the last drift detection found ([`crate::drift`]): written
-    /// outside runs, carried by them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drift: Option<crate::drift::DriftRecord>,
-    /// The StackId of the stack a CREATE change set of this entry made for
-    /// itself (`REVIEW_IN_PROGRESS`), recorded when CreateChangeSet
-    /// answered: the entry's own, tagged or not, until a run makes it (its
-    /// StackId then recorded in `seen`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placeholder: Option<String>,
-    /// The run's step being retried now, and why (`None` once the run
-    /// ends, whatever the end).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retrying: Option<Retrying>,
-}
-
-impl Status {
-    /// `record` appended to the approval records (bounded:
-    /// [`appended_approval`]); the waiting change set cleared.
-    pub fn with_approval(mut self, record: ApprovalRecord) -> Status {
-        self.awaiting = None;
-        self.approvals = approval::appended_approval(&self.approvals, record);
-        self
-    }
-}
-
 /// A stack taken over on purpose, and the preview of the change that took it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -490,87 +370,9 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-impl Status {
-    /// Whether runs at this spec version and revision have given up (only
-    /// a forced reconcile tries again).
-    pub fn gave_up_at(&self, spec_version: u64, revision: Option<&str>) -> bool {
-        self.phase == Phase::Failed
-            && self
-                .failures
-                .as_ref()
-                .is_some_and(|f| f.gave_up && f.at(spec_version, revision))
-    }
-}
-
-/// The most bytes the provenance of a status may take as stored (its
-/// registry item holds the spec too); past it, its values are left out.
-pub const MAX_PROVENANCE_BYTES: usize = 64 * 1024;
-
-impl Status {
-    /// The record as it may be stored: messages cut to [`MAX_MESSAGE_CHARS`],
-    /// the provenance to [`MAX_PROVENANCE_BYTES`] (values left out first).
-    pub fn bounded(mut self) -> Self {
-        let size =
-            |p: &[crate::parameters::Provenance]| serde_json::to_vec(p).map_or(0, |b| b.len());
-        if size(&self.provenance) > MAX_PROVENANCE_BYTES {
-            for row in &mut self.provenance {
-                row.value = None;
-            }
-            while size(&self.provenance) > MAX_PROVENANCE_BYTES {
-                self.provenance.pop();
-            }
-        }
-        for text in [&mut self.message, &mut self.stack_status_reason]
-            .into_iter()
-            .flatten()
-        {
-            if text.chars().count() > MAX_MESSAGE_CHARS {
-                let cut: String = text.chars().take(MAX_MESSAGE_CHARS - 1).collect();
-                *text = format!("{cut}…");
-            }
-        }
-        self
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_large_provenance_loses_its_values_first_and_then_rows() {
-        let row = |i: usize| crate::parameters::Provenance {
-            kind: crate::parameters::Kind::Parameter,
-            name: format!("P{i}"),
-            from: "stacks.yaml".into(),
-            value: Some("v".repeat(256)),
-        };
-        let fits = Status {
-            provenance: (0..10).map(row).collect(),
-            ..Status::default()
-        }
-        .bounded();
-        assert!(fits.provenance.iter().all(|p| p.value.is_some()));
-        let big = Status {
-            provenance: (0..400).map(row).collect(),
-            ..Status::default()
-        }
-        .bounded();
-        assert_eq!(big.provenance.len(), 400);
-        assert!(big.provenance.iter().all(|p| p.value.is_none()));
-    }
-
-    #[test]
-    fn long_messages_are_cut_on_a_character_boundary() {
-        let status = Status {
-            message: Some("é".repeat(MAX_MESSAGE_CHARS + 10)),
-            ..Status::default()
-        }
-        .bounded();
-        let message = status.message.unwrap();
-        assert_eq!(message.chars().count(), MAX_MESSAGE_CHARS);
-        assert!(message.ends_with('…'));
-    }
 
     #[test]
     fn timestamps_are_rfc3339_text() {

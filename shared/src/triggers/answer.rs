@@ -142,7 +142,7 @@ where
             .ok_or_else(|| refused(404, "NotRegistered", format!("{name} is not registered")))?;
         // Who may answer first: someone else learns nothing of the wait.
         self.check_approver(caller, request, &entry, now).await?;
-        let awaiting = entry.status.awaiting.clone().ok_or_else(|| {
+        let awaiting = entry.status.approval.awaiting.clone().ok_or_else(|| {
             refused(
                 409,
                 "NothingAwaits",
@@ -267,7 +267,7 @@ where
             approvers.join(", ")
         };
         warn!(stack = %name, caller, "an answer refused: not an approver");
-        if let Some(awaiting) = &entry.status.awaiting {
+        if let Some(awaiting) = &entry.status.approval.awaiting {
             self.record_refusal(caller, request, entry, awaiting, whose, now)
                 .await;
         }
@@ -306,7 +306,7 @@ where
         };
         if let Err(e) = self
             .registry
-            .record_refusal(name, &awaiting.run, &entry.status.approvals, record)
+            .record_refusal(name, &awaiting.run, &entry.status.approval.records, record)
             .await
         {
             warn!(stack = %name, error = %e, "the refusal was not recorded");

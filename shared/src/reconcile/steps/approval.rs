@@ -6,6 +6,7 @@
 //! the registry, a status or a log), records what waits and where it is
 //! answered, and keeps the stack's lease for as long as the wait may last.
 
+use crate::status::transitions;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -23,7 +24,7 @@ use crate::reconcile::run::{
 };
 use crate::registry::{LEASE_TTL, StackEntry, StepRegistry};
 use crate::stack_status::{ChangeSetStatus, ExecutionStatus};
-use crate::status::{ApprovalRecord, AwaitingApproval, Decision, Phase, Status, Timestamp};
+use crate::status::{ApprovalRecord, AwaitingApproval, Decision, Timestamp};
 
 /// What the state machine gives the step: the run's state, and the token
 /// its answer must bring back (`$$.Task.Token`).
@@ -65,14 +66,9 @@ where
             )
             .await?;
         info!(stack = %state.entry, change_set = %request.change_set, why = %request.why, "awaiting approval");
-        let status = Status {
-            phase: Phase::AwaitingApproval,
-            message: Some(format!(
-                "change set {} awaits approval ({}): stacksync approve {} --change-set {}",
-                request.change_set, request.why, state.entry, request.change_set
-            )),
-            change_set_name: Some(request.change_set.clone()),
-            awaiting: Some(AwaitingApproval {
+        let status = transitions::awaiting_approval(
+            &entry.status,
+            AwaitingApproval {
                 change_set: request.change_set.clone(),
                 why: request.why.clone(),
                 changes: request.changes.clone(),
@@ -83,11 +79,14 @@ where
                 // As the run's request says: the verified answer names it.
                 requested_at: Timestamp(request.asked_at),
                 expires_at,
-            }),
+            },
+            format!(
+                "change set {} awaits approval ({}): stacksync approve {} --change-set {}",
+                request.change_set, request.why, state.entry, request.change_set
+            ),
             // Due when the wait ends, should the run die meanwhile.
-            next_reconcile_at: Some(Timestamp(due(now, wait.as_secs()))),
-            ..entry.status.clone()
-        };
+            Timestamp(due(now, wait.as_secs())),
+        );
         self.record(&state, &entry, status.clone()).await?;
         let approval = NoticeApproval {
             why: Some(request.why.clone()),
@@ -168,7 +167,7 @@ where
             by: record.by.clone(),
             ..NoticeApproval::default()
         });
-        let status = entry.status.clone().with_approval(record);
+        let status = transitions::with_approval(&entry.status, record);
         self.record(&state, entry, status.clone()).await?;
         if let Some(approval) = approved {
             self.notify(NoticeKind::Approved, &state, entry, &status, Some(approval))
@@ -209,7 +208,7 @@ where
         };
         let this_wait = |at: i64| {
             at == request.asked_at
-                || entry.status.awaiting.as_ref().is_some_and(|a| {
+                || entry.status.approval.awaiting.as_ref().is_some_and(|a| {
                     a.run == state.execution.name
                         && a.change_set == request.change_set
                         && a.requested_at.0 == at

@@ -2,6 +2,7 @@
 //! honours suspend and deletion, resolves the source to an exact revision
 //! and stores the artifact, once per source and revision.
 
+use crate::status::transitions;
 use tracing::info;
 
 use super::{StepResult, Steps, due, short};
@@ -15,7 +16,7 @@ use crate::ports::{
 };
 use crate::reconcile::run::{Fetched, Next, RunState, StepError};
 use crate::registry::{LEASE_TTL, RegistryError, StackEntry, StepRegistry};
-use crate::status::{Phase, StallReason, Status, Timestamp};
+use crate::status::{StallReason, Status, Timestamp};
 
 impl<R, B, F, S> Steps<R, B, F, S>
 where
@@ -46,12 +47,7 @@ where
         }
         if entry.is_suspended() {
             // Out of the queue: resuming makes it due again.
-            let status = Status {
-                phase: Phase::Suspended,
-                message: Some("suspended: stacksync leaves the stack alone".into()),
-                next_reconcile_at: None,
-                ..entry.status.clone()
-            };
+            let status = transitions::suspended(&entry.status);
             return self.finish(state, &entry, status, "suspended").await;
         }
         if let Some(why) = self.config.policy.refuses_spec(&entry.spec) {
@@ -62,10 +58,7 @@ where
         if !state.trigger.force && entry.status.gave_up_at(entry.spec_version, Some(&revision)) {
             // Nothing changed since the run that gave up: trying again would
             // fail (or create and roll back) again. Out of the queue.
-            let status = Status {
-                next_reconcile_at: None,
-                ..entry.status.clone()
-            };
+            let status = transitions::out_of_queue(&entry.status);
             return self
                 .finish(
                     state,
@@ -260,21 +253,18 @@ where
     }
 }
 
-/// A source that could not be read: retried when transient; else stalled,
-/// with a refused credential told apart.
 /// The status a run records once it knows its revision.
 fn reconciling(entry: &StackEntry, revision: &str, started_at: i64) -> Status {
-    Status {
-        phase: Phase::Reconciling,
-        last_attempted_revision: Some(revision.to_owned()),
-        message: Some(format!("reconciling {}", short(revision))),
-        next_reconcile_at: Some(Timestamp(due(started_at, LEASE_TTL.as_secs()))),
-        // An earlier run's retries are not this one's.
-        retrying: None,
-        ..entry.status.clone()
-    }
+    transitions::reconciling(
+        &entry.status,
+        revision,
+        format!("reconciling {}", short(revision)),
+        Timestamp(due(started_at, LEASE_TTL.as_secs())),
+    )
 }
 
+/// A source that could not be read: retried when transient; else stalled,
+/// with a refused credential told apart.
 fn fetch_error(e: FetchError) -> StepError {
     match e {
         FetchError::Port(PortError::Transient(m)) => StepError::transient(m),
@@ -307,6 +297,7 @@ fn content_reason(e: &ContentError) -> StallReason {
 mod tests {
     use super::super::testing::*;
     use super::*;
+    use crate::status::Phase;
 
     /// A run of an entry whose source is `url` (`insecure` as given), in a
     /// `local` runner or deployed: the test, and what artifact-fetch made.
@@ -427,7 +418,10 @@ mod tests {
         let entry = t.entry();
         assert_eq!(entry.status.phase, Phase::Reconciling);
         assert_eq!(entry.lease.unwrap().owner, "run-1");
-        assert_eq!(entry.status.last_attempted_revision.as_deref(), Some(HEAD));
+        assert_eq!(
+            entry.status.run.last_attempted_revision.as_deref(),
+            Some(HEAD)
+        );
         // A second stack (or run) at this revision re-uses the artifact.
         t.release("run-1").await;
         t.steps.artifact_fetch(t.input("run-2")).await.unwrap();

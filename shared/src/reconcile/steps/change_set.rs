@@ -3,6 +3,7 @@
 //! else's operation, continues a failed rollback, or deletes a failed create
 //! to make it again — or executes the change set poll-status found ready.
 
+use crate::status::transitions;
 use tracing::{info, warn};
 
 use super::{StepResult, Steps, short, wait};
@@ -20,7 +21,7 @@ use crate::reconcile::run::{ChangeSetInHand, Next, RunState, StepError, WaitOn};
 use crate::registry::{StackEntry, StepRegistry};
 use crate::spec::StackSpec;
 use crate::stack_status::{ExecutionStatus, StackStatus};
-use crate::status::{Adoption, Failures, StallReason, Status, Timestamp};
+use crate::status::{Adoption, Failures, StallReason, Timestamp};
 
 impl<R, B, F, S> Steps<R, B, F, S>
 where
@@ -43,8 +44,8 @@ where
         let adopting = self.ours_to_touch(&state, &entry, stack.as_ref())? == Owner::Adopted;
         // At the applied hash, unless the stack was changed outside
         // stacksync (or the run is forced): then Git wins.
-        let hash_matches = entry.status.applied_hash.is_some()
-            && entry.status.applied_hash.as_deref() == state.desired_hash()
+        let hash_matches = entry.status.applied.applied_hash.is_some()
+            && entry.status.applied.applied_hash.as_deref() == state.desired_hash()
             && !state.must_apply();
         let at = (state.execution.spec_version, state.revision());
         let decision = decide_stack(StackObservation {
@@ -53,7 +54,7 @@ where
             rollback_continues: state.budgets.rollback_continues,
             failed_create: FailedCreate::of(
                 entry.spec.failed_create(),
-                entry.status.failures.as_ref(),
+                entry.status.run.failures.as_ref(),
                 at,
                 state.trigger.force,
             ),
@@ -111,7 +112,7 @@ where
     async fn delete_and_recreate(&self, mut state: RunState, entry: &StackEntry) -> StepResult {
         let at = (state.execution.spec_version, state.revision());
         let mut status = entry.status.clone();
-        let failures = status.failures.get_or_insert_with(Default::default);
+        let failures = status.run.failures.get_or_insert_with(Default::default);
         if !failures.at(at.0, at.1) {
             *failures = Failures {
                 spec_version: at.0,
@@ -213,10 +214,7 @@ where
             more,
         };
         warn!(stack = %state.entry, stack_id = %adoption.stack_id, rows = adoption.changes.len() + more, "adopting: previewed, executing");
-        let status = Status {
-            adoption: Some(adoption),
-            ..entry.status.clone()
-        };
+        let status = transitions::adopting(&entry.status, adoption);
         self.record(state, entry, status).await
     }
 
@@ -244,13 +242,10 @@ where
         let Some(stack_id) = stack_id.filter(|id| !id.is_empty()) else {
             return Ok(());
         };
-        if entry.status.placeholder.as_deref() == Some(stack_id.as_str()) {
+        if entry.status.run.placeholder.as_deref() == Some(stack_id.as_str()) {
             return Ok(());
         }
-        let status = Status {
-            placeholder: Some(stack_id),
-            ..entry.status.clone()
-        };
+        let status = transitions::with_placeholder(&entry.status, stack_id);
         self.record(state, entry, status).await
     }
 

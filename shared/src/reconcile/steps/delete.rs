@@ -11,7 +11,8 @@ use crate::reconcile::decide::{DeleteDecision, decide_delete};
 use crate::reconcile::run::{Next, RunState, StepError};
 use crate::registry::{StackEntry, StepRegistry};
 use crate::spec::StackSpec;
-use crate::status::{Phase, StallReason, Status};
+use crate::status::StallReason;
+use crate::status::transitions;
 
 impl<R, B, F, S> Steps<R, B, F, S>
 where
@@ -110,11 +111,7 @@ where
             .remove(&entry.name, &state.execution.name)
             .await?;
         // The entry is gone: its last status says how it went.
-        let status = Status {
-            phase: Phase::Deleting,
-            message: Some(outcome.clone()),
-            ..entry.status.clone()
-        };
+        let status = transitions::removed(&entry.status, outcome.clone());
         self.notify(NoticeKind::Removed, &state, entry, &status, None)
             .await;
         state.next = Next::Done;

@@ -3,6 +3,7 @@
 //! releases the lease. The last applied revision and hash are kept; a retry
 //! is due after `retryInterval`.
 
+use crate::status::transitions;
 use tracing::{info, warn};
 
 use super::{StepResult, Steps, due, short};
@@ -93,7 +94,7 @@ fn ended_already(
 ) -> Option<(Next, String)> {
     match entry {
         Some(e)
-            if e.status.run.as_deref() == Some(state.execution.name.as_str())
+            if e.status.run.execution.as_deref() == Some(state.execution.name.as_str())
                 && e.lease.is_none() =>
         {
             let next = if e.status.phase == Phase::Failed {
@@ -163,8 +164,7 @@ where
         // failed before, or CloudFormation cannot say.
         let reached = state.desired_hash().is_some();
         if reached && let Some(now) = self.stack_status_now(&entry).await {
-            status.stack_status = now;
-            status.stack_status_at = Some(Timestamp(now_millis()));
+            status = transitions::described(&status, now, Timestamp(now_millis()));
         }
         let rejected = decided
             .as_ref()
@@ -175,7 +175,7 @@ where
                 ..NoticeApproval::default()
             });
         if let Some(record) = decided {
-            status = status.with_approval(record);
+            status = transitions::with_approval(&status, record);
         }
         let outcome = status.message.clone().unwrap_or_default();
         // The rejection is Step Functions' fact already (the task failed
@@ -214,12 +214,13 @@ where
         } else {
             entry.spec_version
         };
-        let revision = state
-            .revision()
-            .map(str::to_owned)
-            .or(entry.status.last_attempted_revision.clone());
+        let revision = state.revision().map(str::to_owned).or(entry
+            .status
+            .run
+            .last_attempted_revision
+            .clone());
         let counted = after_failure(
-            entry.status.failures.as_ref(),
+            entry.status.run.failures.as_ref(),
             (spec_version, revision.as_deref()),
             reason,
             (entry.spec.retry_interval, entry.spec.max_attempts),
@@ -238,26 +239,24 @@ where
                 counted.failures.count, entry.name
             ),
         };
-        Status {
-            phase: Phase::Failed,
-            observed_spec_version: spec_version,
-            last_attempted_revision: revision,
-            message: Some(message),
-            stall_reason: Some(reason),
-            change_set_name: state.change_set_name().map(str::to_owned),
-            last_reconcile_at: Some(Timestamp(now)),
-            next_reconcile_at: counted
-                .retry_in
-                .map(|wait| Timestamp(due(now, wait.as_secs()))),
-            failures: Some(counted.failures),
-            // A change found outside stacksync that the run could not put
-            // back is still news (`undone: false`).
-            out_of_band: state
-                .out_of_band()
-                .cloned()
-                .or_else(|| entry.status.out_of_band.clone()),
-            ..entry.status.clone()
-        }
+        transitions::failed(
+            &entry.status,
+            transitions::Failure {
+                spec_version,
+                revision,
+                reason,
+                message,
+                change_set: state.change_set_name().map(str::to_owned),
+                failures: counted.failures,
+                next_reconcile_at: counted
+                    .retry_in
+                    .map(|wait| Timestamp(due(now, wait.as_secs()))),
+                // A change found outside stacksync that the run could not
+                // put back is still news (`undone: false`).
+                out_of_band: state.out_of_band().cloned(),
+                now,
+            },
+        )
     }
 
     /// Deletes the run's change set if it was made and never executed (an
@@ -380,8 +379,8 @@ mod tests {
     async fn a_caught_failure_is_recorded_with_its_reason_and_the_lease_released() {
         let t = Test::new().await;
         let mut entry = t.entry();
-        entry.status.last_applied_revision = Some("older".into());
-        entry.status.applied_hash = Some("h".into());
+        entry.status.applied.last_applied_revision = Some("older".into());
+        entry.status.applied.applied_hash = Some("h".into());
         t.steps.registry.inner.insert(entry);
         let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
         let error = StepError::stalled(
@@ -403,14 +402,18 @@ mod tests {
             )
         );
         assert_eq!(
-            entry.status.last_applied_revision.as_deref(),
+            entry.status.applied.last_applied_revision.as_deref(),
             Some("older"),
             "kept"
         );
-        assert_eq!(entry.status.applied_hash.as_deref(), Some("h"), "kept");
+        assert_eq!(
+            entry.status.applied.applied_hash.as_deref(),
+            Some("h"),
+            "kept"
+        );
         assert!(entry.lease.is_none());
-        let retry =
-            entry.status.next_reconcile_at.unwrap().0 - entry.status.last_reconcile_at.unwrap().0;
+        let retry = entry.status.times.next_reconcile_at.unwrap().0
+            - entry.status.times.last_reconcile_at.unwrap().0;
         assert_eq!(retry, entry.spec.retry_interval.as_secs() as i64 * 1000);
     }
 
@@ -428,7 +431,7 @@ mod tests {
 
     fn wait_ms(entry: &StackEntry) -> Option<i64> {
         let status = &entry.status;
-        Some(status.next_reconcile_at?.0 - status.last_reconcile_at?.0)
+        Some(status.times.next_reconcile_at?.0 - status.times.last_reconcile_at?.0)
     }
 
     #[tokio::test]
@@ -456,13 +459,13 @@ mod tests {
         assert!(state.execution.outcome.unwrap().starts_with("gave up"));
         let after = t.entry();
         assert_eq!(after.status.message.as_deref(), Some(message.as_str()));
-        assert_eq!(after.status.next_reconcile_at, None);
+        assert_eq!(after.status.times.next_reconcile_at, None);
         assert!(after.lease.is_none());
         assert_eq!(after.status.phase, Phase::Failed, "never Reconciling");
 
         // Forced: tried again, and counted on.
         fail_once(&t, "run-7", true).await;
-        assert_eq!(t.entry().status.failures.unwrap().count, 6);
+        assert_eq!(t.entry().status.run.failures.unwrap().count, 6);
 
         // A push: a new revision, counted from 1.
         t.steps
@@ -470,7 +473,7 @@ mod tests {
             .commit(URL, "main", "fedcba", &[("t.yaml", TEMPLATE)]);
         fail_once(&t, "run-8", false).await;
         let entry = t.entry();
-        let failures = entry.status.failures.unwrap();
+        let failures = entry.status.run.failures.unwrap();
         assert_eq!((failures.count, failures.gave_up), (1, false));
         assert_eq!(wait_ms(&t.entry()), Some(120_000));
     }
@@ -489,7 +492,7 @@ mod tests {
         }
         let entry = t.entry();
         assert_eq!(wait_ms(&entry), Some(16 * 60_000));
-        assert!(!entry.status.failures.unwrap().gave_up);
+        assert!(!entry.status.run.failures.unwrap().gave_up);
         assert!(entry.status.message.unwrap().ends_with("(next try in 16m)"));
     }
 
@@ -520,7 +523,7 @@ mod tests {
             crate::fakes::ScriptedCloudFormation::with_stack(&[Some(
                 crate::stack_status::StackStatus::UpdateComplete,
             )]),
-            |e| e.status.change_set_name = Some("an-earlier-runs".into()),
+            |e| e.status.run.change_set_name = Some("an-earlier-runs".into()),
         )
         .await;
         let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
@@ -539,17 +542,17 @@ mod tests {
             t.cfn.script().calls
         );
         assert_eq!(
-            t.entry().status.change_set_name.as_deref(),
+            t.entry().status.run.change_set_name.as_deref(),
             Some(made.as_str())
         );
 
-        let t =
-            Test::with_entry(|e| e.status.change_set_name = Some("an-earlier-runs".into())).await;
+        let t = Test::with_entry(|e| e.status.run.change_set_name = Some("an-earlier-runs".into()))
+            .await;
         let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
         let error = StepError::stalled(StallReason::InvalidTemplate, "bad");
         catch(&t, state, &error).await;
         assert_eq!(
-            t.entry().status.change_set_name,
+            t.entry().status.run.change_set_name,
             None,
             "no change set this run"
         );

@@ -36,6 +36,7 @@ mod waits;
 #[cfg(test)]
 mod testing;
 
+use crate::status::transitions;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -202,7 +203,7 @@ where
             // This run's own final write, made by an earlier attempt of this
             // step whose answer was lost: the run is over.
             Err(RegistryError::LeaseNotHeld { holder: None, .. })
-                if entry.status.run.as_deref() == Some(state.execution.name.as_str()) =>
+                if entry.status.run.execution.as_deref() == Some(state.execution.name.as_str()) =>
             {
                 Err(StepError::Ended {
                     outcome: format!(
@@ -219,9 +220,15 @@ where
     fn owner_of(&self, entry: &StackEntry, stack: &StackInfo) -> crate::ownership::Owner {
         // The stack a run left (`seen`), or the placeholder a CREATE change
         // set of this entry made.
-        let seen = entry.status.seen.as_ref().map(|s| s.stack_id.as_str());
+        let seen = entry
+            .status
+            .applied
+            .seen
+            .as_ref()
+            .map(|s| s.stack_id.as_str());
         let recorded = entry
             .status
+            .run
             .placeholder
             .as_deref()
             .filter(|p| *p == stack.stack_id)
@@ -267,7 +274,7 @@ where
         entry: &StackEntry,
         status: Status,
     ) -> Result<(), StepError> {
-        let status = with_transition(entry, status);
+        let status = transitions::recorded(&entry.status, status, now_millis());
         self.registry
             .write_status(&state.entry, &state.execution.name, &status)
             .await?;
@@ -284,14 +291,8 @@ where
         outcome: &str,
     ) -> StepResult {
         info!(stack = %state.entry, phase = %status.phase, outcome, "run finished");
-        let mut status = with_transition(entry, status);
-        status.run = Some(state.execution.name.clone());
-        // What was retried belongs to the run, which ends here.
-        status.retrying = None;
-        // Only a stack that waits keeps what it waits for.
-        if status.phase != Phase::Pending {
-            status.waiting_for.clear();
-        }
+        let mut status =
+            transitions::ended(&entry.status, status, &state.execution.name, now_millis());
         // The spec changed (or deletion was asked) while this run worked from
         // an older one: look again at once rather than after `interval`.
         if state.execution.spec_version > 0 {
@@ -299,14 +300,15 @@ where
             if latest.is_some_and(|e| {
                 e.spec_version != state.execution.spec_version || e.deletion_requested_at.is_some()
             }) {
-                status.next_reconcile_at = Some(Timestamp(now_millis()));
+                status = transitions::due_now(status, now_millis());
             }
         }
         self.registry
             .write_status_and_release(&state.entry, &state.execution.name, &status)
             .await?;
         if status.phase == Phase::Ready {
-            self.wake_dependents(&state.entry, &status.outputs).await;
+            self.wake_dependents(&state.entry, &status.applied.outputs)
+                .await;
         }
         self.recheck_upstream(entry, &status, state.execution.started_at)
             .await;
@@ -412,16 +414,6 @@ where
     }
 }
 
-/// The phase's transition time: kept when the phase stays, now when it changes.
-fn with_transition(entry: &StackEntry, mut status: Status) -> Status {
-    if status.phase == entry.status.phase {
-        status.last_transition_at = entry.status.last_transition_at;
-    } else {
-        status.last_transition_at = Some(Timestamp(now_millis()));
-    }
-    status
-}
-
 /// `Ready` at the run's revision and desired hash, with the stack as seen
 /// now; out of the scheduler's queue (its health check watches the stack),
 /// unless a parameter reads a secret store (due again after `interval`).
@@ -435,82 +427,40 @@ fn ready_status(
     message: &str,
 ) -> Status {
     let now = now_millis();
-    let same = same_stack(entry.status.seen.as_ref(), seen.as_ref());
-    Status {
-        phase: Phase::Ready,
-        observed_spec_version: state.execution.spec_version,
-        last_attempted_revision: state.revision().map(str::to_owned),
-        last_applied_revision: state.revision().map(str::to_owned),
-        applied_hash: state.desired_hash().map(str::to_owned),
-        stack_status: seen.as_ref().map(|s| s.stack_status.clone()),
-        stack_status_at: Some(Timestamp(now)),
-        stack_status_reason: None,
-        // This run's change set, or none: never an earlier run's.
-        change_set_name: state.change_set_name().map(str::to_owned),
-        message: Some(match state.revert().map(|r| r.reapplied) {
-            None => message.to_owned(),
-            Some(false) => format!(
-                "{message}; drift put back by a drift-aware change set (REVERT_DRIFT), \
-                 checked by a detection at once"
-            ),
-            Some(true) => format!(
-                "{message}; drift-aware change sets are refused here: the template was \
-                 applied as it is, which puts back only what it changes (checked by a \
-                 detection at once)"
-            ),
-        }),
-        stall_reason: None,
-        last_transition_at: None,
-        last_reconcile_at: Some(Timestamp(now)),
-        // Back in the queue after `interval` when a parameter reads a
-        // secret store: its new versions (rotations) announce themselves
-        // nowhere else.
-        next_reconcile_at: entry
-            .spec
-            .reads_secrets()
-            .then(|| Timestamp(due(now, entry.spec.interval.as_secs()))),
-        // Set by `finish`, with the execution that writes it.
-        run: None,
-        // A success ends the failures in a row.
-        failures: None,
-        seen,
-        out_of_band: state
-            .out_of_band()
-            .cloned()
-            .or_else(|| entry.status.out_of_band.clone()),
-        adoption: entry.status.adoption.clone(),
-        awaiting: None,
-        approvals: entry.status.approvals.clone(),
-        outputs: outputs
-            .map(|o| {
-                o.iter()
-                    .map(|(k, v)| (k.clone(), crate::parameters::output_record(v)))
-                    .collect()
-            })
-            .unwrap_or_else(|| entry.status.outputs.clone()),
-        provenance: entry.status.provenance.clone(),
-        waiting_for: Vec::new(),
-        read_outputs: entry.status.read_outputs.clone(),
-        // Another stack (made anew, replaced): the findings were another's.
-        drift: crate::drift::after_run(
-            entry.status.drift.clone().filter(|_| same),
-            state.revert().map(|r| r.drift.as_str()),
-            state.revert().is_some_and(|r| r.reapplied),
-            state.change_set_name().is_some(),
-            now,
+    let message = match state.revert().map(|r| r.reapplied) {
+        None => message.to_owned(),
+        Some(false) => format!(
+            "{message}; drift put back by a drift-aware change set (REVERT_DRIFT), \
+             checked by a detection at once"
         ),
-        // Made: its StackId is in `seen` now.
-        placeholder: None,
-        retrying: None,
-    }
-}
-
-/// Whether the stack seen now is the one seen before (none before: yes).
-fn same_stack(before: Option<&Seen>, now: Option<&Seen>) -> bool {
-    match (before, now) {
-        (Some(before), Some(now)) => before.stack_id == now.stack_id,
-        _ => true,
-    }
+        Some(true) => format!(
+            "{message}; drift-aware change sets are refused here: the template was \
+             applied as it is, which puts back only what it changes (checked by a \
+             detection at once)"
+        ),
+    };
+    transitions::ready(
+        &entry.status,
+        transitions::Success {
+            spec_version: state.execution.spec_version,
+            revision: state.revision().map(str::to_owned),
+            desired_hash: state.desired_hash().map(str::to_owned),
+            change_set: state.change_set_name().map(str::to_owned),
+            seen,
+            outputs,
+            message,
+            // Back in the queue after `interval` when a parameter reads a
+            // secret store: its new versions (rotations) announce themselves
+            // nowhere else.
+            next_reconcile_at: entry
+                .spec
+                .reads_secrets()
+                .then(|| Timestamp(due(now, entry.spec.interval.as_secs()))),
+            out_of_band: state.out_of_band().cloned(),
+            revert: state.revert().map(|r| (r.drift.clone(), r.reapplied)),
+            now,
+        },
+    )
 }
 
 /// `now` + `secs`.
@@ -529,24 +479,6 @@ pub fn short(revision: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_drift_record_of_another_stack_is_dropped() {
-        let seen = |id: &str| Seen {
-            region: None,
-            assume_role_arn: None,
-            stack_id: id.into(),
-            changed_at: Timestamp(1),
-            stack_status: "CREATE_COMPLETE".into(),
-            drift: None,
-            deployed_hash: String::new(),
-            interval_seconds: 600,
-            drift_seconds: None,
-        };
-        assert!(same_stack(Some(&seen("a")), Some(&seen("a"))));
-        assert!(!same_stack(Some(&seen("a")), Some(&seen("b"))), "replaced");
-        assert!(same_stack(None, Some(&seen("b"))), "nothing seen before");
-    }
 
     #[test]
     fn poll_intervals_grow_by_half_up_to_a_cap() {

@@ -294,7 +294,7 @@ mod tests {
             "{blob}"
         );
         // Where each came from, the secrets' values masked.
-        let provenance = t.entry().status.provenance;
+        let provenance = t.entry().status.inputs.provenance;
         let pw = provenance.iter().find(|p| p.name == "Pw").unwrap();
         assert_eq!(
             (pw.from.as_str(), pw.value.as_deref()),
@@ -421,9 +421,15 @@ mod tests {
         }
         let status = deployed(&t, |_| {}).await;
         assert_eq!(status.phase, Phase::Ready);
-        assert_eq!(status.outputs["Echo"], crate::parameters::MASKED_OUTPUT);
-        assert_eq!(status.outputs["Url"], crate::parameters::MASKED_OUTPUT);
-        assert_eq!(status.outputs["Arn"], "arn:aws:sqs:us-east-1:1:q");
+        assert_eq!(
+            status.applied.outputs["Echo"],
+            crate::parameters::MASKED_OUTPUT
+        );
+        assert_eq!(
+            status.applied.outputs["Url"],
+            crate::parameters::MASKED_OUTPUT
+        );
+        assert_eq!(status.applied.outputs["Arn"], "arn:aws:sqs:us-east-1:1:q");
         let text = serde_json::to_string(&t.entry()).unwrap();
         assert!(!text.contains("SECRET"), "{text}");
     }
@@ -443,7 +449,10 @@ mod tests {
             s.earlier_values.push("pw-SECRET-1".into());
         })
         .await;
-        assert_eq!(status.outputs["Echo"], crate::parameters::MASKED_OUTPUT);
+        assert_eq!(
+            status.applied.outputs["Echo"],
+            crate::parameters::MASKED_OUTPUT
+        );
         let text = serde_json::to_string(&t.entry()).unwrap();
         assert!(!text.contains("SECRET"), "{text}");
     }
@@ -462,7 +471,10 @@ mod tests {
             Phase::Ready,
             "the stack is deployed all the same"
         );
-        assert_eq!(status.outputs["Echo"], crate::parameters::UNCHECKED_OUTPUT);
+        assert_eq!(
+            status.applied.outputs["Echo"],
+            crate::parameters::UNCHECKED_OUTPUT
+        );
         let text = serde_json::to_string(&t.entry()).unwrap();
         assert!(!text.contains("SECRET"), "{text}");
     }
@@ -493,9 +505,9 @@ mod tests {
             )],
         );
         let mut db = sample_entry("db", crate::status::Status::default());
-        db.status.last_attempted_revision = Some(HEAD.into());
-        db.status.observed_spec_version = db.spec_version;
-        db.status.outputs = BTreeMap::from([
+        db.status.run.last_attempted_revision = Some(HEAD.into());
+        db.status.run.observed_spec_version = db.spec_version;
+        db.status.applied.outputs = BTreeMap::from([
             ("Url".to_owned(), recorded.to_owned()),
             ("Arn".to_owned(), "arn:aws:rds:us-east-1:1:db".to_owned()),
         ]);

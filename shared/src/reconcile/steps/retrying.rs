@@ -13,6 +13,7 @@
 //! and being blamed on the wait. Failures further apart (a throttle now and
 //! then in a long update) start the count again.
 
+use crate::status::transitions;
 use tracing::warn;
 
 use super::{StepName, Steps};
@@ -20,7 +21,7 @@ use crate::clock::{EpochMillis, age, now_millis};
 use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher};
 use crate::reconcile::run::{RunState, StepError};
 use crate::registry::StepRegistry;
-use crate::status::{Retrying, StallReason, Status, Timestamp};
+use crate::status::{Retrying, StallReason, Timestamp};
 
 /// Failures of one step with one cause in one run that end it: more than
 /// the state machine's own retries of a step (7 attempts), so that only a
@@ -130,7 +131,7 @@ where
         }
         let now = now_millis();
         let retrying = next_retry(
-            entry.status.retrying.as_ref(),
+            entry.status.run.retrying.as_ref(),
             &state.execution.name,
             step,
             error.message(),
@@ -139,10 +140,7 @@ where
         if retrying.attempts >= MAX_SAME_FAILURES {
             return exhausted(&retrying, now);
         }
-        let status = Status {
-            retrying: Some(retrying),
-            ..entry.status.clone()
-        };
+        let status = transitions::retrying(&entry.status, retrying);
         if let Err(e) = self
             .registry
             .write_status(&state.entry, &state.execution.name, &status)

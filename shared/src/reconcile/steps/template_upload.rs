@@ -45,7 +45,7 @@ fn revert_requested(entry: &StackEntry) -> Option<Revert> {
     if entry.spec.drift.action != crate::spec::DriftAction::Revert {
         return None;
     }
-    let print = entry.status.drift.as_ref()?.revert_requested()?;
+    let print = entry.status.findings.drift.as_ref()?.revert_requested()?;
     Some(Revert {
         drift: print.to_owned(),
         reapplied: false,
@@ -64,7 +64,7 @@ pub(super) fn observed(stack: &StackInfo) -> Observed<'_> {
 
 /// "in sync", and the drift CloudFormation reports if that is news.
 fn in_sync_message(entry: &StackEntry, now: &Seen) -> String {
-    match &entry.status.seen {
+    match &entry.status.applied.seen {
         Some(before) if before.drift != now.drift && now.drift.is_some() => format!(
             "in sync: nothing to change; {} (`stacksync drift {}` shows what drifted; \
              `drift.action: revert` puts it back)",
@@ -113,7 +113,8 @@ where
         let mut entry = self.resume(&state).await?;
         let desired = self.store_desired(&state, &entry).await?;
         self.record_provenance(&state, &mut entry, &desired).await?;
-        let hash_matches = entry.status.applied_hash.as_deref() == Some(desired.hash.as_str());
+        let hash_matches =
+            entry.status.applied.applied_hash.as_deref() == Some(desired.hash.as_str());
         // What an earlier pass of this run found (before an approval) stays.
         let mut uploaded = Uploaded {
             template_key: desired.template_key,
@@ -179,18 +180,15 @@ where
         entry: &mut StackEntry,
         desired: &Desired,
     ) -> Result<(), StepError> {
-        let bounded = crate::status::Status {
-            provenance: desired.provenance.clone(),
-            ..crate::status::Status::default()
-        }
-        .bounded()
-        .provenance;
-        if entry.status.provenance != bounded || entry.status.read_outputs != desired.read_outputs {
-            let status = crate::status::Status {
-                provenance: desired.provenance.clone(),
-                read_outputs: desired.read_outputs.clone(),
-                ..entry.status.clone()
-            };
+        let bounded = crate::status::bounded_provenance(desired.provenance.clone());
+        if entry.status.inputs.provenance != bounded
+            || entry.status.inputs.read_outputs != desired.read_outputs
+        {
+            let status = crate::status::transitions::with_inputs(
+                &entry.status,
+                desired.provenance.clone(),
+                desired.read_outputs.clone(),
+            );
             self.record(state, entry, status.clone()).await?;
             entry.status = status;
         }
@@ -205,7 +203,7 @@ where
         entry: &StackEntry,
         stack: Option<&StackInfo>,
     ) -> Result<AsLeft, StepError> {
-        let Some(seen) = &entry.status.seen else {
+        let Some(seen) = &entry.status.applied.seen else {
             return Ok(AsLeft::Unknown);
         };
         let observed = stack.map(observed);
@@ -443,8 +441,11 @@ mod tests {
             Some("in sync: nothing to change")
         );
         assert!(entry.lease.is_none());
-        assert_eq!(entry.status.next_reconcile_at, None, "out of the queue");
-        assert_eq!(entry.status.seen, Some(t.seen(S::UpdateComplete)));
+        assert_eq!(
+            entry.status.times.next_reconcile_at, None,
+            "out of the queue"
+        );
+        assert_eq!(entry.status.applied.seen, Some(t.seen(S::UpdateComplete)));
         assert_eq!(t.cfn.operations(), ["DescribeStacks", "GetTemplate"]);
     }
 
@@ -492,7 +493,7 @@ mod tests {
             .to_owned();
         t.release("run-1").await;
         let mut entry = t.entry();
-        entry.status.applied_hash = Some(desired.clone());
+        entry.status.applied.applied_hash = Some(desired.clone());
         t.steps.registry.inner.insert(entry);
         t.stack_answers(&[Some(S::UpdateComplete)]);
         let state = uploaded(&t).await.unwrap();
@@ -521,7 +522,10 @@ mod tests {
         .await;
         assert_eq!(result.unwrap().next, Next::Done);
         let status = t.entry().status;
-        assert_eq!(status.seen.unwrap().drift.as_deref(), Some("DRIFTED"));
+        assert_eq!(
+            status.applied.seen.unwrap().drift.as_deref(),
+            Some("DRIFTED")
+        );
         let message = status.message.unwrap();
         assert!(
             message.contains("drift detection reports DRIFTED")

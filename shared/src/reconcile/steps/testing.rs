@@ -131,8 +131,8 @@ impl Test {
     /// `orders` as a run left it: applied at `desired`, the stack seen at `status`.
     pub fn applied(&self, desired: &str, status: StackStatus) {
         let mut entry = self.entry();
-        entry.status.applied_hash = Some(desired.to_owned());
-        entry.status.seen = Some(self.seen(status));
+        entry.status.applied.applied_hash = Some(desired.to_owned());
+        entry.status.applied.seen = Some(self.seen(status));
         self.steps.registry.inner.insert(entry);
     }
 

@@ -2,6 +2,7 @@
 //! (`dependsOn`, `fromStack`), and a run that ends `Ready` making due the
 //! entries that must run again because of it.
 
+use crate::status::transitions;
 use std::collections::BTreeMap;
 
 use tracing::info;
@@ -35,6 +36,7 @@ fn unsettled(
         && follows(&upstream.spec) == key
         && upstream
             .status
+            .run
             .last_attempted_revision
             .as_deref()
             .is_none_or(|r| !r.eq_ignore_ascii_case(revision))
@@ -56,7 +58,7 @@ fn stale_reads<'a>(
     upstream: &'a str,
     outputs: &'a BTreeMap<String, String>,
 ) -> Vec<&'a str> {
-    let read = entry.status.read_outputs.get(upstream);
+    let read = entry.status.inputs.read_outputs.get(upstream);
     entry
         .spec
         .consumes(upstream)
@@ -106,26 +108,17 @@ where
         if waiting.is_empty() {
             return Ok(None);
         }
-        let message = format!(
-            "waiting for {}: this stack runs once {} Ready",
-            waiting.join(", "),
-            if waiting.len() == 1 {
-                "it is"
-            } else {
-                "they are"
-            }
-        );
+        let message = transitions::waiting_message(&waiting);
         info!(stack = %state.entry, %message, "waiting for what it depends on");
-        let status = Status {
-            phase: Phase::Pending,
-            message: Some(message.clone()),
-            waiting_for: names.clone(),
-            next_reconcile_at: Some(Timestamp(due(
+        let status = transitions::waiting(
+            &entry.status,
+            names.clone(),
+            message.clone(),
+            Timestamp(due(
                 state.execution.started_at,
                 entry.spec.interval.as_secs(),
-            ))),
-            ..entry.status.clone()
-        };
+            )),
+        );
         let ended = self.finish(state.clone(), entry, status, &message).await?;
         // What it waits for may have settled while this run looked (its
         // word then found this stack still leased): look once more, now
@@ -189,8 +182,10 @@ where
             return Ok(());
         }
         let reads = stale_reads(&entry, name, outputs);
-        let waits = entry.status.waiting_for.iter().any(|w| w == name)
-            && self.settled(&entry.status.waiting_for, Some(name)).await?;
+        let waits = entry.status.inputs.waiting_for.iter().any(|w| w == name)
+            && self
+                .settled(&entry.status.inputs.waiting_for, Some(name))
+                .await?;
         if reads.is_empty() && !waits {
             return Ok(());
         }
@@ -247,9 +242,10 @@ where
                 && upstream.display_phase().is_ready()
                 && upstream
                     .status
+                    .times
                     .last_reconcile_at
                     .is_some_and(|t| t.0 >= started_at)
-                && !stale_reads(&ran, name, &upstream.status.outputs).is_empty()
+                && !stale_reads(&ran, name, &upstream.status.applied.outputs).is_empty()
             {
                 due_now = true;
             }
@@ -296,7 +292,7 @@ mod tests {
         assert_eq!(ended.next, Next::Done);
         let entry = t.entry();
         assert_eq!(entry.status.phase, Phase::Pending);
-        assert_eq!(entry.status.waiting_for, vec!["net".to_owned()]);
+        assert_eq!(entry.status.inputs.waiting_for, vec!["net".to_owned()]);
         assert!(
             entry
                 .status
@@ -306,7 +302,7 @@ mod tests {
         );
         assert!(entry.lease.is_none(), "the lease is given back");
         assert!(
-            entry.status.next_reconcile_at.is_some(),
+            entry.status.times.next_reconcile_at.is_some(),
             "due at its interval all the same"
         );
         assert_eq!(
@@ -321,6 +317,7 @@ mod tests {
                 .unwrap()
                 .unwrap()
                 .status
+                .times
                 .next_reconcile_at
                 .map(|t| t.0)
                 .unwrap_or(i64::MAX)
@@ -336,9 +333,9 @@ mod tests {
         // orders does not read: nothing.
         let mut ready = registry.get(NAME).await.unwrap().unwrap();
         ready.status.phase = Phase::Ready;
-        ready.status.waiting_for.clear();
-        ready.status.next_reconcile_at = None;
-        ready.status.read_outputs = BTreeMap::from([("net".to_owned(), first.clone())]);
+        ready.status.inputs.waiting_for.clear();
+        ready.status.times.next_reconcile_at = None;
+        ready.status.inputs.read_outputs = BTreeMap::from([("net".to_owned(), first.clone())]);
         registry.insert(ready.clone());
         let more = BTreeMap::from([
             ("VpcId".to_owned(), "vpc-1".to_owned()),

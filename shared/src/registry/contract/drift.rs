@@ -59,7 +59,7 @@ where
         .ok()
         .flatten()
         .unwrap_or_else(|| panic!("{label}"));
-    assert_eq!(beta.status.drift, Some(record(2)), "{label}");
+    assert_eq!(beta.status.findings.drift, Some(record(2)), "{label}");
     let watched = r.watched().await.unwrap_or_else(|e| panic!("{label}: {e}"));
     let w = watched
         .iter()
@@ -90,7 +90,7 @@ where
         .flatten()
         .unwrap_or_else(|| panic!("{label}"));
     assert_eq!(
-        beta.status.drift,
+        beta.status.findings.drift,
         Some(record(2)),
         "{label}: carried by the run"
     );

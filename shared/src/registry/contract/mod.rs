@@ -74,7 +74,7 @@ async fn specs<R: Entries + Specs>(r: &R, label: &str) {
         "{label}"
     );
     assert_eq!(
-        alpha.status.next_reconcile_at,
+        alpha.status.times.next_reconcile_at,
         Some(Timestamp(NOW)),
         "{label}: new entries are due"
     );
@@ -250,16 +250,16 @@ async fn statuses<R: Entries + Leases + Schedule>(r: &R, label: &str) {
         "{label}: bounded"
     );
     assert_eq!(
-        beta.status.next_reconcile_at,
+        beta.status.times.next_reconcile_at,
         Some(Timestamp(NOW)),
         "{label}: no due time keeps the queue position"
     );
     assert!(beta.lease.is_some(), "{label}");
-    let done = Status {
+    let mut done = Status {
         phase: Phase::Ready,
-        next_reconcile_at: Some(Timestamp(NOW + 600_000)),
         ..Status::default()
     };
+    done.times.next_reconcile_at = Some(Timestamp(NOW + 600_000));
     r.write_status_and_release("beta", "run-1", &done)
         .await
         .unwrap_or_else(|e| panic!("{label}: {e}"));
@@ -270,7 +270,7 @@ async fn statuses<R: Entries + Leases + Schedule>(r: &R, label: &str) {
         .flatten()
         .unwrap_or_else(|| panic!("{label}"));
     assert_eq!(
-        (beta.status.phase, beta.status.next_reconcile_at),
+        (beta.status.phase, beta.status.times.next_reconcile_at),
         (Phase::Ready, Some(Timestamp(NOW + 600_000))),
         "{label}"
     );
@@ -310,12 +310,11 @@ async fn seen_and_out_of_the_queue<R: Entries + Leases + Schedule>(r: &R, label:
     r.acquire_lease("beta", "run-2", TTL, NOW)
         .await
         .unwrap_or_else(|e| panic!("{label}: {e}"));
-    let fine = Status {
+    let mut fine = Status {
         phase: Phase::Ready,
-        seen: Some(seen.clone()),
-        next_reconcile_at: None,
         ..Status::default()
     };
+    fine.applied.seen = Some(seen.clone());
     r.write_status_and_release("beta", "run-2", &fine)
         .await
         .unwrap_or_else(|e| panic!("{label}: {e}"));
@@ -326,10 +325,10 @@ async fn seen_and_out_of_the_queue<R: Entries + Leases + Schedule>(r: &R, label:
         .flatten()
         .unwrap_or_else(|| panic!("{label}"));
     assert_eq!(
-        beta.status.next_reconcile_at, None,
+        beta.status.times.next_reconcile_at, None,
         "{label}: out of the queue"
     );
-    assert_eq!(beta.status.seen.as_ref(), Some(&seen), "{label}");
+    assert_eq!(beta.status.applied.seen.as_ref(), Some(&seen), "{label}");
     let watched = r.watched().await.unwrap_or_else(|e| panic!("{label}: {e}"));
     let beta = watched
         .iter()
@@ -373,7 +372,7 @@ async fn deletion<R: Entries + Specs + Leases>(r: &R, label: &str) {
         .flatten()
         .unwrap_or_else(|| panic!("{label}"));
     assert_eq!(
-        beta.status.next_reconcile_at,
+        beta.status.times.next_reconcile_at,
         Some(Timestamp(NOW + 5)),
         "{label}: resumed entries are due"
     );
@@ -492,7 +491,7 @@ async fn schedule<R: Entries + Schedule>(r: &R, label: &str) {
         .flatten()
         .unwrap_or_else(|| panic!("{label}"));
     assert_eq!(
-        alpha.status.next_reconcile_at,
+        alpha.status.times.next_reconcile_at,
         Some(Timestamp(NOW + 50)),
         "{label}"
     );

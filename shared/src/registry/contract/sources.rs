@@ -124,7 +124,7 @@ pub(super) async fn ended_holds<R: Entries + Leases>(r: &R, label: &str) {
         "{label}"
     );
     assert_eq!(
-        alpha.status.next_reconcile_at,
+        alpha.status.times.next_reconcile_at,
         Some(Timestamp(NOW + 5)),
         "{label}: due at once"
     );

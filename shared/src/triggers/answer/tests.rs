@@ -20,7 +20,7 @@ fn waiting(approvers: &[&str]) -> Handler {
     let registry = MemoryRegistry::new();
     let mut entry = sample_entry("orders", Status::default());
     entry.status.phase = Phase::AwaitingApproval;
-    entry.status.awaiting = Some(AwaitingApproval {
+    entry.status.approval.awaiting = Some(AwaitingApproval {
         change_set: "cs-1".into(),
         why: "approval: always".into(),
         changes: Vec::new(),
@@ -99,8 +99,11 @@ async fn anyone_else_is_refused_recorded_and_nothing_is_answered() {
         "no verified record"
     );
     let status = h.registry.entry("orders").unwrap().status;
-    assert!(status.awaiting.is_some(), "the change set still waits");
-    let record = status.approvals.last().unwrap();
+    assert!(
+        status.approval.awaiting.is_some(),
+        "the change set still waits"
+    );
+    let record = status.approval.records.last().unwrap();
     assert_eq!(
         (record.decision, record.by.as_deref()),
         (Decision::Refused, Some(MALLORY))
@@ -115,7 +118,7 @@ async fn anyone_else_is_refused_recorded_and_nothing_is_answered() {
     assert!(h.tokens.answered().is_empty());
     // With nothing waiting, still only "not an approver".
     let mut entry = h.registry.entry("orders").unwrap();
-    entry.status.awaiting = None;
+    entry.status.approval.awaiting = None;
     h.registry.insert(entry);
     let idle = h.handle(Some(MALLORY), &approve("cs-1"), NOW).await;
     assert_eq!(
@@ -223,7 +226,13 @@ async fn a_wait_that_ended_says_so_and_a_wait_from_before_the_upgrade_is_answere
     let h = waiting(&[APPROVERS]);
     h.blobs.delete(&approval_token_key("orders", "run-1"));
     let mut entry = h.registry.entry("orders").unwrap();
-    entry.status.awaiting.as_mut().unwrap().legacy_token = Some("old-token".into());
+    entry
+        .status
+        .approval
+        .awaiting
+        .as_mut()
+        .unwrap()
+        .legacy_token = Some("old-token".into());
     h.registry.insert(entry);
     let response = h.handle(Some(ALICE), &approve("cs-1"), NOW).await;
     assert_eq!(response.status, 200, "{}", response.body);

@@ -311,7 +311,7 @@ where
             .await
             .map_err(|e| e.to_string())?;
         let Some(entry) = entry else { return Ok(()) };
-        let read = entry.status.drift.clone().unwrap_or_default();
+        let read = entry.status.findings.drift.clone().unwrap_or_default();
         let record = DriftRecord {
             detection: Some(Detection {
                 id,
@@ -322,7 +322,7 @@ where
         };
         // Not written (a run took the stack): the listing's drift status
         // brings the findings in once the detection ends.
-        let rev = entry.status.drift.as_ref().map(|d| d.rev);
+        let rev = entry.status.findings.drift.as_ref().map(|d| d.rev);
         self.registry
             .record_drift(&w.name, rev, &record, now)
             .await
@@ -412,7 +412,7 @@ where
         else {
             return Ok(());
         };
-        let previous = entry.status.drift.clone().unwrap_or_default();
+        let previous = entry.status.findings.drift.clone().unwrap_or_default();
         let checked_at = detection
             .as_ref()
             .map(|(_, at)| *at)
@@ -443,7 +443,7 @@ where
                 apply_findings(&previous, findings, revert, now)
             }
         };
-        let read = entry.status.drift.as_ref().map(|d| d.rev);
+        let read = entry.status.findings.drift.as_ref().map(|d| d.rev);
         if !self
             .registry
             .record_drift(&w.name, read, &record, now)

@@ -44,8 +44,8 @@ fn fleet(names: &[String], drift: &DriftSpec, cap: usize) -> Test {
         let mut e = sample_entry(name, Status::default());
         e.spec.drift = drift.clone();
         e.status.phase = Phase::Ready;
-        e.status.observed_spec_version = 1;
-        e.status.seen = Some(Seen {
+        e.status.run.observed_spec_version = 1;
+        e.status.applied.seen = Some(Seen {
             region: None,
             assume_role_arn: None,
             stack_id: stack_id(name, 1),
@@ -100,6 +100,7 @@ impl Test {
             .entry("orders")
             .unwrap()
             .status
+            .findings
             .drift
             .unwrap_or_default()
     }
@@ -159,7 +160,7 @@ async fn a_drifted_queue_property_is_reported_with_its_expected_and_actual_value
     assert_eq!(entry.display_phase(), Phase::Drifted);
     assert_eq!(entry.status.phase, Phase::Ready, "stored as it was");
     assert_eq!(
-        entry.status.next_reconcile_at, None,
+        entry.status.times.next_reconcile_at, None,
         "action report: no run"
     );
     let notices = t.notices.all();
@@ -221,7 +222,7 @@ async fn an_ignored_property_is_not_reported_and_a_resource_left_with_none_is_in
     let entry = t.s.registry.entry("orders").unwrap();
     assert_eq!(entry.display_phase(), Phase::Ready);
     assert_eq!(
-        entry.status.next_reconcile_at, None,
+        entry.status.times.next_reconcile_at, None,
         "an ignored property never triggers a revert"
     );
     assert!(t.notices.kinds().is_empty());
@@ -239,21 +240,21 @@ async fn a_revert_that_does_not_clear_the_drift_is_reported_once_and_not_retried
     assert_eq!(report.reverts, 1);
     let entry = t.s.registry.entry("orders").unwrap();
     assert_eq!(
-        entry.status.next_reconcile_at,
+        entry.status.times.next_reconcile_at,
         Some(Timestamp(NOW + 300_000)),
         "due for a run that reverts"
     );
     let print = t.drift().revert_requested().unwrap().to_owned();
     // The run (tested with the steps) applied it and left the stack Ready.
     let mut entry = t.s.registry.entry("orders").unwrap();
-    entry.status.drift = crate::drift::after_run(
-        entry.status.drift,
+    entry.status.findings.drift = crate::drift::after_run(
+        entry.status.findings.drift,
         Some(&print),
         false,
         false,
         NOW + 400_000,
     );
-    entry.status.next_reconcile_at = None;
+    entry.status.times.next_reconcile_at = None;
     t.s.registry.insert(entry);
     t.drift_calls();
     // Detected again at once, not at the next slot.
@@ -268,7 +269,7 @@ async fn a_revert_that_does_not_clear_the_drift_is_reported_once_and_not_retried
     );
     assert_eq!(t.notices.kinds(), ["Drift Detected", "Drift Not Cleared"]);
     let entry = t.s.registry.entry("orders").unwrap();
-    assert_eq!(entry.status.next_reconcile_at, None, "not retried");
+    assert_eq!(entry.status.times.next_reconcile_at, None, "not retried");
     // Found again at the next slots: never due, never said again.
     for day in [2, 4] {
         t.run(NOW + day * DAY).await;
@@ -276,7 +277,7 @@ async fn a_revert_that_does_not_clear_the_drift_is_reported_once_and_not_retried
     }
     assert_eq!(t.notices.kinds().len(), 2);
     let entry = t.s.registry.entry("orders").unwrap();
-    assert_eq!(entry.status.next_reconcile_at, None);
+    assert_eq!(entry.status.times.next_reconcile_at, None);
     assert_eq!(entry.display_phase(), Phase::Drifted);
 }
 
@@ -292,19 +293,20 @@ async fn a_revert_that_clears_the_drift_says_so() {
     let mut entry = t.s.registry.entry("orders").unwrap();
     let print = entry
         .status
+        .findings
         .drift
         .as_ref()
         .unwrap()
         .revert_requested()
         .map(str::to_owned);
-    entry.status.drift = crate::drift::after_run(
-        entry.status.drift,
+    entry.status.findings.drift = crate::drift::after_run(
+        entry.status.findings.drift,
         print.as_deref(),
         false,
         false,
         NOW + 400_000,
     );
-    entry.status.next_reconcile_at = None;
+    entry.status.times.next_reconcile_at = None;
     t.s.registry.insert(entry);
     t.run(NOW + 500_000).await;
     t.finds(complete("IN_SYNC"), vec![]);
@@ -363,6 +365,7 @@ async fn a_thousand_due_stacks_are_detected_a_few_at_a_time_and_none_is_dropped(
     assert!(
         entries.iter().all(|e| e
             .status
+            .findings
             .drift
             .as_ref()
             .is_some_and(|d| d.checked_at.is_some())),
@@ -438,7 +441,7 @@ async fn a_stack_under_way_or_due_to_run_gets_no_detection() {
     // Due: the scheduler is about to start its run, which will take it.
     let t = one(DriftSpec::default());
     let mut entry = t.s.registry.entry("orders").unwrap();
-    entry.status.next_reconcile_at = Some(Timestamp(NOW - 1));
+    entry.status.times.next_reconcile_at = Some(Timestamp(NOW - 1));
     t.s.registry.insert(entry);
     assert_eq!(t.run(NOW).await.started, 0, "its run is about to take it");
 }

@@ -122,7 +122,7 @@ pub fn judge_stack_event(
         return StackEventVerdict::Ignore("in progress: the final status decides");
     }
     // The last run ended after this happened: it saw the result.
-    if let (Some(at), Some(last)) = (event_time, entry.status.last_reconcile_at)
+    if let (Some(at), Some(last)) = (event_time, entry.status.times.last_reconcile_at)
         && at <= last.0
     {
         return StackEventVerdict::Own("seen by the last run");
@@ -272,13 +272,9 @@ mod tests {
     const NOW: EpochMillis = 1_800_000_000_000;
 
     fn entry() -> StackEntry {
-        crate::registry::sample_entry(
-            "orders",
-            Status {
-                last_reconcile_at: Some(Timestamp(NOW - 60_000)),
-                ..Status::default()
-            },
-        )
+        let mut status = Status::default();
+        status.times.last_reconcile_at = Some(Timestamp(NOW - 60_000));
+        crate::registry::sample_entry("orders", status)
     }
 
     fn change(status: &str, token: Option<&str>) -> StackStatusChange {
@@ -433,7 +429,12 @@ mod tests {
                 "{answer:?}"
             );
             assert_eq!(
-                h.registry.entry("orders").unwrap().status.next_reconcile_at,
+                h.registry
+                    .entry("orders")
+                    .unwrap()
+                    .status
+                    .times
+                    .next_reconcile_at,
                 Some(Timestamp(NOW))
             );
             assert!(

@@ -81,7 +81,7 @@ pub enum DueAction {
 
 /// Decides for an entry read from the due index at `now`.
 pub fn judge_due(entry: &StackEntry, now: EpochMillis) -> DueAction {
-    let from = entry.status.next_reconcile_at.map_or(0, |t| t.0);
+    let from = entry.status.times.next_reconcile_at.map_or(0, |t| t.0);
     let start = |reason| {
         DueAction::Start(Candidate {
             stack: entry.name.clone(),
@@ -116,13 +116,13 @@ pub fn judge_due(entry: &StackEntry, now: EpochMillis) -> DueAction {
         };
     }
     let status = &entry.status;
-    if status.observed_spec_version == 0 && status.phase == Phase::Pending {
+    if status.run.observed_spec_version == 0 && status.phase == Phase::Pending {
         start(Reason::New)
-    } else if status.observed_spec_version < entry.spec_version {
+    } else if status.run.observed_spec_version < entry.spec_version {
         start(Reason::SpecChanged)
     } else if status.gave_up_at(
         entry.spec_version,
-        status.last_attempted_revision.as_deref(),
+        status.run.last_attempted_revision.as_deref(),
     ) {
         // A push (the follower check), a spec change or a forced reconcile
         // starts it; a mark (a change seen by the events rule) does not.
@@ -283,15 +283,11 @@ mod tests {
     const NOW: EpochMillis = 1_800_000_000_000;
 
     fn entry(name: &str) -> StackEntry {
-        let mut e = crate::registry::sample_entry(
-            name,
-            Status {
-                observed_spec_version: 3,
-                last_attempted_revision: Some("a".repeat(40)),
-                next_reconcile_at: Some(Timestamp(NOW - 5)),
-                ..Status::default()
-            },
-        );
+        let mut status = Status::default();
+        status.run.observed_spec_version = 3;
+        status.run.last_attempted_revision = Some("a".repeat(40));
+        status.times.next_reconcile_at = Some(Timestamp(NOW - 5));
+        let mut e = crate::registry::sample_entry(name, status);
         e.spec_version = 3;
         e
     }
@@ -320,7 +316,7 @@ mod tests {
         // the queue): out again, started by nothing but a push, a spec
         // change or --force.
         let mut gave_up = failed.clone();
-        gave_up.status.failures = Some(crate::status::Failures {
+        gave_up.status.run.failures = Some(crate::status::Failures {
             count: 5,
             spec_version: 3,
             revision: Some("a".repeat(40)),
@@ -335,10 +331,8 @@ mod tests {
         assert_eq!(reason(judge_due(&gave_up, NOW)), Reason::SpecChanged);
 
         let mut new = entry("a");
-        new.status = Status {
-            next_reconcile_at: Some(Timestamp(NOW)),
-            ..Status::default()
-        };
+        new.status = Status::default();
+        new.status.times.next_reconcile_at = Some(Timestamp(NOW));
         assert_eq!(reason(judge_due(&new, NOW)), Reason::New);
 
         let mut deleting = entry("a");

@@ -46,11 +46,11 @@ async fn scheduler(names: &[&str], head: &str) -> TestScheduler {
     let cfn = ScriptedCloudFormation::default();
     for name in names {
         let mut e = sample_entry(name, Status::default());
-        e.status.observed_spec_version = 1;
-        e.status.last_attempted_revision = Some(head.to_owned());
-        e.status.seen = Some(seen(name));
+        e.status.run.observed_spec_version = 1;
+        e.status.run.last_attempted_revision = Some(head.to_owned());
+        e.status.applied.seen = Some(seen(name));
         // Drift checked an hour ago, in sync: not due for a day.
-        e.status.drift = Some(crate::drift::DriftRecord {
+        e.status.findings.drift = Some(crate::drift::DriftRecord {
             checked_at: Some(Timestamp(NOW - 3_600_000)),
             stack_drift: Some("IN_SYNC".into()),
             ..Default::default()
@@ -144,7 +144,7 @@ async fn a_stack_changed_outside_stacksync_starts_only_its_reconcile_once() {
     assert_eq!(report.deferred, 1, "c waits: the cap is 2");
     let a = s.registry.entry("a").unwrap();
     assert_eq!(
-        a.status.next_reconcile_at,
+        a.status.times.next_reconcile_at,
         Some(Timestamp(judge::after(NOW, LEASE_TTL.as_secs()))),
         "in the queue until the run ends it: a run that never starts is started again"
     );
@@ -162,7 +162,7 @@ async fn a_stack_changed_outside_stacksync_starts_only_its_reconcile_once() {
     twice.cfn().listing[0].changed_at += 1;
     let mut first = twice.registry.entry("a").unwrap();
     twice.run(NOW).await.unwrap();
-    first.status.next_reconcile_at = None;
+    first.status.times.next_reconcile_at = None;
     twice.registry.insert(first); // as the second scheduler read it
     let second = twice.run(NOW).await.unwrap();
     assert_eq!((second.started.len(), second.already_started), (0, 1));
@@ -173,7 +173,7 @@ async fn fine_stacks_take_no_start_from_real_work() {
     let s = scheduler(&["a", "b", "c", "d"], "h1").await;
     let mut failed = s.registry.entry("d").unwrap();
     failed.status.phase = Phase::Failed;
-    failed.status.next_reconcile_at = Some(Timestamp(NOW - 10));
+    failed.status.times.next_reconcile_at = Some(Timestamp(NOW - 10));
     s.registry.insert(failed);
     s.cfn().listing[0].changed_at += 1;
     s.cfn().listing[1].changed_at += 1;
@@ -207,7 +207,7 @@ async fn stacks_elsewhere_are_listed_once_per_account_and_region() {
     let s = scheduler(&["a", "b", "c", "d"], "h1").await;
     let elsewhere = |name: &str, region: Option<&str>, role: Option<&str>| {
         let mut e = s.registry.entry(name).unwrap();
-        let seen = e.status.seen.as_mut().unwrap();
+        let seen = e.status.applied.seen.as_mut().unwrap();
         seen.region = region.map(str::to_owned);
         seen.assume_role_arn = role.map(str::to_owned);
         s.registry.insert(e);
@@ -236,7 +236,7 @@ async fn stacks_elsewhere_are_listed_once_per_account_and_region() {
 async fn stacks_recorded_before_watching_are_looked_at_once_and_intervals_are_checked() {
     let mut s = scheduler(&["a", "b"], "h1").await;
     let mut old = s.registry.entry("a").unwrap();
-    old.status.seen = None;
+    old.status.applied.seen = None;
     s.registry.insert(old);
     s.config.period = Some(Duration::from_secs(900));
     let report = s.run(NOW).await.unwrap();
@@ -271,7 +271,7 @@ async fn the_cap_and_a_refused_start_leave_the_rest_due_and_nothing_is_lost() {
     for name in ["a", "b", "c"] {
         let mut e = s.registry.entry(name).unwrap();
         e.status.phase = Phase::Failed;
-        e.status.next_reconcile_at = Some(Timestamp(NOW - 10));
+        e.status.times.next_reconcile_at = Some(Timestamp(NOW - 10));
         s.registry.insert(e);
     }
     s.starter.fail(

@@ -8,7 +8,7 @@ use crate::preview::ResourceChange;
 use crate::reconcile::run::{CaughtError, FinalizeInput, Next};
 use crate::spec::Approval;
 use crate::stack_status::StackStatus as S;
-use crate::status::StallReason;
+use crate::status::{Phase, StallReason};
 
 use crate::fakes::queue_change as change;
 
@@ -95,7 +95,7 @@ async fn a_token_answered_around_the_approval_function_is_no_approval() {
         !t.cfn.operations().contains(&"ExecuteChangeSet".to_owned()),
         "nothing ran"
     );
-    let record = t.entry().status.approvals.last().cloned().unwrap();
+    let record = t.entry().status.approval.records.last().cloned().unwrap();
     assert_eq!(record.decision, Decision::Void);
     assert_eq!(record.by, None, "nobody verified");
     assert!(
@@ -129,7 +129,7 @@ async fn a_verified_answer_to_an_earlier_wait_of_the_run_is_no_approval_of_a_lat
         !t.cfn.operations().contains(&"ExecuteChangeSet".to_owned()),
         "nothing ran"
     );
-    let record = t.entry().status.approvals.last().cloned().unwrap();
+    let record = t.entry().status.approval.records.last().cloned().unwrap();
     assert_eq!((record.decision, record.by), (Decision::Void, None));
 }
 
@@ -139,7 +139,7 @@ async fn a_wait_recorded_before_answers_named_their_wait_is_still_approved() {
     // request's), which the answer function copies into its record.
     let (t, state, name) = waiting().await;
     let mut entry = t.entry();
-    let awaiting = entry.status.awaiting.as_mut().unwrap();
+    let awaiting = entry.status.approval.awaiting.as_mut().unwrap();
     awaiting.requested_at = Timestamp(awaiting.requested_at.0 + 250);
     let shown = awaiting.requested_at.0;
     t.steps.registry.inner.insert(entry);
@@ -150,7 +150,7 @@ async fn a_wait_recorded_before_answers_named_their_wait_is_still_approved() {
         t.cfn.operations().contains(&"ExecuteChangeSet".to_owned()),
         "executed"
     );
-    let record = t.entry().status.approvals.last().cloned().unwrap();
+    let record = t.entry().status.approval.records.last().cloned().unwrap();
     assert_eq!(
         (record.decision, record.by.as_deref()),
         (Decision::Approved, Some("arn:aws:iam::1:user/ops"))
@@ -177,7 +177,7 @@ async fn the_waiting_change_set_is_recorded_its_token_kept_apart_and_the_lease_k
     let (t, _, name) = waiting().await;
     let entry = t.entry();
     assert_eq!(entry.status.phase, Phase::AwaitingApproval);
-    let awaiting = entry.status.awaiting.clone().unwrap();
+    let awaiting = entry.status.approval.awaiting.clone().unwrap();
     assert_eq!(awaiting.change_set, name);
     // The token is where only the approval function reads it, never in
     // the status (`get`, `status`, the watch index).
@@ -213,7 +213,7 @@ async fn an_approval_that_holds_executes_exactly_the_change_set_and_is_recorded(
         .collect();
     assert_eq!(executed, [format!("ExecuteChangeSet {name}")]);
     assert_eq!(t.cfn.script().requests.len(), 1, "no second change set");
-    let record = t.entry().status.approvals.last().cloned().unwrap();
+    let record = t.entry().status.approval.records.last().cloned().unwrap();
     assert_eq!(
         (record.change_set, record.decision, record.by.as_deref()),
         (
@@ -259,7 +259,7 @@ async fn an_approval_is_void_once_the_source_moved_and_a_new_change_set_asks_aga
         "{calls:?}"
     );
     assert_eq!(t.cfn.script().requests.len(), 2);
-    let record = t.entry().status.approvals.last().cloned().unwrap();
+    let record = t.entry().status.approval.records.last().cloned().unwrap();
     assert_eq!(record.decision, Decision::Void);
     assert!(record.reason.unwrap().contains("source moved"));
     // The new one asks again.
@@ -304,10 +304,10 @@ async fn a_rejection_and_a_timeout_fail_the_run_delete_the_change_set_and_are_re
             message.contains("gave up"),
             "not asked again at this revision: {message}"
         );
-        assert_eq!(status.next_reconcile_at, None);
-        assert_eq!(status.awaiting, None);
+        assert_eq!(status.times.next_reconcile_at, None);
+        assert_eq!(status.approval.awaiting, None);
         assert_ne!(
-            status.approvals.last().unwrap().decision,
+            status.approval.records.last().unwrap().decision,
             Decision::Approved
         );
         assert!(

@@ -231,10 +231,14 @@ async fn an_adopted_stack_is_previewed_recorded_and_logged_before_its_change_set
     }];
     let mut state = t.steps.change_set(state).await.unwrap();
     assert!(state.change_set.as_ref().unwrap().adopting);
-    assert_eq!(t.entry().status.adoption, None, "not before it is ready");
+    assert_eq!(
+        t.entry().status.findings.adoption,
+        None,
+        "not before it is ready"
+    );
     state.change_set.as_mut().unwrap().execute = true;
     t.steps.change_set(state).await.unwrap();
-    let adoption = t.entry().status.adoption.expect("recorded");
+    let adoption = t.entry().status.findings.adoption.expect("recorded");
     assert_eq!(adoption.changes[0].logical_id, "Theirs");
     assert_eq!(adoption.previous_tags["team"], "theirs");
     assert_eq!(adoption.run, "run-1");

@@ -76,7 +76,10 @@ async fn a_successful_execution_is_ready_with_protection_and_policy_applied() {
     assert_eq!(state.next, Next::Done);
     let entry = t.entry();
     assert_eq!(entry.status.phase, Phase::Ready);
-    assert_eq!(entry.status.applied_hash.as_deref(), state.desired_hash());
+    assert_eq!(
+        entry.status.applied.applied_hash.as_deref(),
+        state.desired_hash()
+    );
     assert!(entry.lease.is_none());
     let calls = t.cfn.script().calls.clone();
     assert!(
@@ -130,10 +133,10 @@ async fn a_change_made_outside_stacksync_is_put_back_and_the_status_says_so() {
         message.contains("putting back a change: the stack was updated outside stacksync"),
         "{message}"
     );
-    let found = status.out_of_band.unwrap();
+    let found = status.findings.out_of_band.unwrap();
     assert!(found.undone && found.change == crate::seen::Change::Updated);
     assert_eq!(
-        status.seen,
+        status.applied.seen,
         Some(t.seen(S::UpdateComplete)),
         "the stack as this run left it"
     );
@@ -274,7 +277,7 @@ async fn a_retried_failure_is_in_the_status_and_the_same_one_too_often_ends_the_
             .await
             .unwrap_err();
         assert!(error.is_transient(), "{error:?}");
-        let retrying = t.entry().status.retrying.expect("recorded");
+        let retrying = t.entry().status.run.retrying.expect("recorded");
         assert_eq!(
             (
                 retrying.step.as_str(),
@@ -309,7 +312,7 @@ async fn a_retried_failure_is_in_the_status_and_the_same_one_too_often_ends_the_
         .await
         .unwrap();
     let status = t.entry().status;
-    assert_eq!(status.retrying, None);
+    assert_eq!(status.run.retrying, None);
     assert_eq!(
         status.stall_reason,
         Some(crate::status::StallReason::RetriesExhausted)
