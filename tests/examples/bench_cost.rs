@@ -227,13 +227,13 @@ async fn until_started(
         let rru = read_units(&client, fleet.registry.table(), moved_sources).await;
         let (mark, listings) = (
             fleet.calls.len(),
-            scheduler.cloudformation.calls("ListStacks"),
+            fleet.cfn_calls.count_of("cloudformation:ListStacks"),
         );
         let report = scheduler.run(now_millis()).await.expect("scheduler run");
         assert_eq!(report.errors, Vec::<String>::new());
         let calls = fleet.calls.since(mark);
         let writes = count(&calls, "dynamodb:UpdateItem") + count(&calls, "dynamodb:DeleteItem");
-        let listed = scheduler.cloudformation.calls("ListStacks") - listings;
+        let listed = fleet.cfn_calls.count_of("cloudformation:ListStacks") - listings;
         runs.runs += 1;
         runs.queries += count(&calls, "dynamodb:Query");
         runs.writes += writes;

@@ -59,7 +59,7 @@ struct Day {
     queries: usize,
 }
 
-type Bench = DriftPass<Failing<MemoryRegistry>, Failing<ScriptedCloudFormation>>;
+type Bench = DriftPass<Failing<MemoryRegistry>, ScriptedCloudFormation>;
 
 fn fleet() -> Bench {
     let registry = MemoryRegistry::new();
@@ -96,7 +96,7 @@ fn fleet() -> Bench {
     .collect();
     DriftPass {
         registry: Failing::new(registry),
-        cloudformation: Failing::new(cfn),
+        cloudformation: cfn,
         config: Config::default(),
     }
 }

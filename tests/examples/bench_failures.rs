@@ -13,7 +13,7 @@ use stacksync::stack_status::StackStatus as S;
 use stacksync::status::StallReason;
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::harness::Harness;
-use stacksync_testkit::scripted::{Recorded, ScriptedCloudFormation};
+use stacksync_testkit::scripted::ScriptedCloudFormation;
 use stacksync_testkit::unique_name;
 
 const DAY_SECS: i64 = 86_400;
@@ -57,7 +57,7 @@ async fn day(failing: Failing, extra: &str) -> Day {
         };
         s.after_delete = vec![Some(S::DeleteInProgress), None];
     }
-    let h: Harness<Recorded<ScriptedCloudFormation>> =
+    let h: Harness<ScriptedCloudFormation> =
         Harness::with_port("bench-failures", fake.clone()).await;
     let repo = GitRepo::new("bench-failures");
     repo.commit(

@@ -1,7 +1,10 @@
 //! Counting a client's calls in the test process: an SDK interceptor that
-//! notes each attempt's operation. The scheduler's tests count their
-//! registry's DynamoDB calls with it, per run and without downloading the
-//! emulator's whole recording (which every test of the run adds to).
+//! notes each attempt's operation, or, for a port built from an `SdkConfig`
+//! (CloudFormation's, per stack), the HTTP client that sends its requests
+//! ([`crate::iam::record::counting_http_client`]). The scheduler's tests
+//! count their registry's DynamoDB calls and their CloudFormation listings
+//! with it, per run and without downloading the emulator's whole recording
+//! (which every test of the run adds to).
 
 use std::sync::{Arc, Mutex};
 
@@ -46,6 +49,24 @@ impl CallCounter {
             .unwrap_or_default()
     }
 
+    /// How many calls of `op` (`"cloudformation:ListStacks"`) so far.
+    pub fn count_of(&self, op: &str) -> usize {
+        count(&self.calls(), op)
+    }
+
+    /// Whether this counter counts calls of `service`.
+    pub(crate) fn counts(&self, service: &str) -> bool {
+        self.service == service
+    }
+
+    /// Notes a call of `operation` (of this counter's service).
+    pub(crate) fn note(&self, operation: &str) {
+        self.calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(format!("{}:{operation}", self.service));
+    }
+
     /// How many calls so far.
     pub fn len(&self) -> usize {
         self.calls
@@ -71,11 +92,7 @@ impl Intercept for CallCounter {
         _components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let name = cfg.load::<Metadata>().map_or("?", Metadata::name);
-        self.calls
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(format!("{}:{name}", self.service));
+        self.note(cfg.load::<Metadata>().map_or("?", Metadata::name));
         Ok(())
     }
 }

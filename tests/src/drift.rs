@@ -21,18 +21,17 @@ use stacksync::triggers::scheduler::{Config, Scheduler};
 use crate::git::GitRepo;
 use crate::harness::Harness;
 use crate::iam::as_function;
-use crate::scripted::{Recorded, ScriptedCloudFormation, failed};
+use crate::scripted::{ScriptedCloudFormation, failed, recorded};
 use crate::unique_name;
 
-pub type DriftScheduler =
-    Scheduler<Registry, RecordingStarter, GitFetcher, Recorded<ScriptedCloudFormation>>;
-pub type DriftFunction = DriftPass<Registry, Recorded<ScriptedCloudFormation>>;
+pub type DriftScheduler = Scheduler<Registry, RecordingStarter, GitFetcher, ScriptedCloudFormation>;
+pub type DriftFunction = DriftPass<Registry, ScriptedCloudFormation>;
 
 /// A stack `Ready`, its scheduler and drift function, and a clock the test
 /// moves.
 pub struct Drifting {
     pub fake: ScriptedCloudFormation,
-    pub h: Harness<Recorded<ScriptedCloudFormation>>,
+    pub h: Harness<ScriptedCloudFormation>,
     pub name: String,
     /// Starts what a drift to revert makes due (recorded, not run).
     pub scheduler: DriftScheduler,
@@ -87,12 +86,12 @@ impl Drifting {
             registry: h.steps.registry.clone(),
             starter: RecordingStarter::new(),
             sources: GitFetcher::new(std::env::temp_dir()),
-            cloudformation: Recorded(fake.clone()),
+            cloudformation: recorded(fake.clone()),
             config: Config::default(),
         };
         let drift = DriftPass {
             registry: h.steps.registry.clone(),
-            cloudformation: Recorded(fake.clone()),
+            cloudformation: recorded(fake.clone()),
             config: DriftConfig {
                 installation: h.steps.registry.table().to_owned(),
                 notices: Notifier::to(notices.clone()),

@@ -18,7 +18,6 @@ use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
 use stacksync::adapters::git::GitFetcher;
 use stacksync::adapters::stepfunctions::Executions;
 use stacksync::clock::{EpochMillis, now_millis};
-use stacksync::fakes::Failing;
 use stacksync::registry::{Registry, Schedule, StackEntry, entry_item};
 use stacksync::seen::Seen;
 use stacksync::source::source_key;
@@ -43,9 +42,8 @@ const FLEET_TEMPLATE: &str =
     r#"{"Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}}}"#;
 
 /// The scheduler a fleet's tests run; its CloudFormation calls are counted
-/// (`scheduler.cloudformation.calls("ListStacks")`).
-pub type FleetScheduler =
-    Scheduler<Registry, Executions, GitFetcher, Failing<SdkCloudFormationFactory>>;
+/// in [`Fleet::cfn_calls`].
+pub type FleetScheduler = Scheduler<Registry, Executions, GitFetcher, SdkCloudFormationFactory>;
 
 /// Repositories, stacks and the installation's parts.
 #[derive(Debug)]
@@ -67,6 +65,9 @@ pub struct Fleet {
     pub seen: BTreeMap<String, Seen>,
     /// CloudFormation in each of [`FLEET_REGIONS`].
     pub cfn: Vec<aws_sdk_cloudformation::Client>,
+    /// The CloudFormation calls of the schedulers of [`Fleet::scheduler`]
+    /// (`cfn_calls.count_of("cloudformation:ListStacks")`).
+    pub cfn_calls: CallCounter,
 }
 
 impl Fleet {
@@ -123,6 +124,7 @@ impl Fleet {
             prefix,
             seen,
             cfn,
+            cfn_calls: CallCounter::new("cloudformation"),
         };
         let mut entries = Vec::new();
         for (i, names) in fleet.followers.iter().enumerate() {
@@ -206,9 +208,9 @@ impl Fleet {
             registry: self.registry.clone(),
             starter: Executions::new(self.sfn.clone(), &self.machine),
             sources: GitFetcher::new(std::env::temp_dir()),
-            cloudformation: Failing::new(SdkCloudFormationFactory::new(
-                Emulator::shared().sdk_config(),
-            )),
+            cloudformation: SdkCloudFormationFactory::new(
+                Emulator::shared().sdk_config_counted(&self.cfn_calls),
+            ),
             config: Config {
                 max_starts,
                 ..Config::default()

@@ -23,7 +23,7 @@ use stacksync::registry::{Entries, Registry, Specs};
 use stacksync::wiring::sdk_steps;
 
 use crate::iam::{as_function, as_installation};
-use crate::scripted::Recorded;
+use crate::scripted::{ScriptedCloudFormation, recorded};
 use crate::{Emulator, unique_name};
 
 /// The steps as the deployed state machine runs them: each Task state as its
@@ -151,13 +151,10 @@ impl Harness<SdkCloudFormationFactory> {
     }
 }
 
-impl<F: CloudFormationFactory> Harness<Recorded<F>>
-where
-    F::Port: crate::scripted::StackInstallation,
-{
+impl Harness<ScriptedCloudFormation> {
     /// Real registry, bucket and Git; `cloudformation` (a scripted fake)
     /// instead of the emulator's, its calls recorded for the IAM test.
-    pub async fn with_port(prefix: &str, cloudformation: F) -> Self {
+    pub async fn with_port(prefix: &str, cloudformation: ScriptedCloudFormation) -> Self {
         let real = Harness::new(prefix).await;
         let mut config = real.steps.config;
         // The fake's stacks were made by this installation.
@@ -170,7 +167,7 @@ where
             config,
             notices: real.steps.notices,
         };
-        Harness::with_cloudformation(steps, |_| Recorded(cloudformation))
+        Harness::with_cloudformation(steps, |_| recorded(cloudformation))
     }
 }
 

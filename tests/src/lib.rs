@@ -135,6 +135,14 @@ impl Emulator {
         self.sdk_config_at(&self.endpoint)
     }
 
+    /// The same, its requests of `counter`'s service counted by operation.
+    pub fn sdk_config_counted(&self, counter: &counted::CallCounter) -> SdkConfig {
+        self.sdk_config()
+            .to_builder()
+            .http_client(iam::record::counting_http_client(counter.clone()))
+            .build()
+    }
+
     /// The same, reaching the emulator through `endpoint` (a proxy).
     pub fn sdk_config_at(&self, endpoint: &str) -> SdkConfig {
         SdkConfig::builder()

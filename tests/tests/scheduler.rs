@@ -73,7 +73,7 @@ async fn an_idle_run_reads_and_writes_nothing(fleet: &Fleet, scheduler: &FleetSc
     // ~350 bytes are one page a shard; BENCHMARKS.md counts the bytes).
     let idle_queries = idle_calls.len();
     assert!(idle_queries >= 9, "{idle_calls:?}");
-    assert_eq!(scheduler.cloudformation.calls("ListStacks"), 4);
+    assert_eq!(fleet.cfn_calls.count_of("cloudformation:ListStacks"), 4);
     assert!(fleet.execution_names().await.is_empty());
     idle_queries
 }
@@ -183,8 +183,8 @@ async fn a_push_starts_exactly_the_followers_of_its_sources(
         );
     }
     // No per-stack CloudFormation call in any run: one listing per region.
-    assert_eq!(scheduler.cloudformation.calls("ListStacks"), 4 * 4);
-    assert_eq!(scheduler.cloudformation.calls("DescribeStacks"), 0);
+    assert_eq!(fleet.cfn_calls.count_of("cloudformation:ListStacks"), 4 * 4);
+    assert_eq!(fleet.cfn_calls.count_of("cloudformation:DescribeStacks"), 0);
 
     // The heads are recorded: the next run is idle again.
     let again = as_function("scheduler", scheduler.run(now_millis()))

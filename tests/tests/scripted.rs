@@ -12,9 +12,7 @@ use stacksync::stack_status::StackStatus as S;
 use stacksync::status::{Phase, StallReason};
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::harness::Harness;
-use stacksync_testkit::scripted::{
-    Recorded, ScriptedCloudFormation, failed, failure_event, pending, ready,
-};
+use stacksync_testkit::scripted::{ScriptedCloudFormation, failed, failure_event, pending, ready};
 use stacksync_testkit::unique_name;
 
 const TEMPLATE: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
@@ -22,7 +20,7 @@ const TEMPLATE: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
 async fn harness(
     fake: &ScriptedCloudFormation,
     extra: &str,
-) -> (Harness<Recorded<ScriptedCloudFormation>>, String) {
+) -> (Harness<ScriptedCloudFormation>, String) {
     harness_with(fake, TEMPLATE, extra).await
 }
 
@@ -31,7 +29,7 @@ async fn harness_with(
     fake: &ScriptedCloudFormation,
     template: &[u8],
     extra: &str,
-) -> (Harness<Recorded<ScriptedCloudFormation>>, String) {
+) -> (Harness<ScriptedCloudFormation>, String) {
     let h = Harness::with_port("scripted", fake.clone()).await;
     let repo = GitRepo::new("scripted");
     repo.commit(&[("t.yaml", template)], "template");

@@ -1,22 +1,23 @@
 //! A failure-injecting wrapper: any port (and the registry) behind it works
 //! as usual, except that the k-th call of a named operation fails with the
 //! error planned for it. For tests of what a fault at one exact point does
-//! (a throttled describe, a lost status write, a start refused mid-run).
+//! (a lost status write, a start refused mid-run). CloudFormation is not
+//! wrapped: the scripted one plans its own faults
+//! ([`super::ScriptedCloudFormation::fail`]), and the SDK's calls are
+//! failed and counted below the SDK (the test kit's HTTP client).
 //!
 //! Operations are named as AWS names them (`DescribeStacks`, `GetObject`,
 //! `UpdateItem`…), and counted per name from 1.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use super::calls::Faults;
 use crate::clock::EpochMillis;
 use crate::content::Wanted;
 use crate::ports::source::{FetchError, Files, SourceLocation};
 use crate::ports::{
-    Blobs, ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created,
-    EventsOf, OperationEvent, PortError, PortResult, ResourceChange, SourceFetcher, StackEvent,
-    StackInfo, StackSummary, Started, Starter, Stored, Trigger, Versioned,
+    Blobs, PortError, PortResult, SourceFetcher, Started, Starter, Stored, Trigger,
 };
 use crate::registry::{
     Answer, Answers, Deliveries, Entries, Follower, Lease, Leases, RegistryError, Schedule,
@@ -24,18 +25,11 @@ use crate::registry::{
 };
 use crate::status::Status;
 
-#[derive(Debug, Default)]
-struct Plan {
-    /// Operation → (call number, error), in the order planned.
-    failures: BTreeMap<String, Vec<(usize, PortError)>>,
-    calls: BTreeMap<String, usize>,
-}
-
 /// `inner`, failing the calls planned with [`Failing::fail`].
 #[derive(Debug, Clone)]
 pub struct Failing<T> {
     pub inner: T,
-    plan: Arc<Mutex<Plan>>,
+    plan: Arc<Mutex<Faults>>,
 }
 
 impl<T> Failing<T> {
@@ -48,34 +42,22 @@ impl<T> Failing<T> {
 
     /// The `nth` call (from 1) of `operation` fails with `error`.
     pub fn fail(&self, operation: &str, nth: usize, error: PortError) -> &Self {
-        self.lock()
-            .failures
-            .entry(operation.to_owned())
-            .or_default()
-            .push((nth, error));
+        self.lock().plan(operation, nth, error);
         self
     }
 
     /// How many times `operation` was called.
     pub fn calls(&self, operation: &str) -> usize {
-        self.lock().calls.get(operation).copied().unwrap_or(0)
+        self.lock().calls(operation)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Plan> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Faults> {
         self.plan.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Counts a call of `operation`; its planned error, if this is the one.
     fn check(&self, operation: &str) -> PortResult<()> {
-        let mut plan = self.lock();
-        let n = plan.calls.entry(operation.to_owned()).or_default();
-        *n += 1;
-        let n = *n;
-        let planned = plan.failures.get_mut(operation);
-        match planned.and_then(|f| f.iter().position(|(k, _)| *k == n).map(|i| f.remove(i))) {
-            Some((_, error)) => Err(error),
-            None => Ok(()),
-        }
+        self.lock().count(operation)
     }
 
     /// The same, as the registry reports AWS errors.
@@ -152,167 +134,6 @@ impl<T: Starter> Starter for Failing<T> {
     async fn start(&self, stack: &str, trigger: &Trigger, key: &str) -> PortResult<Started> {
         self.check("StartExecution")?;
         self.inner.start(stack, trigger, key).await
-    }
-}
-
-impl<T: CloudFormationFactory> CloudFormationFactory for Failing<T>
-where
-    T::Port: Clone,
-{
-    type Port = Failing<T::Port>;
-
-    async fn for_stack(
-        &self,
-        region: Option<&str>,
-        assume_role: Option<&str>,
-        entry: Option<&str>,
-    ) -> PortResult<Self::Port> {
-        if assume_role.is_some() {
-            self.check("AssumeRole")?;
-        }
-        Ok(Failing {
-            inner: self.inner.for_stack(region, assume_role, entry).await?,
-            plan: Arc::clone(&self.plan),
-        })
-    }
-
-    fn home_region(&self) -> Option<String> {
-        self.inner.home_region()
-    }
-}
-
-impl<T: CloudFormation> CloudFormation for Failing<T> {
-    async fn describe_stack(&self, stack: &str) -> PortResult<Option<StackInfo>> {
-        self.check("DescribeStacks")?;
-        self.inner.describe_stack(stack).await
-    }
-
-    async fn list_stacks(&self) -> PortResult<Vec<StackSummary>> {
-        self.check("ListStacks")?;
-        self.inner.list_stacks().await
-    }
-
-    async fn detect_drift(&self, stack: &str) -> PortResult<String> {
-        self.check("DetectStackDrift")?;
-        self.inner.detect_drift(stack).await
-    }
-
-    async fn drift_detection(&self, id: &str) -> PortResult<crate::ports::drift::DriftDetection> {
-        self.check("DescribeStackDriftDetectionStatus")?;
-        self.inner.drift_detection(id).await
-    }
-
-    async fn resource_drifts(
-        &self,
-        stack: &str,
-    ) -> PortResult<Vec<crate::ports::drift::ResourceDrift>> {
-        self.check("DescribeStackResourceDrifts")?;
-        self.inner.resource_drifts(stack).await
-    }
-
-    async fn ssm_parameter(
-        &self,
-        name: &str,
-        version: Option<&str>,
-    ) -> PortResult<Option<Versioned>> {
-        self.check("GetParameter")?;
-        self.inner.ssm_parameter(name, version).await
-    }
-
-    async fn secret_string(
-        &self,
-        id: &str,
-        version: Option<&str>,
-    ) -> PortResult<Option<Versioned>> {
-        self.check("GetSecretValue")?;
-        self.inner.secret_string(id, version).await
-    }
-
-    async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {
-        self.check("GetTemplate")?;
-        self.inner.template_body(stack).await
-    }
-
-    async fn create_change_set(&self, request: &ChangeSetRequest) -> PortResult<Created> {
-        self.check("CreateChangeSet")?;
-        self.inner.create_change_set(request).await
-    }
-
-    async fn describe_change_set(
-        &self,
-        stack: &str,
-        name: &str,
-    ) -> PortResult<Option<ChangeSetInfo>> {
-        self.check("DescribeChangeSet")?;
-        self.inner.describe_change_set(stack, name).await
-    }
-
-    async fn failed_events(
-        &self,
-        stack: &str,
-        of: EventsOf<'_>,
-    ) -> PortResult<Option<Vec<OperationEvent>>> {
-        self.check("DescribeEvents")?;
-        self.inner.failed_events(stack, of).await
-    }
-
-    async fn change_set_changes(&self, stack: &str, name: &str) -> PortResult<Vec<ResourceChange>> {
-        self.check("DescribeChangeSet")?;
-        self.inner.change_set_changes(stack, name).await
-    }
-
-    async fn execute_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
-        self.check("ExecuteChangeSet")?;
-        self.inner.execute_change_set(stack, name).await
-    }
-
-    async fn delete_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
-        self.check("DeleteChangeSet")?;
-        self.inner.delete_change_set(stack, name).await
-    }
-
-    async fn list_change_sets(&self, stack: &str) -> PortResult<Vec<String>> {
-        self.check("ListChangeSets")?;
-        self.inner.list_change_sets(stack).await
-    }
-
-    async fn delete_stack(
-        &self,
-        stack: &str,
-        role_arn: Option<&str>,
-        attempt: &str,
-    ) -> PortResult<()> {
-        self.check("DeleteStack")?;
-        self.inner.delete_stack(stack, role_arn, attempt).await
-    }
-
-    async fn continue_update_rollback(
-        &self,
-        stack: &str,
-        role_arn: Option<&str>,
-    ) -> PortResult<()> {
-        self.check("ContinueUpdateRollback")?;
-        self.inner.continue_update_rollback(stack, role_arn).await
-    }
-
-    async fn set_termination_protection(&self, stack: &str, enabled: bool) -> PortResult<()> {
-        self.check("UpdateTerminationProtection")?;
-        self.inner.set_termination_protection(stack, enabled).await
-    }
-
-    async fn stack_policy(&self, stack: &str) -> PortResult<Option<String>> {
-        self.check("GetStackPolicy")?;
-        self.inner.stack_policy(stack).await
-    }
-
-    async fn set_stack_policy(&self, stack: &str, policy_json: &str) -> PortResult<()> {
-        self.check("SetStackPolicy")?;
-        self.inner.set_stack_policy(stack, policy_json).await
-    }
-
-    async fn events_since(&self, stack: &str, since: i64) -> PortResult<Vec<StackEvent>> {
-        self.check("DescribeStackEvents")?;
-        self.inner.events_since(stack, since).await
     }
 }
 

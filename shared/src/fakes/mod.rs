@@ -8,12 +8,15 @@
 //! - [`FixedSecrets`]: the webhook's accepted secrets, as given.
 //! - [`ScriptedCloudFormation`]: stack statuses that advance over successive
 //!   describes, failures injected per operation — the stack states the
-//!   emulator cannot produce.
+//!   emulator cannot produce; each call told to an observer as the AWS call
+//!   it stands for ([`FakeCall`]), and the n-th call of an operation failed
+//!   on demand ([`Faults`]).
 //! - [`MemoryNotices`]: the event bus.
-//! - [`Failing`]: any of them (and the registry), failing the k-th call of
-//!   an operation.
+//! - [`Failing`]: the other ports (and the registry), failing the k-th call
+//!   of an operation.
 
 mod blobs;
+mod calls;
 mod cloudformation;
 mod failing;
 mod notices;
@@ -21,6 +24,7 @@ mod sources;
 mod starter;
 
 pub use blobs::MemoryBlobs;
+pub use calls::{FakeCall, Faults, Observer};
 pub use cloudformation::{
     Script, ScriptedCloudFormation, TEST_INSTALLATION, failed, failure_event, pending,
     queue_change, queue_drift, ready, stack_id, summary,

@@ -28,6 +28,7 @@ use aws_smithy_runtime_api::client::http::{
 use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
 
 use super::call::{Call, Wire, from_wire, transforms};
+use crate::counted::CallCounter;
 
 /// The environment variable naming the folder the calls are written to.
 pub const CALLS_DIR_ENV: &str = "STACKSYNC_IAM_CALLS";
@@ -153,10 +154,21 @@ pub fn template_transforms(template_url: &str) -> Vec<String> {
 /// The emulator's HTTP client (plain HTTP on loopback), recording every
 /// request made under a function.
 pub fn recording_http_client() -> SharedHttpClient {
+    http_client(None)
+}
+
+/// The same, also counting every request of `counter`'s service by its
+/// operation (one per attempt, made under a function or not).
+pub fn counting_http_client(counter: CallCounter) -> SharedHttpClient {
+    http_client(Some(counter))
+}
+
+fn http_client(counter: Option<CallCounter>) -> SharedHttpClient {
     let inner = aws_smithy_http_client::Builder::new().build_http();
     http_client_fn(move |settings, components| {
         SharedHttpConnector::new(Recording {
             inner: inner.http_connector(settings, components),
+            counter: counter.clone(),
         })
     })
 }
@@ -164,10 +176,18 @@ pub fn recording_http_client() -> SharedHttpClient {
 #[derive(Debug)]
 struct Recording {
     inner: SharedHttpConnector,
+    counter: Option<CallCounter>,
 }
 
 impl HttpConnector for Recording {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        if let Some(counter) = &self.counter
+            && let Ok(calls) = from_wire(&wire_of(&request))
+        {
+            for call in calls.iter().filter(|c| counter.counts(&c.service)) {
+                counter.note(&call.operation);
+            }
+        }
         // Read here, in the caller's task, where the function is known.
         let calls = recording().then(|| {
             let installation = current_installation();
@@ -195,17 +215,20 @@ impl HttpConnector for Recording {
     }
 }
 
-fn calls_of(request: &HttpRequest) -> Vec<Call> {
+fn wire_of(request: &HttpRequest) -> Wire<'_> {
     let headers = request.headers();
-    let wire = Wire {
+    Wire {
         method: request.method(),
         uri: request.uri(),
         authorization: headers.get("authorization"),
         target: headers.get("x-amz-target"),
         copy_source: headers.get("x-amz-copy-source"),
         body: request.body().bytes().unwrap_or(&[]),
-    };
-    let mut calls = from_wire(&wire).unwrap_or_else(|e| {
+    }
+}
+
+fn calls_of(request: &HttpRequest) -> Vec<Call> {
+    let mut calls = from_wire(&wire_of(request)).unwrap_or_else(|e| {
         // A call the recorder cannot read is a call the IAM test cannot
         // check: fail the test that made it, here, with the reason.
         panic!("IAM recorder: {e}")

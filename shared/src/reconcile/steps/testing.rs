@@ -20,12 +20,8 @@ pub const HEAD: &str = "0123456789abcdef0123456789abcdef01234567";
 pub const TEMPLATE: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
 pub const NAME: &str = "orders";
 
-pub type TestSteps = Steps<
-    Failing<MemoryRegistry>,
-    Failing<MemoryBlobs>,
-    Failing<ScriptedCloudFormation>,
-    MemorySources,
->;
+pub type TestSteps =
+    Steps<Failing<MemoryRegistry>, Failing<MemoryBlobs>, ScriptedCloudFormation, MemorySources>;
 
 /// The steps, their fakes, and the one entry.
 #[derive(Debug)]
@@ -62,7 +58,7 @@ impl Test {
             steps: Steps {
                 registry: Failing::new(registry),
                 blobs: Failing::new(MemoryBlobs::new()),
-                cloudformation: Failing::new(cfn.clone()),
+                cloudformation: cfn.clone(),
                 sources,
                 config: StepConfig {
                     answer_url: None,

@@ -16,12 +16,8 @@ const URL: &str = "https://git.example/infra.git";
 /// When the scripted stacks were last changed.
 const CHANGED: EpochMillis = NOW - 86_400_000;
 
-type TestScheduler = Scheduler<
-    MemoryRegistry,
-    Failing<RecordingStarter>,
-    MemorySources,
-    Failing<ScriptedCloudFormation>,
->;
+type TestScheduler =
+    Scheduler<MemoryRegistry, Failing<RecordingStarter>, MemorySources, ScriptedCloudFormation>;
 
 /// What a run recorded of stack `name` left at `CREATE_COMPLETE`.
 fn seen(name: &str) -> Seen {
@@ -74,7 +70,7 @@ async fn scheduler(names: &[&str], head: &str) -> TestScheduler {
         registry,
         starter: Failing::new(RecordingStarter::new()),
         sources,
-        cloudformation: Failing::new(cfn),
+        cloudformation: cfn,
         config: Config {
             max_starts: 2,
             ..Config::default()
@@ -84,7 +80,7 @@ async fn scheduler(names: &[&str], head: &str) -> TestScheduler {
 
 impl TestScheduler {
     fn cfn(&self) -> std::sync::MutexGuard<'_, crate::fakes::Script> {
-        self.cloudformation.inner.script()
+        self.cloudformation.script()
     }
 }
 
@@ -116,7 +112,7 @@ async fn an_idle_run_starts_nothing_and_writes_nothing() {
     );
     assert_eq!(s.registry.entry("a"), before);
     assert_eq!(
-        s.cloudformation.inner.operations(),
+        s.cloudformation.operations(),
         ["ListStacks"],
         "no per-stack call"
     );

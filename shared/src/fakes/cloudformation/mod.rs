@@ -6,154 +6,17 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+mod script;
+
+pub use script::Script;
+
+use super::calls::{FakeCall, Observer};
 use crate::ports::{
     ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, EventsOf,
     OperationEvent, PortError, PortResult, ResourceChange, StackEvent, StackInfo, StackSummary,
     Versioned,
 };
 use crate::stack_status::{ChangeSetStatus, ExecutionStatus, StackStatus};
-
-/// What the fake answers, and what it was asked.
-#[derive(Debug)]
-pub struct Script {
-    /// What DescribeStacks answers next; the last one repeats. `None`: no stack.
-    pub stack: VecDeque<Option<StackStatus>>,
-    /// What DescribeChangeSet answers after CreateChangeSet; the last repeats.
-    pub change_set: VecDeque<ChangeSetInfo>,
-    /// Stack statuses after ExecuteChangeSet.
-    pub after_execute: Vec<Option<StackStatus>>,
-    /// Stack statuses after DeleteStack.
-    pub after_delete: Vec<Option<StackStatus>>,
-    /// Stack statuses after ContinueUpdateRollback.
-    pub after_continue: Vec<Option<StackStatus>>,
-    /// Operation → errors to give before answering normally.
-    pub failures: BTreeMap<&'static str, VecDeque<PortError>>,
-    /// What DescribeStackEvents answers.
-    pub events: Vec<StackEvent>,
-    /// The stack's `LastUpdatedTime` (epoch ms): a change set executed
-    /// moves it on by a second; a test moves it for a change out of band.
-    pub changed_at: i64,
-    /// The last part of the stack's id (a stack replaced out of band has another).
-    pub generation: u32,
-    /// What GetTemplate answers.
-    pub template: String,
-    /// The drift status DescribeStacks reports.
-    pub drift: Option<String>,
-    /// The service role DescribeStacks reports.
-    pub role_arn: Option<String>,
-    /// The stack's tags as DescribeStacks reports them: these when set;
-    /// else the last change set's; else those of a stack that the entry
-    /// of its name made in [`TEST_INSTALLATION`].
-    pub tags: Option<BTreeMap<String, String>>,
-    /// What ListStacks answers.
-    pub listing: Vec<StackSummary>,
-    /// The stack's termination protection and policy, as set.
-    pub termination_protection: bool,
-    pub stack_policy: Option<String>,
-    /// Every port asked of the factory: (region, role assumed).
-    pub connections: Vec<(Option<String>, Option<String>)>,
-    /// Every call, as "Operation detail".
-    pub calls: Vec<String>,
-    /// Every change set asked for, in full.
-    pub requests: Vec<ChangeSetRequest>,
-    /// What a change set would do (`change_set_changes`).
-    pub changes: Vec<ResourceChange>,
-    /// The stack's `LastOperations` (type, id).
-    pub operations: Vec<(String, String)>,
-    /// The stack's outputs, as DescribeStacks reports them.
-    pub outputs: BTreeMap<String, String>,
-    /// What drift detections report, one per `DescribeStackDriftDetectionStatus`
-    /// (the last repeats), and the drifted resources.
-    pub drift_detections: VecDeque<crate::ports::drift::DriftDetection>,
-    pub resource_drifts: Vec<crate::ports::drift::ResourceDrift>,
-    /// SSM parameters and secrets of the stack's account (name → value).
-    /// SSM parameters are `SecureString`s unless named in `plain_ssm`.
-    pub ssm: BTreeMap<String, String>,
-    pub plain_ssm: std::collections::BTreeSet<String>,
-    pub secrets: BTreeMap<String, String>,
-    /// Earlier values of SSM parameters and secrets, any of them (a value's
-    /// version is a hash of it), as read at a version.
-    pub earlier_values: Vec<String>,
-    /// What `DescribeEvents` answers; `None`: not served (as the emulator).
-    pub operation_events: Option<Vec<OperationEvent>>,
-    /// What ListChangeSets answers; `None`: one change set a killed run of
-    /// stacksync left, and one someone else made.
-    pub listed_change_sets: Option<Vec<String>>,
-}
-
-impl Script {
-    /// `current` (an SSM parameter's or a secret's value), or at `version`
-    /// that one or one of [`Script::earlier_values`].
-    fn value_at(&self, current: Option<&String>, version: Option<&str>) -> Option<Versioned> {
-        let current = versioned(current?);
-        match version {
-            None => Some(current),
-            Some(v) if current.version == v => Some(current),
-            Some(v) => self
-                .earlier_values
-                .iter()
-                .map(|e| versioned(e))
-                .find(|e| e.version == v),
-        }
-    }
-
-    /// The tags DescribeStacks reports for `stack` ([`Script::tags`]).
-    pub fn stack_tags(&self, stack: &str) -> BTreeMap<String, String> {
-        self.tags
-            .clone()
-            .or_else(|| {
-                self.requests
-                    .last()
-                    .map(|r| r.tags.iter().cloned().collect())
-            })
-            .unwrap_or_else(|| {
-                BTreeMap::from([
-                    (
-                        crate::ownership::INSTALLATION_TAG.to_owned(),
-                        TEST_INSTALLATION.to_owned(),
-                    ),
-                    (crate::ownership::ENTRY_TAG.to_owned(), stack.to_owned()),
-                ])
-            })
-    }
-}
-
-impl Default for Script {
-    fn default() -> Self {
-        Self {
-            stack: VecDeque::new(),
-            change_set: VecDeque::new(),
-            after_execute: Vec::new(),
-            after_delete: Vec::new(),
-            after_continue: Vec::new(),
-            failures: BTreeMap::new(),
-            events: Vec::new(),
-            changed_at: 1_700_000_000_000,
-            generation: 1,
-            template: "Resources: {}".into(),
-            drift: None,
-            role_arn: None,
-            tags: None,
-            listing: Vec::new(),
-            termination_protection: false,
-            stack_policy: None,
-            connections: Vec::new(),
-            calls: Vec::new(),
-            requests: Vec::new(),
-            changes: Vec::new(),
-            operations: Vec::new(),
-            drift_detections: VecDeque::new(),
-            resource_drifts: Vec::new(),
-            outputs: BTreeMap::new(),
-            ssm: BTreeMap::new(),
-            plain_ssm: std::collections::BTreeSet::new(),
-            secrets: BTreeMap::new(),
-            earlier_values: Vec::new(),
-            operation_events: None,
-            listed_change_sets: None,
-        }
-    }
-}
 
 /// The installation the fake's stacks were made by, unless a test says
 /// otherwise (the steps under test are configured with it).
@@ -296,13 +159,37 @@ impl ScriptedCloudFormation {
             .collect()
     }
 
-    fn call(&self, operation: &'static str, detail: String) -> PortResult<()> {
+    /// Has `observe` told of every call from now on, as the AWS call it
+    /// stands for (it replaces the one set before).
+    pub fn observe(&self, observe: impl Fn(&FakeCall) + Send + Sync + 'static) {
+        self.script().observer = Observer::new(observe);
+    }
+
+    /// The `nth` call (from 1) of `operation` fails with `error`.
+    pub fn fail(&self, operation: &str, nth: usize, error: PortError) -> &Self {
+        self.script().faults.plan(operation, nth, error);
+        self
+    }
+
+    /// How many times `operation` was called.
+    pub fn calls(&self, operation: &str) -> usize {
+        self.script().faults.calls(operation)
+    }
+
+    /// Keeps a call (`detail`: what [`Script::calls`] says of it), tells the
+    /// observer, and fails it if a failure is planned or queued for it.
+    fn call(&self, mut call: FakeCall, detail: String) -> PortResult<()> {
         let mut s = self.script();
+        let operation = call.operation;
         s.calls.push(format!("{operation} {detail}"));
-        match s.failures.get_mut(operation).and_then(VecDeque::pop_front) {
-            Some(error) => Err(error),
-            None => Ok(()),
-        }
+        call.stack_installation = call.stack.as_deref().and_then(|st| s.installation_of(st));
+        let planned = s.faults.count(operation);
+        let queued = s.failures.get_mut(operation).and_then(VecDeque::pop_front);
+        let observer = s.observer.clone();
+        drop(s);
+        observer.tell(&call);
+        planned?;
+        queued.map_or(Ok(()), Err)
     }
 
     fn next_stack(&self) -> Option<StackStatus> {
@@ -324,9 +211,19 @@ impl CloudFormationFactory for ScriptedCloudFormation {
         assume_role: Option<&str>,
         _entry: Option<&str>,
     ) -> PortResult<Self::Port> {
-        self.script()
-            .connections
-            .push((region.map(str::to_owned), assume_role.map(str::to_owned)));
+        let observer = {
+            let mut s = self.script();
+            s.connections
+                .push((region.map(str::to_owned), assume_role.map(str::to_owned)));
+            s.observer.clone()
+        };
+        if let Some(role) = assume_role {
+            // The session is tagged with the entry and installation.
+            observer.tell(&FakeCall {
+                target: Some(role.to_owned()),
+                ..FakeCall::to("sts", "AssumeRole")
+            });
+        }
         Ok(self.clone())
     }
 
@@ -337,7 +234,10 @@ impl CloudFormationFactory for ScriptedCloudFormation {
 
 impl CloudFormation for ScriptedCloudFormation {
     async fn describe_stack(&self, stack: &str) -> PortResult<Option<StackInfo>> {
-        self.call("DescribeStacks", stack.to_owned())?;
+        self.call(
+            FakeCall::cloudformation("DescribeStacks", stack),
+            stack.to_owned(),
+        )?;
         let status = self.next_stack();
         let s = self.script();
         let tags = s.stack_tags(stack);
@@ -357,17 +257,23 @@ impl CloudFormation for ScriptedCloudFormation {
     }
 
     async fn list_stacks(&self) -> PortResult<Vec<StackSummary>> {
-        self.call("ListStacks", String::new())?;
+        self.call(FakeCall::cloudformation("ListStacks", ""), String::new())?;
         Ok(self.script().listing.clone())
     }
 
     async fn detect_drift(&self, stack: &str) -> PortResult<String> {
-        self.call("DetectStackDrift", stack.to_owned())?;
+        self.call(
+            FakeCall::cloudformation("DetectStackDrift", stack),
+            stack.to_owned(),
+        )?;
         Ok(format!("drift-{stack}"))
     }
 
     async fn drift_detection(&self, id: &str) -> PortResult<crate::ports::drift::DriftDetection> {
-        self.call("DescribeStackDriftDetectionStatus", id.to_owned())?;
+        self.call(
+            FakeCall::cloudformation("DescribeStackDriftDetectionStatus", ""),
+            id.to_owned(),
+        )?;
         let mut s = self.script();
         let next = if s.drift_detections.len() > 1 {
             s.drift_detections.pop_front()
@@ -386,7 +292,10 @@ impl CloudFormation for ScriptedCloudFormation {
         &self,
         stack: &str,
     ) -> PortResult<Vec<crate::ports::drift::ResourceDrift>> {
-        self.call("DescribeStackResourceDrifts", stack.to_owned())?;
+        self.call(
+            FakeCall::cloudformation("DescribeStackResourceDrifts", stack),
+            stack.to_owned(),
+        )?;
         Ok(self.script().resource_drifts.clone())
     }
 
@@ -395,7 +304,7 @@ impl CloudFormation for ScriptedCloudFormation {
         name: &str,
         version: Option<&str>,
     ) -> PortResult<Option<Versioned>> {
-        self.call("GetParameter", name.to_owned())?;
+        self.call(FakeCall::to("ssm", "GetParameter"), name.to_owned())?;
         let s = self.script();
         Ok(s.value_at(s.ssm.get(name), version).map(|v| Versioned {
             secret: !s.plain_ssm.contains(name),
@@ -408,19 +317,28 @@ impl CloudFormation for ScriptedCloudFormation {
         id: &str,
         version: Option<&str>,
     ) -> PortResult<Option<Versioned>> {
-        self.call("GetSecretValue", id.to_owned())?;
+        self.call(
+            FakeCall::to("secretsmanager", "GetSecretValue"),
+            id.to_owned(),
+        )?;
         let s = self.script();
         Ok(s.value_at(s.secrets.get(id), version))
     }
 
     async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {
-        self.call("GetTemplate", stack.to_owned())?;
+        self.call(
+            FakeCall::cloudformation("GetTemplate", stack),
+            stack.to_owned(),
+        )?;
         Ok(Some(self.script().template.clone()))
     }
 
     async fn create_change_set(&self, request: &ChangeSetRequest) -> PortResult<Created> {
         self.call(
-            "CreateChangeSet",
+            FakeCall {
+                request: Some(request.clone()),
+                ..FakeCall::cloudformation("CreateChangeSet", &request.stack_name)
+            },
             format!("{} {:?}", request.change_set_name, request.kind),
         )?;
         let mut s = self.script();
@@ -440,10 +358,13 @@ impl CloudFormation for ScriptedCloudFormation {
 
     async fn describe_change_set(
         &self,
-        _stack: &str,
+        stack: &str,
         name: &str,
     ) -> PortResult<Option<ChangeSetInfo>> {
-        self.call("DescribeChangeSet", name.to_owned())?;
+        self.call(
+            FakeCall::cloudformation("DescribeChangeSet", stack),
+            name.to_owned(),
+        )?;
         let mut s = self.script();
         let info = if s.change_set.len() > 1 {
             s.change_set.pop_front()
@@ -458,21 +379,26 @@ impl CloudFormation for ScriptedCloudFormation {
         stack: &str,
         _of: EventsOf<'_>,
     ) -> PortResult<Option<Vec<OperationEvent>>> {
-        self.call("DescribeEvents", stack.to_owned())?;
+        self.call(
+            FakeCall::cloudformation("DescribeEvents", stack),
+            stack.to_owned(),
+        )?;
         Ok(self.script().operation_events.clone())
     }
 
-    async fn change_set_changes(
-        &self,
-        _stack: &str,
-        name: &str,
-    ) -> PortResult<Vec<ResourceChange>> {
-        self.call("DescribeChangeSet", name.to_owned())?;
+    async fn change_set_changes(&self, stack: &str, name: &str) -> PortResult<Vec<ResourceChange>> {
+        self.call(
+            FakeCall::cloudformation("DescribeChangeSet", stack),
+            name.to_owned(),
+        )?;
         Ok(self.script().changes.clone())
     }
 
-    async fn execute_change_set(&self, _stack: &str, name: &str) -> PortResult<()> {
-        self.call("ExecuteChangeSet", name.to_owned())?;
+    async fn execute_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
+        self.call(
+            FakeCall::cloudformation("ExecuteChangeSet", stack),
+            name.to_owned(),
+        )?;
         let mut s = self.script();
         s.stack = s.after_execute.iter().cloned().collect();
         s.changed_at += 1000;
@@ -485,12 +411,18 @@ impl CloudFormation for ScriptedCloudFormation {
         Ok(())
     }
 
-    async fn delete_change_set(&self, _stack: &str, name: &str) -> PortResult<()> {
-        self.call("DeleteChangeSet", name.to_owned())
+    async fn delete_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
+        self.call(
+            FakeCall::cloudformation("DeleteChangeSet", stack),
+            name.to_owned(),
+        )
     }
 
-    async fn list_change_sets(&self, _stack: &str) -> PortResult<Vec<String>> {
-        self.call("ListChangeSets", String::new())?;
+    async fn list_change_sets(&self, stack: &str) -> PortResult<Vec<String>> {
+        self.call(
+            FakeCall::cloudformation("ListChangeSets", stack),
+            String::new(),
+        )?;
         Ok(self.script().listed_change_sets.clone().unwrap_or_else(|| {
             // One a killed run of stacksync left, one someone else made.
             vec![
@@ -503,10 +435,13 @@ impl CloudFormation for ScriptedCloudFormation {
     async fn delete_stack(
         &self,
         stack: &str,
-        _role_arn: Option<&str>,
+        role_arn: Option<&str>,
         attempt: &str,
     ) -> PortResult<()> {
-        self.call("DeleteStack", format!("{stack} {attempt}"))?;
+        self.call(
+            FakeCall::cloudformation("DeleteStack", stack).with_role(role_arn),
+            format!("{stack} {attempt}"),
+        )?;
         let mut s = self.script();
         s.stack = s.after_delete.iter().cloned().collect();
         Ok(())
@@ -515,33 +450,48 @@ impl CloudFormation for ScriptedCloudFormation {
     async fn continue_update_rollback(
         &self,
         stack: &str,
-        _role_arn: Option<&str>,
+        role_arn: Option<&str>,
     ) -> PortResult<()> {
-        self.call("ContinueUpdateRollback", stack.to_owned())?;
+        self.call(
+            FakeCall::cloudformation("ContinueUpdateRollback", stack).with_role(role_arn),
+            stack.to_owned(),
+        )?;
         let mut s = self.script();
         s.stack = s.after_continue.iter().cloned().collect();
         Ok(())
     }
 
     async fn set_termination_protection(&self, stack: &str, enabled: bool) -> PortResult<()> {
-        self.call("UpdateTerminationProtection", format!("{stack} {enabled}"))?;
+        self.call(
+            FakeCall::cloudformation("UpdateTerminationProtection", stack),
+            format!("{stack} {enabled}"),
+        )?;
         self.script().termination_protection = enabled;
         Ok(())
     }
 
     async fn set_stack_policy(&self, stack: &str, policy_json: &str) -> PortResult<()> {
-        self.call("SetStackPolicy", stack.to_owned())?;
+        self.call(
+            FakeCall::cloudformation("SetStackPolicy", stack),
+            stack.to_owned(),
+        )?;
         self.script().stack_policy = Some(policy_json.to_owned());
         Ok(())
     }
 
     async fn stack_policy(&self, stack: &str) -> PortResult<Option<String>> {
-        self.call("GetStackPolicy", stack.to_owned())?;
+        self.call(
+            FakeCall::cloudformation("GetStackPolicy", stack),
+            stack.to_owned(),
+        )?;
         Ok(self.script().stack_policy.clone())
     }
 
     async fn events_since(&self, stack: &str, _since: i64) -> PortResult<Vec<StackEvent>> {
-        self.call("DescribeStackEvents", stack.to_owned())?;
+        self.call(
+            FakeCall::cloudformation("DescribeStackEvents", stack),
+            stack.to_owned(),
+        )?;
         Ok(self.script().events.clone())
     }
 }
