@@ -121,9 +121,72 @@ fn wildcard(pattern: &str, text: &str) -> bool {
     go(pattern.as_bytes(), text.as_bytes())
 }
 
+/// A rejection, as the task that waits for an approval is failed with it
+/// (the cause `by ARN: reason`): written by the answer function and by a
+/// local answer (`stacksync reject`), read back by the run's finalize.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// Who rejected (`None`: a cause that does not say).
+    pub by: Option<String>,
+    pub reason: String,
+}
+
+impl Rejection {
+    /// `reason` trimmed, or "no reason given".
+    pub fn new(by: &str, reason: Option<&str>) -> Self {
+        Self {
+            by: Some(by.to_owned()),
+            reason: reason
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+                .unwrap_or("no reason given")
+                .to_owned(),
+        }
+    }
+
+    /// The task failure's cause.
+    pub fn cause(&self) -> String {
+        format!(
+            "by {}: {}",
+            self.by.as_deref().unwrap_or("an unknown caller"),
+            self.reason
+        )
+    }
+
+    /// The rejection a cause says; a cause of another shape is all reason.
+    pub fn from_cause(cause: &str) -> Self {
+        match cause.split_once(": ") {
+            Some((by, reason)) if by.starts_with("by ") => Self {
+                by: Some(by.trim_start_matches("by ").to_owned()),
+                reason: reason.to_owned(),
+            },
+            _ => Self {
+                by: None,
+                reason: cause.to_owned(),
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rejection_reads_back_as_it_was_written() {
+        let by = "arn:aws:iam::1:user/ana";
+        let written = Rejection::new(by, Some("  not on a Friday: wait  "));
+        assert_eq!(written.cause(), format!("by {by}: not on a Friday: wait"));
+        assert_eq!(Rejection::from_cause(&written.cause()), written);
+        assert_eq!(Rejection::new(by, Some(" ")).reason, "no reason given");
+        assert_eq!(
+            Rejection::from_cause("the operator said no"),
+            Rejection {
+                by: None,
+                reason: "the operator said no".into()
+            }
+        );
+    }
 
     fn patterns(p: &[&str]) -> Vec<String> {
         p.iter().map(|s| (*s).to_owned()).collect()

@@ -313,6 +313,6 @@ impl TaskTokens for TestTokens {
         })
         .await
         .map_err(|e| stacksync::ports::PortError::Transient(e.to_string()))?
-        .map_err(|e| stacksync::ports::PortError::Rejected(e.to_string()))
+        .map_err(|e| stacksync::ports::PortError::Refused(e.to_string()))
     }
 }

@@ -214,7 +214,7 @@ async fn where_drift_aware_change_sets_are_refused_the_template_is_applied_and_t
     drifted(&mut t).await;
     t.fake.script().failures.insert(
         "CreateChangeSet",
-        [PortError::Rejected(
+        [PortError::Unsupported(
             "CreateChangeSet: ValidationError: Unexpected parameter DeploymentMode".into(),
         )]
         .into(),

@@ -279,7 +279,7 @@ async fn a_run_killed_mid_way_records_the_failure_releases_the_lease_and_the_nex
     fake.script().after_execute = vec![Some(S::CreateComplete)];
     fake.script().failures.insert(
         "ExecuteChangeSet",
-        [PortError::Rejected(
+        [PortError::Refused(
             "ExecuteChangeSet: AccessDenied: not allowed".into(),
         )]
         .into_iter()

@@ -349,7 +349,7 @@ async fn an_s3_source_the_role_may_not_read_is_said_refused_access() {
     assert!(
         matches!(
             err,
-            FetchError::Port(stacksync::ports::PortError::Rejected(_))
+            FetchError::Port(stacksync::ports::PortError::Refused(_))
         ),
         "{err:?}"
     );
@@ -395,7 +395,7 @@ async fn an_ssh_server_that_will_not_serve_the_repository_says_why_and_is_no_net
         .unwrap_err();
     let said = err.to_string();
     assert!(
-        matches!(&err, FetchError::Port(PortError::Rejected(_))),
+        matches!(&err, FetchError::Port(PortError::Refused(_))),
         "{err:?}"
     );
     assert!(

@@ -744,7 +744,7 @@ async fn a_repository_that_is_not_exported_is_final_and_a_refused_connection_is_
     let (base, _) = served.rsplit_once('/').unwrap();
     let missing = format!("{base}/missing-401-403-404.git");
     match fetcher.resolve(&at(missing), "main").await {
-        Err(FetchError::Port(PortError::Rejected(m))) => {
+        Err(FetchError::Port(PortError::Refused(m))) => {
             assert!(m.contains("the server refused"), "{m}")
         }
         other => panic!("a repository the daemon does not export is final: {other:?}"),

@@ -13,6 +13,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 use stacksync::adapters::answer_url;
+use stacksync::approvers::Rejection;
 use stacksync::clock::now_millis;
 use stacksync::naming::approval_token_key;
 use stacksync::ports::Blobs;
@@ -79,10 +80,11 @@ pub async fn reject(aws: &Connection, name: &str, reason: &str, format: Output) 
             let by = caller(aws).await;
             let failure = Answer::Failure {
                 error: rejection_error(),
-                cause: format!(
-                    "by {}: {reason}",
-                    by.as_deref().unwrap_or("an unknown caller")
-                ),
+                cause: Rejection {
+                    by: by.clone(),
+                    reason: reason.to_owned(),
+                }
+                .cause(),
             };
             through_registry(aws, name, &awaiting, &failure).await?;
             by

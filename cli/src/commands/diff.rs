@@ -126,12 +126,8 @@ async fn template_at(
 /// Why the template could not be put: a missing bucket said in one line,
 /// with where its name came from; any other failure as S3 gave it.
 fn put_failed(name: &str, bucket: &str, key: &str, e: &PortError) -> String {
-    let (PortError::Rejected(text) | PortError::Transient(text)) = e;
-    // The adapter's message: the operation, then S3's code.
-    let missing = text
-        .split_once(": ")
-        .is_some_and(|(_, rest)| rest.starts_with("NoSuchBucket"));
-    if missing {
+    // Not found, on a put: the bucket (`NoSuchBucket`).
+    if matches!(e, PortError::NotFound(_)) {
         format!(
             "{name}: the installation's bucket {bucket:?} does not exist (the template is over \
              {MAX_TEMPLATE_BODY} bytes, so the preview puts it there first): name the installation \
@@ -204,7 +200,8 @@ mod tests {
 
     #[test]
     fn a_missing_bucket_is_said_plainly_and_any_other_failure_names_its_operation() {
-        let missing = PortError::Rejected(
+        // As the adapter gives S3's NoSuchBucket (a not-found code).
+        let missing = PortError::NotFound(
             "PutObject: NoSuchBucket: The specified bucket does not exist".into(),
         );
         let text = put_failed("orders", "acme-artifacts", "previews/ab", &missing);
@@ -215,7 +212,7 @@ mod tests {
              (--installation) or its bucket (--bucket or STACKSYNC_BUCKET; the installation \
              stack's output ArtifactBucketName)"
         );
-        let denied = PortError::Rejected("PutObject: AccessDenied: Access Denied".into());
+        let denied = PortError::Refused("PutObject: AccessDenied: Access Denied".into());
         assert_eq!(
             put_failed("orders", "acme-artifacts", "previews/ab", &denied),
             "orders: the template is over 51200 bytes, so the preview puts it at \

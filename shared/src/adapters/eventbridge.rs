@@ -42,7 +42,7 @@ impl EventBus {
             .map_err(|e| port_error("PutEvents", &e))?;
         // PutEvents answers 200 with the entries it could not put.
         match out.entries().first() {
-            Some(failed) if out.failed_entry_count() > 0 => Err(PortError::Rejected(format!(
+            Some(failed) if out.failed_entry_count() > 0 => Err(PortError::Refused(format!(
                 "PutEvents to {}: the entry was refused: {}",
                 self.bus,
                 said(failed.error_code(), failed.error_message())

@@ -29,10 +29,16 @@ where
             let status = service.raw().status().as_u16();
             let (code, message) = (err.code(), err.message());
             let text = crate::ports::aws_error::service_error(operation, code, message, status);
-            if crate::ports::is_transient(code, Some(status)) {
+            // Unsupported before transient: a 501 is a 5xx that the same
+            // request will always get.
+            if crate::ports::is_unsupported(code, message, Some(status)) {
+                PortError::Unsupported(text)
+            } else if crate::ports::is_transient(code, Some(status)) {
                 PortError::Transient(text)
+            } else if crate::ports::is_not_found(code, message, Some(status)) {
+                PortError::NotFound(text)
             } else {
-                PortError::Rejected(text)
+                PortError::Refused(text)
             }
         }
         // Timeouts, connection failures, unreadable responses: try again.
@@ -126,10 +132,75 @@ mod tests {
         );
         assert_eq!(
             said,
-            PortError::Rejected(
+            PortError::NotFound(
                 "UpdateTerminationProtection: ValidationError: Stack x does not exist".into()
             )
         );
+    }
+
+    /// Issue "Records with a shape…": callers match a kind, never the text.
+    #[test]
+    fn each_answer_gets_the_kind_its_code_says() {
+        use aws_sdk_cloudformation::operation::create_change_set::CreateChangeSetError as E;
+        use aws_smithy_types::body::SdkBody;
+        use aws_smithy_types::error::ErrorMetadata;
+        let kind = |status: u16, code: &str, message: &str| {
+            let raw = HttpResponse::new(status.try_into().expect("a status"), SdkBody::empty());
+            let meta = ErrorMetadata::builder().code(code).message(message).build();
+            match port_error(
+                "CreateChangeSet",
+                &SdkError::service_error(E::generic(meta), raw),
+            ) {
+                PortError::Transient(_) => "transient",
+                PortError::Refused(_) => "refused",
+                PortError::NotFound(_) => "not found",
+                PortError::Unsupported(_) => "unsupported",
+            }
+        };
+        let cases = [
+            (400, "Throttling", "Rate exceeded", "transient"),
+            (503, "ServiceUnavailable", "try later", "transient"),
+            (
+                400,
+                "ValidationError",
+                "Template format error: bad",
+                "refused",
+            ),
+            (403, "AccessDenied", "not authorized", "refused"),
+            (
+                400,
+                "ValidationError",
+                "Stack with id s does not exist",
+                "not found",
+            ),
+            (
+                404,
+                "ChangeSetNotFound",
+                "ChangeSet [c] does not exist",
+                "not found",
+            ),
+            (
+                404,
+                "NoSuchBucket",
+                "The specified bucket does not exist",
+                "not found",
+            ),
+            (400, "ParameterNotFound", "", "not found"),
+            (
+                400,
+                "ValidationError",
+                "Unexpected parameter DeploymentMode",
+                "unsupported",
+            ),
+            (501, "NotImplemented", "not emulated", "unsupported"),
+        ];
+        for (status, code, message, wanted) in cases {
+            assert_eq!(
+                kind(status, code, message),
+                wanted,
+                "{status} {code}: {message}"
+            );
+        }
     }
 
     #[test]

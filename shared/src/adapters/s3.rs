@@ -256,7 +256,7 @@ impl Blobs for S3Store {
             .and_then(|n| u64::try_from(n).ok())
             .unwrap_or(0);
         if declared > max_bytes {
-            return Err(PortError::Rejected(format!(
+            return Err(PortError::Refused(format!(
                 "s3://{}/{key} is {declared} bytes; the limit is {max_bytes}",
                 self.bucket
             )));
@@ -268,7 +268,7 @@ impl Blobs for S3Store {
         })? {
             data.extend_from_slice(&chunk);
             if data.len() as u64 > max_bytes {
-                return Err(PortError::Rejected(format!(
+                return Err(PortError::Refused(format!(
                     "s3://{}/{key} is over the limit of {max_bytes} bytes",
                     self.bucket
                 )));

@@ -38,7 +38,7 @@ fn parse(url: &str) -> Result<(&str, &str), FetchError> {
 fn s3_error(url: &str, e: PortError) -> FetchError {
     match e {
         PortError::Transient(m) => transient(format!("{url}: {m}")),
-        PortError::Rejected(m) => rejected(format!("{url}: {m}")),
+        other => rejected(format!("{url}: {}", other.message())),
     }
 }
 

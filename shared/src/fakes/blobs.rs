@@ -83,9 +83,9 @@ impl Blobs for MemoryBlobs {
     async fn get(&self, key: &str, max_bytes: u64) -> PortResult<Vec<u8>> {
         let body = self
             .object(key)
-            .ok_or_else(|| PortError::Rejected(format!("GetObject: NoSuchKey: {key}")))?;
+            .ok_or_else(|| PortError::Refused(format!("GetObject: NoSuchKey: {key}")))?;
         if body.len() as u64 > max_bytes {
-            return Err(PortError::Rejected(format!(
+            return Err(PortError::Refused(format!(
                 "{key} is {} bytes; the limit is {max_bytes}",
                 body.len()
             )));

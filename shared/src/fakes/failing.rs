@@ -63,10 +63,7 @@ impl<T> Failing<T> {
     /// The same, as the registry reports AWS errors.
     fn check_registry(&self, operation: &'static str) -> Result<(), RegistryError> {
         self.check(operation).map_err(|e| {
-            let (transient, message) = match e {
-                PortError::Transient(m) => (true, m),
-                PortError::Rejected(m) => (false, m),
-            };
+            let (transient, message) = (e.is_transient(), e.message().to_owned());
             RegistryError::Aws {
                 operation,
                 code: None,

@@ -83,9 +83,10 @@ impl FunctionError {
             TriggerError::Start(PortError::Transient(m)) => {
                 Self::transient(format!("{what}: starting an execution: {m}"))
             }
-            TriggerError::Start(PortError::Rejected(m)) => {
-                Self::failed(format!("{what}: starting an execution: {m}"))
-            }
+            TriggerError::Start(other) => Self::failed(format!(
+                "{what}: starting an execution: {}",
+                other.message()
+            )),
         }
     }
 }
@@ -276,7 +277,7 @@ mod tests {
             "StackSync.Transient",
         );
         let d = reported(
-            events_answer(Err(TriggerError::Start(PortError::Rejected(
+            events_answer(Err(TriggerError::Start(PortError::Refused(
                 "AccessDeniedException: no states:StartExecution".into(),
             ))))
             .unwrap_err(),

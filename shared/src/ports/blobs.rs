@@ -21,7 +21,7 @@ pub struct Stored {
 pub trait Blobs: Send + Sync {
     /// Whether an object exists.
     fn exists(&self, key: &str) -> impl Future<Output = PortResult<bool>> + Send;
-    /// An object's bytes; more than `max_bytes` is refused (a `Rejected`
+    /// An object's bytes; more than `max_bytes` is refused (a `Refused`
     /// error), so a replaced or corrupted object cannot exhaust memory.
     fn get(&self, key: &str, max_bytes: u64) -> impl Future<Output = PortResult<Vec<u8>>> + Send;
     /// Writes an object unless one is already there; returns whether it wrote.

@@ -90,7 +90,7 @@ impl FetchError {
 
 /// A port error from a plain message: for adapters that reach a source.
 pub fn rejected(message: impl Into<String>) -> FetchError {
-    FetchError::Port(PortError::Rejected(message.into()))
+    FetchError::Port(PortError::Refused(message.into()))
 }
 
 /// A transient port error from a plain message.
@@ -102,6 +102,6 @@ pub fn transient(message: impl Into<String>) -> FetchError {
 pub fn into_port<T>(result: Result<T, FetchError>) -> PortResult<T> {
     result.map_err(|e| match e {
         FetchError::Port(p) => p,
-        other => PortError::Rejected(other.to_string()),
+        other => PortError::Refused(other.to_string()),
     })
 }

@@ -365,7 +365,9 @@ impl StepError {
     pub fn port(reason: StallReason) -> impl Fn(PortError) -> StepError {
         move |e| match e {
             PortError::Transient(m) => Self::transient(m),
-            PortError::Rejected(m) => Self::stalled(reason, m),
+            PortError::Refused(m) | PortError::NotFound(m) | PortError::Unsupported(m) => {
+                Self::stalled(reason, m)
+            }
         }
     }
 }

@@ -165,10 +165,7 @@ async fn read_secret<P: CloudFormation>(
     let missing = |what: String| ValueError::Missing(format!("parameter {name}: {what}"));
     let failed = |e: PortError| {
         let what = format!("parameter {name}: reading {}", from.describe());
-        ValueError::Port(match e {
-            PortError::Transient(m) => PortError::Transient(format!("{what}: {m}")),
-            PortError::Rejected(m) => PortError::Rejected(format!("{what}: {m}")),
-        })
+        ValueError::Port(e.context(&what))
     };
     match from {
         ValueRef::Ssm { ssm } => port

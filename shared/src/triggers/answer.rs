@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use tracing::{info, warn};
 
 use super::webhook::handler::Response;
-use crate::approvers::{VerifiedAnswer, may_answer};
+use crate::approvers::{Rejection, VerifiedAnswer, may_answer};
 use crate::clock::EpochMillis;
 use crate::naming::{approval_answer_key, approval_token_key};
 use crate::ports::{Answer, Blobs, TaskTokens};
@@ -201,15 +201,7 @@ where
             },
             Verdict::Reject => Answer::Failure {
                 error: rejection_error(),
-                cause: format!(
-                    "by {caller}: {}",
-                    request
-                        .reason
-                        .as_deref()
-                        .map(str::trim)
-                        .filter(|r| !r.is_empty())
-                        .unwrap_or("no reason given")
-                ),
+                cause: Rejection::new(caller, request.reason.as_deref()).cause(),
             },
         };
         let answered = self

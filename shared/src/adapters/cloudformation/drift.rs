@@ -17,9 +17,7 @@ pub(super) async fn detect(client: &Client, stack: &str) -> PortResult<String> {
         .map_err(|e| port_error("DetectStackDrift", &e))?;
     out.stack_drift_detection_id()
         .map(str::to_owned)
-        .ok_or_else(|| {
-            crate::ports::PortError::Rejected("DetectStackDrift: no detection id".into())
-        })
+        .ok_or_else(|| crate::ports::PortError::Refused("DetectStackDrift: no detection id".into()))
 }
 
 pub(super) async fn detection(client: &Client, id: &str) -> PortResult<DriftDetection> {

@@ -3,7 +3,10 @@
 //! Quirks turned into domain values here:
 //! - "Stack with id … does not exist" (a `ValidationError`) → not found, for
 //!   stacks and, in the emulator, for change sets too;
-//! - `ChangeSetNotFound` → not found;
+//! - `ChangeSetNotFound` → not found (both: [`crate::ports::is_not_found`]);
+//! - "Unexpected parameter DeploymentMode" on CreateChangeSet (a partition
+//!   without drift-aware change sets) → `PortError::Unsupported`
+//!   ([`crate::ports::is_unsupported`]);
 //! - `AlreadyExistsException` on CreateChangeSet → fine (a retried step);
 //! - "No updates are to be performed." on CreateChangeSet → nothing to change.
 
@@ -56,11 +59,8 @@ impl SdkCloudFormation {
 }
 
 fn is_not_found<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> bool {
-    matches!(
-        err.code(),
-        Some("ChangeSetNotFound" | "ChangeSetNotFoundException")
-    ) || (err.code() == Some("ValidationError")
-        && err.message().is_some_and(|m| m.contains("does not exist")))
+    let status = err.raw_response().map(|r| r.status().as_u16());
+    crate::ports::is_not_found(err.code(), err.message(), status)
 }
 
 fn millis(t: Option<&aws_smithy_types::DateTime>) -> i64 {
@@ -311,7 +311,7 @@ impl CloudFormation for SdkCloudFormation {
                 let execution = out.execution_status().map(|s| s.as_str()).unwrap_or("");
                 Ok(Some(ChangeSetInfo {
                     status: ChangeSetStatus::parse(status).ok_or_else(|| {
-                        PortError::Rejected(format!("change set {name}: unknown status {status:?}"))
+                        PortError::Refused(format!("change set {name}: unknown status {status:?}"))
                     })?,
                     execution: ExecutionStatus::parse(execution)
                         .unwrap_or(ExecutionStatus::Unavailable),

@@ -66,7 +66,7 @@ pub(super) async fn secret_string(
             (None, _) => Ok(None),
             // Without a version a rotation could not be told: refused
             // rather than deployed blind.
-            (Some(_), None) => Err(PortError::Rejected(format!(
+            (Some(_), None) => Err(PortError::Refused(format!(
                 "GetSecretValue: {id} answered without a VersionId"
             ))),
         },

@@ -380,7 +380,10 @@ impl Credentials {
         let clients = clients_for(config, clients, region);
         let port = |e: PortError| match e {
             PortError::Transient(m) => transient(format!("source.credentialsSecret: {m}")),
-            PortError::Rejected(m) => rejected(format!("source.credentialsSecret {arn}: {m}")),
+            other => rejected(format!(
+                "source.credentialsSecret {arn}: {}",
+                other.message()
+            )),
         };
         let value = match service {
             "secretsmanager" => {

@@ -268,8 +268,8 @@ fn reconciling(entry: &StackEntry, revision: &str, started_at: i64) -> Status {
 fn fetch_error(e: FetchError) -> StepError {
     match e {
         FetchError::Port(PortError::Transient(m)) => StepError::transient(m),
-        FetchError::Port(PortError::Rejected(m)) => {
-            StepError::stalled(StallReason::SourceUnavailable, m)
+        FetchError::Port(other) => {
+            StepError::stalled(StallReason::SourceUnavailable, other.message())
         }
         e @ FetchError::Authentication { .. } => {
             StepError::stalled(StallReason::AuthenticationFailed, e.to_string())

@@ -367,11 +367,11 @@ where
     }
 }
 
-/// Whether CloudFormation refused a change set for its `DeploymentMode`
-/// (an endpoint, or a partition, without drift-aware change sets).
+/// Whether CloudFormation refused a drift-aware change set as one it does
+/// not serve (an endpoint, or a partition, without them: the adapter says
+/// so of "Unexpected parameter DeploymentMode").
 fn refuses_drift_aware(e: &crate::ports::PortError) -> bool {
-    let text = e.to_string();
-    text.contains("DeploymentMode") || text.contains("REVERT_DRIFT")
+    matches!(e, crate::ports::PortError::Unsupported(_))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use crate::status::transitions;
 use tracing::{info, warn};
 
 use super::{StepResult, Steps, due, short};
+use crate::approvers::Rejection;
 use crate::clock::now_millis;
 use crate::notice::{NoticeApproval, NoticeKind};
 use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
@@ -41,14 +42,7 @@ fn approval_failure(
     };
     match (reason, error.error.as_str()) {
         (StallReason::Rejected, _) => {
-            // The cause is "by ARN: reason" (see `stacksync reject`).
-            let (by, why) = match message.split_once(": ") {
-                Some((by, why)) if by.starts_with("by ") => (
-                    Some(by.trim_start_matches("by ").to_owned()),
-                    why.to_owned(),
-                ),
-                _ => (None, message.clone()),
-            };
+            let Rejection { by, reason: why } = Rejection::from_cause(&message);
             let text = format!(
                 "change set {} rejected{}: {why}",
                 request.change_set,

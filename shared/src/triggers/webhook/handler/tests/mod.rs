@@ -231,7 +231,7 @@ mod on_fakes {
         registry.fail(
             "Query",
             1,
-            crate::ports::PortError::Rejected("AccessDeniedException: not allowed".into()),
+            crate::ports::PortError::Refused("AccessDeniedException: not allowed".into()),
         );
         let w = webhook(registry);
         let (headers, body) = delivery("d-1", "https://git.example/infra.git", SECRET);
