@@ -7,7 +7,7 @@ use std::time::Duration;
 use stacksync::StackSpec;
 use stacksync::adapters::cloudformation::{SdkCloudFormation, SdkCloudFormationFactory};
 use stacksync::clock::now_millis;
-use stacksync::ports::{CloudFormation, CloudFormationFactory};
+use stacksync::ports::{CloudFormationFactory, Stacks};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 

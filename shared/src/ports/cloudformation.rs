@@ -242,16 +242,125 @@ pub enum Created {
     NothingToChange,
 }
 
-/// The CloudFormation operations the steps and the scheduler use.
-pub trait CloudFormation: Send + Sync {
+/// The port to one account and region, by purpose (the factory gives one
+/// handle that is all four): [`Stacks`], [`ChangeSets`],
+/// [`super::DriftDetections`], [`Values`].
+pub trait CloudFormation: Stacks + ChangeSets + super::DriftDetections + Values {}
+
+impl<T: Stacks + ChangeSets + super::DriftDetections + Values> CloudFormation for T {}
+
+/// The stacks of one account and region: read, listed, deleted, protected,
+/// their events.
+pub trait Stacks: Send + Sync {
     /// The stack, or `None` when it does not exist.
     fn describe_stack(
         &self,
         stack: &str,
     ) -> impl Future<Output = PortResult<Option<StackInfo>>> + Send;
+
     /// Every stack of the account and region that is not deleted, every
     /// page read (a listing cut short is an error, never a shorter list).
     fn list_stacks(&self) -> impl Future<Output = PortResult<Vec<StackSummary>>> + Send;
+
+    /// The stack's template as it was submitted (`GetTemplate`, stage
+    /// `Original`), or `None` when the stack does not exist.
+    fn template_body(&self, stack: &str)
+    -> impl Future<Output = PortResult<Option<String>>> + Send;
+
+    /// `attempt` names this request (the run and its count of delete
+    /// requests): sent again after a lost answer, it is the same request;
+    /// a later attempt (after `DELETE_FAILED`) is a new one.
+    fn delete_stack(
+        &self,
+        stack: &str,
+        role_arn: Option<&str>,
+        attempt: &str,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+
+    fn continue_update_rollback(
+        &self,
+        stack: &str,
+        role_arn: Option<&str>,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+
+    fn set_termination_protection(
+        &self,
+        stack: &str,
+        enabled: bool,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+
+    fn set_stack_policy(
+        &self,
+        stack: &str,
+        policy_json: &str,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+
+    /// The stack's policy as set (`GetStackPolicy`), `None` when it has none.
+    fn stack_policy(&self, stack: &str) -> impl Future<Output = PortResult<Option<String>>> + Send;
+
+    /// The failures an operation or a change set reported, oldest first
+    /// (`DescribeEvents`, `FailedEvents`); `None` where the endpoint does
+    /// not serve them (older regions, the emulator): read the stack's
+    /// events instead.
+    fn failed_events(
+        &self,
+        stack: &str,
+        of: EventsOf<'_>,
+    ) -> impl Future<Output = PortResult<Option<Vec<OperationEvent>>>> + Send;
+
+    /// Events newer than `since` (epoch ms), oldest first.
+    fn events_since(
+        &self,
+        stack: &str,
+        since: i64,
+    ) -> impl Future<Output = PortResult<Vec<StackEvent>>> + Send;
+}
+
+/// Change sets: made, described, executed, deleted, listed.
+pub trait ChangeSets: Send + Sync {
+    /// Creates a change set; one that already exists under that name is fine
+    /// (a retried step), so the call is idempotent.
+    fn create_change_set(
+        &self,
+        request: &ChangeSetRequest,
+    ) -> impl Future<Output = PortResult<Created>> + Send;
+
+    /// The change set, or `None` when it does not exist.
+    fn describe_change_set(
+        &self,
+        stack: &str,
+        name: &str,
+    ) -> impl Future<Output = PortResult<Option<ChangeSetInfo>>> + Send;
+
+    /// What the change set would do, one row per resource change, every
+    /// page read (`DescribeChangeSet`); empty for one that is not there.
+    fn change_set_changes(
+        &self,
+        stack: &str,
+        name: &str,
+    ) -> impl Future<Output = PortResult<Vec<ResourceChange>>> + Send;
+
+    fn execute_change_set(
+        &self,
+        stack: &str,
+        name: &str,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+
+    /// Deletes a change set; a missing one is fine.
+    fn delete_change_set(
+        &self,
+        stack: &str,
+        name: &str,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+
+    /// The names of the stack's change sets.
+    fn list_change_sets(&self, stack: &str)
+    -> impl Future<Output = PortResult<Vec<String>>> + Send;
+}
+
+/// The values a stack's parameters read in its account and region: SSM
+/// parameters and Secrets Manager secrets.
+pub trait Values: Send + Sync {
     /// An SSM parameter's value in the stack's account and region
     /// (SecureString decrypted; a StringList as its comma-separated text),
     /// with its version, or `None` when there is none. Never logged.
@@ -262,6 +371,7 @@ pub trait CloudFormation: Send + Sync {
         name: &str,
         version: Option<&str>,
     ) -> impl Future<Output = PortResult<Option<Versioned>>> + Send;
+
     /// A Secrets Manager secret's `SecretString` in the stack's account and
     /// region, with its `VersionId`, or `None` when there is none. Never
     /// logged. `version`: that `VersionId`, not the current one.
@@ -270,97 +380,6 @@ pub trait CloudFormation: Send + Sync {
         id: &str,
         version: Option<&str>,
     ) -> impl Future<Output = PortResult<Option<Versioned>>> + Send;
-    /// The stack's template as it was submitted (`GetTemplate`, stage
-    /// `Original`), or `None` when the stack does not exist.
-    fn template_body(&self, stack: &str)
-    -> impl Future<Output = PortResult<Option<String>>> + Send;
-    /// Creates a change set; one that already exists under that name is fine
-    /// (a retried step), so the call is idempotent.
-    fn create_change_set(
-        &self,
-        request: &ChangeSetRequest,
-    ) -> impl Future<Output = PortResult<Created>> + Send;
-    /// The change set, or `None` when it does not exist.
-    fn describe_change_set(
-        &self,
-        stack: &str,
-        name: &str,
-    ) -> impl Future<Output = PortResult<Option<ChangeSetInfo>>> + Send;
-    /// What the change set would do, one row per resource change, every
-    /// page read (`DescribeChangeSet`); empty for one that is not there.
-    fn change_set_changes(
-        &self,
-        stack: &str,
-        name: &str,
-    ) -> impl Future<Output = PortResult<Vec<ResourceChange>>> + Send;
-    fn execute_change_set(
-        &self,
-        stack: &str,
-        name: &str,
-    ) -> impl Future<Output = PortResult<()>> + Send;
-    /// Deletes a change set; a missing one is fine.
-    fn delete_change_set(
-        &self,
-        stack: &str,
-        name: &str,
-    ) -> impl Future<Output = PortResult<()>> + Send;
-    /// The names of the stack's change sets.
-    fn list_change_sets(&self, stack: &str)
-    -> impl Future<Output = PortResult<Vec<String>>> + Send;
-    /// `attempt` names this request (the run and its count of delete
-    /// requests): sent again after a lost answer, it is the same request;
-    /// a later attempt (after `DELETE_FAILED`) is a new one.
-    fn delete_stack(
-        &self,
-        stack: &str,
-        role_arn: Option<&str>,
-        attempt: &str,
-    ) -> impl Future<Output = PortResult<()>> + Send;
-    fn continue_update_rollback(
-        &self,
-        stack: &str,
-        role_arn: Option<&str>,
-    ) -> impl Future<Output = PortResult<()>> + Send;
-    fn set_termination_protection(
-        &self,
-        stack: &str,
-        enabled: bool,
-    ) -> impl Future<Output = PortResult<()>> + Send;
-    fn set_stack_policy(
-        &self,
-        stack: &str,
-        policy_json: &str,
-    ) -> impl Future<Output = PortResult<()>> + Send;
-    /// The stack's policy as set (`GetStackPolicy`), `None` when it has none.
-    fn stack_policy(&self, stack: &str) -> impl Future<Output = PortResult<Option<String>>> + Send;
-    /// The failures an operation or a change set reported, oldest first
-    /// (`DescribeEvents`, `FailedEvents`); `None` where the endpoint does
-    /// not serve them (older regions, the emulator): read the stack's
-    /// events instead.
-    fn failed_events(
-        &self,
-        stack: &str,
-        of: EventsOf<'_>,
-    ) -> impl Future<Output = PortResult<Option<Vec<OperationEvent>>>> + Send;
-    /// Events newer than `since` (epoch ms), oldest first.
-    fn events_since(
-        &self,
-        stack: &str,
-        since: i64,
-    ) -> impl Future<Output = PortResult<Vec<StackEvent>>> + Send;
-    /// Starts a drift detection of the stack (`DetectStackDrift`): its id.
-    fn detect_drift(&self, stack: &str) -> impl Future<Output = PortResult<String>> + Send;
-    /// Where the detection `id` is (`DescribeStackDriftDetectionStatus`).
-    fn drift_detection(
-        &self,
-        id: &str,
-    ) -> impl Future<Output = PortResult<super::drift::DriftDetection>> + Send;
-    /// The stack's resources that drifted (`MODIFIED` or `DELETED`), with
-    /// their property differences, as the last detection found them.
-    fn resource_drifts(
-        &self,
-        stack: &str,
-    ) -> impl Future<Output = PortResult<Vec<super::drift::ResourceDrift>>> + Send;
 }
 
 /// What CloudFormation says of resources it gave up because another one

@@ -25,6 +25,7 @@ pub mod source;
 
 pub use blobs::{Blobs, Stored};
 pub use cloudformation::*;
+pub use drift::DriftDetections;
 pub use executions::{Answer, Started, Starter, TaskTokens, Trigger, TriggerKind};
 pub use notices::{Notices, Notifier};
 pub use secrets::{Accepted, SecretStore};

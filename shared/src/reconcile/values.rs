@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::parameters::{MASKED_OUTPUT, Stored, UNCHECKED_OUTPUT, pick};
-use crate::ports::{CloudFormation, CloudFormationFactory, PortError, Versioned};
+use crate::ports::{CloudFormation, CloudFormationFactory, PortError, Stacks, Versioned};
 use crate::registry::{Entries, RegistryError};
 use crate::spec::{ParameterValue, ValueRef};
 

@@ -23,8 +23,9 @@ use change_sets::{created, resource_change};
 use super::port_error;
 use crate::naming::request_token;
 use crate::ports::{
-    ChangeSetInfo, ChangeSetRequest, CloudFormation, Created, EventsOf, OperationEvent, PortError,
-    PortResult, ResourceChange, StackEvent, StackInfo, StackSummary, Versioned,
+    ChangeSetInfo, ChangeSetRequest, ChangeSets, Created, DriftDetections, EventsOf,
+    OperationEvent, PortError, PortResult, ResourceChange, StackEvent, StackInfo, StackSummary,
+    Stacks, Values, Versioned,
 };
 
 mod change_sets;
@@ -85,7 +86,7 @@ fn live_statuses() -> Vec<aws_sdk_cloudformation::types::StackStatus> {
         .collect()
 }
 
-impl CloudFormation for SdkCloudFormation {
+impl Stacks for SdkCloudFormation {
     async fn describe_stack(&self, stack: &str) -> PortResult<Option<StackInfo>> {
         match self.client.describe_stacks().stack_name(stack).send().await {
             Ok(out) => Ok(out.stacks().first().map(|s| StackInfo {
@@ -176,37 +177,6 @@ impl CloudFormation for SdkCloudFormation {
         Ok(stacks)
     }
 
-    async fn detect_drift(&self, stack: &str) -> PortResult<String> {
-        drift::detect(&self.client, stack).await
-    }
-
-    async fn drift_detection(&self, id: &str) -> PortResult<crate::ports::drift::DriftDetection> {
-        drift::detection(&self.client, id).await
-    }
-
-    async fn resource_drifts(
-        &self,
-        stack: &str,
-    ) -> PortResult<Vec<crate::ports::drift::ResourceDrift>> {
-        drift::resources(&self.client, stack).await
-    }
-
-    async fn ssm_parameter(
-        &self,
-        name: &str,
-        version: Option<&str>,
-    ) -> PortResult<Option<Versioned>> {
-        values::ssm_parameter(&self.ssm, name, version).await
-    }
-
-    async fn secret_string(
-        &self,
-        id: &str,
-        version: Option<&str>,
-    ) -> PortResult<Option<Versioned>> {
-        values::secret_string(&self.secrets, id, version).await
-    }
-
     async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {
         match self
             .client
@@ -222,6 +192,123 @@ impl CloudFormation for SdkCloudFormation {
         }
     }
 
+    async fn delete_stack(
+        &self,
+        stack: &str,
+        role_arn: Option<&str>,
+        attempt: &str,
+    ) -> PortResult<()> {
+        self.client
+            .delete_stack()
+            .stack_name(stack)
+            .set_role_arn(role_arn.map(str::to_owned))
+            .client_request_token(delete_token(stack, attempt))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| port_error("DeleteStack", &e))
+    }
+
+    async fn continue_update_rollback(
+        &self,
+        stack: &str,
+        role_arn: Option<&str>,
+    ) -> PortResult<()> {
+        self.client
+            .continue_update_rollback()
+            .stack_name(stack)
+            .set_role_arn(role_arn.map(str::to_owned))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| port_error("ContinueUpdateRollback", &e))
+    }
+
+    async fn set_termination_protection(&self, stack: &str, enabled: bool) -> PortResult<()> {
+        self.client
+            .update_termination_protection()
+            .stack_name(stack)
+            .enable_termination_protection(enabled)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| port_error("UpdateTerminationProtection", &e))
+    }
+
+    async fn set_stack_policy(&self, stack: &str, policy_json: &str) -> PortResult<()> {
+        self.client
+            .set_stack_policy()
+            .stack_name(stack)
+            .stack_policy_body(policy_json)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| port_error("SetStackPolicy", &e))
+    }
+
+    async fn stack_policy(&self, stack: &str) -> PortResult<Option<String>> {
+        self.client
+            .get_stack_policy()
+            .stack_name(stack)
+            .send()
+            .await
+            .map(|out| out.stack_policy_body().map(str::to_owned))
+            .map_err(|e| port_error("GetStackPolicy", &e))
+    }
+
+    async fn failed_events(
+        &self,
+        stack: &str,
+        of: EventsOf<'_>,
+    ) -> PortResult<Option<Vec<OperationEvent>>> {
+        Ok(events::failed_events(&self.client, stack, of).await)
+    }
+
+    async fn events_since(&self, stack: &str, since: i64) -> PortResult<Vec<StackEvent>> {
+        let mut events = Vec::new();
+        let mut token = None;
+        'pages: loop {
+            let out = match self
+                .client
+                .describe_stack_events()
+                .stack_name(stack)
+                .set_next_token(token)
+                .send()
+                .await
+            {
+                Ok(out) => out,
+                Err(e) if is_not_found(&e) => break,
+                Err(e) => return Err(port_error("DescribeStackEvents", &e)),
+            };
+            // Newest first: stop at the first event older than `since`.
+            for e in out.stack_events() {
+                let timestamp = millis(e.timestamp());
+                if timestamp < since {
+                    break 'pages;
+                }
+                events.push(StackEvent {
+                    event_id: e.event_id().unwrap_or_default().to_owned(),
+                    timestamp,
+                    logical_id: e.logical_resource_id().unwrap_or_default().to_owned(),
+                    resource_type: e.resource_type().unwrap_or_default().to_owned(),
+                    status: e
+                        .resource_status()
+                        .map(|s| s.as_str().to_owned())
+                        .unwrap_or_default(),
+                    reason: e.resource_status_reason().map(str::to_owned),
+                });
+            }
+            match out.next_token() {
+                Some(t) => token = Some(t.to_owned()),
+                None => break,
+            }
+        }
+        events.reverse();
+        Ok(events)
+    }
+}
+
+impl ChangeSets for SdkCloudFormation {
     async fn create_change_set(&self, r: &ChangeSetRequest) -> PortResult<Created> {
         let mut request = self
             .client
@@ -413,120 +500,40 @@ impl CloudFormation for SdkCloudFormation {
             }
         }
     }
+}
 
-    async fn delete_stack(
+impl DriftDetections for SdkCloudFormation {
+    async fn detect_drift(&self, stack: &str) -> PortResult<String> {
+        drift::detect(&self.client, stack).await
+    }
+
+    async fn drift_detection(&self, id: &str) -> PortResult<crate::ports::drift::DriftDetection> {
+        drift::detection(&self.client, id).await
+    }
+
+    async fn resource_drifts(
         &self,
         stack: &str,
-        role_arn: Option<&str>,
-        attempt: &str,
-    ) -> PortResult<()> {
-        self.client
-            .delete_stack()
-            .stack_name(stack)
-            .set_role_arn(role_arn.map(str::to_owned))
-            .client_request_token(delete_token(stack, attempt))
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| port_error("DeleteStack", &e))
+    ) -> PortResult<Vec<crate::ports::drift::ResourceDrift>> {
+        drift::resources(&self.client, stack).await
     }
+}
 
-    async fn continue_update_rollback(
+impl Values for SdkCloudFormation {
+    async fn ssm_parameter(
         &self,
-        stack: &str,
-        role_arn: Option<&str>,
-    ) -> PortResult<()> {
-        self.client
-            .continue_update_rollback()
-            .stack_name(stack)
-            .set_role_arn(role_arn.map(str::to_owned))
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| port_error("ContinueUpdateRollback", &e))
+        name: &str,
+        version: Option<&str>,
+    ) -> PortResult<Option<Versioned>> {
+        values::ssm_parameter(&self.ssm, name, version).await
     }
 
-    async fn set_termination_protection(&self, stack: &str, enabled: bool) -> PortResult<()> {
-        self.client
-            .update_termination_protection()
-            .stack_name(stack)
-            .enable_termination_protection(enabled)
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| port_error("UpdateTerminationProtection", &e))
-    }
-
-    async fn set_stack_policy(&self, stack: &str, policy_json: &str) -> PortResult<()> {
-        self.client
-            .set_stack_policy()
-            .stack_name(stack)
-            .stack_policy_body(policy_json)
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| port_error("SetStackPolicy", &e))
-    }
-
-    async fn stack_policy(&self, stack: &str) -> PortResult<Option<String>> {
-        self.client
-            .get_stack_policy()
-            .stack_name(stack)
-            .send()
-            .await
-            .map(|out| out.stack_policy_body().map(str::to_owned))
-            .map_err(|e| port_error("GetStackPolicy", &e))
-    }
-
-    async fn failed_events(
+    async fn secret_string(
         &self,
-        stack: &str,
-        of: EventsOf<'_>,
-    ) -> PortResult<Option<Vec<OperationEvent>>> {
-        Ok(events::failed_events(&self.client, stack, of).await)
-    }
-
-    async fn events_since(&self, stack: &str, since: i64) -> PortResult<Vec<StackEvent>> {
-        let mut events = Vec::new();
-        let mut token = None;
-        'pages: loop {
-            let out = match self
-                .client
-                .describe_stack_events()
-                .stack_name(stack)
-                .set_next_token(token)
-                .send()
-                .await
-            {
-                Ok(out) => out,
-                Err(e) if is_not_found(&e) => break,
-                Err(e) => return Err(port_error("DescribeStackEvents", &e)),
-            };
-            // Newest first: stop at the first event older than `since`.
-            for e in out.stack_events() {
-                let timestamp = millis(e.timestamp());
-                if timestamp < since {
-                    break 'pages;
-                }
-                events.push(StackEvent {
-                    event_id: e.event_id().unwrap_or_default().to_owned(),
-                    timestamp,
-                    logical_id: e.logical_resource_id().unwrap_or_default().to_owned(),
-                    resource_type: e.resource_type().unwrap_or_default().to_owned(),
-                    status: e
-                        .resource_status()
-                        .map(|s| s.as_str().to_owned())
-                        .unwrap_or_default(),
-                    reason: e.resource_status_reason().map(str::to_owned),
-                });
-            }
-            match out.next_token() {
-                Some(t) => token = Some(t.to_owned()),
-                None => break,
-            }
-        }
-        events.reverse();
-        Ok(events)
+        id: &str,
+        version: Option<&str>,
+    ) -> PortResult<Option<Versioned>> {
+        values::secret_string(&self.secrets, id, version).await
     }
 }
 

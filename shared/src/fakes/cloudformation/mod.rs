@@ -12,9 +12,9 @@ pub use script::Script;
 
 use super::calls::{FakeCall, Observer};
 use crate::ports::{
-    ChangeSetInfo, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, EventsOf,
-    OperationEvent, PortError, PortResult, ResourceChange, StackEvent, StackInfo, StackSummary,
-    Versioned,
+    ChangeSetInfo, ChangeSetRequest, ChangeSets, CloudFormationFactory, Created, DriftDetections,
+    EventsOf, OperationEvent, PortError, PortResult, ResourceChange, StackEvent, StackInfo,
+    StackSummary, Stacks, Values, Versioned,
 };
 use crate::stack_status::{ChangeSetStatus, ExecutionStatus, StackStatus};
 
@@ -232,7 +232,7 @@ impl CloudFormationFactory for ScriptedCloudFormation {
     }
 }
 
-impl CloudFormation for ScriptedCloudFormation {
+impl Stacks for ScriptedCloudFormation {
     async fn describe_stack(&self, stack: &str) -> PortResult<Option<StackInfo>> {
         self.call(
             FakeCall::cloudformation("DescribeStacks", stack),
@@ -261,175 +261,12 @@ impl CloudFormation for ScriptedCloudFormation {
         Ok(self.script().listing.clone())
     }
 
-    async fn detect_drift(&self, stack: &str) -> PortResult<String> {
-        self.call(
-            FakeCall::cloudformation("DetectStackDrift", stack),
-            stack.to_owned(),
-        )?;
-        Ok(format!("drift-{stack}"))
-    }
-
-    async fn drift_detection(&self, id: &str) -> PortResult<crate::ports::drift::DriftDetection> {
-        self.call(
-            FakeCall::cloudformation("DescribeStackDriftDetectionStatus", ""),
-            id.to_owned(),
-        )?;
-        let mut s = self.script();
-        let next = if s.drift_detections.len() > 1 {
-            s.drift_detections.pop_front()
-        } else {
-            s.drift_detections.front().cloned()
-        };
-        Ok(next.unwrap_or(crate::ports::drift::DriftDetection {
-            status: crate::ports::drift::DetectionStatus::Complete,
-            stack_drift: Some("IN_SYNC".into()),
-            reason: None,
-            drifted_resources: Some(0),
-        }))
-    }
-
-    async fn resource_drifts(
-        &self,
-        stack: &str,
-    ) -> PortResult<Vec<crate::ports::drift::ResourceDrift>> {
-        self.call(
-            FakeCall::cloudformation("DescribeStackResourceDrifts", stack),
-            stack.to_owned(),
-        )?;
-        Ok(self.script().resource_drifts.clone())
-    }
-
-    async fn ssm_parameter(
-        &self,
-        name: &str,
-        version: Option<&str>,
-    ) -> PortResult<Option<Versioned>> {
-        self.call(FakeCall::to("ssm", "GetParameter"), name.to_owned())?;
-        let s = self.script();
-        Ok(s.value_at(s.ssm.get(name), version).map(|v| Versioned {
-            secret: !s.plain_ssm.contains(name),
-            ..v
-        }))
-    }
-
-    async fn secret_string(
-        &self,
-        id: &str,
-        version: Option<&str>,
-    ) -> PortResult<Option<Versioned>> {
-        self.call(
-            FakeCall::to("secretsmanager", "GetSecretValue"),
-            id.to_owned(),
-        )?;
-        let s = self.script();
-        Ok(s.value_at(s.secrets.get(id), version))
-    }
-
     async fn template_body(&self, stack: &str) -> PortResult<Option<String>> {
         self.call(
             FakeCall::cloudformation("GetTemplate", stack),
             stack.to_owned(),
         )?;
         Ok(Some(self.script().template.clone()))
-    }
-
-    async fn create_change_set(&self, request: &ChangeSetRequest) -> PortResult<Created> {
-        self.call(
-            FakeCall {
-                request: Some(request.clone()),
-                ..FakeCall::cloudformation("CreateChangeSet", &request.stack_name)
-            },
-            format!("{} {:?}", request.change_set_name, request.kind),
-        )?;
-        let mut s = self.script();
-        s.requests.push(request.clone());
-        // A new change set after one was executed is a new one, ready.
-        if !s.change_set.is_empty()
-            && s.change_set
-                .iter()
-                .all(|c| c.execution == ExecutionStatus::ExecuteComplete)
-        {
-            s.change_set = [ready(1)].into_iter().collect();
-        }
-        Ok(Created::ChangeSet {
-            stack_id: Some(stack_id(&request.stack_name, s.generation)),
-        })
-    }
-
-    async fn describe_change_set(
-        &self,
-        stack: &str,
-        name: &str,
-    ) -> PortResult<Option<ChangeSetInfo>> {
-        self.call(
-            FakeCall::cloudformation("DescribeChangeSet", stack),
-            name.to_owned(),
-        )?;
-        let mut s = self.script();
-        let info = if s.change_set.len() > 1 {
-            s.change_set.pop_front()
-        } else {
-            s.change_set.front().cloned()
-        };
-        Ok(info)
-    }
-
-    async fn failed_events(
-        &self,
-        stack: &str,
-        _of: EventsOf<'_>,
-    ) -> PortResult<Option<Vec<OperationEvent>>> {
-        self.call(
-            FakeCall::cloudformation("DescribeEvents", stack),
-            stack.to_owned(),
-        )?;
-        Ok(self.script().operation_events.clone())
-    }
-
-    async fn change_set_changes(&self, stack: &str, name: &str) -> PortResult<Vec<ResourceChange>> {
-        self.call(
-            FakeCall::cloudformation("DescribeChangeSet", stack),
-            name.to_owned(),
-        )?;
-        Ok(self.script().changes.clone())
-    }
-
-    async fn execute_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
-        self.call(
-            FakeCall::cloudformation("ExecuteChangeSet", stack),
-            name.to_owned(),
-        )?;
-        let mut s = self.script();
-        s.stack = s.after_execute.iter().cloned().collect();
-        s.changed_at += 1000;
-        s.change_set = [ChangeSetInfo {
-            execution: ExecutionStatus::ExecuteComplete,
-            ..ready(1)
-        }]
-        .into_iter()
-        .collect();
-        Ok(())
-    }
-
-    async fn delete_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
-        self.call(
-            FakeCall::cloudformation("DeleteChangeSet", stack),
-            name.to_owned(),
-        )
-    }
-
-    async fn list_change_sets(&self, stack: &str) -> PortResult<Vec<String>> {
-        self.call(
-            FakeCall::cloudformation("ListChangeSets", stack),
-            String::new(),
-        )?;
-        Ok(self.script().listed_change_sets.clone().unwrap_or_else(|| {
-            // One a killed run of stacksync left, one someone else made.
-            vec![
-                "stacksync-v1-left-over".to_owned(),
-                "someone-elses".to_owned(),
-            ]
-        }))
     }
 
     async fn delete_stack(
@@ -487,12 +324,181 @@ impl CloudFormation for ScriptedCloudFormation {
         Ok(self.script().stack_policy.clone())
     }
 
+    async fn failed_events(
+        &self,
+        stack: &str,
+        _of: EventsOf<'_>,
+    ) -> PortResult<Option<Vec<OperationEvent>>> {
+        self.call(
+            FakeCall::cloudformation("DescribeEvents", stack),
+            stack.to_owned(),
+        )?;
+        Ok(self.script().operation_events.clone())
+    }
+
     async fn events_since(&self, stack: &str, _since: i64) -> PortResult<Vec<StackEvent>> {
         self.call(
             FakeCall::cloudformation("DescribeStackEvents", stack),
             stack.to_owned(),
         )?;
         Ok(self.script().events.clone())
+    }
+}
+
+impl ChangeSets for ScriptedCloudFormation {
+    async fn create_change_set(&self, request: &ChangeSetRequest) -> PortResult<Created> {
+        self.call(
+            FakeCall {
+                request: Some(request.clone()),
+                ..FakeCall::cloudformation("CreateChangeSet", &request.stack_name)
+            },
+            format!("{} {:?}", request.change_set_name, request.kind),
+        )?;
+        let mut s = self.script();
+        s.requests.push(request.clone());
+        // A new change set after one was executed is a new one, ready.
+        if !s.change_set.is_empty()
+            && s.change_set
+                .iter()
+                .all(|c| c.execution == ExecutionStatus::ExecuteComplete)
+        {
+            s.change_set = [ready(1)].into_iter().collect();
+        }
+        Ok(Created::ChangeSet {
+            stack_id: Some(stack_id(&request.stack_name, s.generation)),
+        })
+    }
+
+    async fn describe_change_set(
+        &self,
+        stack: &str,
+        name: &str,
+    ) -> PortResult<Option<ChangeSetInfo>> {
+        self.call(
+            FakeCall::cloudformation("DescribeChangeSet", stack),
+            name.to_owned(),
+        )?;
+        let mut s = self.script();
+        let info = if s.change_set.len() > 1 {
+            s.change_set.pop_front()
+        } else {
+            s.change_set.front().cloned()
+        };
+        Ok(info)
+    }
+
+    async fn change_set_changes(&self, stack: &str, name: &str) -> PortResult<Vec<ResourceChange>> {
+        self.call(
+            FakeCall::cloudformation("DescribeChangeSet", stack),
+            name.to_owned(),
+        )?;
+        Ok(self.script().changes.clone())
+    }
+
+    async fn execute_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
+        self.call(
+            FakeCall::cloudformation("ExecuteChangeSet", stack),
+            name.to_owned(),
+        )?;
+        let mut s = self.script();
+        s.stack = s.after_execute.iter().cloned().collect();
+        s.changed_at += 1000;
+        s.change_set = [ChangeSetInfo {
+            execution: ExecutionStatus::ExecuteComplete,
+            ..ready(1)
+        }]
+        .into_iter()
+        .collect();
+        Ok(())
+    }
+
+    async fn delete_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
+        self.call(
+            FakeCall::cloudformation("DeleteChangeSet", stack),
+            name.to_owned(),
+        )
+    }
+
+    async fn list_change_sets(&self, stack: &str) -> PortResult<Vec<String>> {
+        self.call(
+            FakeCall::cloudformation("ListChangeSets", stack),
+            String::new(),
+        )?;
+        Ok(self.script().listed_change_sets.clone().unwrap_or_else(|| {
+            // One a killed run of stacksync left, one someone else made.
+            vec![
+                "stacksync-v1-left-over".to_owned(),
+                "someone-elses".to_owned(),
+            ]
+        }))
+    }
+}
+
+impl DriftDetections for ScriptedCloudFormation {
+    async fn detect_drift(&self, stack: &str) -> PortResult<String> {
+        self.call(
+            FakeCall::cloudformation("DetectStackDrift", stack),
+            stack.to_owned(),
+        )?;
+        Ok(format!("drift-{stack}"))
+    }
+
+    async fn drift_detection(&self, id: &str) -> PortResult<crate::ports::drift::DriftDetection> {
+        self.call(
+            FakeCall::cloudformation("DescribeStackDriftDetectionStatus", ""),
+            id.to_owned(),
+        )?;
+        let mut s = self.script();
+        let next = if s.drift_detections.len() > 1 {
+            s.drift_detections.pop_front()
+        } else {
+            s.drift_detections.front().cloned()
+        };
+        Ok(next.unwrap_or(crate::ports::drift::DriftDetection {
+            status: crate::ports::drift::DetectionStatus::Complete,
+            stack_drift: Some("IN_SYNC".into()),
+            reason: None,
+            drifted_resources: Some(0),
+        }))
+    }
+
+    async fn resource_drifts(
+        &self,
+        stack: &str,
+    ) -> PortResult<Vec<crate::ports::drift::ResourceDrift>> {
+        self.call(
+            FakeCall::cloudformation("DescribeStackResourceDrifts", stack),
+            stack.to_owned(),
+        )?;
+        Ok(self.script().resource_drifts.clone())
+    }
+}
+
+impl Values for ScriptedCloudFormation {
+    async fn ssm_parameter(
+        &self,
+        name: &str,
+        version: Option<&str>,
+    ) -> PortResult<Option<Versioned>> {
+        self.call(FakeCall::to("ssm", "GetParameter"), name.to_owned())?;
+        let s = self.script();
+        Ok(s.value_at(s.ssm.get(name), version).map(|v| Versioned {
+            secret: !s.plain_ssm.contains(name),
+            ..v
+        }))
+    }
+
+    async fn secret_string(
+        &self,
+        id: &str,
+        version: Option<&str>,
+    ) -> PortResult<Option<Versioned>> {
+        self.call(
+            FakeCall::to("secretsmanager", "GetSecretValue"),
+            id.to_owned(),
+        )?;
+        let s = self.script();
+        Ok(s.value_at(s.secrets.get(id), version))
     }
 }
 

@@ -76,10 +76,10 @@ pub struct Script {
     /// What ListChangeSets answers; `None`: one change set a killed run of
     /// stacksync left, and one someone else made.
     pub listed_change_sets: Option<Vec<String>>,
-    /// What is told of each call ([`ScriptedCloudFormation::observe`]).
+    /// What is told of each call ([`super::ScriptedCloudFormation::observe`]).
     pub observer: Observer,
     /// Failures planned for the n-th call of an operation, and the calls
-    /// counted ([`ScriptedCloudFormation::fail`]).
+    /// counted ([`super::ScriptedCloudFormation::fail`]).
     pub faults: Faults,
 }
 

@@ -17,7 +17,7 @@ use crate::approvers::VerifiedAnswer;
 use crate::clock::now_millis;
 use crate::naming::{approval_answer_key, approval_token_key};
 use crate::notice::{NoticeApproval, NoticeKind};
-use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
+use crate::ports::{Blobs, ChangeSets, CloudFormationFactory, SourceFetcher, Stacks};
 use crate::reconcile::decide::{Approved, approval_holds};
 use crate::reconcile::run::{
     ApprovalAnswer, ApprovalRequest, ChangeSetInHand, RunState, StepError,

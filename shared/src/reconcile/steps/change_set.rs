@@ -10,8 +10,8 @@ use super::{StepResult, Steps, short, wait};
 use crate::naming::change_set_name;
 use crate::ownership::Owner;
 use crate::ports::{
-    Blobs, ChangeSetRequest, CloudFormation, CloudFormationFactory, Created, SourceFetcher,
-    StackInfo,
+    Blobs, ChangeSetRequest, ChangeSets, CloudFormationFactory, Created, SourceFetcher, StackInfo,
+    Stacks,
 };
 use crate::preview::bounded;
 use crate::reconcile::decide::{

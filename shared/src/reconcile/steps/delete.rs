@@ -6,7 +6,7 @@
 use super::{StepResult, Steps};
 use crate::notice::NoticeKind;
 use crate::ownership::Owner;
-use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
+use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher, Stacks};
 use crate::reconcile::decide::{DeleteDecision, decide_delete};
 use crate::reconcile::run::{Next, RunState, StepError};
 use crate::registry::{StackEntry, StepRegistry};

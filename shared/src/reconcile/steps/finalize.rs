@@ -10,7 +10,7 @@ use super::{StepResult, Steps, due, short};
 use crate::approvers::Rejection;
 use crate::clock::now_millis;
 use crate::notice::{NoticeApproval, NoticeKind};
-use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher};
+use crate::ports::{Blobs, ChangeSets, CloudFormationFactory, SourceFetcher, Stacks};
 use crate::reconcile::decide::after_failure;
 use crate::reconcile::run::{CaughtError, FinalizeInput, Next, RunState, StepError};
 use crate::registry::{StackEntry, StepRegistry};

@@ -351,7 +351,7 @@ where
         spec: &StackSpec,
         stack: &StackInfo,
     ) -> Result<Seen, StepError> {
-        use crate::ports::CloudFormation as _;
+        use crate::ports::Stacks as _;
         let body = cfn
             .template_body(spec.effective_stack_name())
             .await?
@@ -395,7 +395,7 @@ where
         state: &RunState,
         stack: Option<StackInfo>,
     ) -> Result<String, StepError> {
-        use crate::ports::CloudFormation as _;
+        use crate::ports::Stacks as _;
         // The operation's own failures first: validations and hooks too.
         if let Some(operation) = stack.as_ref().and_then(StackInfo::deploying_operation)
             && let Some(events) = cfn

@@ -7,7 +7,7 @@ use tracing::info;
 use super::settings::with_settings;
 use super::{StepResult, Steps, ready_status, short, wait};
 use crate::ports::{
-    Blobs, ChangeSetInfo, CloudFormation, CloudFormationFactory, EventsOf, SourceFetcher,
+    Blobs, ChangeSetInfo, ChangeSets, CloudFormationFactory, EventsOf, SourceFetcher, Stacks,
     root_cause,
 };
 use crate::preview::bounded;

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::Steps;
-use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher, StackInfo};
+use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher, StackInfo, Stacks};
 use crate::reconcile::run::StepError;
 use crate::registry::StepRegistry;
 use crate::spec::StackSpec;

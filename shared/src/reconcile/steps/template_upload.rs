@@ -17,7 +17,7 @@ use crate::spec::StackSpec;
 use tracing::{info, warn};
 
 use crate::clock::now_millis;
-use crate::ports::{Blobs, CloudFormation, CloudFormationFactory, SourceFetcher, StackInfo};
+use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher, StackInfo, Stacks};
 use crate::reconcile::decide::up_to_date;
 use crate::reconcile::run::{Next, Revert, RunState, StepError, Uploaded};
 use crate::registry::{StackEntry, StepRegistry};

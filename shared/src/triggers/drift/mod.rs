@@ -40,7 +40,7 @@ use crate::drift::{
 };
 use crate::notice::{Notice, NoticeDrift, NoticeKind};
 use crate::ports::drift::{DetectionStatus, DriftDetection};
-use crate::ports::{CloudFormation, CloudFormationFactory, Notifier, StackSummary};
+use crate::ports::{CloudFormationFactory, DriftDetections, Notifier, StackSummary};
 use crate::registry::{DriftRecords, Entries, RegistryError, Schedule, StackEntry, Watched};
 use crate::spec::{DEFAULT_DRIFT_INTERVAL, DriftAction};
 use crate::stack_status::StackStatus;

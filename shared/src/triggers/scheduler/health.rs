@@ -17,7 +17,7 @@ use tracing::warn;
 use super::judge::{Candidate, Health, judge_watched, listed_in};
 use super::{Report, Scheduler};
 use crate::clock::EpochMillis;
-use crate::ports::{CloudFormation, CloudFormationFactory, SourceFetcher, StackSummary, Starter};
+use crate::ports::{CloudFormationFactory, SourceFetcher, StackSummary, Stacks, Starter};
 use crate::registry::{Entries, RegistryError, Schedule, Watched};
 use crate::seen::Observed;
 
