@@ -12,8 +12,10 @@
 //!   for a person, and does an approval still hold?
 
 mod approval;
+mod end;
 
 pub use approval::{Approved, approval_holds, approval_needed};
+pub use end::{Effect, effects_of_end};
 
 use crate::duration::Duration;
 use crate::spec::{MAX_RETRY_BACKOFF, OnFailedCreate};

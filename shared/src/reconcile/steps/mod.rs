@@ -42,6 +42,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 use tracing::info;
 
+use super::decide::{Effect, effects_of_end};
 use super::run::{FinalizeInput, Next, RunState, StepError};
 use crate::clock::{EpochMillis, now_millis};
 use crate::ports::{
@@ -50,7 +51,7 @@ use crate::ports::{
 use crate::registry::{RegistryError, StackEntry, StepRegistry, lease_ttl};
 use crate::seen::{Seen, deployed_hash};
 use crate::spec::StackSpec;
-use crate::status::{Phase, StallReason, Status, Timestamp};
+use crate::status::{StallReason, Status, Timestamp};
 
 /// The longest wait between two polls.
 pub const MAX_POLL_SECONDS: u64 = 60;
@@ -303,25 +304,38 @@ where
                 status = transitions::due_now(status, now_millis());
             }
         }
+        let effects = effects_of_end(entry.status.phase, status.phase);
         self.registry
             .write_status_and_release(&state.entry, &state.execution.name, &status)
             .await?;
-        if status.phase == Phase::Ready {
-            self.wake_dependents(&state.entry, &status.applied.outputs)
-                .await;
-        }
-        self.recheck_upstream(entry, &status, state.execution.started_at)
-            .await;
-        // A run that ends as it found the stack (suspended still, given up
-        // still) tells nobody: a notice is a change of phase. Waiting for
-        // another stack is not an end either.
-        if status.phase != entry.status.phase && status.phase != Phase::Pending {
-            let kind = crate::notice::NoticeKind::of_end(status.phase);
-            self.notify(kind, &state, entry, &status, None).await;
-        }
+        self.carry_out(&state, entry, &status, &effects).await;
         state.next = Next::Done;
         state.execution.outcome = Some(outcome.to_owned());
         Ok(state)
+    }
+
+    /// Carries out what a run's end set going ([`effects_of_end`]), once its
+    /// status is written; each best effort (logged, never failing the run).
+    async fn carry_out(
+        &self,
+        state: &RunState,
+        entry: &StackEntry,
+        status: &Status,
+        effects: &[Effect],
+    ) {
+        for effect in effects {
+            match effect {
+                Effect::WakeDependents => {
+                    self.wake_dependents(&state.entry, &status.applied.outputs)
+                        .await;
+                }
+                Effect::RecheckUpstream => {
+                    self.recheck_upstream(entry, status, state.execution.started_at)
+                        .await;
+                }
+                Effect::Notify(kind) => self.notify(*kind, state, entry, status, None).await,
+            }
+        }
     }
 
     /// Ends the run in sync: `Ready` at this run's revision, nothing

@@ -12,7 +12,7 @@ use crate::clock::now_millis;
 use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher};
 use crate::reconcile::run::{RunState, StepError};
 use crate::registry::{StackEntry, StepRegistry};
-use crate::status::{Phase, StallReason, Status, Timestamp};
+use crate::status::{StallReason, Status, Timestamp};
 
 /// Why a stack this one depends on is not settled, if it is not: not
 /// `Ready`, a run of it under way, due to run (a spec change, a mark), or
@@ -213,7 +213,8 @@ where
         Ok(true)
     }
 
-    /// After this entry's own run ended `Ready` (its final status written,
+    /// After this entry's own run ended `Ready` ([`crate::reconcile::decide::Effect::RecheckUpstream`]:
+    /// its final status written,
     /// its lease given back): makes it due at once if an output it read is
     /// no longer what that stack records. A stack that changed while this
     /// one held its lease could not make it due for good (this run's final
@@ -225,9 +226,6 @@ where
         status: &Status,
         started_at: crate::clock::EpochMillis,
     ) {
-        if status.phase != Phase::Ready {
-            return;
-        }
         let ran = StackEntry {
             status: status.clone(),
             ..entry.clone()
@@ -268,6 +266,7 @@ mod tests {
     use super::super::testing::*;
     use super::*;
     use crate::reconcile::run::Next;
+    use crate::status::Phase;
 
     #[tokio::test]
     async fn a_stack_waits_for_what_it_depends_on_and_is_made_due_by_its_outputs_only() {
