@@ -15,10 +15,9 @@ use std::path::Path;
 use serde::Serialize;
 use stacksync::StackSpec;
 use stacksync::aws::{AwsOptions, check_endpoints, environment, load_config};
-use stacksync::content::Wanted;
 use stacksync::manifest::{oversize, parse_manifest};
-use stacksync::ports::{SourceFetcher, SourceLocation};
-use stacksync::reconcile::diff::{Desired, desired};
+use stacksync::ports::SourceFetcher;
+use stacksync::reconcile::diff::desired;
 use stacksync::template;
 use stacksync::wiring::sdk_sources;
 
@@ -121,42 +120,19 @@ async fn entry_problems<S: SourceFetcher>(
         Ok(wanted) => wanted,
         Err(e) => return vec![problem(named, e)],
     };
-    let path = match named {
-        Some(path) => path,
-        None => deployment_template(sources, spec, &wanted).await,
-    };
+    let path = wanted.template_path.clone();
     // What the entry's parameter (or deployment) file gives: the values the
     // entry does not give itself.
     let from_file: BTreeMap<String, String> = wanted
-        .merged
+        .from_file
         .iter()
         .filter(|(name, _)| !spec.parameters.contains_key(*name))
-        .map(|(name, v)| (name.clone(), v.text().unwrap_or_default().to_owned()))
+        .map(|(name, v)| (name.clone(), v.clone()))
         .collect();
     template::check(spec, &path, &wanted.template, &from_file)
         .into_iter()
         .map(|message| problem(Some(path.clone()), message))
         .collect()
-}
-
-/// The template an entry's deployment file names, read again at the
-/// revision `desired` read (it says the template, not its path).
-async fn deployment_template<S: SourceFetcher>(
-    sources: &S,
-    spec: &StackSpec,
-    wanted: &Desired,
-) -> String {
-    let file = spec.source.deployment_file.clone().unwrap_or_default();
-    let source = SourceLocation::of(&spec.source);
-    let files = sources
-        .fetch(&source, &wanted.revision, &Wanted::of(spec))
-        .await
-        .unwrap_or_default();
-    files
-        .iter()
-        .find(|(p, _)| *p == file)
-        .and_then(|(_, bytes)| template::deployment_template_path(&file, bytes).ok())
-        .unwrap_or_else(|| format!("named by {file}"))
 }
 
 /// The specs of a stacks file, or every problem found in it. `applying`

@@ -4,6 +4,7 @@
 
 pub mod asl_runner;
 pub mod decide;
+pub mod desired;
 pub mod diff;
 pub mod run;
 pub mod steps;

@@ -39,7 +39,6 @@ pub mod contract;
 #[cfg(any(test, feature = "fakes"))]
 pub mod memory;
 
-use crate::status::transitions;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -61,7 +60,7 @@ pub use specs::{Applied, ApplyStopped, Entries, Specs, apply_plan};
 
 use crate::source::source_key;
 use crate::spec::StackSpec;
-use crate::status::{Phase, Status, Timestamp};
+use crate::status::{Phase, Status, Timestamp, transitions};
 use item::{entry_from_item, item_key, n, s, status_attributes, to_attr_of};
 use schema::{PK, attr, sched_shard, stack_key};
 

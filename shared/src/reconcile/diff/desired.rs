@@ -1,10 +1,11 @@
 //! The desired state of a preview: the template and the parameters at a
-//! ref, read and checked as a run reads them, and the parameters' values.
+//! ref, read and checked as a run reads them (`reconcile::desired`), and
+//! the parameters' values.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::content::Wanted;
 use crate::ports::{CloudFormationFactory, SourceFetcher, SourceLocation};
+use crate::reconcile::desired::{self, FetchFailed};
 use crate::registry::Entries;
 use crate::spec::{ParameterValue, StackSpec, ValueRef};
 use crate::template;
@@ -13,7 +14,13 @@ use crate::template;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Desired {
     pub revision: String,
+    /// The template's path (`source.path`, or the one the deployment file
+    /// names).
+    pub template_path: String,
     pub template: Vec<u8>,
+    /// The parameters the parameter (or deployment) file gives, before the
+    /// entry's own are merged over them.
+    pub from_file: BTreeMap<String, String>,
     /// The parameters, file's and entry's, before their references are
     /// read ([`Desired::read_values`]).
     pub merged: BTreeMap<String, ParameterValue>,
@@ -39,50 +46,16 @@ pub async fn desired<S: SourceFetcher>(
         .resolve(&source, reference)
         .await
         .map_err(|e| e.to_string())?;
-    let files = sources
-        .fetch(&source, &revision, &Wanted::of(spec))
+    let files = desired::fetch(sources, spec, &revision)
         .await
-        .map_err(|e| e.to_string())?;
-    let file = |path: &str| {
-        files
-            .iter()
-            .find(|(p, _)| p == path)
-            .map(|(_, bytes)| bytes.clone())
-    };
-    let at = &revision[..revision.len().min(12)];
-    let (path, values_file) = match (&spec.parameter_file, &spec.source.deployment_file) {
-        (_, Some(name)) if spec.source.path.is_empty() => {
-            let bytes =
-                file(name).ok_or_else(|| format!("deployment file {name} not found at {at}"))?;
-            let path = template::deployment_template_path(name, &bytes)?;
-            (path, Some((name.clone(), bytes)))
-        }
-        (Some(name), _) => {
-            let bytes =
-                file(name).ok_or_else(|| format!("parameter file {name} not found at {at}"))?;
-            (spec.source.path.clone(), Some((name.clone(), bytes)))
-        }
-        (None, _) => (spec.source.path.clone(), None),
-    };
-    let template = match file(&path) {
-        Some(bytes) => bytes,
-        // A deployment file's template, fetched once its name is known.
-        None if spec.source.path.is_empty() => sources
-            .fetch(&source, &revision, &Wanted::of(spec).with_template(&path))
-            .await
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .find(|(p, _)| *p == path)
-            .map(|(_, bytes)| bytes)
-            .ok_or_else(|| format!("template {path} not found at {at}"))?,
-        None => return Err(format!("template {path} not found at {at}")),
-    };
-    template::check_template(&path, &template).map_err(|e| format!("{e} (at {at})"))?;
-    let from_file = match &values_file {
-        Some((name, bytes)) => template::read_parameter_file(name, bytes, &path)?,
-        None => template::FileValues::default(),
-    };
-    let merged = template::merge_parameters(from_file.parameters, spec);
+        .map_err(|e| match e {
+            FetchFailed::Source(e) => e.to_string(),
+            FetchFailed::Invalid(e) => e,
+        })?;
+    let at = format!("at {}", &revision[..revision.len().min(12)]);
+    let read = desired::read(spec, desired::among(&files), &at)?;
+    let template = read.template;
+    let merged = template::merge_parameters(read.from_file.parameters.clone(), spec);
     // Unreadable here: every value masked.
     let mut masked =
         crate::parameters::no_echo(&template).unwrap_or_else(|| merged.keys().cloned().collect());
@@ -94,10 +67,12 @@ pub async fn desired<S: SourceFetcher>(
     );
     Ok(Desired {
         revision,
+        template_path: read.template_path,
+        from_file: read.from_file.parameters,
         merged,
         parameters: BTreeMap::new(),
         masked,
-        file_tags: from_file.tags,
+        file_tags: read.from_file.tags,
         template,
     })
 }

@@ -6,7 +6,6 @@
 //! the registry, a status or a log), records what waits and where it is
 //! answered, and keeps the stack's lease for as long as the wait may last.
 
-use crate::status::transitions;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -24,7 +23,7 @@ use crate::reconcile::run::{
 };
 use crate::registry::{LEASE_TTL, StackEntry, StepRegistry};
 use crate::stack_status::{ChangeSetStatus, ExecutionStatus};
-use crate::status::{ApprovalRecord, AwaitingApproval, Decision, Timestamp};
+use crate::status::{ApprovalRecord, AwaitingApproval, Decision, Timestamp, transitions};
 
 /// What the state machine gives the step: the run's state, and the token
 /// its answer must bring back (`$$.Task.Token`).

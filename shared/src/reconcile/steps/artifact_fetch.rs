@@ -2,7 +2,6 @@
 //! honours suspend and deletion, resolves the source to an exact revision
 //! and stores the artifact, once per source and revision.
 
-use crate::status::transitions;
 use tracing::info;
 
 use super::{StepResult, Steps, due, short};
@@ -14,9 +13,10 @@ use crate::notice::NoticeKind;
 use crate::ports::{
     Blobs, CloudFormationFactory, FetchError, PortError, SourceFetcher, SourceLocation,
 };
+use crate::reconcile::desired::FetchFailed;
 use crate::reconcile::run::{Fetched, Next, RunState, StepError};
 use crate::registry::{LEASE_TTL, RegistryError, StackEntry, StepRegistry};
-use crate::status::{StallReason, Status, Timestamp};
+use crate::status::{StallReason, Status, Timestamp, transitions};
 
 impl<R, B, F, S> Steps<R, B, F, S>
 where
@@ -203,45 +203,17 @@ where
             ),
             other => fetch_error(other),
         };
-        let mut files = self
-            .sources
-            .fetch(&source, revision, &wanted)
+        // A deployment file alone: the template it names comes too (the
+        // same revision, so the same key).
+        let files = crate::reconcile::desired::fetch(&self.sources, spec, revision)
             .await
-            .map_err(content_error)?;
-        // A deployment file alone: the template is the one it names,
-        // fetched once that is known (the same revision, so the same key).
-        if let Some(file) = spec
-            .source
-            .deployment_file
-            .as_deref()
-            .filter(|_| spec.source.path.is_empty())
-        {
-            let normal = crate::content::normal(file);
-            let bytes = files
-                .iter()
-                .find(|(p, _)| *p == normal)
-                .map(|(_, b)| b.as_slice())
-                .unwrap_or_default();
-            let template = crate::template::deployment_template_path(file, bytes).map_err(|e| {
-                StepError::stalled(
+            .map_err(|e| match e {
+                FetchFailed::Source(e) => content_error(e),
+                FetchFailed::Invalid(e) => StepError::stalled(
                     StallReason::InvalidTemplate,
                     format!("{e} ({} at {})", source.url, short(revision)),
-                )
+                ),
             })?;
-            if !files.iter().any(|(p, _)| *p == template) {
-                let more = Wanted::new(vec![(template, crate::content::Role::Template)]);
-                let more = Wanted {
-                    signed_by: wanted.signed_by.clone(),
-                    ..more
-                };
-                files.extend(
-                    self.sources
-                        .fetch(&source, revision, &more)
-                        .await
-                        .map_err(content_error)?,
-                );
-            }
-        }
         let bytes: usize = files.iter().map(|(_, b)| b.len()).sum();
         let packed = artifact::pack(&files)
             .map_err(|e| StepError::stalled(StallReason::InvalidSource, e.to_string()))?;

@@ -3,7 +3,6 @@
 //! else's operation, continues a failed rollback, or deletes a failed create
 //! to make it again — or executes the change set poll-status found ready.
 
-use crate::status::transitions;
 use tracing::{info, warn};
 
 use super::{StepResult, Steps, short, wait};
@@ -21,7 +20,7 @@ use crate::reconcile::run::{ChangeSetInHand, Next, RunState, StepError, WaitOn};
 use crate::registry::{StackEntry, StepRegistry};
 use crate::spec::StackSpec;
 use crate::stack_status::{ExecutionStatus, StackStatus};
-use crate::status::{Adoption, Failures, StallReason, Timestamp};
+use crate::status::{Adoption, Failures, StallReason, Timestamp, transitions};
 
 impl<R, B, F, S> Steps<R, B, F, S>
 where

@@ -11,8 +11,7 @@ use crate::reconcile::decide::{DeleteDecision, decide_delete};
 use crate::reconcile::run::{Next, RunState, StepError};
 use crate::registry::{StackEntry, StepRegistry};
 use crate::spec::StackSpec;
-use crate::status::StallReason;
-use crate::status::transitions;
+use crate::status::{StallReason, transitions};
 
 impl<R, B, F, S> Steps<R, B, F, S>
 where

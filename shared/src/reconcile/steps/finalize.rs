@@ -3,7 +3,6 @@
 //! releases the lease. The last applied revision and hash are kept; a retry
 //! is due after `retryInterval`.
 
-use crate::status::transitions;
 use tracing::{info, warn};
 
 use super::{StepResult, Steps, due, short};
@@ -15,7 +14,7 @@ use crate::reconcile::decide::after_failure;
 use crate::reconcile::run::{CaughtError, FinalizeInput, Next, RunState, StepError};
 use crate::registry::{StackEntry, StepRegistry};
 use crate::stack_status::ExecutionStatus;
-use crate::status::{ApprovalRecord, Decision, Phase, StallReason, Status, Timestamp};
+use crate::status::{ApprovalRecord, Decision, Phase, StallReason, Status, Timestamp, transitions};
 
 /// A failure while a change set waited for approval, in its own words: a
 /// person rejected it (`StackSync.Stalled.Rejected`, the reason in the

@@ -36,7 +36,6 @@ mod waits;
 #[cfg(test)]
 mod testing;
 
-use crate::status::transitions;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -51,7 +50,7 @@ use crate::ports::{
 use crate::registry::{RegistryError, StackEntry, StepRegistry, lease_ttl};
 use crate::seen::{Seen, deployed_hash};
 use crate::spec::StackSpec;
-use crate::status::{StallReason, Status, Timestamp};
+use crate::status::{StallReason, Status, Timestamp, transitions};
 
 /// The longest wait between two polls.
 pub const MAX_POLL_SECONDS: u64 = 60;

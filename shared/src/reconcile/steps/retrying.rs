@@ -13,7 +13,6 @@
 //! and being blamed on the wait. Failures further apart (a throttle now and
 //! then in a long update) start the count again.
 
-use crate::status::transitions;
 use tracing::warn;
 
 use super::{StepName, Steps};
@@ -21,7 +20,7 @@ use crate::clock::{EpochMillis, age, now_millis};
 use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher};
 use crate::reconcile::run::{RunState, StepError};
 use crate::registry::StepRegistry;
-use crate::status::{Retrying, StallReason, Timestamp};
+use crate::status::{Retrying, StallReason, Timestamp, transitions};
 
 /// Failures of one step with one cause in one run that end it: more than
 /// the state machine's own retries of a step (7 attempts), so that only a

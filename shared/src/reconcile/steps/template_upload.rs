@@ -12,7 +12,7 @@ use crate::artifact;
 use crate::hash::sha256_hex;
 use crate::naming::{parameters_key, template_key};
 use crate::parameters::{self, Provenance};
-use crate::reconcile::values;
+use crate::reconcile::{desired, values};
 use crate::spec::StackSpec;
 use tracing::{info, warn};
 
@@ -25,7 +25,7 @@ use crate::seen::{Change, Observed, OutOfBand, Seen};
 use crate::status::StallReason;
 use crate::status::Timestamp;
 use crate::template;
-use files::{check_tag_count, read_outputs, values_file};
+use files::{check_tag_count, read_outputs};
 
 mod files;
 
@@ -242,31 +242,19 @@ where
             .await
             .map_err(StepError::port(StallReason::ArtifactUnavailable))?;
         let at = format!("at {}", short(state.revision().unwrap_or_default()));
-        let (path, file, file_kind) = values_file(&archive, spec, &at)?;
-        let path = path.as_str();
-        let template = artifact::read_file(&archive, path, template::MAX_TEMPLATE_BYTES as u64)
-            .map_err(invalid)?
-            .ok_or_else(|| {
-                invalid(format!(
-                    "template {path} not found in {} {at}",
-                    spec.source.url()
-                ))
-            })?;
-        template::check_template(path, &template).map_err(|e| invalid(format!("{e} ({at})")))?;
-        let from_file = match &file {
-            Some((file, bytes)) => {
-                template::read_parameter_file(file, bytes, path).map_err(invalid)?
-            }
-            None => template::FileValues::default(),
-        };
+        let files = desired::read(spec, desired::in_artifact(&archive), &at).map_err(invalid)?;
         // What the template makes certain to fail, as `validate --templates`
         // says it: before any value is read or anything made.
-        let problems = template::check(spec, path, &template, &from_file.parameters);
+        let problems = template::check(
+            spec,
+            &files.template_path,
+            &files.template,
+            &files.from_file.parameters,
+        );
         if !problems.is_empty() {
             return Err(invalid(format!("{} ({at})", problems.join("; "))));
         }
-        let file_label = file.as_ref().map(|(name, _)| format!("{file_kind} {name}"));
-        Ok((template, from_file, file_label))
+        Ok((files.template, files.from_file, files.file_label))
     }
 
     /// Reads and checks the template and the parameters at the run's

@@ -2,7 +2,6 @@
 //! (`dependsOn`, `fromStack`), and a run that ends `Ready` making due the
 //! entries that must run again because of it.
 
-use crate::status::transitions;
 use std::collections::BTreeMap;
 
 use tracing::info;
@@ -12,7 +11,7 @@ use crate::clock::now_millis;
 use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher};
 use crate::reconcile::run::{RunState, StepError};
 use crate::registry::{StackEntry, StepRegistry};
-use crate::status::{StallReason, Status, Timestamp};
+use crate::status::{StallReason, Status, Timestamp, transitions};
 
 /// Why a stack this one depends on is not settled, if it is not: not
 /// `Ready`, a run of it under way, due to run (a spec change, a mark), or
