@@ -13,9 +13,11 @@
 
 mod approval;
 mod end;
+pub mod sync;
 
 pub use approval::{Approved, approval_holds, approval_needed};
 pub use end::{Effect, effects_of_end};
+pub use sync::{AtAppliedHash, hash_matches, stack_matches};
 
 use crate::duration::Duration;
 use crate::spec::{MAX_RETRY_BACKOFF, OnFailedCreate};

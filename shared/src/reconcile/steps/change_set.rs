@@ -43,9 +43,11 @@ where
         let adopting = self.ours_to_touch(&state, &entry, stack.as_ref())? == Owner::Adopted;
         // At the applied hash, unless the stack was changed outside
         // stacksync (or the run is forced): then Git wins.
-        let hash_matches = entry.status.applied.applied_hash.is_some()
-            && entry.status.applied.applied_hash.as_deref() == state.desired_hash()
-            && !state.must_apply();
+        let hash_matches = crate::reconcile::decide::hash_matches(
+            entry.status.applied.applied_hash.as_deref(),
+            state.desired_hash(),
+            state.must_apply(),
+        );
         let at = (state.execution.spec_version, state.revision());
         let decision = decide_stack(StackObservation {
             status: stack.as_ref().map(|s| &s.status),

@@ -204,9 +204,8 @@ where
         }))
     }
 
-    /// Whether the stack already has the parameters and tags we want (a ready
-    /// change set that lists no changes is trusted only then: the emulator
-    /// lists none for parameter- or tag-only updates).
+    /// Whether the stack already has the parameters and tags we want
+    /// ([`crate::reconcile::decide::stack_matches`] decides).
     async fn stack_matches(
         &self,
         state: &RunState,
@@ -219,30 +218,21 @@ where
         else {
             return Ok(false);
         };
-        if stack.status.not_created() {
-            return Ok(false);
-        }
-        // A secret's value is not read here (nor anywhere but where the
-        // change set is made): a stack whose parameters read secrets is not
-        // known to have them, and its change set is executed.
-        let mut same_parameters = true;
-        for (k, v) in self.stored_parameters(state).await? {
-            same_parameters &= match v {
-                crate::parameters::Stored::Text(v) => stack.parameters.get(&k) == Some(&v),
-                crate::parameters::Stored::Read { .. } => false,
-            };
-        }
-        Ok(same_parameters
-            && stack.tags
-                == crate::ownership::desired_tags_with(
-                    &state
-                        .uploaded
-                        .as_ref()
-                        .map(|u| u.file_tags.clone())
-                        .unwrap_or_default(),
-                    &entry.spec,
-                    &self.config.installation,
-                ))
+        let stored = self.stored_parameters(state).await?;
+        let desired_tags = crate::ownership::desired_tags_with(
+            &state
+                .uploaded
+                .as_ref()
+                .map(|u| u.file_tags.clone())
+                .unwrap_or_default(),
+            &entry.spec,
+            &self.config.installation,
+        );
+        Ok(crate::reconcile::decide::stack_matches(
+            &stack,
+            &stored,
+            &desired_tags,
+        ))
     }
 
     /// Our change set ran (or runs): wait, or end `Ready` (with the settings

@@ -18,7 +18,7 @@ use tracing::{info, warn};
 
 use crate::clock::now_millis;
 use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher, StackInfo, Stacks};
-use crate::reconcile::decide::up_to_date;
+use crate::reconcile::decide::{AtAppliedHash, sync};
 use crate::reconcile::run::{Next, Revert, RunState, StepError, Uploaded};
 use crate::registry::{StackEntry, StepRegistry};
 use crate::seen::{Change, Observed, OutOfBand, Seen};
@@ -113,8 +113,11 @@ where
         let mut entry = self.resume(&state).await?;
         let desired = self.store_desired(&state, &entry).await?;
         self.record_provenance(&state, &mut entry, &desired).await?;
-        let hash_matches =
-            entry.status.applied.applied_hash.as_deref() == Some(desired.hash.as_str());
+        let hash_matches = sync::hash_matches(
+            entry.status.applied.applied_hash.as_deref(),
+            Some(desired.hash.as_str()),
+            false,
+        );
         // What an earlier pass of this run found (before an approval) stays.
         let mut uploaded = Uploaded {
             template_key: desired.template_key,
@@ -134,8 +137,7 @@ where
         }
         let forced = state.trigger.force || uploaded.revert.is_some();
         state.uploaded = Some(uploaded);
-        // An approved change set is judged by change-set, in sync or not.
-        if !hash_matches || state.approval.answer.is_some() {
+        if !sync::needs_a_look(hash_matches, state.approval.answer.is_some()) {
             return Ok(state);
         }
         // At the applied hash: nothing to deploy, if the stack is still what
@@ -145,24 +147,33 @@ where
         let stack = cfn
             .describe_stack(entry.spec.effective_stack_name())
             .await?;
-        let (must_apply, out_of_band) = match self.as_left(&cfn, &entry, stack.as_ref()).await? {
-            AsLeft::Same(seen) => {
-                let healthy = up_to_date(true, stack.as_ref().map(|s| &s.status));
-                if let Some(stack) = stack.as_ref().filter(|_| healthy && !forced) {
-                    let changed = self.apply_settings(&cfn, &entry.spec, stack).await?;
-                    let message = with_settings(in_sync_message(&entry, &seen), &changed);
-                    let outputs = Some(stack.outputs.clone());
-                    return self
-                        .in_sync(state, &entry, &cfn, Some(seen), outputs, &message)
-                        .await;
-                }
-                (forced, None)
+        let as_left = self.as_left(&cfn, &entry, stack.as_ref()).await?;
+        let found = match (&as_left, stack.as_ref()) {
+            (AsLeft::Same(_), Some(stack)) => sync::Found::AsLeft(&stack.status),
+            (AsLeft::Changed(found), _) => sync::Found::Changed(found.change),
+            (AsLeft::Same(_), None) | (AsLeft::Unknown, _) => sync::Found::Unknown,
+        };
+        let must_apply = match sync::at_applied_hash(found, forced) {
+            AtAppliedHash::InSync => {
+                // In sync comes only of a stack found as left.
+                let (AsLeft::Same(seen), Some(stack)) = (as_left, stack.as_ref()) else {
+                    return Err(StepError::missing("template-upload", "the stack as left"));
+                };
+                let changed = self.apply_settings(&cfn, &entry.spec, stack).await?;
+                let message = with_settings(in_sync_message(&entry, &seen), &changed);
+                let outputs = Some(stack.outputs.clone());
+                return self
+                    .in_sync(state, &entry, &cfn, Some(seen), outputs, &message)
+                    .await;
             }
+            AtAppliedHash::ChangeSet { must_apply } => must_apply,
+        };
+        let out_of_band = match as_left {
             AsLeft::Changed(found) => {
                 info!(stack = %state.entry, change = %found.change, detail = %found.detail, "changed outside stacksync: putting it back");
-                (true, Some(found))
+                Some(found)
             }
-            AsLeft::Unknown => (true, None),
+            AsLeft::Same(_) | AsLeft::Unknown => None,
         };
         if let Some(uploaded) = state.uploaded.as_mut() {
             uploaded.must_apply = must_apply;

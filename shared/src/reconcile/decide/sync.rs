@@ -1,0 +1,188 @@
+//! Whether a stack is in sync: what the steps observe, and the decisions
+//! made of it, all here. Three moments decide it:
+//! - template-upload, at the applied hash ([`needs_a_look`],
+//!   [`at_applied_hash`]): in sync when the stack is as the last run left
+//!   it and healthy, unless the run is forced;
+//! - change-set, by the stack's status ([`super::decide_stack`]'s
+//!   `InSync`), with [`hash_matches`];
+//! - poll-status, by the change set ([`super::decide_change_set`]'s
+//!   `Empty`), trusting a ready change set that lists nothing only when
+//!   [`stack_matches`].
+
+use std::collections::BTreeMap;
+
+use crate::parameters::Stored;
+use crate::seen::Change;
+use crate::stack_status::StackStatus;
+
+/// Whether the desired hash is the one last applied (both known), and the
+/// run is not asked to apply it all the same (forced, a drift to put
+/// back, a change found outside stacksync).
+pub fn hash_matches(applied: Option<&str>, desired: Option<&str>, must_apply: bool) -> bool {
+    applied.is_some() && applied == desired && !must_apply
+}
+
+/// Whether template-upload looks at the stack at all: only at the applied
+/// hash, and not when a person answered an approval (change-set judges
+/// that change set, in sync or not).
+pub fn needs_a_look(hash_matches: bool, approval_answered: bool) -> bool {
+    hash_matches && !approval_answered
+}
+
+/// What template-upload found of the stack, compared with what the last
+/// run left (`seen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found<'a> {
+    /// The same stack (StackId, `LastUpdatedTime`, status, template and
+    /// parameters), in this status.
+    AsLeft(&'a StackStatus),
+    /// Changed outside stacksync.
+    Changed(Change),
+    /// Nothing recorded to compare with (an entry from before `seen`).
+    Unknown,
+}
+
+/// What template-upload does at the applied hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtAppliedHash {
+    /// Nothing to deploy: the run ends `Ready`.
+    InSync,
+    /// On to the change set: applied whatever its status says
+    /// (`must_apply`), or as the stack's status decides.
+    ChangeSet { must_apply: bool },
+}
+
+/// At the applied hash: in sync if the stack is as left and healthy and
+/// the run is not forced; else Git wins (a change outside stacksync, or
+/// nothing to compare with, is applied).
+pub fn at_applied_hash(found: Found<'_>, forced: bool) -> AtAppliedHash {
+    match found {
+        Found::AsLeft(status) if super::up_to_date(true, Some(status)) && !forced => {
+            AtAppliedHash::InSync
+        }
+        Found::AsLeft(_) => AtAppliedHash::ChangeSet { must_apply: forced },
+        Found::Changed(_) | Found::Unknown => AtAppliedHash::ChangeSet { must_apply: true },
+    }
+}
+
+/// Whether the stack already has the parameters and tags the run wants (a
+/// ready change set that lists no changes is trusted only then: the
+/// emulator lists none for parameter- or tag-only updates). A secret's
+/// value is not read to compare (nor anywhere but where the change set is
+/// made): a stack whose parameters read secrets is not known to have them.
+/// A stack not created yet (`REVIEW_IN_PROGRESS`) matches nothing.
+pub fn stack_matches(
+    stack: &crate::ports::StackInfo,
+    stored: &BTreeMap<String, Stored>,
+    desired_tags: &BTreeMap<String, String>,
+) -> bool {
+    if stack.status.not_created() {
+        return false;
+    }
+    let (stack_parameters, stack_tags) = (&stack.parameters, &stack.tags);
+    let same_parameters = stored.iter().all(|(k, v)| match v {
+        Stored::Text(v) => stack_parameters.get(k) == Some(v),
+        Stored::Read { .. } => false,
+    });
+    same_parameters && stack_tags == desired_tags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hash_matches_only_when_both_are_known_and_equal_and_nothing_forces() {
+        assert!(hash_matches(Some("h"), Some("h"), false));
+        assert!(!hash_matches(Some("h"), Some("h"), true));
+        assert!(!hash_matches(Some("h"), Some("g"), false));
+        assert!(!hash_matches(None, None, false), "nothing applied yet");
+        assert!(needs_a_look(true, false));
+        assert!(!needs_a_look(true, true), "an answered approval");
+        assert!(!needs_a_look(false, false));
+    }
+
+    #[test]
+    fn at_the_applied_hash_each_finding_decides_as_its_row_says() {
+        use AtAppliedHash::{ChangeSet, InSync};
+        let complete = StackStatus::UpdateComplete;
+        let rolled_back = StackStatus::UpdateRollbackComplete;
+        let rows = [
+            (Found::AsLeft(&complete), false, InSync),
+            (
+                Found::AsLeft(&complete),
+                true,
+                ChangeSet { must_apply: true },
+            ),
+            // Healthy as far as runs go, not in sync: the status decides.
+            (
+                Found::AsLeft(&rolled_back),
+                false,
+                ChangeSet { must_apply: false },
+            ),
+            (
+                Found::Changed(Change::Updated),
+                false,
+                ChangeSet { must_apply: true },
+            ),
+            (Found::Unknown, false, ChangeSet { must_apply: true }),
+        ];
+        for (found, forced, wanted) in rows {
+            assert_eq!(
+                at_applied_hash(found, forced),
+                wanted,
+                "{found:?} forced={forced}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stack_matches_only_with_every_parameter_and_tag_and_no_secret() {
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect()
+        };
+        let stored: BTreeMap<String, Stored> =
+            BTreeMap::from([("Size".into(), Stored::Text("1".into()))]);
+        let tags = map(&[("team", "a")]);
+        let stack = |status, parameters, tags| crate::ports::StackInfo {
+            stack_id: "arn:aws:cloudformation:us-east-1:1:stack/s/1".into(),
+            status,
+            reason: None,
+            changed_at: 0,
+            drift: None,
+            parameters,
+            tags,
+            termination_protection: false,
+            role_arn: None,
+            outputs: BTreeMap::new(),
+            operations: Vec::new(),
+        };
+        let complete = StackStatus::UpdateComplete;
+        let same = stack(complete.clone(), map(&[("Size", "1")]), tags.clone());
+        assert!(stack_matches(&same, &stored, &tags));
+        let other = stack(complete.clone(), map(&[("Size", "2")]), tags.clone());
+        assert!(!stack_matches(&other, &stored, &tags));
+        let untagged = stack(complete, map(&[("Size", "1")]), map(&[]));
+        assert!(!stack_matches(&untagged, &stored, &tags));
+        let review = stack(
+            StackStatus::ReviewInProgress,
+            map(&[("Size", "1")]),
+            tags.clone(),
+        );
+        assert!(!stack_matches(&review, &stored, &tags), "not created yet");
+        let secret = BTreeMap::from([(
+            "Pw".to_owned(),
+            Stored::Read {
+                from: crate::spec::ValueRef::Ssm { ssm: "/pw".into() },
+                version: "1".into(),
+            },
+        )]);
+        assert!(
+            !stack_matches(&same, &secret, &tags),
+            "a secret is never known to match"
+        );
+    }
+}
