@@ -199,7 +199,9 @@ pub(super) fn holder_of(
     item.get(attr::NAME).and_then(|v| v.as_s().ok()).cloned()
 }
 
-fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> RegistryError {
+/// A transaction's item that could not be built (a field missing): a
+/// refusal, as DynamoDB would give it.
+pub(super) fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> RegistryError {
     RegistryError::Aws {
         operation: "TransactWriteItems",
         code: None,

@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
-use super::claims::{Part, claim_conflict, holder_of, items_of};
+use super::claims::{Part, build_error, claim_conflict, holder_of, items_of};
 use super::expr::{self, Write, names};
 use super::followers::Follower;
 use super::item::{n, s, to_attr_of};
@@ -526,15 +526,6 @@ impl Specs for Registry {
             });
         }
         Ok(changed)
-    }
-}
-
-fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> RegistryError {
-    RegistryError::Aws {
-        operation: "TransactWriteItems",
-        code: None,
-        message: e.to_string(),
-        transient: false,
     }
 }
 

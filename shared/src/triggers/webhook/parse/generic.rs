@@ -19,15 +19,8 @@ pub(super) fn generic(
     body: &[u8],
     id: impl Fn() -> String,
 ) -> Result<Received, WebhookError> {
-    match event {
-        "ping" => return Ok(Received::Ping),
-        "push" => {}
-        other => {
-            return Ok(ignored(format!(
-                "generic event {} is not a push",
-                quote(other)
-            )));
-        }
+    if let Some(answer) = not_a_push(event, "generic") {
+        return Ok(answer);
     }
     let push: GenericPush = from_json(body, "")?;
     let reference = branch_or_tag("ref", &push.reference)?.ok_or_else(|| {

@@ -45,15 +45,8 @@ pub(super) fn github(
     body: &[u8],
     id: impl Fn() -> String,
 ) -> Result<Received, WebhookError> {
-    match event {
-        "ping" => return Ok(Received::Ping),
-        "push" => {}
-        other => {
-            return Ok(ignored(format!(
-                "GitHub event {} is not a push",
-                quote(other)
-            )));
-        }
+    if let Some(answer) = not_a_push(event, "GitHub") {
+        return Ok(answer);
     }
     let form = headers
         .get("content-type")

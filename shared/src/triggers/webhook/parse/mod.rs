@@ -69,6 +69,20 @@ pub fn parse(provider: Provider, headers: &Headers, body: &[u8]) -> Result<Recei
     }
 }
 
+/// What an event of `host` (`"GitHub"`) that is no push is answered with:
+/// a ping is a ping, any other event is ignored and said so; `None` for a
+/// push, to be read.
+pub(super) fn not_a_push(event: &str, host: &str) -> Option<Received> {
+    match event {
+        "ping" => Some(Received::Ping),
+        "push" => None,
+        other => Some(ignored(format!(
+            "{host} event {} is not a push",
+            quote(other)
+        ))),
+    }
+}
+
 pub(super) fn ignored(reason: impl Into<String>) -> Received {
     Received::Ignored {
         reason: reason.into(),
