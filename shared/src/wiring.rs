@@ -9,11 +9,11 @@ use crate::adapters::s3_source::S3Archives;
 use crate::adapters::sources::Sources;
 use crate::adapters::{s3_client, template_url_base};
 use crate::reconcile::run::StepError;
-use crate::reconcile::steps::{StepConfig, Steps};
+use crate::reconcile::steps::{StepConfig, Steps, With};
 use crate::registry::Registry;
 
 /// The steps on DynamoDB, S3, CloudFormation and Git.
-pub type SdkSteps = Steps<Registry, S3Store, SdkCloudFormationFactory, Sources>;
+pub type SdkSteps = Steps<With<Registry, S3Store, SdkCloudFormationFactory, Sources>>;
 
 /// Every kind of source, on AWS: Git (secrets from Secrets Manager and SSM,
 /// CodeCommit signed with `config`'s credentials) and S3 archives, with

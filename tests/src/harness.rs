@@ -16,7 +16,7 @@ use stacksync::manifest::parse_manifest;
 use stacksync::ports::{CloudFormationFactory, FetchError, Files, SourceFetcher, SourceLocation};
 use stacksync::reconcile::asl_runner::reconcile_machine;
 use stacksync::reconcile::steps::StepName;
-use stacksync::reconcile::steps::Steps;
+use stacksync::reconcile::steps::{Steps, With};
 use stacksync::registry::StackEntry;
 use stacksync::registry::plan::plan_apply;
 use stacksync::registry::{Entries, Registry, Specs};
@@ -91,10 +91,14 @@ impl<S: SourceFetcher> SourceFetcher for Counting<S> {
     }
 }
 
+/// The steps a harness runs: the emulator's registry and bucket, the
+/// sources counted, the CloudFormation of `F`.
+pub type HarnessSteps<F> = Steps<With<Registry, S3Store, F, Counting<Sources>>>;
+
 /// The steps and the machine, against the emulator's DynamoDB and S3.
 #[derive(Debug)]
-pub struct Harness<F> {
-    pub steps: Steps<Registry, S3Store, F, Counting<Sources>>,
+pub struct Harness<F: CloudFormationFactory> {
+    pub steps: HarnessSteps<F>,
     pub machine: StateMachine,
     /// States entered and waits, of every run so far.
     pub events: Mutex<Vec<Progress>>,
@@ -173,8 +177,8 @@ impl Harness<ScriptedCloudFormation> {
 
 impl<F: CloudFormationFactory> Harness<F> {
     /// With another CloudFormation port, everything else real.
-    pub fn with_cloudformation<G>(
-        steps: Steps<Registry, S3Store, G, Sources>,
+    pub fn with_cloudformation<G: CloudFormationFactory>(
+        steps: Steps<With<Registry, S3Store, G, Sources>>,
         replace: impl FnOnce(G) -> F,
     ) -> Self {
         Harness {
@@ -260,7 +264,7 @@ impl<F: CloudFormationFactory> Harness<F> {
     }
 
     /// The steps as the deployed machine runs them (each as its function).
-    pub fn functions(&self) -> AsFunctions<'_, Steps<Registry, S3Store, F, Counting<Sources>>> {
+    pub fn functions(&self) -> AsFunctions<'_, HarnessSteps<F>> {
         AsFunctions(&self.steps, self.steps.config.installation.clone())
     }
 

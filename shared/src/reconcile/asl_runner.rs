@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::steps::{StepName, Steps};
+use super::steps::{Ports, StepName, Steps};
 use crate::asl::{AslError, StateMachine, TaskRunner};
-use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher};
-use crate::registry::{Answer, Answers, StepRegistry};
+use crate::registry::{Answer, Answers};
 
 /// The reconcile state machine, built in, so the CLI runs the very file
 /// that is deployed.
@@ -35,12 +34,9 @@ pub fn local_substitutions() -> BTreeMap<String, String> {
         .collect()
 }
 
-impl<R, B, F, S> TaskRunner for Steps<R, B, F, S>
+impl<P: Ports> TaskRunner for Steps<P>
 where
-    R: StepRegistry + Answers,
-    B: Blobs,
-    F: CloudFormationFactory,
-    S: SourceFetcher,
+    P::Registry: Answers,
 {
     async fn run(&self, resource: &str, input: Value) -> Result<Value, AslError> {
         let function = resource.strip_prefix("local:").unwrap_or(resource);

@@ -11,17 +11,18 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tracing::info;
 
-use super::{Steps, due};
+use super::{Port, Ports, Steps, due};
 use crate::approvers::VerifiedAnswer;
 use crate::clock::now_millis;
 use crate::naming::{approval_answer_key, approval_token_key};
 use crate::notice::{NoticeApproval, NoticeKind};
-use crate::ports::{Blobs, ChangeSets, CloudFormationFactory, SourceFetcher, Stacks};
+use crate::ports::{Blobs, ChangeSets, Stacks};
 use crate::reconcile::decide::{Approved, approval_holds};
 use crate::reconcile::run::{
     ApprovalAnswer, ApprovalRequest, ChangeSetInHand, RunState, StepError,
 };
-use crate::registry::{LEASE_TTL, StackEntry, StepRegistry};
+use crate::registry::Leases as _;
+use crate::registry::{LEASE_TTL, StackEntry};
 use crate::stack_status::{ChangeSetStatus, ExecutionStatus};
 use crate::status::{ApprovalRecord, AwaitingApproval, Decision, Timestamp, transitions};
 
@@ -34,13 +35,7 @@ pub struct ApprovalInput {
     pub task_token: String,
 }
 
-impl<R, B, F, S> Steps<R, B, F, S>
-where
-    R: StepRegistry,
-    B: Blobs,
-    F: CloudFormationFactory,
-    S: SourceFetcher,
-{
+impl<P: Ports> Steps<P> {
     /// Records the waiting change set (phase `AwaitingApproval`) and holds
     /// the lease until the wait can end (its timeout, and a step's margin).
     pub async fn approval(&self, input: ApprovalInput) -> Result<RunState, StepError> {
@@ -114,7 +109,7 @@ where
         &self,
         mut state: RunState,
         entry: &StackEntry,
-        cfn: &F::Port,
+        cfn: &Port<P>,
     ) -> Result<RunState, StepError> {
         let request = state
             .approval
@@ -247,7 +242,7 @@ where
         request: &ApprovalRequest,
         answer: &ApprovalAnswer,
         entry: &StackEntry,
-        cfn: &F::Port,
+        cfn: &Port<P>,
     ) -> Result<Result<(), String>, StepError> {
         let stack_name = entry.spec.effective_stack_name();
         let stack = cfn

@@ -4,27 +4,20 @@
 
 use tracing::info;
 
-use super::{StepResult, Steps, due, short};
+use super::{Ports, StepResult, Steps, due, short};
 use crate::artifact;
 use crate::clock::now_millis;
 use crate::content::{ContentError, Wanted};
 use crate::naming::artifact_key;
 use crate::notice::NoticeKind;
-use crate::ports::{
-    Blobs, CloudFormationFactory, FetchError, PortError, SourceFetcher, SourceLocation,
-};
+use crate::ports::{Blobs, FetchError, PortError, SourceFetcher, SourceLocation};
 use crate::reconcile::desired::FetchFailed;
 use crate::reconcile::run::{Fetched, Next, RunState, StepError};
-use crate::registry::{LEASE_TTL, RegistryError, StackEntry, StepRegistry};
+use crate::registry::Leases as _;
+use crate::registry::{LEASE_TTL, RegistryError, StackEntry};
 use crate::status::{StallReason, Status, Timestamp, transitions};
 
-impl<R, B, F, S> Steps<R, B, F, S>
-where
-    R: StepRegistry,
-    B: Blobs,
-    F: CloudFormationFactory,
-    S: SourceFetcher,
-{
+impl<P: Ports> Steps<P> {
     /// The first step of every run.
     pub async fn artifact_fetch(&self, mut state: RunState) -> StepResult {
         state.execution.started_at = now_millis();

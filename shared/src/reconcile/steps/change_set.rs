@@ -5,30 +5,21 @@
 
 use tracing::{info, warn};
 
-use super::{StepResult, Steps, short, wait};
+use super::{Port, Ports, StepResult, Steps, short, wait};
 use crate::naming::change_set_name;
 use crate::ownership::Owner;
-use crate::ports::{
-    Blobs, ChangeSetRequest, ChangeSets, CloudFormationFactory, Created, SourceFetcher, StackInfo,
-    Stacks,
-};
+use crate::ports::{ChangeSetRequest, ChangeSets, Created, StackInfo, Stacks};
 use crate::preview::bounded;
 use crate::reconcile::decide::{
     ChangeSetKind, FailedCreate, StackDecision, StackObservation, decide_stack,
 };
 use crate::reconcile::run::{ChangeSetInHand, Next, RunState, StepError, WaitOn};
-use crate::registry::{StackEntry, StepRegistry};
+use crate::registry::StackEntry;
 use crate::spec::StackSpec;
 use crate::stack_status::{ExecutionStatus, StackStatus};
 use crate::status::{Adoption, Failures, StallReason, Timestamp, transitions};
 
-impl<R, B, F, S> Steps<R, B, F, S>
-where
-    R: StepRegistry,
-    B: Blobs,
-    F: CloudFormationFactory,
-    S: SourceFetcher,
-{
+impl<P: Ports> Steps<P> {
     pub async fn change_set(&self, mut state: RunState) -> StepResult {
         let entry = self.resume(&state).await?;
         let cfn = self.port(&entry.spec).await?;
@@ -157,7 +148,7 @@ where
 
     /// Executes the change set poll-status found ready, unless a retried
     /// step finds it executing already.
-    async fn execute(&self, mut state: RunState, entry: &StackEntry, cfn: &F::Port) -> StepResult {
+    async fn execute(&self, mut state: RunState, entry: &StackEntry, cfn: &Port<P>) -> StepResult {
         let stack_name = entry.spec.effective_stack_name();
         let change_set = state
             .change_set
@@ -193,7 +184,7 @@ where
         &self,
         state: &RunState,
         entry: &StackEntry,
-        cfn: &F::Port,
+        cfn: &Port<P>,
         name: &str,
     ) -> Result<(), StepError> {
         let stack_name = entry.spec.effective_stack_name();
@@ -229,7 +220,7 @@ where
         &self,
         state: &RunState,
         entry: &StackEntry,
-        cfn: &F::Port,
+        cfn: &Port<P>,
         name: &str,
         answered: Option<String>,
     ) -> Result<(), StepError> {
@@ -256,7 +247,7 @@ where
         &self,
         mut state: RunState,
         entry: &StackEntry,
-        cfn: &F::Port,
+        cfn: &Port<P>,
         (kind, adopting): (ChangeSetKind, bool),
         cleanup_review: bool,
     ) -> StepResult {

@@ -3,23 +3,18 @@
 //! (through the state machine) until it is gone; then drops the entry, or
 //! goes on to create.
 
-use super::{StepResult, Steps};
+use super::{Ports, StepResult, Steps};
 use crate::notice::NoticeKind;
 use crate::ownership::Owner;
-use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher, Stacks};
+use crate::ports::Stacks;
 use crate::reconcile::decide::{DeleteDecision, decide_delete};
 use crate::reconcile::run::{Next, RunState, StepError};
-use crate::registry::{StackEntry, StepRegistry};
+use crate::registry::Leases as _;
+use crate::registry::StackEntry;
 use crate::spec::StackSpec;
 use crate::status::{StallReason, transitions};
 
-impl<R, B, F, S> Steps<R, B, F, S>
-where
-    R: StepRegistry,
-    B: Blobs,
-    F: CloudFormationFactory,
-    S: SourceFetcher,
-{
+impl<P: Ports> Steps<P> {
     pub async fn delete(&self, mut state: RunState) -> StepResult {
         let entry = self.resume(&state).await?;
         let spec = &entry.spec;

@@ -5,14 +5,15 @@
 
 use tracing::{info, warn};
 
-use super::{StepResult, Steps, due, short};
+use super::{Ports, StepResult, Steps, due, short};
 use crate::approvers::Rejection;
 use crate::clock::now_millis;
 use crate::notice::{NoticeApproval, NoticeKind};
-use crate::ports::{Blobs, ChangeSets, CloudFormationFactory, SourceFetcher, Stacks};
+use crate::ports::{ChangeSets, Stacks};
 use crate::reconcile::decide::after_failure;
 use crate::reconcile::run::{CaughtError, FinalizeInput, Next, RunState, StepError};
-use crate::registry::{StackEntry, StepRegistry};
+use crate::registry::Entries as _;
+use crate::registry::StackEntry;
 use crate::stack_status::ExecutionStatus;
 use crate::status::{ApprovalRecord, Decision, Phase, StallReason, Status, Timestamp, transitions};
 
@@ -120,13 +121,7 @@ fn ended_already(
 /// 60 s, and the failure must be recorded whatever CloudFormation does).
 const BEST_EFFORT: std::time::Duration = std::time::Duration::from_secs(8);
 
-impl<R, B, F, S> Steps<R, B, F, S>
-where
-    R: StepRegistry,
-    B: Blobs,
-    F: CloudFormationFactory,
-    S: SourceFetcher,
-{
+impl<P: Ports> Steps<P> {
     pub async fn finalize(&self, input: FinalizeInput) -> StepResult {
         let state = input.state;
         let message = input.error.message();

@@ -47,6 +47,7 @@ use crate::clock::{EpochMillis, now_millis};
 use crate::ports::{
     Blobs, CloudFormationFactory, EventsOf, SourceFetcher, StackInfo, first_failure, root_cause,
 };
+use crate::registry::{Entries as _, Leases as _};
 use crate::registry::{RegistryError, StackEntry, StepRegistry, lease_ttl};
 use crate::seen::{Seen, deployed_hash};
 use crate::spec::StackSpec;
@@ -82,25 +83,57 @@ pub struct StepConfig {
     pub answer_url: Option<String>,
 }
 
-/// The steps, with the ports they use.
-#[derive(Debug)]
-pub struct Steps<R, B, F, S> {
-    pub registry: R,
-    pub blobs: B,
-    pub cloudformation: F,
-    pub sources: S,
-    pub config: StepConfig,
-    /// Where the runs' events go (an EventBridge bus), if anywhere.
-    pub notices: crate::ports::Notifier,
+/// The ports the steps use, named once: a deployment's (DynamoDB, S3, the
+/// SDK, the sources), a local run's, a test's fakes. A step's code names
+/// `P: Ports`, and its CloudFormation handle [`Port<P>`].
+pub trait Ports {
+    type Registry: StepRegistry;
+    type Blobs: Blobs;
+    type CloudFormation: CloudFormationFactory;
+    type Sources: SourceFetcher;
 }
 
-impl<R, B, F, S> Steps<R, B, F, S>
+/// Four ports as one [`Ports`]: `Steps<With<R, B, F, S>>`.
+#[derive(Debug)]
+pub struct With<R, B, F, S>(std::marker::PhantomData<(R, B, F, S)>);
+
+impl<R, B, F, S> Ports for With<R, B, F, S>
 where
     R: StepRegistry,
     B: Blobs,
     F: CloudFormationFactory,
     S: SourceFetcher,
 {
+    type Registry = R;
+    type Blobs = B;
+    type CloudFormation = F;
+    type Sources = S;
+}
+
+/// The CloudFormation handle of one account and region, as the steps of
+/// `P` get it.
+pub type Port<P> = <<P as Ports>::CloudFormation as CloudFormationFactory>::Port;
+
+/// The steps, with the ports they use.
+pub struct Steps<P: Ports> {
+    pub registry: P::Registry,
+    pub blobs: P::Blobs,
+    pub cloudformation: P::CloudFormation,
+    pub sources: P::Sources,
+    pub config: StepConfig,
+    /// Where the runs' events go (an EventBridge bus), if anywhere.
+    pub notices: crate::ports::Notifier,
+}
+
+impl<P: Ports> std::fmt::Debug for Steps<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Steps")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: Ports> Steps<P> {
     /// Runs one step on a JSON input: what a Lambda function does with its
     /// event, and what the local runner does for a Task state.
     pub async fn run(&self, step: StepName, input: Value) -> Result<Value, StepError> {
@@ -256,7 +289,7 @@ where
         }
     }
 
-    async fn port(&self, spec: &StackSpec) -> Result<F::Port, StepError> {
+    async fn port(&self, spec: &StackSpec) -> Result<Port<P>, StepError> {
         Ok(self
             .cloudformation
             .for_stack(
@@ -343,7 +376,7 @@ where
         &self,
         state: RunState,
         entry: &StackEntry,
-        cfn: &F::Port,
+        cfn: &Port<P>,
         seen: Option<Seen>,
         outputs: Option<BTreeMap<String, String>>,
         message: &str,
@@ -360,7 +393,7 @@ where
     /// and parameters CloudFormation holds (one `GetTemplate`).
     async fn observe(
         &self,
-        cfn: &F::Port,
+        cfn: &Port<P>,
         spec: &StackSpec,
         stack: &StackInfo,
     ) -> Result<Seen, StepError> {
@@ -389,7 +422,7 @@ where
     /// [`Steps::observe`], for a stack that may be gone.
     async fn observe_if_there(
         &self,
-        cfn: &F::Port,
+        cfn: &Port<P>,
         spec: &StackSpec,
         stack: Option<&StackInfo>,
     ) -> Result<Option<Seen>, StepError> {
@@ -403,7 +436,7 @@ where
     /// run started, or the stack's own reason.
     async fn failure_reason(
         &self,
-        cfn: &F::Port,
+        cfn: &Port<P>,
         stack_name: &str,
         state: &RunState,
         stack: Option<StackInfo>,

@@ -2,13 +2,13 @@
 //! failed, awaiting approval, approved, rejected. Sent after the registry
 //! write they echo, best effort (`ports::Notifier`).
 
-use super::Steps;
+use super::{Ports, Steps};
 use crate::notice::{Notice, NoticeApproval, NoticeKind};
 use crate::reconcile::run::RunState;
 use crate::registry::StackEntry;
 use crate::status::Status;
 
-impl<R, B, F, S> Steps<R, B, F, S> {
+impl<P: Ports> Steps<P> {
     /// Puts a notice of `kind` about the run `state` of `entry`, whose
     /// status is now `status`.
     pub(super) async fn notify(

@@ -5,29 +5,22 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::Steps;
+use super::{Port, Ports, Steps};
 use crate::parameters::{Kind, Provenance, Stored};
-use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher};
+use crate::ports::Blobs;
 use crate::reconcile::run::{RunState, StepError};
 use crate::reconcile::values::{self, ValueError};
-use crate::registry::StepRegistry;
 use crate::spec::{ParameterValue, StackSpec};
 use crate::status::StallReason;
 use crate::template::FileValues;
 
-impl<R, B, F, S> Steps<R, B, F, S>
-where
-    R: StepRegistry,
-    B: Blobs,
-    F: CloudFormationFactory,
-    S: SourceFetcher,
-{
+impl<P: Ports> Steps<P> {
     /// The parameters template-upload stored for this run, secrets read
     /// again through the stack's port `cfn`.
     pub(super) async fn parameters(
         &self,
         state: &RunState,
-        cfn: &F::Port,
+        cfn: &Port<P>,
     ) -> Result<Vec<(String, String)>, StepError> {
         let stored = self.stored_parameters(state).await?;
         values::read_again(cfn, stored).await.map_err(value_error)
@@ -43,7 +36,7 @@ where
         &self,
         state: &RunState,
         spec: &StackSpec,
-        cfn: &F::Port,
+        cfn: &Port<P>,
         outputs: Option<BTreeMap<String, String>>,
     ) -> Result<Option<BTreeMap<String, String>>, StepError> {
         let outputs = match outputs {

@@ -5,11 +5,8 @@
 use tracing::info;
 
 use super::settings::with_settings;
-use super::{StepResult, Steps, ready_status, short, wait};
-use crate::ports::{
-    Blobs, ChangeSetInfo, ChangeSets, CloudFormationFactory, EventsOf, SourceFetcher, Stacks,
-    root_cause,
-};
+use super::{Port, Ports, StepResult, Steps, ready_status, short, wait};
+use crate::ports::{ChangeSetInfo, ChangeSets, EventsOf, Stacks, root_cause};
 use crate::preview::bounded;
 use crate::reconcile::decide::approval_needed;
 use crate::reconcile::decide::{
@@ -17,18 +14,12 @@ use crate::reconcile::decide::{
     decide_change_set, decide_waiting,
 };
 use crate::reconcile::run::{ApprovalRequest, Next, RunState, StepError, WaitOn};
-use crate::registry::{StackEntry, StepRegistry};
+use crate::registry::StackEntry;
 use crate::spec::Approval;
 use crate::stack_status::{ChangeSetStatus, ExecutionStatus};
 use crate::status::StallReason;
 
-impl<R, B, F, S> Steps<R, B, F, S>
-where
-    R: StepRegistry,
-    B: Blobs,
-    F: CloudFormationFactory,
-    S: SourceFetcher,
-{
+impl<P: Ports> Steps<P> {
     pub async fn poll_status(&self, mut state: RunState) -> StepResult {
         let entry = self.resume(&state).await?;
         let cfn = self.port(&entry.spec).await?;
@@ -59,7 +50,7 @@ where
         &self,
         mut state: RunState,
         entry: &StackEntry,
-        cfn: &F::Port,
+        cfn: &Port<P>,
     ) -> StepResult {
         let stack_name = entry.spec.effective_stack_name();
         let name = state
@@ -134,7 +125,7 @@ where
         &self,
         state: RunState,
         entry: &StackEntry,
-        cfn: &F::Port,
+        cfn: &Port<P>,
         name: &str,
     ) -> StepResult {
         let stack_name = entry.spec.effective_stack_name();
@@ -173,7 +164,7 @@ where
         &self,
         state: &RunState,
         entry: &StackEntry,
-        cfn: &F::Port,
+        cfn: &Port<P>,
         name: &str,
     ) -> Result<Option<ApprovalRequest>, StepError> {
         let spec = &entry.spec;
@@ -210,7 +201,7 @@ where
         &self,
         state: &RunState,
         entry: &StackEntry,
-        cfn: &F::Port,
+        cfn: &Port<P>,
     ) -> Result<bool, StepError> {
         let Some(stack) = cfn
             .describe_stack(entry.spec.effective_stack_name())
@@ -242,7 +233,7 @@ where
         &self,
         mut state: RunState,
         entry: &StackEntry,
-        cfn: &F::Port,
+        cfn: &Port<P>,
     ) -> StepResult {
         let spec = &entry.spec;
         let stack_name = spec.effective_stack_name();

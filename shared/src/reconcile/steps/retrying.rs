@@ -15,11 +15,10 @@
 
 use tracing::warn;
 
-use super::{StepName, Steps};
+use super::{Ports, StepName, Steps};
 use crate::clock::{EpochMillis, age, now_millis};
-use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher};
 use crate::reconcile::run::{RunState, StepError};
-use crate::registry::StepRegistry;
+use crate::registry::{Entries as _, Leases as _};
 use crate::status::{Retrying, StallReason, Timestamp, transitions};
 
 /// Failures of one step with one cause in one run that end it: more than
@@ -97,13 +96,7 @@ pub fn exhausted(retrying: &Retrying, now: EpochMillis) -> StepError {
     )
 }
 
-impl<R, B, F, S> Steps<R, B, F, S>
-where
-    R: StepRegistry,
-    B: Blobs,
-    F: CloudFormationFactory,
-    S: SourceFetcher,
-{
+impl<P: Ports> Steps<P> {
     /// A step's error, after recording a transient one in the status (the
     /// run's own status only: the write holds only while its run holds the
     /// stack), or the run's end if it failed so too often. Any other error

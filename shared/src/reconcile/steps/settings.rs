@@ -7,25 +7,18 @@
 
 use serde_json::Value;
 
-use super::Steps;
-use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher, StackInfo, Stacks};
+use super::{Port, Ports, Steps};
+use crate::ports::{StackInfo, Stacks};
 use crate::reconcile::run::StepError;
-use crate::registry::StepRegistry;
 use crate::spec::StackSpec;
 
-impl<R, B, F, S> Steps<R, B, F, S>
-where
-    R: StepRegistry,
-    B: Blobs,
-    F: CloudFormationFactory,
-    S: SourceFetcher,
-{
+impl<P: Ports> Steps<P> {
     /// Brings the stack's termination protection and policy to the spec
     /// (a policy only when the spec has one: CloudFormation cannot remove
     /// one). Returns what it changed, in words.
     pub(super) async fn apply_settings(
         &self,
-        cfn: &F::Port,
+        cfn: &Port<P>,
         spec: &StackSpec,
         stack: &StackInfo,
     ) -> Result<Vec<&'static str>, StepError> {

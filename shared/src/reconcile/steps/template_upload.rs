@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::parameters::{provenance, value_error};
 use super::settings::with_settings;
-use super::{StepResult, Steps, short};
+use super::{Port, Ports, StepResult, Steps, short};
 use crate::artifact;
 use crate::hash::sha256_hex;
 use crate::naming::{parameters_key, template_key};
@@ -17,10 +17,10 @@ use crate::spec::StackSpec;
 use tracing::{info, warn};
 
 use crate::clock::now_millis;
-use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher, StackInfo, Stacks};
+use crate::ports::{Blobs, StackInfo, Stacks};
 use crate::reconcile::decide::{AtAppliedHash, sync};
 use crate::reconcile::run::{Next, Revert, RunState, StepError, Uploaded};
-use crate::registry::{StackEntry, StepRegistry};
+use crate::registry::StackEntry;
 use crate::seen::{Change, Observed, OutOfBand, Seen};
 use crate::status::StallReason;
 use crate::status::Timestamp;
@@ -102,13 +102,7 @@ fn invalid(e: impl std::fmt::Display) -> StepError {
     StepError::stalled(StallReason::InvalidTemplate, e.to_string())
 }
 
-impl<R, B, F, S> Steps<R, B, F, S>
-where
-    R: StepRegistry,
-    B: Blobs,
-    F: CloudFormationFactory,
-    S: SourceFetcher,
-{
+impl<P: Ports> Steps<P> {
     pub async fn template_upload(&self, mut state: RunState) -> StepResult {
         let mut entry = self.resume(&state).await?;
         let desired = self.store_desired(&state, &entry).await?;
@@ -210,7 +204,7 @@ where
     /// `LastUpdatedTime`, status, template and parameters.
     async fn as_left(
         &self,
-        cfn: &F::Port,
+        cfn: &Port<P>,
         entry: &StackEntry,
         stack: Option<&StackInfo>,
     ) -> Result<AsLeft, StepError> {

@@ -13,15 +13,16 @@ use crate::seen::{Seen, deployed_hash};
 use crate::stack_status::StackStatus;
 use crate::status::{Phase, Status, Timestamp};
 
-use super::{StepConfig, Steps};
+use super::{StepConfig, Steps, With};
 
 pub const URL: &str = "https://git.example/infra.git";
 pub const HEAD: &str = "0123456789abcdef0123456789abcdef01234567";
 pub const TEMPLATE: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
 pub const NAME: &str = "orders";
 
-pub type TestSteps =
-    Steps<Failing<MemoryRegistry>, Failing<MemoryBlobs>, ScriptedCloudFormation, MemorySources>;
+pub type TestSteps = Steps<
+    With<Failing<MemoryRegistry>, Failing<MemoryBlobs>, ScriptedCloudFormation, MemorySources>,
+>;
 
 /// The steps, their fakes, and the one entry.
 #[derive(Debug)]

@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 use tracing::info;
 
-use super::{Steps, due, short};
+use super::{Ports, Steps, due, short};
 use crate::clock::now_millis;
-use crate::ports::{Blobs, CloudFormationFactory, SourceFetcher};
 use crate::reconcile::run::{RunState, StepError};
-use crate::registry::{StackEntry, StepRegistry};
+use crate::registry::StackEntry;
+use crate::registry::{Dependents as _, Entries as _, Schedule as _};
 use crate::status::{StallReason, Status, Timestamp, transitions};
 
 /// Why a stack this one depends on is not settled, if it is not: not
@@ -65,13 +65,7 @@ fn stale_reads<'a>(
         .collect()
 }
 
-impl<R, B, F, S> Steps<R, B, F, S>
-where
-    R: StepRegistry,
-    B: Blobs,
-    F: CloudFormationFactory,
-    S: SourceFetcher,
-{
+impl<P: Ports> Steps<P> {
     /// Ends the run `Pending` while a stack this one depends on (`dependsOn`,
     /// `fromStack`) is not settled ([`unsettled`]): that stack's run makes
     /// this one due when it ends `Ready`. Due again after `interval` all
