@@ -21,6 +21,7 @@ pub mod http;
 pub mod iam;
 pub mod listener;
 pub mod logs;
+pub mod private_sources;
 pub mod reliability;
 pub mod scripted;
 pub mod sshd;

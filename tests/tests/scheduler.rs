@@ -7,6 +7,9 @@
 //! `HeadObject`.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
+use stacksync_testkit::private_sources::{
+    QUEUE, TWO_QUEUES, archive, entry, private_repo, queue_count, ready, stack_name,
+};
 use std::collections::BTreeSet;
 
 use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
@@ -24,11 +27,10 @@ use stacksync::wiring::sdk_sources;
 use stacksync_testkit::counted::CallCounter;
 use stacksync_testkit::counted::count;
 use stacksync_testkit::fleet::{Fleet, FleetScheduler, steady_entry};
-use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::harness::Harness;
-use stacksync_testkit::http::{Config, GitHttpServer};
+use stacksync_testkit::http::Config;
 use stacksync_testkit::iam::as_function;
-use stacksync_testkit::{Emulator, archives, unique_name};
+use stacksync_testkit::{Emulator, unique_name};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ten_thousand_stacks_checked_every_run_and_only_what_changed_is_started() {
@@ -426,54 +428,6 @@ async fn an_unreadable_item_is_skipped_and_named_and_the_others_start() {
     let newer = fleet.registry.get(&names[1]).await.unwrap().unwrap();
     let why = newer.unsupported.unwrap();
     assert!(why.contains("(canary)"), "{why}");
-}
-
-const QUEUE: &[u8] = b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n";
-const TWO_QUEUES: &[u8] =
-    b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n  Second: {Type: AWS::SQS::Queue}\n";
-
-fn stack_name(prefix: &str) -> String {
-    unique_name(prefix).replace('-', "x")
-}
-
-fn entry(name: &str, url: &str, secret: &str) -> String {
-    format!(
-        "stacks:\n  - name: {name}\n    source: {{git: '{url}', path: t.yaml, credentialsSecret: '{secret}'}}\n"
-    )
-}
-
-/// A repository with the queue template, and a server that requires `config`.
-fn private_repo(prefix: &str, config: Config) -> (GitRepo, GitHttpServer) {
-    let repo = GitRepo::new(prefix);
-    repo.commit(&[("t.yaml", QUEUE)], "queue");
-    let server = GitHttpServer::serve_repo(&repo, config);
-    (repo, server)
-}
-
-fn ready(outcome: &Outcome) -> bool {
-    matches!(outcome, Outcome::Succeeded(_))
-}
-
-/// A template in an archive, as a zip or a tar.gz.
-fn archive(format: &str, template: &[u8]) -> Vec<u8> {
-    match format {
-        "zip" => archives::zip(&[(b"stacks/t.yaml", template), (b"README.md", b"hello")]),
-        _ => archives::tar_gz(&[
-            archives::file("stacks/t.yaml", template),
-            archives::file("README.md", b"hello"),
-        ]),
-    }
-}
-
-async fn queue_count(stack: &str) -> usize {
-    Emulator::shared()
-        .cloudformation()
-        .describe_stack_resources()
-        .stack_name(stack)
-        .send()
-        .await
-        .map(|r| r.stack_resources().len())
-        .unwrap_or(0)
 }
 
 /// The scheduler lists a private repository with its secret and checks an

@@ -18,32 +18,9 @@ use stacksync::wiring::sdk_sources;
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::http::{App, Config, GitHttpServer};
+use stacksync_testkit::private_sources::{QUEUE, entry, private_repo, ready, stack_name};
 use stacksync_testkit::sshd::Sshd;
 use stacksync_testkit::{Emulator, unique_name};
-
-const QUEUE: &[u8] = b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n";
-
-fn stack_name(prefix: &str) -> String {
-    unique_name(prefix).replace('-', "x")
-}
-
-fn entry(name: &str, url: &str, secret: &str) -> String {
-    format!(
-        "stacks:\n  - name: {name}\n    source: {{git: '{url}', path: t.yaml, credentialsSecret: '{secret}'}}\n"
-    )
-}
-
-/// A repository with the queue template, and a server that requires `config`.
-fn private_repo(prefix: &str, config: Config) -> (GitRepo, GitHttpServer) {
-    let repo = GitRepo::new(prefix);
-    repo.commit(&[("t.yaml", QUEUE)], "queue");
-    let server = GitHttpServer::serve_repo(&repo, config);
-    (repo, server)
-}
-
-fn ready(outcome: &Outcome) -> bool {
-    matches!(outcome, Outcome::Succeeded(_))
-}
 
 /// A server on 127.0.0.1 that answers every request with `status` and an
 /// empty body, as a forge, S3 or GitHub's API may answer a caller it will

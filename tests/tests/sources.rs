@@ -23,34 +23,11 @@ use stacksync_testkit::http::{App, Config, GitHttpServer};
 use stacksync_testkit::iam::as_function;
 use stacksync_testkit::iam::record::record_call;
 use stacksync_testkit::listener::Listener;
+use stacksync_testkit::private_sources::{
+    QUEUE, TWO_QUEUES, archive, entry, private_repo, queue_count, ready, stack_name,
+};
 use stacksync_testkit::sshd::Sshd;
-use stacksync_testkit::{Emulator, archives, logs, unique_name};
-
-const QUEUE: &[u8] = b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n";
-const TWO_QUEUES: &[u8] =
-    b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n  Second: {Type: AWS::SQS::Queue}\n";
-
-fn stack_name(prefix: &str) -> String {
-    unique_name(prefix).replace('-', "x")
-}
-
-fn entry(name: &str, url: &str, secret: &str) -> String {
-    format!(
-        "stacks:\n  - name: {name}\n    source: {{git: '{url}', path: t.yaml, credentialsSecret: '{secret}'}}\n"
-    )
-}
-
-/// A repository with the queue template, and a server that requires `config`.
-fn private_repo(prefix: &str, config: Config) -> (GitRepo, GitHttpServer) {
-    let repo = GitRepo::new(prefix);
-    repo.commit(&[("t.yaml", QUEUE)], "queue");
-    let server = GitHttpServer::serve_repo(&repo, config);
-    (repo, server)
-}
-
-fn ready(outcome: &Outcome) -> bool {
-    matches!(outcome, Outcome::Succeeded(_))
-}
+use stacksync_testkit::{Emulator, logs, unique_name};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn private_repositories_are_synced_with_a_token_or_a_password_from_secrets_manager_or_ssm() {
@@ -535,28 +512,6 @@ async fn ssh_deploy_keys_are_used_in_process_and_host_keys_are_verified() {
             }
         }
     }
-}
-
-/// A template in an archive, as a zip or a tar.gz.
-fn archive(format: &str, template: &[u8]) -> Vec<u8> {
-    match format {
-        "zip" => archives::zip(&[(b"stacks/t.yaml", template), (b"README.md", b"hello")]),
-        _ => archives::tar_gz(&[
-            archives::file("stacks/t.yaml", template),
-            archives::file("README.md", b"hello"),
-        ]),
-    }
-}
-
-async fn queue_count(stack: &str) -> usize {
-    Emulator::shared()
-        .cloudformation()
-        .describe_stack_resources()
-        .stack_name(stack)
-        .send()
-        .await
-        .map(|r| r.stack_resources().len())
-        .unwrap_or(0)
 }
 
 /// S3 sources in a versioned bucket: a new version is picked up (and the
