@@ -22,6 +22,7 @@ use stacksync::registry::plan::plan_apply;
 use stacksync::registry::{Entries, Registry, Specs};
 use stacksync::wiring::sdk_steps;
 
+use crate::counted::CallCounter;
 use crate::iam::{as_function, as_installation};
 use crate::scripted::{ScriptedCloudFormation, recorded};
 use crate::{Emulator, unique_name};
@@ -105,17 +106,28 @@ pub struct Harness<F: CloudFormationFactory> {
     /// Every state's data as each state was entered (JSON text), for
     /// tests that look for what must never be in an execution's state.
     pub data: Mutex<Vec<String>>,
+    /// The CloudFormation calls of a [`Backend`](crate::backend::Backend)'s
+    /// harness (none counted for the others).
+    pub cloudformation_calls: CallCounter,
 }
 
 impl Harness<SdkCloudFormationFactory> {
     /// With the emulator's CloudFormation.
     pub async fn new(prefix: &str) -> Self {
         let emulator = Emulator::shared();
+        Harness::on(prefix, &emulator.sdk_config(), emulator.endpoint()).await
+    }
+
+    /// With the CloudFormation and S3 of `config`, served at `endpoint` (a
+    /// [`Backend`](crate::backend::Backend)'s); the registry and the event
+    /// bus in the emulator.
+    pub async fn on(prefix: &str, config: &aws_config::SdkConfig, endpoint: &str) -> Self {
+        let emulator = Emulator::shared();
         let steps = sdk_steps(
-            &emulator.sdk_config(),
+            config,
             emulator.new_registry(prefix).await,
             &unique_name(prefix).to_lowercase(),
-            Some(emulator.endpoint()),
+            Some(endpoint),
             // As the local runner: the tests' Git servers speak git:// and
             // http:// on 127.0.0.1.
             true,
@@ -193,6 +205,7 @@ impl<F: CloudFormationFactory> Harness<F> {
             machine: reconcile_machine().expect("the reconcile definition loads"),
             events: Mutex::new(Vec::new()),
             data: Mutex::new(Vec::new()),
+            cloudformation_calls: CallCounter::new("cloudformation"),
         }
     }
 

@@ -8,6 +8,7 @@
 //! themselves by unique table and bucket names, never by resetting the server.
 
 pub mod archives;
+pub mod backend;
 pub mod chain;
 pub mod counted;
 pub mod crash;
@@ -312,85 +313,24 @@ impl Emulator {
     /// The stack's status as the emulator's CloudFormation has it; `None`
     /// when there is no such stack.
     pub async fn stack_status(&self, stack: &str) -> Option<String> {
-        let out = self
-            .cloudformation()
-            .describe_stacks()
-            .stack_name(stack)
-            .send()
-            .await
-            .ok()?;
-        out.stacks()
-            .first()
-            .and_then(|s| s.stack_status())
-            .map(|s| s.as_str().to_owned())
+        backend::Backend::Moto.stack_status(stack).await
     }
 
     /// The tags of the stack `name` in the emulator, as DescribeStacks gives them.
     pub async fn stack_tags(&self, name: &str) -> std::collections::BTreeMap<String, String> {
-        let out = self
-            .cloudformation()
-            .describe_stacks()
-            .stack_name(name)
-            .send()
-            .await
-            .expect("the stack is described");
-        out.stacks()
-            .first()
-            .map(|s| {
-                s.tags()
-                    .iter()
-                    .map(|t| {
-                        (
-                            t.key().unwrap_or("").to_owned(),
-                            t.value().unwrap_or("").to_owned(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+        backend::Backend::Moto.stack_tags(name).await
     }
 
     /// The parameters of the stack `name` in the emulator, as DescribeStacks
     /// gives them.
     pub async fn stack_parameters(&self, name: &str) -> std::collections::BTreeMap<String, String> {
-        let out = self
-            .cloudformation()
-            .describe_stacks()
-            .stack_name(name)
-            .send()
-            .await
-            .expect("the stack is described");
-        out.stacks()
-            .first()
-            .map(|s| {
-                s.parameters()
-                    .iter()
-                    .map(|p| {
-                        (
-                            p.parameter_key().unwrap_or("").to_owned(),
-                            p.parameter_value().unwrap_or("").to_owned(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+        backend::Backend::Moto.stack_parameters(name).await
     }
 
     /// The emulator's SDK configuration with the credentials of `role`
     /// (STS AssumeRole): moto puts what they make in the role's account.
     pub async fn assumed_config(&self, role: &str) -> SdkConfig {
-        let config = self.sdk_config();
-        let provider = aws_config::sts::AssumeRoleProvider::builder(role)
-            .session_name("test")
-            .configure(&config)
-            .build()
-            .await;
-        config
-            .to_builder()
-            .credentials_provider(
-                aws_credential_types::provider::SharedCredentialsProvider::new(provider),
-            )
-            .build()
+        assumed(self.sdk_config(), role).await
     }
 
     /// A DynamoDB client for the emulator.
@@ -510,4 +450,20 @@ pub fn unique_name(prefix: &str) -> String {
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// `config` with the credentials of `role` (STS AssumeRole at `config`'s
+/// endpoint).
+pub async fn assumed(config: SdkConfig, role: &str) -> SdkConfig {
+    let provider = aws_config::sts::AssumeRoleProvider::builder(role)
+        .session_name("test")
+        .configure(&config)
+        .build()
+        .await;
+    config
+        .to_builder()
+        .credentials_provider(
+            aws_credential_types::provider::SharedCredentialsProvider::new(provider),
+        )
+        .build()
 }
