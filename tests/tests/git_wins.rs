@@ -17,7 +17,7 @@ use stacksync::asl::Outcome;
 use stacksync::clock::now_millis;
 use stacksync::fakes::RecordingStarter;
 use stacksync::ports::Trigger;
-use stacksync::registry::Registry;
+use stacksync::registry::{Entries, Registry};
 use stacksync::seen::Change;
 use stacksync::status::Phase;
 use stacksync::triggers::drift::{Config as DriftConfig, DriftPass, DriftReport};
@@ -375,6 +375,122 @@ async fn an_out_of_band_replacement_is_found_and_put_back(backend: Backend) {
     assert!(scheduler_run(&s).await.started.is_empty());
 }
 
+/// A stack reconciled with `setting` in its entry (and `destroyOnDelete`).
+async fn with_setting(
+    backend: Backend,
+    label: &str,
+    setting: &str,
+) -> (Harness<SdkCloudFormationFactory>, String) {
+    let h = backend.harness(label).await;
+    let repo = GitRepo::new(label);
+    repo.commit(&[("stack.yaml", QUEUE)], "queue");
+    let name = stack_name(label);
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: stack.yaml}}\n    \
+         destroyOnDelete: true\n    {setting}\n",
+        repo.file_url()
+    ))
+    .await;
+    run(&h, &name, json!({"kind": "manual"})).await;
+    (h, name)
+}
+
+/// Runs `name` again after a change made in the console (which moves no
+/// `LastUpdatedTime`): put back without a change set, and said so.
+async fn put_back_without_a_change_set(
+    h: &Harness<SdkCloudFormationFactory>,
+    name: &str,
+    said: &str,
+) {
+    let change_sets = h
+        .cloudformation_calls
+        .count_of("cloudformation:CreateChangeSet");
+    run(h, name, json!({"kind": "manual"})).await;
+    let message = h.entry(name).await.status.message.unwrap_or_default();
+    assert_eq!(message, format!("in sync: nothing to change; {said}"));
+    assert_eq!(
+        h.cloudformation_calls
+            .count_of("cloudformation:CreateChangeSet"),
+        change_sets,
+        "no change set"
+    );
+}
+
+/// Termination protection, which no change set carries: turned on after
+/// the create, put back after someone turns it off, and lifted to delete
+/// the stack with its entry (that it is lifted before the delete, which
+/// LocalStack does not refuse on a protected stack as AWS does, is shown
+/// against the scripted CloudFormation: tests/tests/scripted.rs).
+async fn termination_protection_follows_the_spec(backend: Backend) {
+    if backend == Backend::Moto {
+        // tests/tests/messages.rs: what a run says then.
+        return backend.skip(
+            "termination_protection_follows_the_spec",
+            "moto does not implement UpdateTerminationProtection (a bare HTTP 500)",
+        );
+    }
+    let (h, name) = with_setting(backend, "gwprotect", "terminationProtection: true").await;
+    let protected = || async { backend.stack(&name).await.enable_termination_protection() };
+    assert_eq!(protected().await, Some(true));
+    backend
+        .cloudformation()
+        .update_termination_protection()
+        .stack_name(&name)
+        .enable_termination_protection(false)
+        .send()
+        .await
+        .unwrap();
+    put_back_without_a_change_set(&h, &name, "termination protection turned on").await;
+    assert_eq!(protected().await, Some(true));
+
+    h.apply("stacks: []\n").await;
+    run(&h, &name, json!({"kind": "manual"})).await;
+    assert!(h.steps.registry.get(&name).await.unwrap().is_none());
+    assert_eq!(backend.settled(&name).await, None, "deleted");
+}
+
+/// The stack policy, which no change set carries either: set after the
+/// create, and put back after someone replaces it.
+async fn the_stack_policy_follows_the_spec(backend: Backend) {
+    if backend == Backend::LocalStack {
+        return backend.skip(
+            "the_stack_policy_follows_the_spec",
+            "LocalStack's community core answers SetStackPolicy and GetStackPolicy \"not emulated\" (HTTP 501)",
+        );
+    }
+    let (h, name) = with_setting(
+        backend,
+        "gwpolicy",
+        "stackPolicy: {Statement: [{Effect: Deny, Action: 'Update:Replace', Principal: '*', Resource: '*'}]}",
+    )
+    .await;
+    let cfn = backend.cloudformation();
+    let policy = || async {
+        let out = cfn
+            .get_stack_policy()
+            .stack_name(&name)
+            .send()
+            .await
+            .unwrap();
+        out.stack_policy_body().unwrap_or_default().to_owned()
+    };
+    let set = policy().await;
+    assert!(
+        set.contains("Deny") && set.contains("Update:Replace"),
+        "{set}"
+    );
+    cfn.set_stack_policy()
+        .stack_name(&name)
+        .stack_policy_body(
+            r#"{"Statement": [{"Effect": "Allow", "Action": "Update:*", "Principal": "*", "Resource": "*"}]}"#,
+        )
+        .send()
+        .await
+        .unwrap();
+    put_back_without_a_change_set(&h, &name, "stack policy set").await;
+    assert_eq!(policy().await, set);
+}
+
 async fn force_makes_a_change_set_for_a_stack_in_sync(backend: Backend) {
     let (h, name, _repo) = reconciled_stack(backend, "gwforce").await;
     // Without force: the shortcut, no change set.
@@ -479,5 +595,7 @@ stacksync_testkit::scenarios!(
     an_out_of_band_update_is_put_back_by_the_next_run_whatever_started_it,
     an_out_of_band_delete_is_found_and_the_stack_recreated,
     an_out_of_band_replacement_is_found_and_put_back,
+    termination_protection_follows_the_spec,
+    the_stack_policy_follows_the_spec,
     force_makes_a_change_set_for_a_stack_in_sync,
 );

@@ -12,6 +12,7 @@ use stacksync::asl::{AslError, Outcome, TaskRunner};
 use stacksync::registry::Entries;
 use stacksync::stack_status::StackStatus as S;
 use stacksync::status::{Phase, StallReason};
+use stacksync_testkit::backend::Backend;
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::scripted::ScriptedCloudFormation;
@@ -24,12 +25,8 @@ fn ok(outcome: &Outcome) -> bool {
     matches!(outcome, Outcome::Succeeded(_))
 }
 
-async fn tags_of(name: &str) -> BTreeMap<String, String> {
-    Emulator::shared().stack_tags(name).await
-}
-
-async fn resources_of(name: &str) -> Vec<String> {
-    let out = Emulator::shared()
+async fn resources_of(backend: Backend, name: &str) -> Vec<String> {
+    let out = backend
         .cloudformation()
         .list_stack_resources()
         .stack_name(name)
@@ -42,20 +39,22 @@ async fn resources_of(name: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_stack_stacksync_did_not_make_is_refused_unless_the_entry_adopts_it() {
+async fn a_stack_stacksync_did_not_make_is_refused_unless_the_entry_adopts_it(backend: Backend) {
     let name = unique_name("theirs").replace('-', "x");
-    Emulator::shared()
-        .cloudformation()
-        .create_stack()
+    let cfn = backend.cloudformation();
+    cfn.create_stack()
         .stack_name(&name)
         .template_body(THEIRS)
         .send()
         .await
         .unwrap();
+    assert_eq!(
+        backend.settled(&name).await.as_deref(),
+        Some("CREATE_COMPLETE")
+    );
     let repo = GitRepo::new("ownership");
     repo.commit(&[("t.yaml", OURS)], "ours");
-    let h = Harness::new("ownership").await;
+    let h = backend.harness("ownership").await;
     let entry = |adopt: bool| {
         format!(
             "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n    adopt: {adopt}\n",
@@ -72,7 +71,11 @@ async fn a_stack_stacksync_did_not_make_is_refused_unless_the_entry_adopts_it() 
         message.contains("it was not made by stacksync") && message.contains("adopt: true"),
         "{message}"
     );
-    assert_eq!(resources_of(&name).await, ["Theirs"], "left as it was");
+    assert_eq!(
+        resources_of(backend, &name).await,
+        ["Theirs"],
+        "left as it was"
+    );
 
     // Adopted on purpose: previewed first, then updated to the template,
     // and tagged as the entry's.
@@ -96,34 +99,38 @@ async fn a_stack_stacksync_did_not_make_is_refused_unless_the_entry_adopts_it() 
         adoption.previous_tags.is_empty(),
         "it had no stacksync tags"
     );
-    assert_eq!(resources_of(&name).await, ["Queue"]);
-    let tags = tags_of(&name).await;
+    assert_eq!(resources_of(backend, &name).await, ["Queue"]);
+    let tags = backend.stack_tags(&name).await;
     assert_eq!(tags["stacksync:entry"], name);
     assert_eq!(tags["stacksync:installation"], h.steps.registry.table());
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_stack_made_anew_by_someone_else_is_not_deleted_with_the_entry() {
+async fn a_stack_made_anew_by_someone_else_is_not_deleted_with_the_entry(backend: Backend) {
     let name = unique_name("gone").replace('-', "x");
     let repo = GitRepo::new("ownership-delete");
     repo.commit(&[("t.yaml", OURS)], "ours");
-    let h = Harness::new("ownership-delete").await;
+    let h = backend.harness("ownership-delete").await;
     h.apply(&format!(
         "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n    destroyOnDelete: true\n",
         repo.file_url()
     ))
     .await;
     assert!(ok(&h.reconcile(&name).await));
-    assert_eq!(tags_of(&name).await["stacksync:entry"], name);
+    assert_eq!(backend.stack_tags(&name).await["stacksync:entry"], name);
     // Someone deletes it and makes their own of that name.
-    let cfn = Emulator::shared().cloudformation();
+    let cfn = backend.cloudformation();
     cfn.delete_stack().stack_name(&name).send().await.unwrap();
+    assert_eq!(backend.settled(&name).await, None);
     cfn.create_stack()
         .stack_name(&name)
         .template_body(THEIRS)
         .send()
         .await
         .unwrap();
+    assert_eq!(
+        backend.settled(&name).await.as_deref(),
+        Some("CREATE_COMPLETE")
+    );
     // The entry is removed (destroyOnDelete): the stack is not stacksync's.
     h.apply("stacks: []\n").await;
     assert!(ok(&h.reconcile(&name).await));
@@ -131,7 +138,11 @@ async fn a_stack_made_anew_by_someone_else_is_not_deleted_with_the_entry() {
         h.steps.registry.get(&name).await.unwrap().is_none(),
         "entry removed"
     );
-    assert_eq!(resources_of(&name).await, ["Theirs"], "their stack stays");
+    assert_eq!(
+        resources_of(backend, &name).await,
+        ["Theirs"],
+        "their stack stays"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -190,7 +201,10 @@ async fn a_stack_whose_service_role_the_entry_does_not_name_is_refused() {
         "{message}"
     );
     assert!(
-        !tags_of(&name).await.contains_key("team"),
+        !Emulator::shared()
+            .stack_tags(&name)
+            .await
+            .contains_key("team"),
         "nothing deployed under the unnamed role"
     );
 }
@@ -223,7 +237,7 @@ async fn a_template_object_overwritten_in_the_bucket_is_not_deployed() {
     let forced = serde_json::json!({"stackId": name, "trigger": {"kind": "manual", "force": true}});
     assert!(ok(&h.reconcile_with(&name, forced).await));
     assert_eq!(
-        resources_of(&name).await,
+        resources_of(Backend::Moto, &name).await,
         ["Queue"],
         "the template from Git"
     );
@@ -251,7 +265,11 @@ async fn a_template_overwritten_between_the_check_and_the_change_set_is_not_depl
     };
     let (_, outcome) = h.reconcile_by(&runner, &name).await;
     assert!(ok(&outcome), "{outcome:?}");
-    assert_eq!(resources_of(&name).await, ["Queue"], "the compared version");
+    assert_eq!(
+        resources_of(Backend::Moto, &name).await,
+        ["Queue"],
+        "the compared version"
+    );
     let key = stacksync::naming::template_key(&stacksync::hash::sha256_hex(OURS), None);
     assert_eq!(
         object(&bucket, &key).await,
@@ -347,3 +365,8 @@ async fn the_placeholder_of_a_failed_create_is_the_entry_s_own_and_its_cause_sta
         fake.operations()
     );
 }
+
+stacksync_testkit::scenarios!(
+    a_stack_stacksync_did_not_make_is_refused_unless_the_entry_adopts_it,
+    a_stack_made_anew_by_someone_else_is_not_deleted_with_the_entry,
+);
