@@ -6,11 +6,12 @@
 
 mod common;
 
-use common::{stacksync_on as stacksync, stderr, stdout};
+use common::{stacksync_on as stacksync, stacksync_with, stderr, stdout};
 use serde_json::Value;
 use stacksync::asl::Outcome;
 use stacksync::reconcile::diff::MAX_TEMPLATE_BODY;
 use stacksync::status::Phase;
+use stacksync_testkit::backend::Backend;
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::{Emulator, unique_name};
@@ -19,16 +20,16 @@ const QUEUE: &[u8] = b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n";
 const QUEUE_AND_TOPIC: &[u8] =
     b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\n  Topic: {Type: AWS::SNS::Topic}\n";
 
-async fn diff_json(table: &str, args: &[&str]) -> Value {
-    let out = stacksync(table, &[&["-o", "json", "diff"], args].concat()).await;
+async fn diff_json(backend: Backend, table: &str, args: &[&str]) -> Value {
+    let out = stacksync_with(backend, table, &[&["-o", "json", "diff"], args].concat()).await;
     assert!(out.status.success(), "{}", stderr(&out));
     serde_json::from_str::<Value>(&stdout(&out)).unwrap()["diff"].clone()
 }
 
 /// The stack as CloudFormation has it: status, last change, change sets,
 /// template; `None` when there is none.
-async fn observed(stack: &str) -> Option<(String, String, Vec<String>, String)> {
-    let cfn = Emulator::shared().cloudformation();
+async fn observed(backend: Backend, stack: &str) -> Option<(String, String, Vec<String>, String)> {
+    let cfn = backend.cloudformation();
     let out = cfn.describe_stacks().stack_name(stack).send().await.ok()?;
     let s = out.stacks().first()?.clone();
     let change_sets = cfn
@@ -73,9 +74,8 @@ fn actions(diff: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_preview_of_a_create_an_update_and_nothing_to_do_changes_nothing() {
-    let h = Harness::new("diff").await;
+async fn a_preview_of_a_create_an_update_and_nothing_to_do_changes_nothing(backend: Backend) {
+    let h = backend.harness("diff").await;
     let table = h.steps.registry.table().to_owned();
     let repo = GitRepo::new("diff");
     let first = repo.commit(&[("t.yaml", QUEUE)], "queue");
@@ -87,41 +87,102 @@ async fn a_preview_of_a_create_an_update_and_nothing_to_do_changes_nothing() {
     .await;
 
     // A create: previewed, and no stack left behind (not even in review).
-    let create = diff_json(&table, &[&name]).await;
+    let create = diff_json(backend, &table, &[&name]).await;
     assert_eq!(create["kind"], "Create");
     assert_eq!(create["revision"], first.as_str());
     assert_eq!(actions(&create), [("Add".to_owned(), "Queue".to_owned())]);
-    assert_eq!(observed(&name).await, None, "the placeholder was deleted");
+    assert_eq!(
+        observed(backend, &name).await,
+        None,
+        "the placeholder was deleted"
+    );
     assert_eq!(h.entry(&name).await.status.phase, Phase::Pending);
 
     assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
     // (The emulator keeps the executed change set listed; AWS drops it.)
-    let before = observed(&name).await.unwrap();
+    let before = observed(backend, &name).await.unwrap();
 
     // An update: the new resource shown, the stack untouched.
     let second = repo.commit(&[("t.yaml", QUEUE_AND_TOPIC)], "topic");
-    let update = diff_json(&table, &[&name]).await;
+    let update = diff_json(backend, &table, &[&name]).await;
     assert_eq!(update["kind"], "Update");
     assert_eq!(update["revision"], second.as_str());
     assert!(
         actions(&update).contains(&("Add".to_owned(), "Topic".to_owned())),
         "{update}"
     );
-    assert_eq!(observed(&name).await.unwrap(), before);
+    assert_eq!(observed(backend, &name).await.unwrap(), before);
 
     // Nothing to do at the deployed commit: said in words.
-    let out = stacksync(&table, &["diff", &name, "--ref", &first]).await;
+    let out = stacksync_with(backend, &table, &["diff", &name, "--ref", &first]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("no changes"), "{text}");
     assert!(text.contains(&first[..12]), "{text}");
-    assert_eq!(observed(&name).await.unwrap(), before);
+    assert_eq!(observed(backend, &name).await.unwrap(), before);
 
     // The registry saw none of it.
     let entry = h.entry(&name).await;
     assert_eq!(entry.status.phase, Phase::Ready);
     assert_eq!(entry.status.applied.last_applied_revision, Some(first));
     assert!(entry.lease.is_none());
+}
+
+/// A queue whose name is `suffix`'s: renaming it replaces it.
+fn named_queue(suffix: &str) -> Vec<u8> {
+    format!(
+        "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties: {{QueueName: !Sub '${{AWS::StackName}}-{suffix}'}}\n"
+    )
+    .into_bytes()
+}
+
+/// A change that replaces a resource is previewed as one: the row says
+/// `replacement: True` (as AWS documents `ResourceChange.Replacement`), and
+/// the text says the resource is replaced.
+async fn a_preview_of_a_replacement_says_so(backend: Backend) {
+    if backend == Backend::Moto {
+        return backend.skip(
+            "a_preview_of_a_replacement_says_so",
+            "moto's change sets report no replacements (ResourceChange.Replacement is never set)",
+        );
+    }
+    let h = backend.harness("diffrep").await;
+    let table = h.steps.registry.table().to_owned();
+    let repo = GitRepo::new("diffrep");
+    repo.commit(&[("t.yaml", named_queue("a").as_slice())], "queue a");
+    let name = unique_name("diffrep").replace('-', "x");
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n",
+        repo.file_url()
+    ))
+    .await;
+    assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
+    let before = observed(backend, &name).await.unwrap();
+
+    repo.commit(&[("t.yaml", named_queue("b").as_slice())], "queue b");
+    let update = diff_json(backend, &table, &[&name]).await;
+    let rows = update["changes"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{update}");
+    assert_eq!(
+        (
+            &rows[0]["action"],
+            &rows[0]["logicalId"],
+            &rows[0]["replacement"]
+        ),
+        (&"Modify".into(), &"Queue".into(), &"True".into()),
+        "{update}"
+    );
+    let out = stacksync_with(backend, &table, &["diff", &name]).await;
+    let text = stdout(&out);
+    assert!(
+        text.contains("Queue") && text.to_lowercase().contains("replace"),
+        "{text}"
+    );
+    assert_eq!(
+        observed(backend, &name).await.unwrap(),
+        before,
+        "nothing changed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -144,7 +205,7 @@ async fn a_preview_of_an_unknown_entry_or_a_missing_template_says_what_is_wrong(
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains(&name) && err.contains("t.yaml"), "{err}");
-    assert_eq!(observed(&name).await, None);
+    assert_eq!(observed(Backend::Moto, &name).await, None);
 }
 
 /// A queue whose template is over CloudFormation's `TemplateBody` limit
@@ -180,7 +241,11 @@ async fn a_preview_of_a_large_template_with_a_bucket_not_made_yet_makes_it_as_a_
     assert_eq!(create["kind"], "Create");
     assert_eq!(create["revision"], first.as_str());
     assert_eq!(actions(&create), [("Add".to_owned(), "Queue".to_owned())]);
-    assert_eq!(observed(&name).await, None, "the placeholder was deleted");
+    assert_eq!(
+        observed(Backend::Moto, &name).await,
+        None,
+        "the placeholder was deleted"
+    );
     // The bucket made as a local run makes it, and the stored template deleted after.
     let previews = s3
         .list_objects_v2()
@@ -191,3 +256,8 @@ async fn a_preview_of_a_large_template_with_a_bucket_not_made_yet_makes_it_as_a_
         .unwrap();
     assert_eq!(previews.contents().len(), 0, "{previews:?}");
 }
+
+stacksync_testkit::scenarios!(
+    a_preview_of_a_create_an_update_and_nothing_to_do_changes_nothing,
+    a_preview_of_a_replacement_says_so,
+);

@@ -538,6 +538,106 @@ async fn a_stack_in_another_account_is_created_checked_and_deleted_through_the_a
     assert_eq!(stack_there(name.clone()).await, None, "deleted there");
 }
 
+/// A queue named after its stack with `suffix`, its visibility `seconds`.
+fn named_queue(suffix: &str, seconds: u32) -> Vec<u8> {
+    format!(
+        "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties:\n      \
+         QueueName: !Sub '${{AWS::StackName}}-{suffix}'\n      VisibilityTimeout: {seconds}\n"
+    )
+    .into_bytes()
+}
+
+/// `approval: onReplace` through the state machine, on CloudFormation's own
+/// change sets: a change that only modifies the queue runs at once; one
+/// that replaces it (a new name) waits for a person (answered here through
+/// the registry, as `stacksync approve` answers a local run), then runs.
+async fn approval_on_replace_waits_for_a_replacement_only(backend: Backend) {
+    use stacksync::ports::Blobs as _;
+    use stacksync::reconcile::run::ApprovalAnswer;
+    use stacksync::registry::{Answer, Answers};
+    if backend == Backend::Moto {
+        // tests/tests/scripted.rs shows it with a scripted replacement.
+        return backend.skip(
+            "approval_on_replace_waits_for_a_replacement_only",
+            "moto's change sets report no replacements, so nothing would wait",
+        );
+    }
+    let h = backend.harness("onreplace").await;
+    let repo = GitRepo::new("onreplace");
+    repo.commit(
+        &[("stacks/queue.yaml", named_queue("a", 30).as_slice())],
+        "a",
+    );
+    let name = stack_name("or");
+    h.apply(&stacks(
+        &name,
+        &repo.file_url(),
+        "    approval: onReplace\n",
+    ))
+    .await;
+    reconciled(&h, &name).await;
+    let queue_url = || async {
+        let stack = backend.stack(&name).await;
+        let out = backend
+            .cloudformation()
+            .describe_stack_resource()
+            .stack_name(stack.stack_name().unwrap_or_default())
+            .logical_resource_id("Queue")
+            .send()
+            .await
+            .unwrap();
+        out.stack_resource_detail()
+            .and_then(|d| d.physical_resource_id())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let first = queue_url().await;
+
+    repo.commit(
+        &[("stacks/queue.yaml", named_queue("a", 60).as_slice())],
+        "modify",
+    );
+    reconciled(&h, &name).await;
+    let entry = h.entry(&name).await;
+    assert!(
+        entry.status.approval.records.is_empty(),
+        "no approval asked"
+    );
+    assert_eq!(queue_url().await, first, "modified in place");
+
+    repo.commit(
+        &[("stacks/queue.yaml", named_queue("b", 60).as_slice())],
+        "rename",
+    );
+    let (outcome, ()) = tokio::join!(h.reconcile(&name), async {
+        let awaiting = loop {
+            if let Some(a) = h.entry(&name).await.status.approval.awaiting {
+                break a;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        assert!(awaiting.why.contains("replaces Queue"), "{}", awaiting.why);
+        assert_eq!(queue_url().await, first, "nothing done before the answer");
+        let output = serde_json::to_value(ApprovalAnswer {
+            change_set: awaiting.change_set.clone(),
+            by: Some("tester".into()),
+            at: stacksync::clock::now_millis(),
+        })
+        .unwrap();
+        // The token, where the run kept it (never in the status).
+        let key = stacksync::naming::approval_token_key(&name, &awaiting.run);
+        let token = String::from_utf8(h.steps.blobs.get(&key, 16 * 1024).await.unwrap()).unwrap();
+        let answer = Answer::Success { output };
+        assert!(h.steps.registry.answer(&token, &answer, 0).await.unwrap());
+    });
+    assert!(succeeded(&outcome), "{outcome:?}");
+    let replaced = queue_url().await;
+    assert!(
+        replaced != first && replaced.ends_with("-b"),
+        "{first} replaced by {replaced}"
+    );
+}
+
 /// A create that fails, and the next run after the fix ends `Ready`. On
 /// moto the execute call is refused: the stack stays `REVIEW_IN_PROGRESS`
 /// and its change set `AVAILABLE`, which the failed run deletes; moto then
@@ -605,4 +705,5 @@ stacksync_testkit::scenarios!(
     a_stack_is_created_updated_by_a_template_commit_and_left_alone_by_an_unrelated_commit,
     removing_an_entry_deletes_the_stack_only_with_destroy_on_delete,
     a_create_after_one_that_failed_at_execute_ends_ready,
+    approval_on_replace_waits_for_a_replacement_only,
 );

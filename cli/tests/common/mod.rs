@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use stacksync::registry::Registry;
+use stacksync_testkit::backend::Backend;
 use stacksync_testkit::{Emulator, unique_name};
 
 /// A registry table of its own, and a folder for stacks files.
@@ -33,9 +34,7 @@ impl Cli {
         cmd.args(args)
             .env("STACKSYNC_TABLE", &self.table)
             .env_remove("AWS_PROFILE");
-        for (k, v) in Emulator::shared().env() {
-            cmd.env(k, v);
-        }
+        Backend::Moto.configure(&mut cmd);
         cmd
     }
 
@@ -61,13 +60,16 @@ pub fn stderr(o: &Output) -> String {
 /// Runs `stacksync ARGS` against the registry table `table`, off the
 /// runtime (the tests that run the reconcile in-process beside it).
 pub async fn stacksync_on(table: &str, args: &[&str]) -> Output {
+    stacksync_with(Backend::Moto, table, args).await
+}
+
+/// The same, CloudFormation and S3 on `backend`.
+pub async fn stacksync_with(backend: Backend, table: &str, args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
     cmd.args(args)
         .env("STACKSYNC_TABLE", table)
         .env_remove("AWS_PROFILE");
-    for (k, v) in Emulator::shared().env() {
-        cmd.env(k, v);
-    }
+    backend.configure(&mut cmd);
     tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap()
