@@ -185,6 +185,63 @@ async fn a_preview_of_a_replacement_says_so(backend: Backend) {
     );
 }
 
+/// A change of the template's outputs alone: previewed as something a run
+/// applies (not "no changes"), and applied by the run. LocalStack, as AWS,
+/// makes such a change set `AVAILABLE` with no resource change in it (runs
+/// once took it for "in sync", and the output never changed); moto lists
+/// each resource as modified.
+async fn an_output_change_alone_is_previewed_and_applied(backend: Backend) {
+    const BEFORE: &[u8] =
+        b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\nOutputs:\n  Version: {Value: one}\n";
+    const AFTER: &[u8] =
+        b"Resources:\n  Queue: {Type: AWS::SQS::Queue}\nOutputs:\n  Version: {Value: two}\n";
+    let h = backend.harness("diffout").await;
+    let table = h.steps.registry.table().to_owned();
+    let repo = GitRepo::new("diffout");
+    repo.commit(&[("t.yaml", BEFORE)], "one");
+    let name = unique_name("diffout").replace('-', "x");
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n",
+        repo.file_url()
+    ))
+    .await;
+    assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
+    let output = || async {
+        let stack = backend.stack(&name).await;
+        stack
+            .outputs()
+            .iter()
+            .find(|o| o.output_key() == Some("Version"))
+            .and_then(|o| o.output_value())
+            .map(str::to_owned)
+    };
+    assert_eq!(output().await.as_deref(), Some("one"));
+
+    repo.commit(&[("t.yaml", AFTER)], "two");
+    let update = diff_json(backend, &table, &[&name]).await;
+    match backend {
+        Backend::Moto => assert_eq!(actions(&update), [("Modify".into(), "Queue".into())]),
+        Backend::LocalStack => {
+            assert_eq!(actions(&update), Vec::<(String, String)>::new());
+            assert_eq!(update["beyondResources"], true, "{update}");
+            let out = stacksync_with(backend, &table, &["diff", &name]).await;
+            let text = stdout(&out);
+            assert!(text.contains("a run executes it"), "{text}");
+        }
+    }
+    assert_eq!(
+        output().await.as_deref(),
+        Some("one"),
+        "the preview changed nothing"
+    );
+    assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
+    assert_eq!(output().await.as_deref(), Some("two"));
+    assert_eq!(
+        h.entry(&name).await.status.applied.outputs["Version"],
+        "two"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_preview_of_an_unknown_entry_or_a_missing_template_says_what_is_wrong() {
     let h = Harness::new("diffbad").await;
@@ -260,4 +317,5 @@ async fn a_preview_of_a_large_template_with_a_bucket_not_made_yet_makes_it_as_a_
 stacksync_testkit::scenarios!(
     a_preview_of_a_create_an_update_and_nothing_to_do_changes_nothing,
     a_preview_of_a_replacement_says_so,
+    an_output_change_alone_is_previewed_and_applied,
 );

@@ -14,6 +14,7 @@ use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
 use stacksync::asl::Outcome;
 use stacksync::clock::now_millis;
 use stacksync::status::{Phase, StallReason};
+use stacksync_testkit::backend::Backend;
 use stacksync_testkit::chain::{Chain, DATABASE};
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::harness::Harness;
@@ -354,9 +355,8 @@ async fn run_due(h: &Harness<SdkCloudFormationFactory>, names: &[&str]) -> Vec<S
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it() {
-    let h = Harness::new("chain").await;
+async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it(backend: Backend) {
+    let h = backend.harness("chain").await;
     let chain = Chain::new("chain");
     let (net, db, app) = (chain.net.clone(), chain.db.clone(), chain.app.clone());
     let stacks = |cidr: &str, owner: &str| chain.stacks(cidr, owner);
@@ -376,8 +376,11 @@ async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it
         assert_eq!(h.entry(name).await.status.phase, Phase::Ready, "{name}");
     }
     assert_eq!(ran, [net.clone(), db.clone(), app.clone()]);
-    assert_eq!(stack_parameters(&db).await["Vpc"], "vpc-10");
-    assert_eq!(stack_parameters(&app).await["Endpoint"], "db.vpc-10");
+    assert_eq!(backend.stack_parameters(&db).await["Vpc"], "vpc-10");
+    assert_eq!(
+        backend.stack_parameters(&app).await["Endpoint"],
+        "db.vpc-10"
+    );
     let vpc = h.entry(&db).await.status.inputs.provenance;
     assert_eq!(
         (vpc[0].from.clone(), vpc[0].value.clone()),
@@ -398,13 +401,16 @@ async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it
         run_due(&h, &names).await,
         [net.clone(), db.clone(), app.clone()]
     );
-    assert_eq!(stack_parameters(&db).await["Vpc"], "vpc-20");
-    assert_eq!(stack_parameters(&app).await["Endpoint"], "db.vpc-20");
+    assert_eq!(backend.stack_parameters(&db).await["Vpc"], "vpc-20");
+    assert_eq!(
+        backend.stack_parameters(&app).await["Endpoint"],
+        "db.vpc-20"
+    );
 
     // A change that alters no output runs nothing downstream.
     h.apply(&stacks("20", "b")).await;
     assert_eq!(run_due(&h, &names).await, std::slice::from_ref(&net));
-    assert_eq!(stack_parameters(&net).await["Owner"], "b");
+    assert_eq!(backend.stack_parameters(&net).await["Owner"], "b");
 
     // A push all three follow (the network's output changes with it): the
     // webhook starts all three at once (here downstream first). Those
@@ -427,8 +433,11 @@ async fn a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it
     let message = waited.message.unwrap();
     assert!(message.contains("not run at"), "app waited: {message}");
     assert_eq!(run_due(&h, &names).await, [db.clone(), app.clone()]);
-    assert_eq!(stack_parameters(&db).await["Vpc"], "net-20");
-    assert_eq!(stack_parameters(&app).await["Endpoint"], "db.net-20");
+    assert_eq!(backend.stack_parameters(&db).await["Vpc"], "net-20");
+    assert_eq!(
+        backend.stack_parameters(&app).await["Endpoint"],
+        "db.net-20"
+    );
     for name in names {
         let status = h.entry(name).await.status;
         assert_eq!(status.phase, Phase::Ready, "{name}");
@@ -491,3 +500,7 @@ async fn values_are_read_in_the_account_of_the_stack_that_holds_them() {
         .await;
     assert!(here.is_err(), "the parameter is only in the other account");
 }
+
+stacksync_testkit::scenarios!(
+    a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it
+);

@@ -191,6 +191,12 @@ fn print(name: &str, d: &Diff, format: Output) -> Result {
             say!("    {}: {} -> {}", r.name, show(&r.now), show(&r.desired));
         }
     }
+    if d.beyond_resources {
+        say!(
+            "  no resource changes, but CloudFormation made a change set to run: what it changes \
+             no resource shows (the template's outputs, say); a run executes it"
+        );
+    }
     Ok(())
 }
 

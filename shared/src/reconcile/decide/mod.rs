@@ -17,7 +17,7 @@ pub mod sync;
 
 pub use approval::{Approved, approval_holds, approval_needed};
 pub use end::{Effect, effects_of_end};
-pub use sync::{AtAppliedHash, hash_matches, stack_matches};
+pub use sync::{AtAppliedHash, hash_matches};
 
 use crate::duration::Duration;
 use crate::spec::{MAX_RETRY_BACKOFF, OnFailedCreate};
@@ -290,13 +290,11 @@ pub struct ChangeSetObservation<'a> {
     pub status: ChangeSetStatus,
     pub execution: ExecutionStatus,
     pub reason: Option<&'a str>,
-    /// How many changes it lists (`None`: not described).
+    /// How many changes it lists (`None`: not described). Not a reason to
+    /// skip it: a ready change set that lists none still holds what it
+    /// changes beyond resources (outputs, stack tags), and AWS makes one
+    /// only then (one that holds nothing fails, "didn't contain changes").
     pub changes: Option<usize>,
-    /// The stack already has the desired parameters and tags. Consulted only
-    /// when a ready change set lists no changes: the emulator lists none for
-    /// parameter- or tag-only updates, so "no changes" is trusted only when
-    /// the stack's settings agree.
-    pub stack_matches: bool,
 }
 
 /// Decides from the change set's status and execution status.
@@ -310,9 +308,6 @@ pub fn decide_change_set(cs: ChangeSetObservation<'_>) -> ChangeSetDecision {
         (C::Failed, _) => ChangeSetDecision::Failed {
             reason: format!("the change set failed: {}", or_unknown(reason)),
         },
-        (C::CreateComplete, E::Available) if cs.changes == Some(0) && cs.stack_matches => {
-            ChangeSetDecision::Empty
-        }
         (C::CreateComplete, E::Available) => ChangeSetDecision::Execute,
         (C::CreateComplete, E::Unavailable) => ChangeSetDecision::Wait,
         (C::CreateComplete, E::ExecuteInProgress) => ChangeSetDecision::WaitForStack,

@@ -6,12 +6,9 @@
 //! - change-set, by the stack's status ([`super::decide_stack`]'s
 //!   `InSync`), with [`hash_matches`];
 //! - poll-status, by the change set ([`super::decide_change_set`]'s
-//!   `Empty`), trusting a ready change set that lists nothing only when
-//!   [`stack_matches`].
+//!   `Empty`): only one CloudFormation failed as holding nothing (a ready
+//!   one is executed, even when it lists no resource change).
 
-use std::collections::BTreeMap;
-
-use crate::parameters::Stored;
 use crate::seen::Change;
 use crate::stack_status::StackStatus;
 
@@ -65,28 +62,6 @@ pub fn at_applied_hash(found: Found<'_>, forced: bool) -> AtAppliedHash {
     }
 }
 
-/// Whether the stack already has the parameters and tags the run wants (a
-/// ready change set that lists no changes is trusted only then: the
-/// emulator lists none for parameter- or tag-only updates). A secret's
-/// value is not read to compare (nor anywhere but where the change set is
-/// made): a stack whose parameters read secrets is not known to have them.
-/// A stack not created yet (`REVIEW_IN_PROGRESS`) matches nothing.
-pub fn stack_matches(
-    stack: &crate::ports::StackInfo,
-    stored: &BTreeMap<String, Stored>,
-    desired_tags: &BTreeMap<String, String>,
-) -> bool {
-    if stack.status.not_created() {
-        return false;
-    }
-    let (stack_parameters, stack_tags) = (&stack.parameters, &stack.tags);
-    let same_parameters = stored.iter().all(|(k, v)| match v {
-        Stored::Text(v) => stack_parameters.get(k) == Some(v),
-        Stored::Read { .. } => false,
-    });
-    same_parameters && stack_tags == desired_tags
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,55 +109,5 @@ mod tests {
                 "{found:?} forced={forced}"
             );
         }
-    }
-
-    #[test]
-    fn a_stack_matches_only_with_every_parameter_and_tag_and_no_secret() {
-        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).into(), (*v).into()))
-                .collect()
-        };
-        let stored: BTreeMap<String, Stored> =
-            BTreeMap::from([("Size".into(), Stored::Text("1".into()))]);
-        let tags = map(&[("team", "a")]);
-        let stack = |status, parameters, tags| crate::ports::StackInfo {
-            stack_id: "arn:aws:cloudformation:us-east-1:1:stack/s/1".into(),
-            status,
-            reason: None,
-            changed_at: 0,
-            drift: None,
-            parameters,
-            tags,
-            termination_protection: false,
-            role_arn: None,
-            outputs: BTreeMap::new(),
-            operations: Vec::new(),
-        };
-        let complete = StackStatus::UpdateComplete;
-        let same = stack(complete.clone(), map(&[("Size", "1")]), tags.clone());
-        assert!(stack_matches(&same, &stored, &tags));
-        let other = stack(complete.clone(), map(&[("Size", "2")]), tags.clone());
-        assert!(!stack_matches(&other, &stored, &tags));
-        let untagged = stack(complete, map(&[("Size", "1")]), map(&[]));
-        assert!(!stack_matches(&untagged, &stored, &tags));
-        let review = stack(
-            StackStatus::ReviewInProgress,
-            map(&[("Size", "1")]),
-            tags.clone(),
-        );
-        assert!(!stack_matches(&review, &stored, &tags), "not created yet");
-        let secret = BTreeMap::from([(
-            "Pw".to_owned(),
-            Stored::Read {
-                from: crate::spec::ValueRef::Ssm { ssm: "/pw".into() },
-                version: "1".into(),
-            },
-        )]);
-        assert!(
-            !stack_matches(&same, &secret, &tags),
-            "a secret is never known to match"
-        );
     }
 }

@@ -196,7 +196,6 @@ fn cs(
         execution,
         reason,
         changes,
-        stack_matches: true,
     })
 }
 
@@ -213,7 +212,7 @@ fn one_row_per_change_set_situation() {
         (C::CreateComplete, E::Unavailable, None, Some(1), D::Wait),
         (C::CreateComplete, E::Available, None, Some(3), D::Execute),
         (C::CreateComplete, E::Available, None, None, D::Execute),
-        (C::CreateComplete, E::Available, None, Some(0), D::Empty),
+        (C::CreateComplete, E::Available, None, Some(0), D::Execute),
         (
             C::CreateComplete,
             E::ExecuteInProgress,
@@ -286,19 +285,25 @@ fn one_row_per_change_set_situation() {
     }
 }
 
+/// A change set CloudFormation made `AVAILABLE` holds something to do,
+/// even when it lists no resource change: a change of outputs only, of
+/// stack tags on untaggable resources (AWS makes such change sets, to
+/// execute; one that holds nothing fails instead, "didn't contain
+/// changes"). LocalStack showed it: an output-only change set, `AVAILABLE`
+/// with no changes, was taken for "in sync", and what read that output
+/// kept the old value.
 #[test]
-fn a_ready_change_set_without_listed_changes_runs_when_the_stack_settings_differ() {
-    let observed = |stack_matches| {
+fn a_ready_change_set_is_executed_even_when_it_lists_no_changes() {
+    let observed = |changes| {
         decide_change_set(ChangeSetObservation {
             status: ChangeSetStatus::CreateComplete,
             execution: ExecutionStatus::Available,
             reason: None,
-            changes: Some(0),
-            stack_matches,
+            changes,
         })
     };
-    assert_eq!(observed(true), ChangeSetDecision::Empty);
-    assert_eq!(observed(false), ChangeSetDecision::Execute);
+    assert_eq!(observed(Some(0)), ChangeSetDecision::Execute);
+    assert_eq!(observed(Some(2)), ChangeSetDecision::Execute);
 }
 
 #[test]

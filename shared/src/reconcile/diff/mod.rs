@@ -49,15 +49,21 @@ pub struct Diff {
     pub parameters: Vec<Difference>,
     pub tags: Vec<Difference>,
     pub settings: Vec<Difference>,
+    /// CloudFormation made a change set to run that lists no resource
+    /// change: what it changes no resource shows (the template's outputs,
+    /// stack tags its resources do not take). A run executes it.
+    pub beyond_resources: bool,
 }
 
 impl Diff {
-    /// Nothing would change: no resource, parameter, tag or setting.
+    /// Nothing would change: no resource, parameter, tag or setting, and
+    /// no change set CloudFormation would run.
     pub fn is_empty(&self) -> bool {
         self.changes.is_empty()
             && self.parameters.is_empty()
             && self.tags.is_empty()
             && self.settings.is_empty()
+            && !self.beyond_resources
     }
 }
 
@@ -115,12 +121,12 @@ pub async fn diff<C: CloudFormation>(
         Ok(Created::ChangeSet { stack_id }) => {
             (changes_of(cfn, stack_name, &name, waiting).await, stack_id)
         }
-        Ok(Created::NothingToChange) => (Ok(Vec::new()), None),
+        Ok(Created::NothingToChange) => (Ok((Vec::new(), false)), None),
         Err(e) => (Err(e), None),
     };
     let made = stack.is_none().then_some(placeholder);
     let cleaned = clean_up(cfn, spec, &name, made).await;
-    let changes = changes?;
+    let (changes, to_run) = changes?;
     cleaned?;
     // A placeholder has nothing to compare with.
     let existing = stack.as_ref().filter(|s| !s.status.not_created());
@@ -130,7 +136,6 @@ pub async fn diff<C: CloudFormation>(
         kind: format!("{kind:?}"),
         stack_id: stack.as_ref().map(|s| s.stack_id.clone()),
         stack_status: stack.as_ref().map(|s| s.status.to_string()),
-        changes,
         parameters: existing
             .map(|s| parameter_differences(s, desired))
             .unwrap_or_default(),
@@ -144,6 +149,8 @@ pub async fn diff<C: CloudFormation>(
             })
             .unwrap_or_default(),
         settings: existing.map(|s| settings(s, spec)).unwrap_or_default(),
+        beyond_resources: to_run && changes.is_empty(),
+        changes,
     })
 }
 
@@ -248,7 +255,7 @@ async fn changes_of<C: CloudFormation>(
     stack: &str,
     name: &str,
     waiting: Waiting,
-) -> Result<Vec<ResourceChange>, String> {
+) -> Result<(Vec<ResourceChange>, bool), String> {
     let started = Instant::now();
     loop {
         let cs = cfn
@@ -258,15 +265,16 @@ async fn changes_of<C: CloudFormation>(
             .ok_or_else(|| format!("the preview's change set {name} vanished"))?;
         match cs.status {
             ChangeSetStatus::CreateComplete => {
-                return cfn
+                let changes = cfn
                     .change_set_changes(stack, name)
                     .await
-                    .map_err(|e| e.to_string());
+                    .map_err(|e| e.to_string())?;
+                return Ok((changes, true));
             }
             ChangeSetStatus::Failed => {
                 let reason = cs.reason.unwrap_or_default();
                 return if is_empty_change_set_reason(&reason) {
-                    Ok(Vec::new())
+                    Ok((Vec::new(), false))
                 } else {
                     Err(format!(
                         "CloudFormation refused the change set: {}",
@@ -380,7 +388,7 @@ fn settings(stack: &StackInfo, spec: &StackSpec) -> Vec<Difference> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fakes::{MemorySources, ScriptedCloudFormation, TEST_INSTALLATION, failed};
+    use crate::fakes::{MemorySources, ScriptedCloudFormation, TEST_INSTALLATION, failed, ready};
     use crate::stack_status::StackStatus as S;
 
     const URL: &str = "https://git.example/infra.git";
@@ -521,7 +529,19 @@ mod tests {
         .into_iter()
         .collect();
         let diff = preview(&cfn).await.unwrap();
-        assert!(diff.changes.is_empty());
+        assert!(diff.changes.is_empty() && !diff.beyond_resources);
+        never_executed(&cfn);
+    }
+
+    /// A change set CloudFormation made to run with no resource change in
+    /// it (the template's outputs changed, say) is not "no changes".
+    #[tokio::test]
+    async fn a_ready_change_set_without_resource_changes_is_shown_as_one_to_run() {
+        let cfn = ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]);
+        cfn.script().change_set = [ready(0)].into_iter().collect();
+        let diff = preview(&cfn).await.unwrap();
+        assert!(diff.changes.is_empty() && diff.beyond_resources, "{diff:?}");
+        assert!(!diff.is_empty());
         never_executed(&cfn);
     }
 

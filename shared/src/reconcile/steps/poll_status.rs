@@ -6,7 +6,7 @@ use tracing::info;
 
 use super::settings::with_settings;
 use super::{Port, Ports, StepResult, Steps, ready_status, short, wait};
-use crate::ports::{ChangeSetInfo, ChangeSets, EventsOf, Stacks, root_cause};
+use crate::ports::{ChangeSets, EventsOf, Stacks, root_cause};
 use crate::preview::bounded;
 use crate::reconcile::decide::approval_needed;
 use crate::reconcile::decide::{
@@ -16,7 +16,7 @@ use crate::reconcile::decide::{
 use crate::reconcile::run::{ApprovalRequest, Next, RunState, StepError, WaitOn};
 use crate::registry::StackEntry;
 use crate::spec::Approval;
-use crate::stack_status::{ChangeSetStatus, ExecutionStatus};
+use crate::stack_status::ExecutionStatus;
 use crate::status::StallReason;
 
 impl<P: Ports> Steps<P> {
@@ -68,17 +68,11 @@ impl<P: Ports> Steps<P> {
         if let (Some(id), Some(in_hand)) = (&cs.stack_id, state.change_set.as_mut()) {
             in_hand.stack_id = Some(id.clone());
         }
-        let stack_matches = if ready_without_changes(&cs) {
-            self.stack_matches(&state, entry, cfn).await?
-        } else {
-            true
-        };
         let decision = decide_change_set(ChangeSetObservation {
             status: cs.status,
             execution: cs.execution,
             reason: cs.reason.as_deref(),
             changes: Some(cs.changes),
-            stack_matches,
         });
         info!(stack = %state.entry, change_set = %name, ?decision, "change set polled");
         match decision {
@@ -195,37 +189,6 @@ impl<P: Ports> Steps<P> {
         }))
     }
 
-    /// Whether the stack already has the parameters and tags we want
-    /// ([`crate::reconcile::decide::stack_matches`] decides).
-    async fn stack_matches(
-        &self,
-        state: &RunState,
-        entry: &StackEntry,
-        cfn: &Port<P>,
-    ) -> Result<bool, StepError> {
-        let Some(stack) = cfn
-            .describe_stack(entry.spec.effective_stack_name())
-            .await?
-        else {
-            return Ok(false);
-        };
-        let stored = self.stored_parameters(state).await?;
-        let desired_tags = crate::ownership::desired_tags_with(
-            &state
-                .uploaded
-                .as_ref()
-                .map(|u| u.file_tags.clone())
-                .unwrap_or_default(),
-            &entry.spec,
-            &self.config.installation,
-        );
-        Ok(crate::reconcile::decide::stack_matches(
-            &stack,
-            &stored,
-            &desired_tags,
-        ))
-    }
-
     /// Our change set ran (or runs): wait, or end `Ready` (with the settings
     /// a change set does not carry applied), or fail with the first failed
     /// resource's reason.
@@ -298,12 +261,6 @@ impl<P: Ports> Steps<P> {
             }
         }
     }
-}
-
-fn ready_without_changes(cs: &ChangeSetInfo) -> bool {
-    cs.status == ChangeSetStatus::CreateComplete
-        && cs.execution == ExecutionStatus::Available
-        && cs.changes == 0
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 use super::super::testing::*;
 use super::*;
 use crate::fakes::{ScriptedCloudFormation, failed, failure_event, pending, ready};
-use crate::ports::PortError;
+use crate::ports::{ChangeSetInfo, PortError};
 use crate::reconcile::steps::StepName;
 use crate::stack_status::{ChangeSetKind, StackStatus as S};
 use crate::status::Phase;
@@ -26,6 +26,21 @@ async fn a_change_set_being_made_is_polled_with_growing_waits_then_executed() {
     let state = t.steps.poll_status(state).await.unwrap();
     assert_eq!((state.next, state.executes()), (Next::ChangeSet, true));
     assert_eq!(state.wait.polls, 3);
+}
+
+/// A ready change set that lists no resource change (outputs only, stack
+/// tags only) is executed, not taken for "in sync": AWS fails one that
+/// holds nothing, and makes this one to run.
+#[tokio::test]
+async fn a_ready_change_set_without_resource_changes_is_executed() {
+    let (t, state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
+    t.cfn.script().change_set = [ready(0)].into_iter().collect();
+    let state = t.steps.poll_status(state).await.unwrap();
+    assert_eq!((state.next, state.executes()), (Next::ChangeSet, true));
+    assert!(
+        !t.cfn.operations().contains(&"DeleteChangeSet".to_owned()),
+        "kept, to execute"
+    );
 }
 
 #[tokio::test]
