@@ -364,8 +364,23 @@ pub enum ExecutionOutcome {
     Failed,
 }
 
-/// Reads the stack's status after an execution.
-pub fn decide_after_execute(status: Option<&StackStatus>) -> ExecutionOutcome {
+/// How our execution stands: `execution`, the change set's
+/// ExecutionStatus (`None`: the change set is gone, as AWS removes it once
+/// executed), says whether it is over; the stack's `status` says how it
+/// ended. While the change set says it runs (or has not begun), the
+/// stack's status may still be the one an earlier operation left.
+pub fn decide_after_execute(
+    execution: Option<ExecutionStatus>,
+    status: Option<&StackStatus>,
+) -> ExecutionOutcome {
+    use ExecutionStatus as E;
+    match execution {
+        Some(E::ExecuteFailed) => return ExecutionOutcome::Failed,
+        Some(E::ExecuteInProgress | E::Available | E::Unavailable) => {
+            return ExecutionOutcome::Wait;
+        }
+        Some(E::ExecuteComplete | E::Obsolete) | None => {}
+    }
     match status {
         // REVIEW_IN_PROGRESS after the execute of a create: it has not begun.
         Some(s) if s.in_progress() || *s == StackStatus::ReviewInProgress => ExecutionOutcome::Wait,

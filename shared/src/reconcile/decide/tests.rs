@@ -342,25 +342,25 @@ fn deleting_waits_for_work_repeats_after_failure_and_ends_when_gone() {
 #[test]
 fn an_execution_ends_in_success_or_failure() {
     assert_eq!(
-        decide_after_execute(Some(&S::UpdateInProgress)),
+        decide_after_execute(None, Some(&S::UpdateInProgress)),
         ExecutionOutcome::Wait
     );
     assert_eq!(
-        decide_after_execute(Some(&S::UpdateRollbackInProgress)),
+        decide_after_execute(None, Some(&S::UpdateRollbackInProgress)),
         ExecutionOutcome::Wait
     );
     // Read just after ExecuteChangeSet of a create: not started yet (seen
     // in CI against the emulator), not a failure.
     assert_eq!(
-        decide_after_execute(Some(&S::ReviewInProgress)),
+        decide_after_execute(None, Some(&S::ReviewInProgress)),
         ExecutionOutcome::Wait
     );
     assert_eq!(
-        decide_after_execute(Some(&S::CreateComplete)),
+        decide_after_execute(None, Some(&S::CreateComplete)),
         ExecutionOutcome::Succeeded
     );
     assert_eq!(
-        decide_after_execute(Some(&S::UpdateComplete)),
+        decide_after_execute(None, Some(&S::UpdateComplete)),
         ExecutionOutcome::Succeeded
     );
     for failed in [
@@ -371,12 +371,50 @@ fn an_execution_ends_in_success_or_failure() {
         S::UpdateRollbackFailed,
     ] {
         assert_eq!(
-            decide_after_execute(Some(&failed)),
+            decide_after_execute(None, Some(&failed)),
             ExecutionOutcome::Failed,
             "{failed}"
         );
     }
-    assert_eq!(decide_after_execute(None), ExecutionOutcome::Failed);
+    assert_eq!(decide_after_execute(None, None), ExecutionOutcome::Failed);
+}
+
+/// The change set says whether its execution is over (AWS documents its
+/// ExecutionStatus so); the stack's status says how it ended. Right after
+/// ExecuteChangeSet the stack can still show the status an earlier
+/// operation left (LocalStack showed it: the change set
+/// `EXECUTE_IN_PROGRESS` while the stack still said `UPDATE_COMPLETE` of
+/// the update before; taken for this execution's end, a run would say
+/// "applied" before anything was, or fail on the last failure's
+/// `UPDATE_ROLLBACK_COMPLETE`).
+#[test]
+fn an_execution_the_change_set_says_is_not_over_is_waited_for_whatever_the_stack_shows() {
+    use crate::stack_status::ExecutionStatus as E;
+    for before in [
+        S::UpdateRollbackComplete,
+        S::UpdateComplete,
+        S::CreateComplete,
+    ] {
+        for running in [E::ExecuteInProgress, E::Available, E::Unavailable] {
+            assert_eq!(
+                decide_after_execute(Some(running), Some(&before)),
+                ExecutionOutcome::Wait,
+                "{running:?} {before}"
+            );
+        }
+    }
+    assert_eq!(
+        decide_after_execute(Some(E::ExecuteFailed), Some(&S::UpdateComplete)),
+        ExecutionOutcome::Failed
+    );
+    assert_eq!(
+        decide_after_execute(Some(E::ExecuteComplete), Some(&S::UpdateComplete)),
+        ExecutionOutcome::Succeeded
+    );
+    assert_eq!(
+        decide_after_execute(Some(E::ExecuteComplete), Some(&S::UpdateRollbackComplete)),
+        ExecutionOutcome::Failed
+    );
 }
 
 fn failures(count: u32, recreated: bool) -> Failures {

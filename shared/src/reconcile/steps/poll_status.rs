@@ -215,10 +215,10 @@ impl<P: Ports> Steps<P> {
             .and_then(|c| c.stack_id.as_deref())
             .unwrap_or(stack_name);
         let stack = cfn.describe_stack(target).await?;
-        let outcome = match execution_failed {
-            Some(_) => ExecutionOutcome::Failed,
-            None => decide_after_execute(stack.as_ref().map(|s| &s.status)),
-        };
+        let outcome = decide_after_execute(
+            change_set.as_ref().map(|cs| cs.execution),
+            stack.as_ref().map(|s| &s.status),
+        );
         match outcome {
             ExecutionOutcome::Wait => wait(state, WaitOn::Execution, spec),
             ExecutionOutcome::Succeeded => {

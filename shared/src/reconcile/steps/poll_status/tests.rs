@@ -157,11 +157,45 @@ async fn a_change_made_outside_stacksync_is_put_back_and_the_status_says_so() {
     );
 }
 
+/// Right after ExecuteChangeSet the stack may still show what an earlier
+/// operation left (here the rollback of the last failure): the change set
+/// says the execution runs, so the run waits, and ends by the stack's
+/// status once the change set says it is over.
+#[tokio::test]
+async fn an_execution_still_running_is_waited_for_whatever_status_the_stack_still_shows() {
+    use crate::stack_status::ExecutionStatus as E;
+    let (t, mut state) = created(&[Some(S::UpdateRollbackComplete)], |_| {}).await;
+    state.wait.on = Some(WaitOn::Execution);
+    let running = |execution| ChangeSetInfo {
+        execution,
+        ..ready(1)
+    };
+    t.cfn.script().change_set = [running(E::ExecuteInProgress), running(E::ExecuteComplete)]
+        .into_iter()
+        .collect();
+    t.stack_answers(&[Some(S::UpdateRollbackComplete), Some(S::UpdateComplete)]);
+    let state = t.steps.poll_status(state).await.unwrap();
+    assert_eq!(
+        (state.next, state.wait.on),
+        (Next::Wait, Some(WaitOn::Execution))
+    );
+    let state = t.steps.poll_status(state).await.unwrap();
+    assert_eq!(state.next, Next::Done);
+    assert_eq!(t.entry().status.phase, Phase::Ready);
+}
+
 #[tokio::test]
 async fn a_rolled_back_update_fails_with_the_first_failed_resource() {
     let (t, mut state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
     t.cfn.script().events = vec![failure_event("Bucket", "UPDATE_FAILED", "name taken")];
     state.wait.on = Some(WaitOn::Execution);
+    // Its execution over, as the change set says.
+    t.cfn.script().change_set = [ChangeSetInfo {
+        execution: crate::stack_status::ExecutionStatus::ExecuteComplete,
+        ..ready(1)
+    }]
+    .into_iter()
+    .collect();
     t.stack_answers(&[Some(S::UpdateRollbackComplete)]);
     match t.steps.poll_status(state).await.unwrap_err() {
         StepError::Stalled { reason, message } => {
