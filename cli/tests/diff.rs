@@ -40,6 +40,9 @@ async fn observed(backend: Backend, stack: &str) -> Option<(String, String, Vec<
         .unwrap()
         .summaries()
         .iter()
+        // moto lists every stack's change sets: this stack's only (the list
+        // changed under the test while other tests made theirs).
+        .filter(|c| c.stack_name() == Some(stack))
         .filter_map(|c| c.change_set_name().map(str::to_owned))
         .collect();
     let template = cfn
