@@ -4,11 +4,11 @@
 //! separate reading of AWS.
 //!
 //! On LocalStack, CloudFormation and S3 (where CloudFormation reads a
-//! `TemplateURL`) are LocalStack's, and so is every service a stack's
-//! values come from (SSM, Secrets Manager: the CloudFormation port reads
-//! them with the same configuration); the registry (DynamoDB), the event
-//! bus and Step Functions stay in moto, as `scripts/emulator start --with
-//! localstack` sends them.
+//! `TemplateURL`) are LocalStack's, and so is every service the
+//! CloudFormation port reaches with the same configuration (SSM and
+//! Secrets Manager, where a stack's values come from; STS, which assumes a
+//! stack's role); the registry (DynamoDB), the event bus and Step Functions
+//! stay in moto.
 //!
 //! One scenario body takes a [`Backend`]; [`scenarios!`](crate::scenarios)
 //! makes a test of it on each. A scenario that cannot run on one back end
@@ -203,12 +203,15 @@ impl Backend {
     }
 }
 
-/// The services LocalStack serves for a scenario (the SDK's variables).
-const SERVICES: [&str; 4] = [
+/// The services LocalStack serves for a scenario (the SDK's variables): as
+/// in-process, where [`Backend::sdk_config`] serves the CloudFormation port
+/// (and the STS that assumes a stack's role).
+const SERVICES: [&str; 5] = [
     "AWS_ENDPOINT_URL_CLOUDFORMATION",
     "AWS_ENDPOINT_URL_S3",
     "AWS_ENDPOINT_URL_SSM",
     "AWS_ENDPOINT_URL_SECRETS_MANAGER",
+    "AWS_ENDPOINT_URL_STS",
 ];
 
 /// Waits until an operation started on `stack` outside stacksync (a

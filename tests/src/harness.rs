@@ -324,6 +324,41 @@ impl<F: CloudFormationFactory> Harness<F> {
             .expect("registered")
     }
 
+    /// What the run of `name` waits for, once it does (polls the registry).
+    pub async fn awaiting(&self, name: &str) -> stacksync::status::AwaitingApproval {
+        loop {
+            if let Some(awaiting) = self.entry(name).await.status.approval.awaiting {
+                return awaiting;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Approves what the run of `name` waits for, through the registry with
+    /// the token the run kept (never in the status), as `stacksync
+    /// approve` answers a local run.
+    pub async fn approve(&self, name: &str, awaiting: &stacksync::status::AwaitingApproval) {
+        use stacksync::ports::Blobs as _;
+        use stacksync::registry::{Answer, Answers as _};
+        let output = serde_json::to_value(stacksync::reconcile::run::ApprovalAnswer {
+            change_set: awaiting.change_set.clone(),
+            by: Some("tester".into()),
+            at: now_millis(),
+        })
+        .expect("an answer is JSON");
+        let key = stacksync::naming::approval_token_key(name, &awaiting.run);
+        let token = self
+            .steps
+            .blobs
+            .get(&key, 16 * 1024)
+            .await
+            .expect("the run kept its token");
+        let token = String::from_utf8(token).expect("a token is text");
+        let answer = Answer::Success { output };
+        let answered = self.steps.registry.answer(&token, &answer, 0).await;
+        assert!(answered.expect("answered"), "the run took the answer");
+    }
+
     /// The names of the states entered, in order, since the last call.
     pub fn take_states(&self) -> Vec<String> {
         std::mem::take(&mut *self.events.lock().expect("events"))

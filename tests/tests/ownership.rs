@@ -145,6 +145,77 @@ async fn a_stack_made_anew_by_someone_else_is_not_deleted_with_the_entry(backend
     );
 }
 
+/// Someone's change set on a stack stacksync keeps (made in the console,
+/// not executed) is not stacksync's to delete: runs that make, find empty
+/// and delete their own change sets leave it as it was.
+async fn someone_else_s_change_set_on_the_stack_is_left_alone(backend: Backend) {
+    use aws_sdk_cloudformation::types::ChangeSetType;
+    let name = unique_name("theirscs").replace('-', "x");
+    let repo = GitRepo::new("ownership-cs");
+    repo.commit(&[("t.yaml", OURS)], "ours");
+    let h = backend.harness("ownership-cs").await;
+    h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n",
+        repo.file_url()
+    ))
+    .await;
+    assert!(ok(&h.reconcile(&name).await));
+    let cfn = backend.cloudformation();
+    cfn.create_change_set()
+        .stack_name(&name)
+        .change_set_name("console-edit")
+        .change_set_type(ChangeSetType::Update)
+        .template_body(THEIRS)
+        .send()
+        .await
+        .unwrap();
+    let theirs = || async {
+        let listed = cfn
+            .list_change_sets()
+            .stack_name(&name)
+            .send()
+            .await
+            .unwrap();
+        listed
+            .summaries()
+            .iter()
+            // moto lists every stack's change sets: this stack's only.
+            .filter(|c| c.stack_name() == Some(name.as_str()))
+            .find(|c| c.change_set_name() == Some("console-edit"))
+            .map(|c| {
+                (
+                    c.status().map(|s| s.as_str().to_owned()),
+                    c.execution_status().map(|s| s.as_str().to_owned()),
+                )
+            })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let made = loop {
+        match theirs().await {
+            Some((Some(status), _))
+                if status.ends_with("_PENDING") || status.ends_with("_IN_PROGRESS") => {}
+            Some(made) => break made,
+            None => {}
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "their change set is made"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(made.1.as_deref(), Some("AVAILABLE"), "{made:?}");
+
+    // A run in sync, then a forced one whose change set is found empty and
+    // deleted: theirs stays, untouched.
+    assert!(ok(&h.reconcile(&name).await));
+    let forced = serde_json::json!({"stackId": name, "trigger": {"kind": "manual", "force": true}});
+    assert!(ok(&h.reconcile_with(&name, forced).await));
+    let message = h.entry(&name).await.status.message.unwrap_or_default();
+    assert!(message.contains("the change set was empty"), "{message}");
+    assert_eq!(theirs().await, Some(made), "their change set as it was");
+    assert_eq!(resources_of(backend, &name).await, ["Queue"]);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_stack_stacksync_did_not_make_is_not_deleted_and_recreated() {
     let fake = ScriptedCloudFormation::with_stack(&[Some(S::RollbackComplete)]);
@@ -369,4 +440,5 @@ async fn the_placeholder_of_a_failed_create_is_the_entry_s_own_and_its_cause_sta
 stacksync_testkit::scenarios!(
     a_stack_stacksync_did_not_make_is_refused_unless_the_entry_adopts_it,
     a_stack_made_anew_by_someone_else_is_not_deleted_with_the_entry,
+    someone_else_s_change_set_on_the_stack_is_left_alone,
 );

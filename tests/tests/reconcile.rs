@@ -552,9 +552,6 @@ fn named_queue(suffix: &str, seconds: u32) -> Vec<u8> {
 /// that replaces it (a new name) waits for a person (answered here through
 /// the registry, as `stacksync approve` answers a local run), then runs.
 async fn approval_on_replace_waits_for_a_replacement_only(backend: Backend) {
-    use stacksync::ports::Blobs as _;
-    use stacksync::reconcile::run::ApprovalAnswer;
-    use stacksync::registry::{Answer, Answers};
     if backend == Backend::Moto {
         // tests/tests/scripted.rs shows it with a scripted replacement.
         return backend.skip(
@@ -610,25 +607,10 @@ async fn approval_on_replace_waits_for_a_replacement_only(backend: Backend) {
         "rename",
     );
     let (outcome, ()) = tokio::join!(h.reconcile(&name), async {
-        let awaiting = loop {
-            if let Some(a) = h.entry(&name).await.status.approval.awaiting {
-                break a;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        };
+        let awaiting = h.awaiting(&name).await;
         assert!(awaiting.why.contains("replaces Queue"), "{}", awaiting.why);
         assert_eq!(queue_url().await, first, "nothing done before the answer");
-        let output = serde_json::to_value(ApprovalAnswer {
-            change_set: awaiting.change_set.clone(),
-            by: Some("tester".into()),
-            at: stacksync::clock::now_millis(),
-        })
-        .unwrap();
-        // The token, where the run kept it (never in the status).
-        let key = stacksync::naming::approval_token_key(&name, &awaiting.run);
-        let token = String::from_utf8(h.steps.blobs.get(&key, 16 * 1024).await.unwrap()).unwrap();
-        let answer = Answer::Success { output };
-        assert!(h.steps.registry.answer(&token, &answer, 0).await.unwrap());
+        h.approve(&name, &awaiting).await;
     });
     assert!(succeeded(&outcome), "{outcome:?}");
     let replaced = queue_url().await;

@@ -784,8 +784,6 @@ async fn the_root_cause_is_taken_from_the_operations_events_where_cloudformation
 #[tokio::test(flavor = "multi_thread")]
 async fn on_replace_waits_for_a_replacement_and_not_for_a_plain_modify() {
     use stacksync::ports::ResourceChange;
-    use stacksync::reconcile::run::ApprovalAnswer;
-    use stacksync::registry::{Answer, Answers};
     let row = |replacement: &str| ResourceChange {
         action: "Modify".into(),
         logical_id: "Queue".into(),
@@ -804,26 +802,10 @@ async fn on_replace_waits_for_a_replacement_and_not_for_a_plain_modify() {
     fake.script().changes = vec![row("True")];
     let (h, name) = harness(&fake, "    approval: onReplace\n").await;
     let (outcome, ()) = tokio::join!(h.reconcile(&name), async {
-        let awaiting = loop {
-            if let Some(a) = h.entry(&name).await.status.approval.awaiting {
-                break a;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        };
+        let awaiting = h.awaiting(&name).await;
         assert!(awaiting.why.contains("replaces Queue"), "{}", awaiting.why);
         assert!(!fake.operations().contains(&"ExecuteChangeSet".to_owned()));
-        let output = serde_json::to_value(ApprovalAnswer {
-            change_set: awaiting.change_set.clone(),
-            by: Some("tester".into()),
-            at: stacksync::clock::now_millis(),
-        })
-        .unwrap();
-        let answer = Answer::Success { output };
-        // The token, where the run kept it (never in the status).
-        use stacksync::ports::Blobs as _;
-        let key = stacksync::naming::approval_token_key(&name, &awaiting.run);
-        let token = String::from_utf8(h.steps.blobs.get(&key, 16 * 1024).await.unwrap()).unwrap();
-        assert!(h.steps.registry.answer(&token, &answer, 0).await.unwrap());
+        h.approve(&name, &awaiting).await;
     });
     assert!(ok(&outcome), "{outcome:?}");
     assert!(fake.operations().contains(&"ExecuteChangeSet".to_owned()));
