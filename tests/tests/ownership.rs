@@ -286,11 +286,10 @@ const SUBSTITUTED: &[u8] =
 /// Templates are stored by the hash of their bytes and re-used: an object
 /// written over one in the bucket is found (compared byte for byte), written
 /// again, and never deployed.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_template_object_overwritten_in_the_bucket_is_not_deployed() {
+async fn a_template_object_overwritten_in_the_bucket_is_not_deployed(backend: Backend) {
     let repo = GitRepo::new("integrity");
     repo.commit(&[("t.yaml", OURS)], "ours");
-    let h = Harness::new("integrity").await;
+    let h = backend.harness("integrity").await;
     let name = unique_name("tpl").replace('-', "x");
     h.apply(&format!(
         "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n",
@@ -300,29 +299,31 @@ async fn a_template_object_overwritten_in_the_bucket_is_not_deployed() {
     assert!(ok(&h.reconcile(&name).await));
     let key = stacksync::naming::template_key(&stacksync::hash::sha256_hex(OURS), None);
     let bucket = h.steps.blobs.bucket().to_owned();
-    Emulator::shared()
-        .put_object(&bucket, &key, SUBSTITUTED.to_vec())
-        .await;
+    put_object(backend, &bucket, &key, SUBSTITUTED).await;
 
     // A forced run: a change set of the same revision, its template re-used.
     let forced = serde_json::json!({"stackId": name, "trigger": {"kind": "manual", "force": true}});
     assert!(ok(&h.reconcile_with(&name, forced).await));
     assert_eq!(
-        resources_of(Backend::Moto, &name).await,
+        resources_of(backend, &name).await,
         ["Queue"],
         "the template from Git"
     );
-    assert_eq!(object(&bucket, &key).await, OURS, "written again");
+    assert_eq!(object(backend, &bucket, &key).await, OURS, "written again");
 }
 
 /// The object is written over after template-upload compared it and before
-/// CloudFormation reads it: the change set's `TemplateURL` names the version
-/// that was compared, so CloudFormation still reads the template from Git.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_template_overwritten_between_the_check_and_the_change_set_is_not_deployed() {
+/// the change set is made: the change-set step, which sends the template
+/// as the change set's body, finds it no longer the bytes its key names
+/// and refuses; nothing is deployed, and the next run stores it again and
+/// deploys the template from Git. (A template too large for a body goes by
+/// a URL pinned to the compared version: `change_set` unit tests.)
+async fn a_template_overwritten_between_the_check_and_the_change_set_is_not_deployed(
+    backend: Backend,
+) {
     let repo = GitRepo::new("integrity-race");
     repo.commit(&[("t.yaml", OURS)], "ours");
-    let h = Harness::new("integrity-race").await;
+    let h = backend.harness("integrity-race").await;
     let name = unique_name("race").replace('-', "x");
     h.apply(&format!(
         "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n",
@@ -332,27 +333,35 @@ async fn a_template_overwritten_between_the_check_and_the_change_set_is_not_depl
     let bucket = h.steps.blobs.bucket().to_owned();
     let runner = Overwriting {
         inner: h.functions(),
+        backend,
         bucket: bucket.clone(),
     };
     let (_, outcome) = h.reconcile_by(&runner, &name).await;
-    assert!(ok(&outcome), "{outcome:?}");
-    assert_eq!(
-        resources_of(Backend::Moto, &name).await,
-        ["Queue"],
-        "the compared version"
-    );
+    assert!(!ok(&outcome), "{outcome:?}");
     let key = stacksync::naming::template_key(&stacksync::hash::sha256_hex(OURS), None);
     assert_eq!(
-        object(&bucket, &key).await,
+        object(backend, &bucket, &key).await,
         SUBSTITUTED,
         "the race happened"
     );
+    let status = h.entry(&name).await.status;
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("no longer holds the template") && message.contains(&key),
+        "{message}"
+    );
+    assert_eq!(backend.stack_status(&name).await, None, "nothing deployed");
+
+    assert!(ok(&h.reconcile(&name).await));
+    assert_eq!(resources_of(backend, &name).await, ["Queue"], "from Git");
+    assert_eq!(object(backend, &bucket, &key).await, OURS, "stored again");
 }
 
 /// Runs the steps, writing over the stored template as soon as
 /// template-upload has returned.
 struct Overwriting<R> {
     inner: R,
+    backend: Backend,
     bucket: String,
 }
 
@@ -362,16 +371,26 @@ impl<R: TaskRunner> TaskRunner for Overwriting<R> {
         if resource.ends_with(":template-upload")
             && let Some(key) = output["templateKey"].as_str()
         {
-            Emulator::shared()
-                .put_object(&self.bucket, key, SUBSTITUTED.to_vec())
-                .await;
+            put_object(self.backend, &self.bucket, key, SUBSTITUTED).await;
         }
         Ok(output)
     }
 }
 
-async fn object(bucket: &str, key: &str) -> Vec<u8> {
-    let out = Emulator::shared()
+async fn put_object(backend: Backend, bucket: &str, key: &str, body: &[u8]) {
+    backend
+        .s3()
+        .put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(body.to_vec().into())
+        .send()
+        .await
+        .unwrap();
+}
+
+async fn object(backend: Backend, bucket: &str, key: &str) -> Vec<u8> {
+    let out = backend
         .s3()
         .get_object()
         .bucket(bucket)
@@ -441,4 +460,6 @@ stacksync_testkit::scenarios!(
     a_stack_stacksync_did_not_make_is_refused_unless_the_entry_adopts_it,
     a_stack_made_anew_by_someone_else_is_not_deleted_with_the_entry,
     someone_else_s_change_set_on_the_stack_is_left_alone,
+    a_template_object_overwritten_in_the_bucket_is_not_deployed,
+    a_template_overwritten_between_the_check_and_the_change_set_is_not_deployed,
 );

@@ -147,6 +147,9 @@ impl StackEvent {
 }
 
 /// Everything a change set is made from.
+/// The most bytes CloudFormation takes as `TemplateBody`.
+pub const MAX_TEMPLATE_BODY: usize = 51_200;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangeSetRequest {
     pub stack_name: String,
@@ -154,7 +157,8 @@ pub struct ChangeSetRequest {
     pub kind: ChangeSetKind,
     pub template_url: String,
     /// The template itself instead of `template_url` (`TemplateBody`, at
-    /// most 51,200 bytes): previews, which store nothing.
+    /// most [`MAX_TEMPLATE_BODY`] bytes): previews, which store nothing,
+    /// and runs, for every template that fits.
     pub template_body: Option<String>,
     pub parameters: Vec<(String, String)>,
     pub tags: Vec<(String, String)>,

@@ -18,8 +18,7 @@ use crate::stack_status::{
     ChangeSetKind, ChangeSetStatus, StackStatus, is_empty_change_set_reason,
 };
 
-/// The most bytes CloudFormation takes as `TemplateBody`.
-pub const MAX_TEMPLATE_BODY: usize = 51_200;
+pub use crate::ports::MAX_TEMPLATE_BODY;
 
 mod desired;
 pub use desired::{Desired, desired};

@@ -8,7 +8,7 @@ use tracing::{info, warn};
 use super::{Port, Ports, StepResult, Steps, short, wait};
 use crate::naming::change_set_name;
 use crate::ownership::Owner;
-use crate::ports::{ChangeSetRequest, ChangeSets, Created, StackInfo, Stacks};
+use crate::ports::{Blobs as _, ChangeSetRequest, ChangeSets, Created, StackInfo, Stacks};
 use crate::preview::bounded;
 use crate::reconcile::decide::{
     ChangeSetKind, FailedCreate, StackDecision, StackObservation, decide_stack,
@@ -276,6 +276,7 @@ impl<P: Ports> Steps<P> {
         }
         let parameters = self.parameters(&state, cfn).await?;
         let mut request = self.change_set_request(&state, &entry.spec, &name, kind, parameters)?;
+        request.template_body = self.checked_template_body(&state).await?;
         request.revert_drift = state.revert().is_some() && kind == ChangeSetKind::Update;
         let created = match cfn.create_change_set(&request).await {
             Err(e) if request.revert_drift && refuses_drift_aware(&e) => {
@@ -356,6 +357,39 @@ impl<P: Ports> Steps<P> {
                 parameters,
             )
         })
+    }
+}
+
+impl<P: Ports> Steps<P> {
+    /// The stored template as the change set's `TemplateBody`, when it fits
+    /// one (at most 51,200 bytes): CloudFormation then reads nothing from
+    /// the bucket, so what it deploys is what template-upload checked,
+    /// whatever becomes of the object (a `TemplateURL`'s `versionId` is
+    /// honoured by moto's patch, ignored by LocalStack, and AWS's
+    /// documentation does not say: TESTING.md). A template that no longer
+    /// holds the bytes its key is the hash of is refused, as parameters
+    /// are; a larger one (`None`) goes by the pinned URL.
+    async fn checked_template_body(&self, state: &RunState) -> Result<Option<String>, StepError> {
+        let Some(key) = state.uploaded.as_ref().map(|u| u.template_key.as_str()) else {
+            return Ok(None);
+        };
+        let limit = crate::ports::MAX_TEMPLATE_BODY as u64;
+        let bytes = match self.blobs.get(key, limit).await {
+            Ok(bytes) => bytes,
+            // Over the limit (or unreadable to us): CloudFormation reads the URL.
+            Err(crate::ports::PortError::Refused(_)) => return Ok(None),
+            Err(e) => return Err(StepError::port(StallReason::ArtifactUnavailable)(e)),
+        };
+        let named = key.rsplit('/').next().unwrap_or_default();
+        if crate::hash::sha256_hex(&bytes) != named {
+            return Err(StepError::stalled(
+                StallReason::ArtifactUnavailable,
+                format!(
+                    "{key} no longer holds the template its name is the hash of (written outside stacksync since the run stored it); nothing was deployed, and the next run stores it again"
+                ),
+            ));
+        }
+        Ok(String::from_utf8(bytes).ok())
     }
 }
 

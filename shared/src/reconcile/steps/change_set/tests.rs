@@ -84,21 +84,71 @@ async fn no_stack_gets_a_create_change_set_with_the_spec_settings() {
     );
 }
 
+/// A template that fits a `TemplateBody` goes as one: the very bytes
+/// template-upload checked, with nothing for CloudFormation to read from
+/// the bucket.
 #[tokio::test]
-async fn a_template_overwritten_after_it_was_checked_is_not_what_cloudformation_reads() {
+async fn a_template_that_fits_is_sent_as_the_checked_body() {
+    let (t, state) = at_change_set(&[None], |_| {}).await;
+    t.steps.change_set(state).await.unwrap();
+    let request = t.cfn.script().requests[0].clone();
+    assert_eq!(
+        request.template_body.as_deref().map(str::as_bytes),
+        Some(TEMPLATE)
+    );
+}
+
+/// Written over after template-upload checked it: refused before any
+/// change set, as parameters are; the next run stores it again.
+#[tokio::test]
+async fn a_template_overwritten_after_it_was_checked_is_refused_before_any_change_set() {
     let (t, state) = at_change_set(&[None], |_| {}).await;
     let key = state.uploaded.clone().unwrap().template_key;
-    let checked = state.uploaded.clone().unwrap().template_version.unwrap();
     t.steps.blobs.inner.put(&key, b"Resources: {Evil: {}}");
+    match t.steps.change_set(state).await.unwrap_err() {
+        StepError::Stalled { reason, message } => {
+            assert_eq!(reason, StallReason::ArtifactUnavailable);
+            assert!(
+                message.contains("no longer holds the template") && message.contains(&key),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(t.cfn.script().requests.is_empty(), "no change set made");
+}
+
+/// One too large for a `TemplateBody` goes by its URL, pinned to the
+/// version template-upload checked: an object written there since is not
+/// what CloudFormation reads (where it honours `versionId`: TESTING.md).
+#[tokio::test]
+async fn a_template_too_large_for_a_body_is_read_by_its_pinned_url() {
+    let t = Test::with(ScriptedCloudFormation::with_stack(&[None]), |_| {}).await;
+    let mut large = TEMPLATE.to_vec();
+    large.extend_from_slice(format!("Description: '{}'\n", "x".repeat(60_000)).as_bytes());
+    t.steps
+        .sources
+        .commit(URL, "main", HEAD, &[("t.yaml", &large)]);
+    let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+    let state = t.steps.template_upload(state).await.unwrap();
+    let key = state.uploaded.clone().unwrap().template_key;
+    let checked = state.uploaded.clone().unwrap().template_version.unwrap();
+    let mut evil = b"Resources: {Evil: {}}\n".to_vec();
+    evil.extend_from_slice(format!("Description: '{}'\n", "y".repeat(60_000)).as_bytes());
+    t.steps.blobs.inner.put(&key, &evil);
     t.steps.change_set(state).await.unwrap();
-    let url = t.cfn.script().requests[0].template_url.clone();
+    let request = t.cfn.script().requests[0].clone();
+    assert_eq!(request.template_body, None);
     assert!(
-        url.ends_with(&format!("/{key}?versionId={checked}")),
-        "{url}"
+        request
+            .template_url
+            .ends_with(&format!("/{key}?versionId={checked}")),
+        "{}",
+        request.template_url
     );
     assert_eq!(
         t.steps.blobs.inner.version(&key, &checked).as_deref(),
-        Some(TEMPLATE)
+        Some(large.as_slice())
     );
 }
 
