@@ -17,7 +17,7 @@ pub mod sync;
 
 pub use approval::{Approved, approval_holds, approval_needed};
 pub use end::{Effect, effects_of_end};
-pub use sync::{AtAppliedHash, hash_matches};
+pub use sync::{AtAppliedHash, hash_matches, tags_differing};
 
 use crate::duration::Duration;
 use crate::spec::{MAX_RETRY_BACKOFF, OnFailedCreate};

@@ -62,6 +62,21 @@ pub fn at_applied_hash(found: Found<'_>, forced: bool) -> AtAppliedHash {
     }
 }
 
+/// The stack's tags that are not the entry's, as `key: now → wanted`
+/// (`(none)` for a side without it), in key order: what CloudFormation
+/// left as it was when it found a change set empty.
+pub fn tags_differing(
+    stack: &std::collections::BTreeMap<String, String>,
+    desired: &std::collections::BTreeMap<String, String>,
+) -> Vec<String> {
+    let keys: std::collections::BTreeSet<&String> = stack.keys().chain(desired.keys()).collect();
+    let shown = |v: Option<&String>| v.map_or("(none)".to_owned(), Clone::clone);
+    keys.into_iter()
+        .filter(|k| stack.get(*k) != desired.get(*k))
+        .map(|k| format!("{k}: {} → {}", shown(stack.get(k)), shown(desired.get(k))))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,5 +124,22 @@ mod tests {
                 "{found:?} forced={forced}"
             );
         }
+    }
+
+    #[test]
+    fn the_tags_that_differ_are_said_with_both_sides() {
+        let map = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect()
+        };
+        let stack = map(&[("team", "a"), ("old", "x"), ("same", "1")]);
+        let desired = map(&[("team", "b"), ("new", "y"), ("same", "1")]);
+        assert_eq!(
+            tags_differing(&stack, &desired),
+            ["new: (none) → y", "old: x → (none)", "team: a → b"]
+        );
+        assert!(tags_differing(&stack, &stack).is_empty());
     }
 }

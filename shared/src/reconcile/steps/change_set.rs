@@ -310,15 +310,14 @@ impl<P: Ports> Steps<P> {
                     .observe_if_there(cfn, &entry.spec, stack.as_ref())
                     .await?;
                 let outputs = stack.as_ref().map(|s| s.outputs.clone());
-                self.in_sync(
-                    state,
-                    entry,
-                    cfn,
-                    seen,
-                    outputs,
-                    "in sync: the change set was empty",
-                )
-                .await
+                let message = self.with_untaken_tags(
+                    "in sync: the change set was empty".to_owned(),
+                    &state,
+                    &entry.spec,
+                    stack.as_ref(),
+                );
+                self.in_sync(state, entry, cfn, seen, outputs, &message)
+                    .await
             }
         }
     }

@@ -388,6 +388,36 @@ impl<P: Ports> Steps<P> {
         self.finish(state, entry, status, "in sync").await
     }
 
+    /// `message`, and the stack's tags that are not the entry's, if any:
+    /// CloudFormation found the change set empty, and left them as they
+    /// are (decided from the stack as described, not from what was sent).
+    fn with_untaken_tags(
+        &self,
+        message: String,
+        state: &RunState,
+        spec: &StackSpec,
+        stack: Option<&StackInfo>,
+    ) -> String {
+        let Some(stack) = stack.filter(|s| !s.status.not_created()) else {
+            return message;
+        };
+        let file_tags = state
+            .uploaded
+            .as_ref()
+            .map(|u| u.file_tags.clone())
+            .unwrap_or_default();
+        let desired =
+            crate::ownership::desired_tags_with(&file_tags, spec, &self.config.installation);
+        let differing = super::decide::tags_differing(&stack.tags, &desired);
+        if differing.is_empty() {
+            return message;
+        }
+        format!(
+            "{message}; the stack's tags are not the entry's ({}), and CloudFormation's empty change set leaves them so",
+            differing.join(", ")
+        )
+    }
+
     /// The stack as it is now, in the terms a later run and the health
     /// check compare with: its description, and the hash of the template
     /// and parameters CloudFormation holds (one `GetTemplate`).

@@ -147,6 +147,7 @@ impl<P: Ports> Steps<P> {
             ),
             None => "in sync: the change set was empty".to_owned(),
         };
+        let message = self.with_untaken_tags(message, &state, &entry.spec, stack.as_ref());
         let message = with_settings(message, &changed);
         let status = ready_status(&state, entry, seen, outputs, &message);
         self.finish(state, entry, status, "in sync").await

@@ -209,6 +209,36 @@ async fn a_rolled_back_update_fails_with_the_first_failed_resource() {
     }
 }
 
+/// CloudFormation found the change set empty, yet the stack's tags are not
+/// the entry's (LocalStack answers a change of tags alone so): the run
+/// ends in sync, and says which tags CloudFormation left as they were.
+#[tokio::test]
+async fn an_empty_change_set_that_leaves_the_tags_different_says_so() {
+    let (t, state) = created(&[Some(S::UpdateComplete)], |e| {
+        e.spec.tags = std::collections::BTreeMap::from([("team".into(), "b".into())]);
+    })
+    .await;
+    t.cfn.script().tags = Some(std::collections::BTreeMap::from([
+        ("stacksync:entry".into(), NAME.into()),
+        (
+            "stacksync:installation".into(),
+            crate::fakes::TEST_INSTALLATION.into(),
+        ),
+        ("team".into(), "a".into()),
+    ]));
+    t.cfn.script().change_set = [failed("The submitted information didn't contain changes.")]
+        .into_iter()
+        .collect();
+    let done = t.steps.poll_status(state).await.unwrap();
+    assert_eq!(done.next, Next::Done);
+    assert_eq!(
+        t.entry().status.message.as_deref(),
+        Some(
+            "in sync: the change set was empty; the stack's tags are not the entry's (team: a → b), and CloudFormation's empty change set leaves them so"
+        )
+    );
+}
+
 #[tokio::test]
 async fn an_empty_or_failed_change_set_is_deleted() {
     let (t, state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
