@@ -376,7 +376,10 @@ impl<P: Ports> Steps<P> {
         let bytes = match self.blobs.get(key, limit).await {
             Ok(bytes) => bytes,
             // Over the limit (or unreadable to us): CloudFormation reads the URL.
-            Err(crate::ports::PortError::Refused(_)) => return Ok(None),
+            Err(crate::ports::PortError::Refused(why)) => {
+                info!(key, %why, "the template goes by its pinned URL, not as the body");
+                return Ok(None);
+            }
             Err(e) => return Err(StepError::port(StallReason::ArtifactUnavailable)(e)),
         };
         let named = key.rsplit('/').next().unwrap_or_default();
