@@ -420,9 +420,10 @@ async fn a_repository_that_does_not_exist_fails_at_once_without_retries() {
     assert!(entry.status.message.unwrap().contains("no-such-repo"));
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_service_role_is_given_to_cloudformation_to_create_update_and_delete_the_stack() {
-    let h = Harness::new("role").await;
+async fn a_service_role_is_given_to_cloudformation_to_create_update_and_delete_the_stack(
+    backend: Backend,
+) {
+    let h = backend.harness("role").await;
     let repo = GitRepo::new("role");
     repo.commit(&[("stacks/queue.yaml", QUEUE)], "queue");
     let name = stack_name("r");
@@ -434,25 +435,29 @@ async fn a_service_role_is_given_to_cloudformation_to_create_update_and_delete_t
     ))
     .await;
     reconciled(&h, &name).await;
-    let described = Emulator::shared()
-        .cloudformation()
-        .describe_stacks()
-        .stack_name(&name)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(described.stacks()[0].role_arn(), Some(role));
+    match backend {
+        Backend::Moto => assert_eq!(backend.stack(&name).await.role_arn(), Some(role)),
+        // TESTING.md: the run goes on to update and delete all the same.
+        Backend::LocalStack => backend.skip(
+            "a_service_role_is_given_to_cloudformation_to_create_update_and_delete_the_stack (its check of the stack's role)",
+            "LocalStack keeps no service role: RoleARN is absent from DescribeStacks and DescribeChangeSet",
+        ),
+    }
 
     repo.commit(&[("stacks/queue.yaml", QUEUE_AND_TOPIC)], "topic");
     reconciled(&h, &name).await;
     assert_eq!(
-        stack_status(&name).await.as_deref(),
+        backend.stack_status(&name).await.as_deref(),
         Some("UPDATE_COMPLETE")
     );
 
     h.apply("stacks: []\n").await;
     reconciled(&h, &name).await;
-    assert_eq!(stack_status(&name).await, None, "deleted under the role");
+    assert_eq!(
+        backend.stack_status(&name).await,
+        None,
+        "deleted under the role"
+    );
 }
 
 /// The stack of an entry with `assumeRoleArn` lives in the role's account:
@@ -748,6 +753,7 @@ async fn a_create_after_one_that_failed_at_execute_ends_ready(backend: Backend) 
 
 stacksync_testkit::scenarios!(
     parameter_and_tag_changes_update_the_stack,
+    a_service_role_is_given_to_cloudformation_to_create_update_and_delete_the_stack,
     a_stack_is_created_updated_by_a_template_commit_and_left_alone_by_an_unrelated_commit,
     removing_an_entry_deletes_the_stack_only_with_destroy_on_delete,
     a_create_after_one_that_failed_at_execute_ends_ready,
