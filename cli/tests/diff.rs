@@ -32,17 +32,10 @@ async fn observed(backend: Backend, stack: &str) -> Option<(String, String, Vec<
     let cfn = backend.cloudformation();
     let out = cfn.describe_stacks().stack_name(stack).send().await.ok()?;
     let s = out.stacks().first()?.clone();
-    let change_sets = cfn
-        .list_change_sets()
-        .stack_name(stack)
-        .send()
+    let change_sets = backend
+        .change_sets(stack)
         .await
-        .unwrap()
-        .summaries()
         .iter()
-        // moto lists every stack's change sets: this stack's only (the list
-        // changed under the test while other tests made theirs).
-        .filter(|c| c.stack_name() == Some(stack))
         .filter_map(|c| c.change_set_name().map(str::to_owned))
         .collect();
     let template = cfn

@@ -114,6 +114,27 @@ impl Backend {
         settled(&self.cloudformation(), stack).await
     }
 
+    /// The change sets of `stack`, as ListChangeSets gives them (moto lists
+    /// every stack's: those of other stacks are left out).
+    pub async fn change_sets(
+        self,
+        stack: &str,
+    ) -> Vec<aws_sdk_cloudformation::types::ChangeSetSummary> {
+        let listed = self
+            .cloudformation()
+            .list_change_sets()
+            .stack_name(stack)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("the change sets of {stack} are listed: {e:?}"));
+        listed
+            .summaries()
+            .iter()
+            .filter(|c| c.stack_name() == Some(stack))
+            .cloned()
+            .collect()
+    }
+
     /// The stack `name` as DescribeStacks gives it (panics without one).
     pub async fn stack(self, name: &str) -> aws_sdk_cloudformation::types::Stack {
         let out = self

@@ -10,6 +10,7 @@
 
 use stacksync::asl::Outcome;
 use stacksync::status::{Phase, StallReason};
+use stacksync_testkit::backend::Backend;
 use stacksync_testkit::git::{GitDaemon, GitRepo};
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::{Emulator, unique_name};
@@ -29,18 +30,10 @@ fn stacks(name: &str, url: &str, extra: &str) -> String {
 
 /// The change sets left on a stack that were never executed.
 async fn unexecuted_change_sets(stack: &str) -> Vec<String> {
-    let cfn = aws_sdk_cloudformation::Client::new(&Emulator::shared().sdk_config());
-    let listed = cfn
-        .list_change_sets()
-        .stack_name(stack)
-        .send()
+    Backend::Moto
+        .change_sets(stack)
         .await
-        .unwrap();
-    listed
-        .summaries()
-        .iter()
-        // The emulator lists every stack's change sets: this stack's only.
-        .filter(|s| s.stack_name() == Some(stack))
+        .into_iter()
         .filter(|s| {
             !matches!(
                 s.execution_status().map(|e| e.as_str()),

@@ -170,17 +170,10 @@ async fn someone_else_s_change_set_on_the_stack_is_left_alone(backend: Backend) 
         .await
         .unwrap();
     let theirs = || async {
-        let listed = cfn
-            .list_change_sets()
-            .stack_name(&name)
-            .send()
+        backend
+            .change_sets(&name)
             .await
-            .unwrap();
-        listed
-            .summaries()
-            .iter()
-            // moto lists every stack's change sets: this stack's only.
-            .filter(|c| c.stack_name() == Some(name.as_str()))
+            .into_iter()
             .find(|c| c.change_set_name() == Some("console-edit"))
             .map(|c| {
                 (
