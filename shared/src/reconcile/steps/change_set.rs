@@ -276,7 +276,7 @@ impl<P: Ports> Steps<P> {
         }
         let parameters = self.parameters(&state, cfn).await?;
         let mut request = self.change_set_request(&state, &entry.spec, &name, kind, parameters)?;
-        request.template_body = self.checked_template_body(&state).await?;
+        request.template_body = self.checked_template_body(&state, &entry.spec).await?;
         request.revert_drift = state.revert().is_some() && kind == ChangeSetKind::Update;
         let created = match cfn.create_change_set(&request).await {
             Err(e) if request.revert_drift && refuses_drift_aware(&e) => {
@@ -368,7 +368,11 @@ impl<P: Ports> Steps<P> {
     /// documentation does not say: TESTING.md). A template that no longer
     /// holds the bytes its key is the hash of is refused, as parameters
     /// are; a larger one (`None`) goes by the pinned URL.
-    async fn checked_template_body(&self, state: &RunState) -> Result<Option<String>, StepError> {
+    async fn checked_template_body(
+        &self,
+        state: &RunState,
+        spec: &StackSpec,
+    ) -> Result<Option<String>, StepError> {
         let Some(key) = state.uploaded.as_ref().map(|u| u.template_key.as_str()) else {
             return Ok(None);
         };
@@ -382,8 +386,9 @@ impl<P: Ports> Steps<P> {
             }
             Err(e) => return Err(StepError::port(StallReason::ArtifactUnavailable)(e)),
         };
-        let named = key.rsplit('/').next().unwrap_or_default();
-        if crate::hash::sha256_hex(&bytes) != named {
+        let named =
+            crate::naming::template_key(&crate::hash::sha256_hex(&bytes), spec.target_account());
+        if named != key {
             return Err(StepError::stalled(
                 StallReason::ArtifactUnavailable,
                 format!(
