@@ -43,7 +43,7 @@ async fn drifted(t: &mut Drifting) {
 async fn revert_run(t: &Drifting) {
     {
         let mut s = t.fake.script();
-        s.change_set = [pending(), ready(1)].into_iter().collect();
+        s.change_set = [pending(), ready()].into_iter().collect();
         s.after_execute = vec![Some(S::UpdateInProgress), Some(S::UpdateComplete)];
     }
     let outcome = t.h.reconcile(&t.name).await;
@@ -110,7 +110,7 @@ async fn a_drifted_queue_property_is_reported_with_its_values_and_an_ignored_one
         )],
         "delay",
     );
-    t.fake.script().change_set = [pending(), ready(1)].into_iter().collect();
+    t.fake.script().change_set = [pending(), ready()].into_iter().collect();
     assert!(matches!(
         t.h.reconcile(&t.name).await,
         stacksync::asl::Outcome::Succeeded(_)

@@ -302,7 +302,7 @@ async fn a_run_killed_mid_way_records_the_failure_releases_the_lease_and_the_nex
 
     // The next run takes the lease and finishes (the change set is re-used by name).
     fake.script().stack = [None].into_iter().collect();
-    fake.script().change_set = [ready(1)].into_iter().collect();
+    fake.script().change_set = [ready()].into_iter().collect();
     let outcome = h.reconcile(&name).await;
     assert!(ok(&outcome), "{outcome:?}");
     assert_eq!(h.entry(&name).await.status.phase, Phase::Ready);

@@ -121,8 +121,6 @@ pub struct ChangeSetInfo {
     pub status: ChangeSetStatus,
     pub execution: ExecutionStatus,
     pub reason: Option<String>,
-    /// How many resource changes it lists.
-    pub changes: usize,
     /// The id of the stack it is for (the one a create made).
     pub stack_id: Option<String>,
 }

@@ -403,7 +403,6 @@ impl ChangeSets for SdkCloudFormation {
                     execution: ExecutionStatus::parse(execution)
                         .unwrap_or(ExecutionStatus::Unavailable),
                     reason: out.status_reason().map(str::to_owned),
-                    changes: out.changes().len(),
                     stack_id: out.stack_id().map(str::to_owned),
                 }))
             }

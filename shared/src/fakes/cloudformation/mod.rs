@@ -65,13 +65,12 @@ pub fn queue_drift() -> crate::ports::drift::ResourceDrift {
     }
 }
 
-/// A change set ready to execute, with `changes` changes.
-pub fn ready(changes: usize) -> ChangeSetInfo {
+/// A change set ready to execute (what it lists is `changes` of the script).
+pub fn ready() -> ChangeSetInfo {
     ChangeSetInfo {
         status: ChangeSetStatus::CreateComplete,
         execution: ExecutionStatus::Available,
         reason: None,
-        changes,
         stack_id: None,
     }
 }
@@ -82,7 +81,6 @@ pub fn pending() -> ChangeSetInfo {
         status: ChangeSetStatus::CreatePending,
         execution: ExecutionStatus::Unavailable,
         reason: None,
-        changes: 0,
         stack_id: None,
     }
 }
@@ -93,7 +91,6 @@ pub fn failed(reason: &str) -> ChangeSetInfo {
         status: ChangeSetStatus::Failed,
         execution: ExecutionStatus::Unavailable,
         reason: Some(reason.to_owned()),
-        changes: 0,
         stack_id: None,
     }
 }
@@ -130,7 +127,7 @@ impl ScriptedCloudFormation {
         {
             let mut s = fake.script();
             s.stack = statuses.iter().cloned().collect();
-            s.change_set = [pending(), ready(1)].into_iter().collect();
+            s.change_set = [pending(), ready()].into_iter().collect();
             s.after_execute = vec![
                 Some(StackStatus::UpdateInProgress),
                 Some(StackStatus::UpdateComplete),
@@ -362,7 +359,7 @@ impl ChangeSets for ScriptedCloudFormation {
                 .iter()
                 .all(|c| c.execution == ExecutionStatus::ExecuteComplete)
         {
-            s.change_set = [ready(1)].into_iter().collect();
+            s.change_set = [ready()].into_iter().collect();
         }
         Ok(Created::ChangeSet {
             stack_id: Some(stack_id(&request.stack_name, s.generation)),
@@ -405,7 +402,7 @@ impl ChangeSets for ScriptedCloudFormation {
         s.changed_at += 1000;
         s.change_set = [ChangeSetInfo {
             execution: ExecutionStatus::ExecuteComplete,
-            ..ready(1)
+            ..ready()
         }]
         .into_iter()
         .collect();

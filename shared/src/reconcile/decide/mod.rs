@@ -290,11 +290,10 @@ pub struct ChangeSetObservation<'a> {
     pub status: ChangeSetStatus,
     pub execution: ExecutionStatus,
     pub reason: Option<&'a str>,
-    /// How many changes it lists (`None`: not described). Not a reason to
-    /// skip it: a ready change set that lists none still holds what it
-    /// changes beyond resources (outputs, stack tags), and AWS makes one
-    /// only then (one that holds nothing fails, "didn't contain changes").
-    pub changes: Option<usize>,
+    // Not how many changes it lists: a ready change set that lists none
+    // still holds what it changes beyond resources (outputs, stack tags),
+    // and AWS makes one only then (one that holds nothing fails, "didn't
+    // contain changes").
 }
 
 /// Decides from the change set's status and execution status.

@@ -537,7 +537,7 @@ mod tests {
     #[tokio::test]
     async fn a_ready_change_set_without_resource_changes_is_shown_as_one_to_run() {
         let cfn = ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]);
-        cfn.script().change_set = [ready(0)].into_iter().collect();
+        cfn.script().change_set = [ready()].into_iter().collect();
         let diff = preview(&cfn).await.unwrap();
         assert!(diff.changes.is_empty() && diff.beyond_resources, "{diff:?}");
         assert!(!diff.is_empty());

@@ -518,7 +518,7 @@ mod tests {
         let state = t.steps.template_upload(state).await.unwrap();
         let state = t.steps.change_set(state).await.unwrap();
         let made = state.change_set_name().map(str::to_owned).unwrap();
-        t.cfn.script().change_set = [crate::fakes::ready(1)].into_iter().collect();
+        t.cfn.script().change_set = [crate::fakes::ready()].into_iter().collect();
         let error = StepError::stalled(StallReason::Refused, "ExecuteChangeSet: AccessDenied");
         catch(&t, state, &error).await;
         assert!(

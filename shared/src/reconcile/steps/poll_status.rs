@@ -72,7 +72,6 @@ impl<P: Ports> Steps<P> {
             status: cs.status,
             execution: cs.execution,
             reason: cs.reason.as_deref(),
-            changes: Some(cs.changes),
         });
         info!(stack = %state.entry, change_set = %name, ?decision, "change set polled");
         match decision {

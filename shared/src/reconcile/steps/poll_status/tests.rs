@@ -18,7 +18,7 @@ async fn created(statuses: &[Option<S>], extra: impl FnOnce(&mut StackEntry)) ->
 #[tokio::test]
 async fn a_change_set_being_made_is_polled_with_growing_waits_then_executed() {
     let (t, state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
-    t.cfn.script().change_set = [pending(), pending(), ready(2)].into_iter().collect();
+    t.cfn.script().change_set = [pending(), pending(), ready()].into_iter().collect();
     let state = t.steps.poll_status(state).await.unwrap();
     assert_eq!((state.next, state.wait.seconds), (Next::Wait, 8));
     let state = t.steps.poll_status(state).await.unwrap();
@@ -34,7 +34,7 @@ async fn a_change_set_being_made_is_polled_with_growing_waits_then_executed() {
 #[tokio::test]
 async fn a_ready_change_set_without_resource_changes_is_executed() {
     let (t, state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
-    t.cfn.script().change_set = [ready(0)].into_iter().collect();
+    t.cfn.script().change_set = [ready()].into_iter().collect();
     let state = t.steps.poll_status(state).await.unwrap();
     assert_eq!((state.next, state.executes()), (Next::ChangeSet, true));
     assert!(
@@ -133,7 +133,7 @@ async fn a_change_made_outside_stacksync_is_put_back_and_the_status_says_so() {
     );
     let kinds: Vec<_> = t.cfn.script().requests.iter().map(|r| r.kind).collect();
     assert_eq!(kinds, [ChangeSetKind::Update]);
-    t.cfn.script().change_set = [ready(1)].into_iter().collect();
+    t.cfn.script().change_set = [ready()].into_iter().collect();
     let state = t.steps.poll_status(state).await.unwrap();
     let state = t.steps.change_set(state).await.unwrap();
     let state = t.steps.poll_status(state).await.unwrap();
@@ -168,7 +168,7 @@ async fn an_execution_still_running_is_waited_for_whatever_status_the_stack_stil
     state.wait.on = Some(WaitOn::Execution);
     let running = |execution| ChangeSetInfo {
         execution,
-        ..ready(1)
+        ..ready()
     };
     t.cfn.script().change_set = [running(E::ExecuteInProgress), running(E::ExecuteComplete)]
         .into_iter()
@@ -192,7 +192,7 @@ async fn a_rolled_back_update_fails_with_the_first_failed_resource() {
     // Its execution over, as the change set says.
     t.cfn.script().change_set = [ChangeSetInfo {
         execution: crate::stack_status::ExecutionStatus::ExecuteComplete,
-        ..ready(1)
+        ..ready()
     }]
     .into_iter()
     .collect();
@@ -458,7 +458,7 @@ async fn an_execution_the_change_set_reports_failed_ends_the_run() {
     t.cfn.script().change_set = [ChangeSetInfo {
         execution: crate::stack_status::ExecutionStatus::ExecuteFailed,
         reason: Some("Parameters: [Size] must have values".into()),
-        ..ready(1)
+        ..ready()
     }]
     .into_iter()
     .collect();
