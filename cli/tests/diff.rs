@@ -11,7 +11,7 @@ use serde_json::Value;
 use stacksync::asl::Outcome;
 use stacksync::reconcile::diff::MAX_TEMPLATE_BODY;
 use stacksync::status::Phase;
-use stacksync_testkit::backend::Backend;
+use stacksync_testkit::backend::{Backend, named_queue};
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::{Emulator, unique_name};
@@ -124,14 +124,6 @@ async fn a_preview_of_a_create_an_update_and_nothing_to_do_changes_nothing(backe
     assert!(entry.lease.is_none());
 }
 
-/// A queue whose name is `suffix`'s: renaming it replaces it.
-fn named_queue(suffix: &str) -> Vec<u8> {
-    format!(
-        "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties: {{QueueName: !Sub '${{AWS::StackName}}-{suffix}'}}\n"
-    )
-    .into_bytes()
-}
-
 /// A change that replaces a resource is previewed as one: the row says
 /// `replacement: True` (as AWS documents `ResourceChange.Replacement`), and
 /// the text says the resource is replaced.
@@ -145,7 +137,7 @@ async fn a_preview_of_a_replacement_says_so(backend: Backend) {
     let h = backend.harness("diffrep").await;
     let table = h.steps.registry.table().to_owned();
     let repo = GitRepo::new("diffrep");
-    repo.commit(&[("t.yaml", named_queue("a").as_slice())], "queue a");
+    repo.commit(&[("t.yaml", named_queue("a", 30).as_slice())], "queue a");
     let name = unique_name("diffrep").replace('-', "x");
     h.apply(&format!(
         "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n",
@@ -155,7 +147,7 @@ async fn a_preview_of_a_replacement_says_so(backend: Backend) {
     assert!(matches!(h.reconcile(&name).await, Outcome::Succeeded(_)));
     let before = observed(backend, &name).await.unwrap();
 
-    repo.commit(&[("t.yaml", named_queue("b").as_slice())], "queue b");
+    repo.commit(&[("t.yaml", named_queue("b", 30).as_slice())], "queue b");
     let update = diff_json(backend, &table, &[&name]).await;
     let rows = update["changes"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "{update}");

@@ -224,6 +224,17 @@ impl Backend {
     }
 }
 
+/// A queue named after its stack with `suffix`, its visibility `seconds`:
+/// renaming it (another `suffix`) replaces it, where CloudFormation says so
+/// (LocalStack; moto reports no replacements), a new visibility does not.
+pub fn named_queue(suffix: &str, seconds: u32) -> Vec<u8> {
+    format!(
+        "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties:\n      \
+         QueueName: !Sub '${{AWS::StackName}}-{suffix}'\n      VisibilityTimeout: {seconds}\n"
+    )
+    .into_bytes()
+}
+
 /// The services LocalStack serves for a scenario (the SDK's variables): as
 /// in-process, where [`Backend::sdk_config`] serves the CloudFormation port
 /// (and the STS that assumes a stack's role).

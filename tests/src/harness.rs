@@ -123,17 +123,13 @@ impl Harness<SdkCloudFormationFactory> {
     /// bus in the emulator.
     pub async fn on(prefix: &str, config: &aws_config::SdkConfig, endpoint: &str) -> Self {
         let emulator = Emulator::shared();
-        let steps = sdk_steps(
+        let steps = steps_of(
             config,
             emulator.new_registry(prefix).await,
-            &unique_name(prefix).to_lowercase(),
-            Some(endpoint),
-            // As the local runner: the tests' Git servers speak git:// and
-            // http:// on 127.0.0.1.
-            true,
+            prefix,
+            endpoint,
         )
-        .await
-        .expect("steps built");
+        .await;
         // Every run's events go to the emulator's default bus, as a deployed
         // installation's do (recorded for the IAM test like every call).
         let steps = Steps {
@@ -142,9 +138,7 @@ impl Harness<SdkCloudFormationFactory> {
         };
         Harness::with_cloudformation(steps, |real| real)
     }
-}
 
-impl Harness<SdkCloudFormationFactory> {
     /// With every AWS call made through `config` (a fault proxy's endpoint,
     /// its own timeouts), the registry's table and the bucket in the
     /// emulator; CloudFormation reads templates from the emulator's own S3.
@@ -152,19 +146,31 @@ impl Harness<SdkCloudFormationFactory> {
         let emulator = Emulator::shared();
         let table = emulator.new_registry(prefix).await.table().to_owned();
         let registry = Registry::new(aws_sdk_dynamodb::Client::new(config), table);
-        let steps = sdk_steps(
-            config,
-            registry,
-            &unique_name(prefix).to_lowercase(),
-            Some(emulator.endpoint()),
-            // As the local runner: the tests' Git servers speak git:// and
-            // http:// on 127.0.0.1.
-            true,
-        )
-        .await
-        .expect("steps built");
+        let steps = steps_of(config, registry, prefix, emulator.endpoint()).await;
         Harness::with_cloudformation(steps, |real| real)
     }
+}
+
+/// The steps as the local runner builds them, over `registry`, with the
+/// CloudFormation and S3 of `config` (an emulator's, at `endpoint`) and a
+/// bucket of their own.
+async fn steps_of(
+    config: &aws_config::SdkConfig,
+    registry: Registry,
+    prefix: &str,
+    endpoint: &str,
+) -> stacksync::wiring::SdkSteps {
+    sdk_steps(
+        config,
+        registry,
+        &unique_name(prefix).to_lowercase(),
+        Some(endpoint),
+        // As the local runner: the tests' Git servers speak git:// and
+        // http:// on 127.0.0.1.
+        true,
+    )
+    .await
+    .expect("steps built")
 }
 
 impl Harness<ScriptedCloudFormation> {

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use stacksync::asl::Outcome;
 use stacksync::registry::{Entries, Specs};
 use stacksync::status::Phase;
-use stacksync_testkit::backend::Backend;
+use stacksync_testkit::backend::{Backend, named_queue};
 use stacksync_testkit::git::{GitDaemon, GitRepo};
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::{Emulator, unique_name};
@@ -547,15 +547,6 @@ async fn a_stack_in_another_account_is_created_checked_and_deleted_through_the_a
     h.apply("stacks: []\n").await;
     reconciled(&h, &name).await;
     assert_eq!(stack_there(name.clone()).await, None, "deleted there");
-}
-
-/// A queue named after its stack with `suffix`, its visibility `seconds`.
-fn named_queue(suffix: &str, seconds: u32) -> Vec<u8> {
-    format!(
-        "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties:\n      \
-         QueueName: !Sub '${{AWS::StackName}}-{suffix}'\n      VisibilityTimeout: {seconds}\n"
-    )
-    .into_bytes()
 }
 
 /// `approval: onReplace` through the state machine, on CloudFormation's own
