@@ -111,7 +111,8 @@ pub enum Command {
         /// The entry's name.
         name: String,
         /// Delete it even though other entries depend on it (`dependsOn`,
-        /// `fromStack`): they then wait, or fail, until it is back.
+        /// `fromStack`): they then wait, or fail, until it is back; or
+        /// though a registry source owns it (its next commit puts it back).
         #[arg(long)]
         force: bool,
     },
@@ -237,6 +238,73 @@ pub enum Command {
     Drift {
         /// The entry's name.
         name: String,
+    },
+    /// Registry sources: stacks files in Git (or S3) that the installation
+    /// follows, so that adding, changing and removing a stack is a commit.
+    Source {
+        #[command(subcommand)]
+        command: SourceCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SourceCommand {
+    /// Follow the stacks files of a repository (or an S3 archive).
+    Add {
+        /// The source's name (letters, digits, - and _).
+        name: String,
+        /// The Git repository.
+        #[arg(long, conflicts_with = "s3", required_unless_present = "s3")]
+        git: Option<String>,
+        /// An S3 archive (zip or tar.gz): s3://bucket/key.
+        #[arg(long)]
+        s3: Option<String>,
+        /// The branch or tag followed (Git).
+        #[arg(long = "ref", default_value = "main")]
+        reference: String,
+        /// A stacks file, a folder, or a glob (`stacks/**/*.yaml`).
+        #[arg(long, default_value = "stacks.yaml")]
+        path: String,
+        /// Secrets Manager secret or SSM parameter (ARN) that opens the source.
+        #[arg(long)]
+        credentials_secret: Option<String>,
+        /// Read a commit only if signed by this OpenSSH public key (repeat for more).
+        #[arg(long)]
+        signed_by: Vec<String>,
+        /// Fetch an http:// or git:// source in a deployed installation too.
+        #[arg(long)]
+        insecure: bool,
+    },
+    /// Every registry source: where it is, what it applied, its state.
+    List,
+    /// One registry source: its revision applied, last error, the entries it owns.
+    Get { name: String },
+    /// Stop following a source: its entries pruned (with --yes), or kept (--keep-entries).
+    Remove {
+        name: String,
+        /// Keep its entries: the CLI owns them from now on.
+        #[arg(long)]
+        keep_entries: bool,
+        /// Prune every entry it owns (their stacks deleted where destroyOnDelete).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Read the source now, as a push would.
+    Sync {
+        name: String,
+        /// Also run the entries it changed through the local runner.
+        #[arg(long)]
+        local: bool,
+        /// Divide every Wait and retry delay by this (for tests and demos).
+        #[arg(long, env = "STACKSYNC_SPEEDUP", default_value_t = 1.0, hide = true)]
+        speedup: f64,
+    },
+    /// Let a commit held by the prune guard prune what it prunes.
+    ApprovePrune {
+        name: String,
+        /// The commit held (`stacksync source get NAME` shows it).
+        #[arg(long)]
+        commit: String,
     },
 }
 

@@ -46,6 +46,8 @@ pub enum Role {
     ParameterFile,
     DeploymentFile,
     Included,
+    /// A registry source's stacks file (`crate::registry_source`).
+    StacksFile,
 }
 
 impl std::fmt::Display for Role {
@@ -55,6 +57,7 @@ impl std::fmt::Display for Role {
             Role::ParameterFile => "parameter file",
             Role::DeploymentFile => "deployment file",
             Role::Included => "included path",
+            Role::StacksFile => "stacks file",
         })
     }
 }

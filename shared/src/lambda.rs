@@ -162,10 +162,12 @@ async fn webhook() -> Result<(), lambda_runtime::Error> {
             SecretLocation::Fixed(Vec::new())
         }
     };
+    let registry_sources = registry_source_applier(&config, &registry)?;
     let webhook = Webhook {
         registry,
         starter,
         secrets: Secrets::new(location, &config),
+        registry_sources: Some(std::sync::Arc::new(registry_sources)),
     };
     let webhook = &webhook;
     serve_invocations(move |event| async move {
@@ -180,6 +182,66 @@ async fn webhook() -> Result<(), lambda_runtime::Error> {
         Ok::<Value, FunctionError>(function_url_response(&response))
     })
     .await
+}
+
+/// The registry sources as a trigger applies them: the registry, every
+/// kind of source, the event bus (`STACKSYNC_EVENT_BUS`) and the
+/// installation's policy.
+fn registry_source_applier(
+    config: &aws_config::SdkConfig,
+    registry: &crate::registry::Registry,
+) -> Result<
+    crate::triggers::registry_source::PushApplier<
+        crate::registry::Registry,
+        crate::adapters::sources::Sources,
+    >,
+    lambda_runtime::Error,
+> {
+    Ok(crate::triggers::registry_source::PushApplier {
+        registry: registry.clone(),
+        sources: crate::wiring::sdk_sources(
+            config,
+            std::env::var("AWS_ENDPOINT_URL").is_ok_and(|e| !e.is_empty()),
+            &std::env::temp_dir().join("stacksync"),
+        ),
+        notices: crate::wiring::event_bus(
+            config,
+            &std::env::var("STACKSYNC_EVENT_BUS").unwrap_or_default(),
+        ),
+        installation: registry_installation(registry)?,
+    })
+}
+
+/// What registry sources are applied under: the table, its region, the
+/// installation's policy.
+fn registry_installation(
+    registry: &crate::registry::Registry,
+) -> Result<crate::triggers::registry_source::Installation, lambda_runtime::Error> {
+    Ok(crate::triggers::registry_source::Installation {
+        name: registry.table().to_owned(),
+        home: registry.region(),
+        policy: installation_policy()?,
+    })
+}
+
+/// The installation's first registry source, named by its parameters
+/// (`STACKSYNC_REGISTRY_SOURCE_URL`, `_REF`, `_PATH`, `_CREDENTIALS`;
+/// `_NAME`, default `installation`): registered at the scheduler's cold
+/// start if it is not yet (a read; a write only the first time), so that
+/// deploying the installation is the last command anyone runs by hand.
+async fn bootstrap_registry_source(
+    registry: &crate::registry::Registry,
+) -> Result<(), lambda_runtime::Error> {
+    use crate::registry::RegistrySources;
+    let Some(spec) = crate::registry_source::bootstrap_spec(|name| std::env::var(name).ok())?
+    else {
+        return Ok(());
+    };
+    if registry.registry_source(&spec.name).await?.is_none() {
+        let added = registry.add_registry_source(&spec).await?;
+        tracing::info!(source = %spec.name, added, "the installation's registry source registered");
+    }
+    Ok(())
 }
 
 /// Runs the scheduler function (on an EventBridge schedule).
@@ -203,6 +265,12 @@ async fn scheduler() -> Result<(), lambda_runtime::Error> {
     config.period = required("STACKSYNC_SCHEDULE")
         .ok()
         .and_then(|e| schedule_period(&e));
+    config.notices = crate::wiring::event_bus(
+        &aws,
+        &std::env::var("STACKSYNC_EVENT_BUS").unwrap_or_default(),
+    );
+    config.installation = registry_installation(&registry)?;
+    bootstrap_registry_source(&registry).await?;
     let installation = registry.table().to_owned();
     let scheduler = Scheduler {
         registry,

@@ -44,6 +44,7 @@ pub mod ports;
 pub mod preview;
 pub mod reconcile;
 pub mod registry;
+pub mod registry_source;
 pub mod seen;
 pub mod source;
 pub mod spec;

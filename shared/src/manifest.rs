@@ -22,6 +22,7 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use crate::registry_source::RelativeBase;
 use crate::spec::StackSpec;
 use crate::validate::validate_spec;
 
@@ -116,6 +117,17 @@ pub fn oversize(bytes: u64) -> Option<String> {
 
 /// Reads and validates a manifest. `file` is only used in messages.
 pub fn parse_manifest(file: &str, text: &str) -> Result<Vec<StackSpec>, ManifestError> {
+    parse_manifest_in(file, text, None)
+}
+
+/// [`parse_manifest`] of a registry source's stacks file: an entry that
+/// names no repository follows `base`'s, its paths read from the file's
+/// folder ([`RelativeBase::resolve`]), before the rules are checked.
+pub fn parse_manifest_in(
+    file: &str,
+    text: &str,
+    base: Option<&RelativeBase>,
+) -> Result<Vec<StackSpec>, ManifestError> {
     let fail = |problems: Vec<Problem>| ManifestError {
         file: file.to_owned(),
         problems,
@@ -135,8 +147,20 @@ pub fn parse_manifest(file: &str, text: &str) -> Result<Vec<StackSpec>, Manifest
         }
         Outline::Entries(names) => EntryNames(names),
     };
-    let stacks = read_entries(text, &names).map_err(|problem| fail(vec![problem]))?;
-    let mut problems = rule_problems(&stacks, &names);
+    let mut stacks = read_entries(text, &names).map_err(|problem| fail(vec![problem]))?;
+    let mut problems = Vec::new();
+    if let Some(base) = base {
+        for (index, spec) in stacks.iter_mut().enumerate() {
+            for (field, message) in base.resolve(spec) {
+                problems.push(Problem {
+                    entry: Some(names.entry(index)),
+                    field: Some(field),
+                    message,
+                });
+            }
+        }
+    }
+    problems.extend(rule_problems(&stacks, &names));
     problems.extend(clash_problems(&stacks, &names));
     if problems.is_empty() {
         problems.extend(cycle_problem(&stacks, &names));

@@ -42,10 +42,14 @@ pub enum NoticeKind {
     /// A revert did not clear the drift: reported once, not retried.
     #[serde(rename = "Drift Not Cleared")]
     DriftNotCleared,
+    /// A commit of a registry source could not be applied (nothing of it
+    /// was written), or was held by the prune guard.
+    #[serde(rename = "Registry Source Failed")]
+    RegistrySourceFailed,
 }
 
 impl NoticeKind {
-    pub const ALL: [NoticeKind; 10] = [
+    pub const ALL: [NoticeKind; 11] = [
         Self::Started,
         Self::Succeeded,
         Self::Removed,
@@ -56,6 +60,7 @@ impl NoticeKind {
         Self::DriftDetected,
         Self::DriftCleared,
         Self::DriftNotCleared,
+        Self::RegistrySourceFailed,
     ];
 
     /// The `detail-type`.
@@ -70,6 +75,7 @@ impl NoticeKind {
             Self::DriftDetected => "Drift Detected",
             Self::DriftCleared => "Drift Cleared",
             Self::DriftNotCleared => "Drift Not Cleared",
+            Self::RegistrySourceFailed => "Registry Source Failed",
         }
     }
 
@@ -91,9 +97,12 @@ pub struct Notice {
     pub kind: Option<NoticeKind>,
     /// The installation (its registry table) and the entry.
     pub installation: String,
+    /// Empty for a registry source's notice ([`Notice::registry_source`]).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub stack: String,
     /// The CloudFormation stack: name, region (`None`: the installation's),
     /// and its StackId when one is known.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub stack_name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
@@ -101,9 +110,11 @@ pub struct Notice {
     pub stack_id: Option<String>,
     /// The run: its execution's name and ARN (`local:<name>` for a local
     /// run), and what started it.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub execution: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution_arn: Option<String>,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub trigger: String,
     /// The revision the run works at, and the last one applied.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -132,6 +143,21 @@ pub struct Notice {
     /// the action, and when the detection ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift: Option<NoticeDrift>,
+    /// A registry source's notice: which source, which commit, and why it
+    /// was not applied (each problem names the file, entry and field).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry_source: Option<NoticeSource>,
+}
+
+/// What a registry source's notice says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct NoticeSource {
+    pub name: String,
+    pub commit: String,
+    /// `Failed` or `Held (PruneGuard)`.
+    pub state: String,
+    pub problems: Vec<String>,
 }
 
 /// What a drift notice adds.

@@ -80,6 +80,7 @@ async fn main() {
         registry: Registry::new(emulator.dynamodb(), h.steps.registry.table()),
         starter: Executions::new(sfn, &machine),
         secrets: Secrets::new(SecretLocation::SecretsManager(secret_id.clone()), &config),
+        registry_sources: None,
     };
     let delivery = |i: usize| push_to(i, "infra");
 
@@ -146,6 +147,7 @@ async fn main() {
         registry: Registry::new(emulator.dynamodb(), h.steps.registry.table()),
         starter: Executions::new(aws_sdk_sfn::Client::new(&far), &machine),
         secrets: Secrets::new(SecretLocation::SecretsManager(secret_id), &config),
+        registry_sources: None,
     };
     println!();
     println!(

@@ -400,5 +400,6 @@ pub fn steady_entry(name: &str, url: &str, head: &str, now: EpochMillis) -> Stac
         lease: None,
         unsupported: None,
         stored_source_key: None,
+        owner: None,
     }
 }

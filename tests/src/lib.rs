@@ -9,6 +9,7 @@
 
 pub mod archives;
 pub mod backend;
+pub mod bus;
 pub mod chain;
 pub mod counted;
 pub mod crash;

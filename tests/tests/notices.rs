@@ -6,89 +6,17 @@
 #![recursion_limit = "256"]
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use aws_sdk_eventbridge::types::Target;
-use aws_sdk_sqs::types::QueueAttributeName;
-use serde_json::{Value, json};
+use serde_json::json;
 use stacksync::asl::Outcome;
 use stacksync::registry::Entries;
+use stacksync_testkit::bus::{queue_for_installation, received};
 use stacksync_testkit::git::{GitDaemon, GitRepo};
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::{Emulator, unique_name};
 
 const QUEUE: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
-
-/// The queue a rule on the default bus sends this installation's events
-/// to: its URL.
-async fn queue_for_installation(installation: &str) -> String {
-    let config = Emulator::shared().sdk_config();
-    let sqs = aws_sdk_sqs::Client::new(&config);
-    let events = aws_sdk_eventbridge::Client::new(&config);
-    let url = sqs
-        .create_queue()
-        .queue_name(unique_name("told"))
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
-    let arn = sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()[&QueueAttributeName::QueueArn]
-        .clone();
-    let rule = unique_name("runs");
-    // As the README's example: this installation's events, every type.
-    let pattern = json!({"source": ["stacksync"], "detail": {"installation": [installation]}});
-    events
-        .put_rule()
-        .name(&rule)
-        .event_pattern(pattern.to_string())
-        .send()
-        .await
-        .unwrap();
-    events
-        .put_targets()
-        .rule(&rule)
-        .targets(Target::builder().id("queue").arn(arn).build().unwrap())
-        .send()
-        .await
-        .unwrap();
-    url
-}
-
-/// The events on the queue, until `want` came or `within` passed.
-async fn received(url: &str, want: usize, within: Duration) -> Vec<Value> {
-    let sqs = aws_sdk_sqs::Client::new(&Emulator::shared().sdk_config());
-    let deadline = Instant::now() + within;
-    let mut out = Vec::new();
-    while out.len() < want && Instant::now() < deadline {
-        let got = sqs
-            .receive_message()
-            .queue_url(url)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            .send()
-            .await
-            .unwrap();
-        for message in got.messages() {
-            out.push(serde_json::from_str(message.body().unwrap_or("null")).unwrap());
-            sqs.delete_message()
-                .queue_url(url)
-                .receipt_handle(message.receipt_handle().unwrap())
-                .send()
-                .await
-                .unwrap();
-        }
-    }
-    out
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_that_succeeds_and_one_that_fails_reach_a_queue_through_a_rule_on_the_bus() {

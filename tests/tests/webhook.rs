@@ -83,6 +83,7 @@ impl Setup {
             // and then one under a rotated secret within a second.
             secrets: Secrets::new(SecretLocation::SecretsManager(secret_id.clone()), &config)
                 .with_forced_refresh_every(std::time::Duration::ZERO),
+            registry_sources: None,
         };
         Setup {
             webhook: Arc::new(webhook),
@@ -448,6 +449,7 @@ async fn a_missing_secret_is_answered_as_a_bad_signature() {
             SecretLocation::SecretsManager(unique_name("no-such-secret")),
             &config,
         ),
+        registry_sources: None,
     };
     let (headers, body) = fixture("github-push");
     let raw = serde_json::to_vec(&body).unwrap();

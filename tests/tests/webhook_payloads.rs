@@ -99,6 +99,7 @@ impl Setup {
             registry: Registry::new(emulator.dynamodb(), harness.steps.registry.table()),
             starter: Executions::new(sfn.clone(), &machine),
             secrets: Secrets::new(SecretLocation::SecretsManager(secret_id), &config),
+            registry_sources: None,
         };
         Setup {
             webhook,

@@ -91,9 +91,10 @@ pub async fn apply_file(
             format!("{}{outcome}", conflicts_message(file, &desired, &conflicts))
         },
     )?;
+    // A prune takes only the CLI's own entries: the guard counts those.
     let registered = current
         .iter()
-        .filter(|e| e.deletion_requested_at.is_none())
+        .filter(|e| e.deletion_requested_at.is_none() && e.owner.is_none())
         .count();
     if !dry_run
         && prune == Prune::Yes
@@ -242,6 +243,14 @@ fn print_plan(plan: &Plan, dry_run: bool, table_name: &str) {
                     "re-indexed"
                 },
                 format!("specVersion {version} (source key {from} → {to})"),
+            ),
+            Action::Move { version, from, to } => (
+                if dry_run { "would move" } else { "moved" },
+                format!(
+                    "specVersion {version} (file {} → {})",
+                    from.as_deref().unwrap_or("-"),
+                    to.as_deref().unwrap_or("the CLI")
+                ),
             ),
             Action::Prune {
                 stack_name,

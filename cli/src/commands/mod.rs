@@ -17,13 +17,14 @@ mod diff;
 mod drift;
 mod registry;
 mod run;
+mod source;
 mod status;
 mod unlock;
 mod validate;
 
 use crate::connect::connect;
 use crate::error::Result;
-use crate::{Cli, Command};
+use crate::{Cli, Command, SourceCommand};
 
 pub async fn run(cli: Cli) -> Result {
     let format = cli.output;
@@ -89,5 +90,63 @@ pub async fn run(cli: Cli) -> Result {
             run::sync(&aws, &file, apply::Prune::of(prune, yes), mode, format).await
         }
         Command::History { name, limit } => run::history(&aws, &name, limit, format).await,
+        Command::Source { command } => source_command(&aws, command, format).await,
+    }
+}
+
+async fn source_command(
+    aws: &crate::connect::Connection,
+    command: SourceCommand,
+    format: crate::Output,
+) -> Result {
+    match command {
+        SourceCommand::Add {
+            name,
+            git,
+            s3,
+            reference,
+            path,
+            credentials_secret,
+            signed_by,
+            insecure,
+        } => {
+            let url = git.or(s3).unwrap_or_default();
+            let reference = if url.starts_with("s3://") {
+                String::new()
+            } else {
+                reference
+            };
+            let spec = stacksync::registry_source::SourceSpec {
+                name,
+                url,
+                reference,
+                path,
+                credentials_secret,
+                signed_by,
+                insecure,
+            };
+            source::add(aws, spec, format).await
+        }
+        SourceCommand::List => source::list(&aws.registry, format).await,
+        SourceCommand::Get { name } => source::get(&aws.registry, &name, format).await,
+        SourceCommand::Remove {
+            name,
+            keep_entries,
+            yes,
+        } => source::remove(&aws.registry, &name, keep_entries, yes, format).await,
+        SourceCommand::Sync {
+            name,
+            local,
+            speedup,
+        } => {
+            let changed = source::sync(aws, &name, format).await?;
+            if local {
+                run::reconcile_changed(aws, &changed, speedup).await?;
+            }
+            Ok(())
+        }
+        SourceCommand::ApprovePrune { name, commit } => {
+            source::approve_prune(&aws.registry, &name, &commit, format).await
+        }
     }
 }

@@ -78,6 +78,14 @@ pub async fn get(registry: &Registry, name: &str, explain: bool, format: Output)
 
 pub async fn delete(registry: &Registry, name: &str, force: bool, format: Output) -> Result {
     let entry = registered(registry, name).await?;
+    if let (Some(owner), false) = (&entry.owner, force) {
+        return Err(format!(
+            "{name}: refused: it is owned by the registry source {:?} ({}, commit {}), which              would put it back at its next commit: remove it from that file, or delete it              anyway with --force",
+            owner.source,
+            owner.file,
+            stacksync::registry_source::short(&owner.commit)
+        ));
+    }
     if !force {
         let all = registry.list().await.map_err(|e| e.to_string())?;
         let dependents = stacksync::registry::graph::dependents_of(name, &all);

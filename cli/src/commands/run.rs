@@ -250,6 +250,34 @@ async fn apply_for_sync(
     ))
 }
 
+/// Runs `names` through the local runner, each after what it depends on
+/// (a deletion after its dependents'); fails naming those that failed.
+pub async fn reconcile_changed(aws: &Connection, names: &[String], speedup: f64) -> Result {
+    if names.is_empty() {
+        return Ok(());
+    }
+    let entries = aws.registry.list().await.map_err(|e| e.to_string())?;
+    let wanted: Vec<_> = entries
+        .into_iter()
+        .filter(|e| names.contains(&e.name))
+        .collect();
+    let runner = local_runner(aws, speedup).await?;
+    let mut failed = Vec::new();
+    for name in stacksync::registry::graph::in_dependency_order(&wanted) {
+        if !runner.reconcile(&name, false).await?.0 {
+            failed.push(name);
+        }
+    }
+    say!();
+    let entries = aws.registry.list().await.map_err(|e| e.to_string())?;
+    print_status(&entries, Output::Table)?;
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the reconcile failed for {failed:?}"))
+    }
+}
+
 /// The in-process runner, on the same registry as the rest of the command.
 async fn local_runner(aws: &Connection, speedup: f64) -> Result<LocalRunner> {
     let mut runner = LocalRunner::new(

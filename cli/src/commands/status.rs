@@ -36,7 +36,21 @@ pub async fn status(registry: &Registry, names: &[String], format: Output) -> Re
         }
         entries.retain(|e| names.contains(&e.name));
     }
-    print_status(&entries, format)
+    print_status(&entries, format)?;
+    // The registry sources, as a section of the table (`source list -o
+    // json` has them structured: the JSON of `status` stays the stacks').
+    if format == Output::Table && names.is_empty() {
+        use stacksync::registry::RegistrySources;
+        let sources = registry
+            .registry_sources()
+            .await
+            .map_err(|e| e.to_string())?;
+        if !sources.is_empty() {
+            put!("");
+            super::source::print_sources(&sources);
+        }
+    }
+    Ok(())
 }
 
 /// One line of `stacksync status`.

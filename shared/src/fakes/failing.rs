@@ -340,6 +340,77 @@ impl<T: crate::registry::Dependents> crate::registry::Dependents for Failing<T> 
     }
 }
 
+impl<T: crate::registry::Specs> crate::registry::Specs for Failing<T> {
+    async fn list(&self) -> Result<Vec<StackEntry>, RegistryError> {
+        self.check_registry("Scan")?;
+        self.inner.list().await
+    }
+
+    async fn apply_batch(
+        &self,
+        batch: &[&crate::registry::plan::Change],
+        now: EpochMillis,
+    ) -> Result<(), RegistryError> {
+        self.check_registry("TransactWriteItems")?;
+        self.inner.apply_batch(batch, now).await
+    }
+
+    async fn request_deletion(&self, name: &str, now: EpochMillis) -> Result<bool, RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.request_deletion(name, now).await
+    }
+
+    async fn set_suspended(
+        &self,
+        name: &str,
+        suspended: bool,
+        now: EpochMillis,
+    ) -> Result<bool, RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.set_suspended(name, suspended, now).await
+    }
+}
+
+impl<T: crate::registry::RegistrySources> crate::registry::RegistrySources for Failing<T> {
+    async fn registry_sources(
+        &self,
+    ) -> Result<Vec<crate::registry_source::RegistrySource>, RegistryError> {
+        self.check_registry("Query")?;
+        self.inner.registry_sources().await
+    }
+
+    async fn registry_source(
+        &self,
+        name: &str,
+    ) -> Result<Option<crate::registry_source::RegistrySource>, RegistryError> {
+        self.check_registry("GetItem")?;
+        self.inner.registry_source(name).await
+    }
+
+    async fn add_registry_source(
+        &self,
+        spec: &crate::registry_source::SourceSpec,
+    ) -> Result<bool, RegistryError> {
+        self.check_registry("PutItem")?;
+        self.inner.add_registry_source(spec).await
+    }
+
+    async fn write_source_status(
+        &self,
+        name: &str,
+        version: u64,
+        status: &crate::registry_source::SourceStatus,
+    ) -> Result<bool, RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.write_source_status(name, version, status).await
+    }
+
+    async fn remove_registry_source(&self, name: &str) -> Result<bool, RegistryError> {
+        self.check_registry("DeleteItem")?;
+        self.inner.remove_registry_source(name).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

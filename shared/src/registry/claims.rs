@@ -36,7 +36,7 @@ pub fn items_of(change: &Change) -> usize {
     match change.action {
         Action::Create => 2,
         Action::Update { .. } => 3,
-        Action::Prune { .. } | Action::Rekey { .. } => 1,
+        Action::Prune { .. } | Action::Rekey { .. } | Action::Move { .. } => 1,
         Action::Unchanged { .. } => 0,
     }
 }

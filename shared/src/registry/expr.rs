@@ -35,6 +35,12 @@ pub const SPEC_AT_VERSION: &str =
     "#specVersion = :expected AND attribute_not_exists(#deletionRequestedAt)";
 /// A changed spec: new version, due at once.
 pub const UPDATE_SPEC: &str = "SET #spec = :spec, #schemaVersion = :schemaVersion, #specHash = :specHash, #specSuspend = :specSuspend, #sourceKey = :sourceKey, #stackName = :stackName, #specVersion = :next, #updatedAt = :now, #nextReconcileAt = :due";
+/// A changed spec from a registry source: its owner (source, file, commit) too.
+pub const UPDATE_SPEC_OWNED: &str = "SET #spec = :spec, #schemaVersion = :schemaVersion, #specHash = :specHash, #specSuspend = :specSuspend, #sourceKey = :sourceKey, #stackName = :stackName, #specVersion = :next, #updatedAt = :now, #nextReconcileAt = :due, #owner = :owner";
+/// An entry moved to another file of its source: only its owner changes.
+pub const SET_OWNER: &str = "SET #owner = :owner, #updatedAt = :now";
+/// An entry its source let go: the CLI's from now on.
+pub const REMOVE_OWNER: &str = "SET #updatedAt = :now REMOVE #owner";
 /// A source key of an older form rewritten (the spec is the same), due at
 /// once: the scheduler watches its source under the new key from its run.
 pub const SET_SOURCE_KEY: &str = "SET #sourceKey = :to, #nextReconcileAt = :due";
@@ -87,6 +93,10 @@ pub const SET_CREDENTIALS: &str = "SET #credentialsSecret = :cred";
 pub const REMOVE_CREDENTIALS: &str = "REMOVE #credentialsSecret";
 /// Only if the item is there.
 pub const EXISTS: &str = "attribute_exists(#pk)";
+/// A registry source's status written, its version moved on.
+pub const SET_SOURCE_STATUS: &str = "SET #status = :status, #specVersion = :next";
+/// A registry source still at the version its status was read at.
+pub const SOURCE_AT_VERSION: &str = "#specVersion = :expected";
 /// A source's head, and when its followers were looked at.
 pub const SET_HEAD: &str = "SET #head = :head, #followersCheckedAt = :now";
 /// The source still holds the head that was read…

@@ -260,6 +260,7 @@ pub fn entry_from_item(item: &Item) -> Result<StackEntry, String> {
             .get(attr::SOURCE_KEY)
             .and_then(|v| v.as_s().ok())
             .cloned(),
+        owner: decode(item, attr::OWNER)?,
     })
 }
 

@@ -39,6 +39,8 @@ pub(super) struct State {
     answers: BTreeMap<String, Answer>,
     /// A stack → the entries that depend on it.
     pub(super) dependents: BTreeMap<String, std::collections::BTreeSet<String>>,
+    /// Registry sources, by name.
+    registry_sources: BTreeMap<String, crate::registry_source::RegistrySource>,
 }
 
 impl State {
@@ -200,6 +202,15 @@ fn write_change(state: &mut State, change: &Change, now: EpochMillis) {
                 e.spec_version = from + 1;
                 e.updated_at = at;
                 e.status.times.next_reconcile_at = Some(at);
+                if change.owner.is_some() {
+                    e.owner.clone_from(&change.owner);
+                }
+            }
+        }
+        (Action::Move { .. }, _) => {
+            if let Some(e) = state.entries.get_mut(&change.name) {
+                e.owner.clone_from(&change.owner);
+                e.updated_at = at;
             }
         }
         (Action::Rekey { .. }, _) => {
@@ -583,6 +594,56 @@ impl super::Dependents for MemoryRegistry {
             .get(upstream)
             .map(|set| set.iter().cloned().collect())
             .unwrap_or_default())
+    }
+}
+
+impl super::RegistrySources for MemoryRegistry {
+    async fn registry_sources(&self) -> Result<Vec<crate::registry_source::RegistrySource>> {
+        Ok(self.state().registry_sources.values().cloned().collect())
+    }
+
+    async fn registry_source(
+        &self,
+        name: &str,
+    ) -> Result<Option<crate::registry_source::RegistrySource>> {
+        Ok(self.state().registry_sources.get(name).cloned())
+    }
+
+    async fn add_registry_source(&self, spec: &crate::registry_source::SourceSpec) -> Result<bool> {
+        let mut state = self.state();
+        if state.registry_sources.contains_key(&spec.name) {
+            return Ok(false);
+        }
+        state.registry_sources.insert(
+            spec.name.clone(),
+            crate::registry_source::RegistrySource {
+                spec: spec.clone(),
+                status: Default::default(),
+                version: 1,
+            },
+        );
+        Ok(true)
+    }
+
+    async fn write_source_status(
+        &self,
+        name: &str,
+        version: u64,
+        status: &crate::registry_source::SourceStatus,
+    ) -> Result<bool> {
+        let mut state = self.state();
+        match state.registry_sources.get_mut(name) {
+            Some(source) if source.version == version => {
+                source.status = status.clone();
+                source.version += 1;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn remove_registry_source(&self, name: &str) -> Result<bool> {
+        Ok(self.state().registry_sources.remove(name).is_some())
     }
 }
 

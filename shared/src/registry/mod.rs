@@ -33,6 +33,7 @@ pub mod refusals;
 pub mod schedule;
 pub mod schema;
 pub mod specs;
+pub mod stacks_sources;
 
 #[cfg(any(test, feature = "fakes"))]
 pub mod contract;
@@ -57,6 +58,7 @@ pub use leases::{LEASE_TTL, Lease, Leases, lease_ttl};
 pub use refusals::ApprovalRecords;
 pub use schedule::{Schedule, SourceRecord, Watched};
 pub use specs::{Applied, ApplyStopped, Entries, Specs, apply_plan};
+pub use stacks_sources::RegistrySources;
 
 use crate::source::source_key;
 use crate::spec::StackSpec;
@@ -94,6 +96,10 @@ pub struct StackEntry {
     /// one of an older form ([`crate::source::source_key`]).
     #[serde(skip)]
     pub stored_source_key: Option<String>,
+    /// The registry source, file and commit the entry was last written
+    /// from; `None`: the CLI's (`stacksync apply`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<crate::registry_source::Owner>,
 }
 
 impl StackEntry {
@@ -113,6 +119,7 @@ impl StackEntry {
             lease: None,
             unsupported: None,
             stored_source_key: None,
+            owner: None,
         }
     }
 
@@ -125,6 +132,7 @@ impl StackEntry {
         now: crate::clock::EpochMillis,
     ) -> StackEntry {
         let mut entry = Self::registered(&change.name, spec, now);
+        entry.owner.clone_from(&change.owner);
         if !change.waiting_for.is_empty() {
             let due = Timestamp(now.saturating_add(
                 i64::try_from(spec.interval.as_secs().saturating_mul(1000)).unwrap_or(i64::MAX),
@@ -425,6 +433,9 @@ pub fn entry_item(entry: &StackEntry) -> HashMap<String, AttributeValue> {
     if let Some(at) = entry.deletion_requested_at {
         item.insert(attr::DELETION_REQUESTED_AT.into(), to_attr_of(&at));
     }
+    if let Some(owner) = &entry.owner {
+        item.insert(attr::OWNER.into(), to_attr_of(owner));
+    }
     if let Some(lease) = &entry.lease {
         item.insert(attr::LEASE_OWNER.into(), s(&lease.owner));
         item.insert(attr::LEASE_EXPIRES_AT.into(), n(lease.expires_at.0));
@@ -455,6 +466,7 @@ pub(crate) fn sample_entry(name: &str, mut status: Status) -> StackEntry {
         lease: None,
         unsupported: None,
         stored_source_key: None,
+        owner: None,
     }
 }
 

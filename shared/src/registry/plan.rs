@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::StackEntry;
+use crate::registry_source::Owner;
 use crate::source::source_key;
 use crate::spec::StackSpec;
 
@@ -28,6 +29,14 @@ pub enum Action {
         from: String,
         to: String,
     },
+    /// The spec is the same, but it moved to another file of its registry
+    /// source (or its source let it go, `to: None`): only the owner is
+    /// rewritten; the stack is untouched.
+    Move {
+        version: u64,
+        from: Option<String>,
+        to: Option<String>,
+    },
     /// Not in the file and `--prune`: marked for deletion. The stack is
     /// then deleted when the entry says `destroyOnDelete`, else kept.
     Prune {
@@ -43,7 +52,9 @@ impl Action {
     pub fn expected_version(&self) -> Option<u64> {
         match self {
             Action::Update { from, .. } => Some(*from),
-            Action::Prune { version, .. } | Action::Rekey { version, .. } => Some(*version),
+            Action::Prune { version, .. }
+            | Action::Rekey { version, .. }
+            | Action::Move { version, .. } => Some(*version),
             Action::Create | Action::Unchanged { .. } => None,
         }
     }
@@ -68,6 +79,10 @@ pub struct Change {
     /// due when they are (create only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waiting_for: Vec<String>,
+    /// The owner written with a create, an update or a move (`None`: the
+    /// CLI's; a move to `None` lets the entry go to the CLI).
+    #[serde(skip)]
+    pub owner: Option<Owner>,
 }
 
 /// The changes `apply` makes, in name order.
@@ -155,6 +170,7 @@ fn pruned<'a>(
             spec: None,
             previous: None,
             waiting_for: Vec::new(),
+            owner: None,
         })
 }
 
@@ -182,6 +198,58 @@ pub fn plan_apply_at(
     prune: bool,
     home: Option<&str>,
 ) -> Result<Plan, Vec<PlanConflict>> {
+    plan_by(desired, current, prune, home, Writer::Cli)
+}
+
+/// Who writes a plan: the CLI, or a registry source at a commit, each
+/// desired entry from one of its files (`files[i]` for `desired[i]`).
+#[derive(Debug, Clone, Copy)]
+pub enum Writer<'a> {
+    Cli,
+    Source {
+        name: &'a str,
+        commit: &'a str,
+        files: &'a [String],
+    },
+}
+
+impl Writer<'_> {
+    /// Whether `entry` is this writer's to change and prune.
+    pub fn owns(&self, entry: &StackEntry) -> bool {
+        match self {
+            Writer::Cli => entry.owner.is_none(),
+            Writer::Source { name, .. } => entry.owner.as_ref().is_some_and(|o| o.source == *name),
+        }
+    }
+
+    /// The owner written with the `index`th desired entry.
+    fn owner_of(&self, index: usize) -> Option<Owner> {
+        match self {
+            Writer::Cli => None,
+            Writer::Source {
+                name,
+                commit,
+                files,
+            } => Some(Owner {
+                source: (*name).to_owned(),
+                file: files.get(index).cloned().unwrap_or_default(),
+                commit: (*commit).to_owned(),
+            }),
+        }
+    }
+}
+
+/// A plan made by `writer` ([`plan_apply_at`] for the CLI): it creates,
+/// changes and prunes only its own entries. An entry that another owns is
+/// refused, naming both owners; an entry of a source that moved to another
+/// of its files is a [`Action::Move`] (the stack is untouched).
+pub fn plan_by(
+    desired: &[StackSpec],
+    current: &[StackEntry],
+    prune: bool,
+    home: Option<&str>,
+    writer: Writer<'_>,
+) -> Result<Plan, Vec<PlanConflict>> {
     let by_name: BTreeMap<&str, &StackEntry> =
         current.iter().map(|e| (e.name.as_str(), e)).collect();
     let wanted: BTreeSet<&str> = desired.iter().map(|s| s.name.as_str()).collect();
@@ -193,13 +261,30 @@ pub fn plan_apply_at(
             conflicts.push(conflict);
             continue;
         }
-        match planned(spec, by_name.get(spec.name.as_str()).copied()) {
-            Ok(change) => changes.push(change),
+        let existing = by_name.get(spec.name.as_str()).copied();
+        if let Some(entry) = existing.filter(|e| !writer.owns(e)) {
+            let mine = writer.owner_of(index);
+            conflicts.push(PlanConflict {
+                name: spec.name.clone(),
+                field: "name",
+                message: format!(
+                    "the entry {:?} is owned by {}: {} cannot change it (remove it there first, \
+                     or change it there)",
+                    spec.name,
+                    Owner::describe(entry.owner.as_ref()),
+                    Owner::describe(mine.as_ref()),
+                ),
+            });
+            continue;
+        }
+        match planned(spec, existing) {
+            Ok(change) => changes.push(owned(change, existing, writer.owner_of(index))),
             Err(conflict) => conflicts.push(conflict),
         }
     }
     if prune {
-        changes.extend(pruned(current, &wanted));
+        let owned: Vec<StackEntry> = current.iter().filter(|e| writer.owns(e)).cloned().collect();
+        changes.extend(pruned(&owned, &wanted).collect::<Vec<_>>());
     }
     let gone: BTreeSet<&str> = changes
         .iter()
@@ -227,6 +312,25 @@ pub fn plan_apply_at(
     }
     changes.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Plan { changes })
+}
+
+/// A planned change with the owner it writes: an entry unchanged but from
+/// another file of its source is moved.
+fn owned(mut change: Change, existing: Option<&StackEntry>, owner: Option<Owner>) -> Change {
+    if let (Action::Unchanged { version }, Some(entry), Some(new)) =
+        (&change.action, existing, &owner)
+    {
+        let from = entry.owner.as_ref().map(|o| o.file.clone());
+        if from.as_deref() != Some(new.file.as_str()) {
+            change.action = Action::Move {
+                version: *version,
+                from,
+                to: Some(new.file.clone()),
+            };
+        }
+    }
+    change.owner = owner;
+    change
 }
 
 /// The stack `spec` drives is driven by another entry: of the registry, or
@@ -293,6 +397,7 @@ fn planned(spec: &StackSpec, entry: Option<&StackEntry>) -> Result<Change, PlanC
                 spec: None,
                 previous: None,
                 waiting_for: Vec::new(),
+                owner: None,
             });
         }
         Some(entry) => (
@@ -309,6 +414,7 @@ fn planned(spec: &StackSpec, entry: Option<&StackEntry>) -> Result<Change, PlanC
         spec: Some(spec.clone()),
         previous,
         waiting_for: Vec::new(),
+        owner: None,
     })
 }
 
@@ -361,6 +467,7 @@ mod tests {
             lease: None,
             unsupported: None,
             stored_source_key: None,
+            owner: None,
         }
     }
 

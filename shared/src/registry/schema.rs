@@ -104,6 +104,8 @@ pub mod attr {
     pub const CREATED_AT: &str = "createdAt";
     pub const UPDATED_AT: &str = "updatedAt";
     pub const STACK_NAME: &str = "stackName";
+    /// Which registry source (file, commit) wrote the entry; absent: the CLI.
+    pub const OWNER: &str = "owner";
     /// The phase and the stack as last seen (`registry::schedule::Watch`).
     pub const WATCH: &str = "watch";
     /// Source items: the URL to list refs from, the ref, the last head seen.

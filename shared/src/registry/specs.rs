@@ -257,7 +257,26 @@ impl Registry {
                         .into_iter()
                         .map(|(k, v)| (format!(":{k}"), v)),
                 );
-                self.conditional_update(&key, expr::UPDATE_SPEC, update)?
+                let expression = match &change.owner {
+                    Some(owner) => {
+                        update.insert(":owner".into(), to_attr_of(owner));
+                        expr::UPDATE_SPEC_OWNED
+                    }
+                    None => expr::UPDATE_SPEC,
+                };
+                self.conditional_update(&key, expression, update)?
+            }
+            (Action::Move { version, .. }, _) => {
+                let mut update = values(vec![(":expected", n(*version))]);
+                update.remove(":due");
+                let expression = match &change.owner {
+                    Some(owner) => {
+                        update.insert(":owner".into(), to_attr_of(owner));
+                        expr::SET_OWNER
+                    }
+                    None => expr::REMOVE_OWNER,
+                };
+                self.conditional_update(&key, expression, update)?
             }
             (Action::Rekey { version, to, .. }, _) => self.conditional_update(
                 &key,
@@ -332,7 +351,8 @@ impl Registry {
                     Action::Create => "it was created meanwhile".to_owned(),
                     Action::Update { from, .. }
                     | Action::Prune { version: from, .. }
-                    | Action::Rekey { version: from, .. } => {
+                    | Action::Rekey { version: from, .. }
+                    | Action::Move { version: from, .. } => {
                         format!("it is no longer at specVersion {from}, or is being deleted")
                     }
                     Action::Unchanged { .. } => String::new(),

@@ -194,7 +194,7 @@ pub struct StackSpec {
 }
 
 /// Where a template comes from: a Git repository or an S3 archive.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Source {
     /// Git URL: `https://`, `http://`, `ssh://`, `git://`, `file://` or `user@host:path`.

@@ -107,6 +107,14 @@ fn check_stored_size(spec: &StackSpec, errors: &mut Errors) {
 #[derive(Debug, Default)]
 struct Errors(Vec<FieldError>);
 
+/// The problems of a source alone (`source.*` fields), as (field, message):
+/// for a registry source, read with a template source's rules.
+pub fn source_problems(source: &crate::spec::Source) -> Vec<(String, String)> {
+    let mut errors = Errors::default();
+    source::check_source(source, &mut errors);
+    errors.0.into_iter().map(|e| (e.field, e.message)).collect()
+}
+
 impl Errors {
     /// Records the message of `result`, if it is an error, against `field`.
     fn check(&mut self, field: impl Into<String>, result: Result<(), String>) {

@@ -15,6 +15,7 @@ use crate::status::{Phase, Status, Timestamp};
 mod bulk;
 mod claims;
 mod drift;
+mod owned;
 mod sources;
 
 use bulk::{large_apply, prunes_last};
@@ -41,7 +42,7 @@ fn plan(current: &[super::StackEntry], names: &[&str], prune: bool) -> Plan {
 /// that name none.
 pub async fn check<R>(registry: &R, label: &str)
 where
-    R: Entries + Specs + Leases + Schedule + Deliveries + DriftRecords,
+    R: Entries + Specs + Leases + Schedule + Deliveries + DriftRecords + super::RegistrySources,
 {
     specs(registry, label).await;
     leases(registry, label).await;
@@ -55,6 +56,7 @@ where
     large_apply(registry, label).await;
     prunes_last(registry, label).await;
     claims::claims(registry, label).await;
+    owned::registry_sources(registry, label).await;
 }
 
 async fn specs<R: Entries + Specs>(r: &R, label: &str) {

@@ -76,6 +76,10 @@ pub struct Config {
     /// How often the scheduler runs, when known (`STACKSYNC_SCHEDULE`): a
     /// stack whose `interval` is shorter is warned about.
     pub period: Option<Duration>,
+    /// Where a registry source's failures are told (`Registry Source Failed`).
+    pub notices: crate::ports::Notifier,
+    /// What registry sources are applied under (region, policy, name).
+    pub installation: crate::triggers::registry_source::Installation,
 }
 
 impl Default for Config {
@@ -87,6 +91,8 @@ impl Default for Config {
             probe_concurrency: 8,
             followers_check_every: Duration::from_secs(24 * 3600),
             period: None,
+            notices: crate::ports::Notifier::none(),
+            installation: Default::default(),
         }
     }
 }
@@ -114,6 +120,11 @@ pub struct Report {
     pub busy: usize,
     /// Source heads recorded.
     pub heads_recorded: usize,
+    /// Registry sources listed.
+    pub registry_sources: usize,
+    /// What reading each registry source whose ref moved did (applied,
+    /// held, failed), by name: an idle source is not in it.
+    pub registry_source_outcomes: Vec<(String, crate::triggers::registry_source::Outcome)>,
     /// Source items forgotten (no follower left).
     pub sources_forgotten: usize,
     /// Due items that could not be read (their keys): skipped, never
@@ -223,7 +234,7 @@ fn judge_due_entries(due: &[StackEntry], now: EpochMillis) -> (Vec<Candidate>, V
 
 impl<R, X, S, F> Scheduler<R, X, S, F>
 where
-    R: Entries + Schedule,
+    R: Entries + Schedule + crate::registry::Specs + crate::registry::RegistrySources,
     X: Starter,
     S: SourceFetcher + Clone + 'static,
     F: CloudFormationFactory,
@@ -234,6 +245,9 @@ where
     pub async fn run(&self, now: EpochMillis) -> Result<Report, RegistryError> {
         let mut report = Report::default();
         let started_at = Instant::now();
+        // Registry sources first: the entries a commit adds or changes are
+        // written (and due) before the queue is read, so this run starts them.
+        let (mut heads, listed) = self.apply_registry_sources(now, &mut report).await?;
         let Due {
             entries: due,
             unreadable,
@@ -244,7 +258,10 @@ where
         report.due = due.len();
         // Skipped (each logged by the registry); the others go on.
         report.unreadable = unreadable.into_iter().map(|u| u.key).collect();
-        let mut records = self.registry.sources().await?;
+        let mut records = match listed {
+            Some(records) => records,
+            None => self.registry.sources().await?,
+        };
         report.timing.queue = started_at.elapsed();
         let at = Instant::now();
         self.add_new_sources(&due, &mut records, &mut report).await;
@@ -252,8 +269,21 @@ where
         let (mut candidates, postpone) = judge_due_entries(&due, now);
         let due_names: BTreeSet<String> = candidates.iter().map(|c| c.stack.clone()).collect();
         // Then every distinct source, listed once.
+        let unlisted: Vec<SourceRecord> = records
+            .iter()
+            .filter(|r| !heads.contains_key(&r.key))
+            .cloned()
+            .collect();
+        heads.extend(self.probe(&unlisted, &mut report).await);
         let examined = self
-            .examine_sources(records, now, &due_names, &mut candidates, &mut report)
+            .examine_sources(
+                records,
+                &heads,
+                now,
+                &due_names,
+                &mut candidates,
+                &mut report,
+            )
             .await;
         report.timing.sources = at.elapsed();
         // Then every stack's health, against one listing per account and region.
@@ -285,12 +315,12 @@ where
     async fn examine_sources(
         &self,
         records: Vec<SourceRecord>,
+        heads: &BTreeMap<String, String>,
         now: EpochMillis,
         due_names: &BTreeSet<String>,
         candidates: &mut Vec<Candidate>,
         report: &mut Report,
     ) -> Vec<Examined> {
-        let heads = self.probe(&records, report).await;
         let check_every =
             i64::try_from(self.config.followers_check_every.as_millis()).unwrap_or(i64::MAX);
         let mut examined = Vec::new();
@@ -333,6 +363,65 @@ where
             });
         }
         examined
+    }
+
+    /// Lists the refs of every registry source, with the template sources'
+    /// (each distinct source once: a repository that holds both stacks
+    /// files and templates is listed once), and applies the sources whose
+    /// ref moved. Returns the heads listed, by source key, and the
+    /// template sources' records when it read them.
+    async fn apply_registry_sources(
+        &self,
+        now: EpochMillis,
+        report: &mut Report,
+    ) -> Result<(BTreeMap<String, String>, Option<Vec<SourceRecord>>), RegistryError> {
+        let sources = self.registry.registry_sources().await?;
+        if sources.is_empty() {
+            return Ok((BTreeMap::new(), None));
+        }
+        report.registry_sources = sources.len();
+        let records = self.registry.sources().await?;
+        let mut to_list: Vec<SourceRecord> = records.clone();
+        for source in &sources {
+            let key = source.spec.key();
+            if !to_list.iter().any(|r| r.key == key) {
+                to_list.push(SourceRecord {
+                    key,
+                    url: source.spec.url.clone(),
+                    reference: source.spec.reference.clone(),
+                    head: None,
+                    followers_checked_at: None,
+                    credentials: source.spec.credentials_secret.clone(),
+                });
+            }
+        }
+        let heads = self.probe(&to_list, report).await;
+        for source in &sources {
+            let Some(head) = heads.get(&source.spec.key()) else {
+                continue;
+            };
+            let outcome = crate::triggers::registry_source::sync_source(
+                &self.registry,
+                &self.sources,
+                &self.config.notices,
+                &self.config.installation,
+                source,
+                Some(head),
+                now,
+            )
+            .await;
+            match outcome {
+                Ok(crate::triggers::registry_source::Outcome::Unchanged { .. }) => {}
+                Ok(outcome) => {
+                    info!(source = %source.spec.name, ?outcome, "registry source read");
+                    report
+                        .registry_source_outcomes
+                        .push((source.spec.name.clone(), outcome));
+                }
+                Err(e) => report.errors.push(e.to_string()),
+            }
+        }
+        Ok((heads, Some(records)))
     }
 
     /// Starts the most urgent candidates, up to the cap; stops at the first

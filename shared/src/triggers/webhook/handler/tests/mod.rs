@@ -43,6 +43,7 @@ mod on_fakes {
             registry,
             starter: RecordingStarter::new(),
             secrets: FixedSecrets(vec![SECRET.into()]),
+            registry_sources: None,
         }
     }
 
@@ -167,6 +168,7 @@ mod on_fakes {
             registry: registry(),
             starter: RecordingStarter::new(),
             secrets: Limited(vec!["https://git.example/other.git".into()]),
+            registry_sources: None,
         };
         let (headers, body) = delivery("d-1", "https://git.example/infra.git", SECRET);
         let refused = w.handle(&headers, &body, NOW).await;

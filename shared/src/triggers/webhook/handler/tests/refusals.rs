@@ -111,6 +111,7 @@ async fn a_limited_secret_starts_no_other_repository_named_in_another_github_url
         registry,
         starter: RecordingStarter::new(),
         secrets: Secret(Some(vec!["https://github.com/Codertocat/Hello-World"])),
+        registry_sources: None,
     };
     // `html_url` names the allowed repository, the clone URLs another.
     let mut body: Value = serde_json::from_str(GITHUB_PUSH).unwrap();
@@ -149,6 +150,7 @@ async fn a_limited_secret_starts_no_other_repository_named_in_bitbucket_links() 
         registry,
         starter: RecordingStarter::new(),
         secrets: Secret(Some(vec!["https://bitbucket.org/nfalco79/test-repos"])),
+        registry_sources: None,
     };
     let mut body: Value = serde_json::from_str(BITBUCKET_PUSH).unwrap();
     body["repository"]["links"]["html"]["href"] = json!("https://bitbucket.org/acme/private-infra");
@@ -173,6 +175,7 @@ async fn every_refusal_logs_one_line_with_its_status_reason_sender_and_delivery(
         registry,
         starter: RecordingStarter::new(),
         secrets: Secret(Some(vec!["https://github.com/acme/other"])),
+        registry_sources: None,
     };
     let push = GITHUB_PUSH.as_bytes();
     let unknown: Headers = [("X-Delivery", "x")].into_iter().collect();
@@ -257,6 +260,7 @@ async fn before_the_signature_is_checked_an_answer_tells_nothing_of_what_is_acce
         registry: MemoryRegistry::new(),
         starter: RecordingStarter::new(),
         secrets: FixedSecrets(vec![SECRET.into()]),
+        registry_sources: None,
     };
     let push = GITHUB_PUSH.as_bytes();
     let unknown: Headers = [("X-Event", "push")].into_iter().collect();
@@ -302,6 +306,7 @@ async fn a_secret_that_cannot_be_read_is_answered_as_a_bad_signature_and_logged_
         registry: MemoryRegistry::new(),
         starter: RecordingStarter::new(),
         secrets: Secret(None),
+        registry_sources: None,
     };
     let push = GITHUB_PUSH.as_bytes();
     let answer = w.handle(&github("no-secret", push), push, NOW).await;
@@ -352,6 +357,7 @@ async fn two_copies_of_one_push_count_the_one_start_between_them() {
         registry,
         starter: Idempotent::default(),
         secrets: FixedSecrets(vec![SECRET.into()]),
+        registry_sources: None,
     };
     let push = GITHUB_PUSH.as_bytes();
     // Two webhooks of one repository (or a redelivery): two ids, one push.

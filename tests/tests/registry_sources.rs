@@ -1,0 +1,622 @@
+//! Registry sources against the emulator: the list of stacks in a Git
+//! repository served by `git daemon` on 127.0.0.1, read by the webhook (a
+//! signed push) and by the scheduler, applied to the DynamoDB registry, and
+//! the runs it starts carried out by the real state machine (the local
+//! interpreter, the steps on the emulator's CloudFormation). Starts are
+//! recorded (`RecordingStarter`, named as Step Functions names them) and
+//! then run here: the webhook's own tests prove the starts in Step Functions.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
+use stacksync::adapters::secrets::{SecretLocation, Secrets};
+use stacksync::asl::Outcome as RunOutcome;
+use stacksync::clock::now_millis;
+use stacksync::fakes::{Failing, RecordingStarter};
+use stacksync::ports::PortError;
+use stacksync::registry::{Entries, Registry, RegistrySources, Specs};
+use stacksync::registry_source::{SourceSpec, SourceState};
+use stacksync::triggers::registry_source::{Installation, Outcome, PushApplier, sync_source};
+use stacksync::triggers::scheduler::{Config, Scheduler};
+use stacksync::triggers::webhook::Headers;
+use stacksync::triggers::webhook::handler::Webhook;
+use stacksync::triggers::webhook::verify::sign;
+use stacksync_testkit::bus::{queue_for_installation, received};
+use stacksync_testkit::git::{GitDaemon, GitRepo};
+use stacksync_testkit::harness::Harness;
+use stacksync_testkit::{Emulator, unique_name};
+
+const SECRET: &str = "registry-sources-secret";
+const QUEUE: &str = "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
+const QUEUE_AND_TOPIC: &str =
+    "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n  Topic:\n    Type: AWS::SNS::Topic\n";
+
+type Sources = stacksync::adapters::sources::Sources;
+
+struct World {
+    h: Harness<SdkCloudFormationFactory>,
+    repo: GitRepo,
+    _daemon: GitDaemon,
+    url: String,
+    webhook: Webhook<Registry, RecordingStarter, Secrets>,
+    /// Executions already run (by name).
+    ran: std::sync::Mutex<Vec<String>>,
+    prefix: String,
+}
+
+fn sources() -> Sources {
+    stacksync::wiring::sdk_sources(
+        &Emulator::shared().sdk_config(),
+        true,
+        &std::env::temp_dir().join(unique_name("registry-sources")),
+    )
+}
+
+fn installation(registry: &Registry) -> Installation {
+    Installation {
+        name: registry.table().to_owned(),
+        home: registry.region(),
+        policy: Default::default(),
+    }
+}
+
+impl World {
+    async fn new(prefix: &str) -> World {
+        let h = Harness::new(prefix).await;
+        let repo = GitRepo::new(prefix);
+        let daemon = GitDaemon::serve(&repo);
+        let url = daemon.url(&repo);
+        let config = Emulator::shared().sdk_config();
+        let registry = h.steps.registry.clone();
+        let applier = PushApplier {
+            registry: registry.clone(),
+            sources: sources(),
+            notices: stacksync::wiring::event_bus(&config, "default"),
+            installation: installation(&registry),
+        };
+        let webhook = Webhook {
+            registry,
+            starter: RecordingStarter::new(),
+            secrets: Secrets::new(SecretLocation::Fixed(vec![SECRET.into()]), &config),
+            registry_sources: Some(std::sync::Arc::new(applier)),
+        };
+        World {
+            h,
+            repo,
+            _daemon: daemon,
+            url,
+            webhook,
+            ran: std::sync::Mutex::default(),
+            prefix: unique_name(prefix).to_lowercase(),
+        }
+    }
+
+    fn name(&self, short: &str) -> String {
+        format!("{}-{short}", self.prefix)
+    }
+
+    async fn add_source(&self, name: &str, path: &str) {
+        let spec = SourceSpec {
+            name: name.into(),
+            url: self.url.clone(),
+            reference: "main".into(),
+            path: path.into(),
+            credentials_secret: None,
+            signed_by: vec![],
+            insecure: true,
+        };
+        assert!(
+            self.h
+                .steps
+                .registry
+                .add_registry_source(&spec)
+                .await
+                .unwrap()
+        );
+    }
+
+    /// A signed push of `commit` to `main`, as a Git host delivers it.
+    async fn push(&self, commit: &str) -> Value {
+        let body = json!({"repository": self.url, "ref": "refs/heads/main", "after": commit})
+            .to_string()
+            .into_bytes();
+        let headers: Headers = [
+            ("X-Stacksync-Event", "push".to_owned()),
+            ("X-Stacksync-Delivery", unique_name("delivery")),
+            ("X-Stacksync-Signature-256", sign(SECRET.as_bytes(), &body)),
+        ]
+        .into_iter()
+        .collect();
+        let response = self.webhook.handle(&headers, &body, now_millis()).await;
+        assert!(response.status < 300, "{response:?}");
+        response.body
+    }
+
+    /// Runs every execution started and not run yet: the stacks it ran.
+    async fn run_started(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        for (execution, stack, trigger) in self.webhook.starter.started() {
+            if self.ran.lock().unwrap().contains(&execution) {
+                continue;
+            }
+            self.ran.lock().unwrap().push(execution);
+            let input = json!({"stackId": stack, "trigger": trigger});
+            let outcome = self.h.reconcile_with(&stack, input).await;
+            assert!(
+                matches!(outcome, RunOutcome::Succeeded(_)),
+                "{stack}: {outcome:?}"
+            );
+            names.push(stack);
+        }
+        names.sort();
+        names
+    }
+
+    async fn source(&self, name: &str) -> stacksync::registry_source::RegistrySource {
+        self.h
+            .steps
+            .registry
+            .registry_source(name)
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    fn stacks_file(&self, entries: &[(&str, &str)]) -> String {
+        let mut text = String::from("stacks:\n");
+        for (short, extra) in entries {
+            text.push_str(&format!(
+                "  - name: {}\n    source: {{ path: ./templates/{short}.yaml }}\n    destroyOnDelete: true\n{extra}",
+                self.name(short)
+            ));
+        }
+        text
+    }
+}
+
+async fn stack(name: &str) -> Option<aws_sdk_cloudformation::types::Stack> {
+    let cfn = aws_sdk_cloudformation::Client::new(&Emulator::shared().sdk_config());
+    match cfn.describe_stacks().stack_name(name).send().await {
+        Ok(out) => out.stacks().first().cloned(),
+        Err(_) => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_push_adds_edits_moves_and_removes_a_stack_through_the_webhook() {
+    let w = World::new("regsrc-push").await;
+    w.add_source("platform", "deploy/*.yaml").await;
+    let (web, keep) = (w.name("web"), w.name("keep"));
+    let first = w.stacks_file(&[("web", ""), ("keep", "")]);
+    let c1 = w.repo.commit(
+        &[
+            ("deploy/stacks.yaml", first.as_bytes()),
+            ("deploy/templates/web.yaml", QUEUE.as_bytes()),
+            ("deploy/templates/keep.yaml", QUEUE.as_bytes()),
+        ],
+        "two stacks",
+    );
+    let answer = w.push(&c1).await;
+    assert_eq!(answer["result"], "started", "{answer}");
+    assert_eq!(w.run_started().await, [keep.clone(), web.clone()]);
+    let entry = w.h.entry(&web).await;
+    let owner = entry.owner.clone().unwrap();
+    assert_eq!(
+        (
+            owner.source.as_str(),
+            owner.file.as_str(),
+            owner.commit.as_str()
+        ),
+        ("platform", "deploy/stacks.yaml", c1.as_str())
+    );
+    assert_eq!(
+        entry.status.applied.last_applied_revision.as_deref(),
+        Some(c1.as_str())
+    );
+    assert_eq!(
+        stack(&web).await.unwrap().stack_status().unwrap().as_str(),
+        "CREATE_COMPLETE"
+    );
+    let source = w.source("platform").await;
+    assert_eq!(
+        (
+            source.status.state,
+            source.status.applied_revision.as_deref(),
+            source.status.entries
+        ),
+        (SourceState::Ready, Some(c1.as_str()), 2)
+    );
+
+    // The stacks file and the template change in one commit: one revision.
+    let tagged = w.stacks_file(&[("web", "    tags: { team: platform }\n"), ("keep", "")]);
+    let c2 = w.repo.commit(
+        &[
+            ("deploy/stacks.yaml", tagged.as_bytes()),
+            ("deploy/templates/web.yaml", QUEUE_AND_TOPIC.as_bytes()),
+        ],
+        "web grows a topic and a tag",
+    );
+    w.push(&c2).await;
+    assert!(w.run_started().await.contains(&web));
+    let entry = w.h.entry(&web).await;
+    assert_eq!(entry.spec_version, 2);
+    assert_eq!(
+        entry.status.applied.last_applied_revision.as_deref(),
+        Some(c2.as_str())
+    );
+    let deployed = stack(&web).await.unwrap();
+    assert!(
+        deployed
+            .tags()
+            .iter()
+            .any(|t| t.key() == Some("team") && t.value() == Some("platform"))
+    );
+    let updated_at = deployed.last_updated_time().cloned();
+
+    // Moved to another file: the entry's owner changes, the stack does not.
+    let without_web = w.stacks_file(&[("keep", "")]);
+    let web_alone = w.stacks_file(&[("web", "    tags: { team: platform }\n")]);
+    let c3 = w.repo.commit(
+        &[
+            ("deploy/stacks.yaml", without_web.as_bytes()),
+            ("deploy/more.yaml", web_alone.as_bytes()),
+        ],
+        "web moves to its own file",
+    );
+    w.push(&c3).await;
+    w.run_started().await;
+    let entry = w.h.entry(&web).await;
+    assert_eq!(entry.spec_version, 2, "a move is not a change");
+    assert_eq!(entry.owner.unwrap().file, "deploy/more.yaml");
+    assert_eq!(
+        stack(&web).await.unwrap().last_updated_time().cloned(),
+        updated_at,
+        "the stack is untouched"
+    );
+
+    // Removed: its entry pruned, its stack deleted (destroyOnDelete).
+    let c4 = w
+        .repo
+        .commit(&[("deploy/more.yaml", b"stacks:\n")], "web goes");
+    w.push(&c4).await;
+    assert!(w.run_started().await.contains(&web));
+    assert!(
+        w.h.steps.registry.get(&web).await.unwrap().is_none(),
+        "the entry is gone"
+    );
+    let gone = stack(&web).await;
+    assert!(
+        gone.as_ref()
+            .is_none_or(|s| s.stack_status().unwrap().as_str() == "DELETE_COMPLETE"),
+        "{gone:?}"
+    );
+    assert!(stack(&keep).await.is_some(), "the other stack stays");
+    assert_eq!(w.source("platform").await.status.entries, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_file_a_cycle_and_anothers_entry_change_nothing_and_say_why() {
+    let w = World::new("regsrc-bad").await;
+    let queue = queue_for_installation(w.h.steps.registry.table()).await;
+    w.add_source("platform", "deploy/stacks.yaml").await;
+    w.add_source("team", "team/stacks.yaml").await;
+    let theirs = w.name("theirs");
+    let team_file = format!("stacks:\n  - name: {theirs}\n    source: {{ path: ./q.yaml }}\n");
+    let good = w.stacks_file(&[("web", "")]);
+    let c1 = w.repo.commit(
+        &[
+            ("deploy/stacks.yaml", good.as_bytes()),
+            ("deploy/templates/web.yaml", QUEUE.as_bytes()),
+            ("team/stacks.yaml", team_file.as_bytes()),
+            ("team/q.yaml", QUEUE.as_bytes()),
+        ],
+        "good",
+    );
+    w.push(&c1).await;
+    let before = w.h.entry(&w.name("web")).await;
+
+    let web = w.name("web");
+    let cycle = format!(
+        "stacks:\n  - name: {web}\n    dependsOn: [{web}-b]\n    source: {{ path: ./templates/web.yaml }}\n  - name: {web}-b\n    dependsOn: [{web}]\n    source: {{ path: ./templates/web.yaml }}\n"
+    );
+    let stolen =
+        format!("{good}  - name: {theirs}\n    source: {{ path: ./templates/web.yaml }}\n");
+    let bad: [(&str, String, &str); 3] = [
+        (
+            "broken",
+            "stacks:\n  - name: [unclosed\n".to_owned(),
+            "not valid YAML",
+        ),
+        ("cycle", cycle, "cycle"),
+        (
+            "stolen",
+            stolen,
+            "the registry source \"team\" (team/stacks.yaml)",
+        ),
+    ];
+    for (what, text, says) in &bad {
+        let commit = w
+            .repo
+            .commit(&[("deploy/stacks.yaml", text.as_bytes())], what);
+        w.push(&commit).await;
+        assert_eq!(
+            w.h.entry(&web).await.spec_version,
+            before.spec_version,
+            "{what}"
+        );
+        assert_eq!(w.h.entry(&web).await.owner, before.owner, "{what}");
+        let source = w.source("platform").await;
+        assert_eq!(source.status.state, SourceState::Failed, "{what}");
+        assert_eq!(
+            source.status.applied_revision.as_deref(),
+            Some(c1.as_str()),
+            "{what}"
+        );
+        let failure = source.status.failure.unwrap();
+        assert_eq!(failure.commit, commit, "{what}");
+        let said = failure.problems.join("\n");
+        assert!(
+            said.contains("deploy/stacks.yaml") && said.contains(says),
+            "{what}: {said}"
+        );
+    }
+    assert_eq!(
+        w.h.entry(&theirs).await.owner.unwrap().source,
+        "team",
+        "still the team's"
+    );
+    assert!(
+        w.h.steps
+            .registry
+            .get(&format!("{web}-b"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let events = received(&queue, 3, Duration::from_secs(20)).await;
+    let failed: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["detail-type"] == "Registry Source Failed")
+        .collect();
+    assert_eq!(failed.len(), 3, "{events:?}");
+    assert_eq!(failed[0]["detail"]["registrySource"]["name"], "platform");
+    assert!(
+        failed[2]["detail"]["registrySource"]["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("team")
+    );
+
+    // The next good commit recovers, without any command.
+    let c5 = w
+        .repo
+        .commit(&[("deploy/stacks.yaml", good.as_bytes())], "fixed");
+    w.push(&c5).await;
+    let source = w.source("platform").await;
+    assert_eq!(
+        (source.status.state, source.status.failure),
+        (SourceState::Ready, None)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_push_pruning_most_entries_is_held_until_restored_or_approved_and_a_lost_push_is_read_by_the_scheduler()
+ {
+    let w = World::new("regsrc-guard").await;
+    w.add_source("platform", "deploy/stacks.yaml").await;
+    let shorts: Vec<String> = (0..10).map(|i| format!("s{i}")).collect();
+    let all: Vec<(&str, &str)> = shorts.iter().map(|s| (s.as_str(), "")).collect();
+    let full = w.stacks_file(&all);
+    let few = w.stacks_file(&all[..2]);
+    let c1 = w
+        .repo
+        .commit(&[("deploy/stacks.yaml", full.as_bytes())], "ten");
+    w.push(&c1).await;
+
+    let c2 = w
+        .repo
+        .commit(&[("deploy/stacks.yaml", few.as_bytes())], "eight go");
+    w.push(&c2).await;
+    let source = w.source("platform").await;
+    assert_eq!(source.status.state, SourceState::Held);
+    assert_eq!(source.status.hold.as_ref().unwrap().entries.len(), 8);
+    assert!(
+        source.status.summary().contains(&c2),
+        "{}",
+        source.status.summary()
+    );
+    assert!(
+        w.h.entry(&w.name("s9"))
+            .await
+            .deletion_requested_at
+            .is_none()
+    );
+
+    let c3 = w
+        .repo
+        .commit(&[("deploy/stacks.yaml", full.as_bytes())], "back");
+    w.push(&c3).await;
+    let source = w.source("platform").await;
+    assert_eq!(
+        (source.status.state, source.status.hold),
+        (SourceState::Ready, None)
+    );
+
+    // Held again; approved; no push comes (a lost webhook): the scheduler
+    // reads the source within one period.
+    let c4 = w.repo.commit(
+        &[("deploy/stacks.yaml", few.as_bytes())],
+        "eight go, really",
+    );
+    w.push(&c4).await;
+    let source = w.source("platform").await;
+    let mut status = source.status.clone();
+    status.approved_prune = Some(c4.clone());
+    assert!(
+        w.h.steps
+            .registry
+            .write_source_status("platform", source.version, &status)
+            .await
+            .unwrap()
+    );
+    let scheduler = Scheduler {
+        registry: w.h.steps.registry.clone(),
+        starter: RecordingStarter::new(),
+        sources: sources(),
+        cloudformation: SdkCloudFormationFactory::new(Emulator::shared().sdk_config())
+            .for_installation(w.h.steps.registry.table()),
+        config: Config {
+            installation: installation(&w.h.steps.registry),
+            ..Config::default()
+        },
+    };
+    let report = scheduler.run(now_millis()).await.unwrap();
+    assert!(
+        matches!(&report.registry_source_outcomes[..], [(_, Outcome::Applied { pruned, .. })] if pruned.len() == 8),
+        "{report:?}"
+    );
+    assert!(
+        w.h.entry(&w.name("s9"))
+            .await
+            .deletion_requested_at
+            .is_some()
+    );
+    let started: Vec<String> = scheduler
+        .starter
+        .started()
+        .into_iter()
+        .map(|(_, s, _)| s)
+        .collect();
+    assert!(
+        started.contains(&w.name("s9")),
+        "the pruned entries' runs start in that run: {started:?}"
+    );
+
+    // A lost push of a new entry: the scheduler applies it and starts it.
+    let more = format!(
+        "{few}  - name: {}\n    source: {{ path: ./templates/new.yaml }}\n",
+        w.name("new")
+    );
+    let c5 = w
+        .repo
+        .commit(&[("deploy/stacks.yaml", more.as_bytes())], "a new one");
+    let report = scheduler.run(now_millis()).await.unwrap();
+    assert!(
+        matches!(&report.registry_source_outcomes[..], [(_, Outcome::Applied { created, .. })] if created == &[w.name("new")]),
+        "{report:?}"
+    );
+    let started: Vec<String> = scheduler
+        .starter
+        .started()
+        .into_iter()
+        .map(|(_, s, _)| s)
+        .collect();
+    assert!(started.contains(&w.name("new")), "{started:?}");
+    assert_eq!(
+        w.source("platform")
+            .await
+            .status
+            .applied_revision
+            .as_deref(),
+        Some(c5.as_str())
+    );
+
+    // Idle: the ref has not moved, nothing is read or written.
+    let version = w.source("platform").await.version;
+    let report = scheduler.run(now_millis()).await.unwrap();
+    assert!(report.registry_source_outcomes.is_empty(), "{report:?}");
+    assert_eq!(w.source("platform").await.version, version);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_apply_killed_between_batches_of_350_entries_is_finished_by_the_next_run() {
+    let w = World::new("regsrc-kill").await;
+    w.add_source("platform", "deploy/stacks.yaml").await;
+    let shorts: Vec<String> = (0..350).map(|i| format!("k{i:03}")).collect();
+    let all: Vec<(&str, &str)> = shorts.iter().map(|s| (s.as_str(), "")).collect();
+    let c1 = w.repo.commit(
+        &[("deploy/stacks.yaml", w.stacks_file(&all).as_bytes())],
+        "350",
+    );
+    let registry = &w.h.steps.registry;
+    let installation = installation(registry);
+    // The applier stops after three transactions, as one killed there does.
+    let killed = Failing::new(registry.clone());
+    killed.fail(
+        "TransactWriteItems",
+        4,
+        PortError::Transient("killed".into()),
+    );
+    let source = w.source("platform").await;
+    let notices = stacksync::ports::Notifier::none();
+    let stopped = sync_source(
+        &killed,
+        &sources(),
+        &notices,
+        &installation,
+        &source,
+        Some(&c1),
+        now_millis(),
+    )
+    .await;
+    assert!(stopped.is_err(), "{stopped:?}");
+    let ours = |entries: Vec<stacksync::registry::StackEntry>| {
+        entries
+            .into_iter()
+            .filter(|e| e.name.starts_with(&w.prefix))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ours(registry.list().await.unwrap()).len(),
+        150,
+        "three whole batches, no part of a fourth"
+    );
+    let source = w.source("platform").await;
+    assert_eq!(
+        source
+            .status
+            .applying
+            .as_ref()
+            .map(|a| (a.commit.as_str(), a.changes)),
+        Some((c1.as_str(), 350))
+    );
+    assert_eq!(source.status.applied_revision, None);
+
+    let outcome = sync_source(
+        registry,
+        &sources(),
+        &notices,
+        &installation,
+        &source,
+        Some(&c1),
+        now_millis(),
+    )
+    .await
+    .unwrap();
+    let Outcome::Applied {
+        created, unchanged, ..
+    } = outcome
+    else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!((created.len(), unchanged), (200, 150));
+    let entries = ours(registry.list().await.unwrap());
+    assert_eq!(entries.len(), 350, "none lost, none doubled");
+    assert!(
+        entries
+            .iter()
+            .all(|e| e.spec_version == 1 && e.owner.is_some())
+    );
+    let source = w.source("platform").await;
+    assert_eq!(
+        (
+            source.status.applying,
+            source.status.entries,
+            source.status.state
+        ),
+        (None, 350, SourceState::Ready)
+    );
+}
