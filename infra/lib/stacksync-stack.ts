@@ -78,6 +78,16 @@ export interface StackSyncParameters {
   readonly webhookReservedConcurrency?: number;
   /** `EventsReservedConcurrency`: 0: none. @default 5 */
   readonly eventsReservedConcurrency?: number;
+  /** `RegistrySourceUrl`: the installation's first registry source (Git or s3://). @default none */
+  readonly registrySourceUrl?: string;
+  /** `RegistrySourceName`: its name. @default 'installation' */
+  readonly registrySourceName?: string;
+  /** `RegistrySourceRef`: the branch or tag it follows. @default 'main' */
+  readonly registrySourceRef?: string;
+  /** `RegistrySourcePath`: its stacks files (a file, a folder or a glob). @default 'stacks.yaml' */
+  readonly registrySourcePath?: string;
+  /** `RegistrySourceCredentialsArn`: the secret or parameter that opens it. @default none: a public source */
+  readonly registrySourceCredentialsArn?: string;
 }
 
 export interface StackSyncProps extends StackProps, StackSyncParameters {

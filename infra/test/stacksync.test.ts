@@ -102,6 +102,11 @@ const FULL: Required<StackSyncParameters> = {
   codeCommitRepositoryArns: ['arn:aws:codecommit:eu-west-1:111122223333:infra-*'],
   webhookReservedConcurrency: 0,
   eventsReservedConcurrency: 2,
+  registrySourceUrl: 'https://github.com/acme/platform.git',
+  registrySourceName: 'platform',
+  registrySourceRef: 'release',
+  registrySourcePath: 'stacks/**/*.yaml',
+  registrySourceCredentialsArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/git/platform-AbCdEf',
 };
 /** The installation the IAM conformance test (../tests/tests/iam.rs) holds the recorded calls against. */
 const FIXTURE = JSON.parse(fs.readFileSync(path.join(ROOT, 'tests', 'fixtures', 'iam', 'installation.json'), 'utf8'));

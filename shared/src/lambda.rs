@@ -232,15 +232,11 @@ fn registry_installation(
 async fn bootstrap_registry_source(
     registry: &crate::registry::Registry,
 ) -> Result<(), lambda_runtime::Error> {
-    use crate::registry::RegistrySources;
     let Some(spec) = crate::registry_source::bootstrap_spec(|name| std::env::var(name).ok())?
     else {
         return Ok(());
     };
-    if registry.registry_source(&spec.name).await?.is_none() {
-        let added = registry.add_registry_source(&spec).await?;
-        tracing::info!(source = %spec.name, added, "the installation's registry source registered");
-    }
+    crate::triggers::registry_source::bootstrap(registry, &spec).await?;
     Ok(())
 }
 

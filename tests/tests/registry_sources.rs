@@ -26,6 +26,8 @@ use stacksync::triggers::webhook::verify::sign;
 use stacksync_testkit::bus::{queue_for_installation, received};
 use stacksync_testkit::git::{GitDaemon, GitRepo};
 use stacksync_testkit::harness::Harness;
+use stacksync_testkit::http::{Config as HttpConfig, GitHttpServer};
+use stacksync_testkit::iam::as_function;
 use stacksync_testkit::{Emulator, unique_name};
 
 const SECRET: &str = "registry-sources-secret";
@@ -98,23 +100,21 @@ impl World {
     }
 
     async fn add_source(&self, name: &str, path: &str) {
+        self.add_source_at(name, &self.url, path, None).await;
+    }
+
+    async fn add_source_at(&self, name: &str, url: &str, path: &str, secret: Option<String>) {
         let spec = SourceSpec {
             name: name.into(),
-            url: self.url.clone(),
+            url: url.into(),
             reference: "main".into(),
             path: path.into(),
-            credentials_secret: None,
+            credentials_secret: secret,
             signed_by: vec![],
             insecure: true,
         };
-        assert!(
-            self.h
-                .steps
-                .registry
-                .add_registry_source(&spec)
-                .await
-                .unwrap()
-        );
+        let added = self.h.steps.registry.add_registry_source(&spec).await;
+        assert!(added.unwrap());
     }
 
     /// A signed push of `commit` to `main`, as a Git host delivers it.
@@ -129,7 +129,11 @@ impl World {
         ]
         .into_iter()
         .collect();
-        let response = self.webhook.handle(&headers, &body, now_millis()).await;
+        let response = as_function(
+            "webhook",
+            self.webhook.handle(&headers, &body, now_millis()),
+        )
+        .await;
         assert!(response.status < 300, "{response:?}");
         response.body
     }
@@ -416,6 +420,23 @@ async fn a_push_pruning_most_entries_is_held_until_restored_or_approved_and_a_lo
         .commit(&[("deploy/stacks.yaml", full.as_bytes())], "ten");
     w.push(&c1).await;
 
+    // A stack renamed: its entry claims the new stack and gives the old one up.
+    let renamed_name = format!("{}-renamed", w.name("s0"));
+    let renamed = full.replacen(
+        "    destroyOnDelete: true\n",
+        &format!("    destroyOnDelete: true\n    stackName: {renamed_name}\n"),
+        1,
+    );
+    let c1b = w
+        .repo
+        .commit(&[("deploy/stacks.yaml", renamed.as_bytes())], "s0 renamed");
+    w.push(&c1b).await;
+    let s0 = w.h.entry(&w.name("s0")).await;
+    assert_eq!(
+        (s0.spec.stack_name.as_deref(), s0.spec_version),
+        (Some(renamed_name.as_str()), 2)
+    );
+
     let c2 = w
         .repo
         .commit(&[("deploy/stacks.yaml", few.as_bytes())], "eight go");
@@ -470,10 +491,13 @@ async fn a_push_pruning_most_entries_is_held_until_restored_or_approved_and_a_lo
             .for_installation(w.h.steps.registry.table()),
         config: Config {
             installation: installation(&w.h.steps.registry),
+            notices: stacksync::wiring::event_bus(&Emulator::shared().sdk_config(), "default"),
             ..Config::default()
         },
     };
-    let report = scheduler.run(now_millis()).await.unwrap();
+    let report = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
     assert!(
         matches!(&report.registry_source_outcomes[..], [(_, Outcome::Applied { pruned, .. })] if pruned.len() == 8),
         "{report:?}"
@@ -503,7 +527,9 @@ async fn a_push_pruning_most_entries_is_held_until_restored_or_approved_and_a_lo
     let c5 = w
         .repo
         .commit(&[("deploy/stacks.yaml", more.as_bytes())], "a new one");
-    let report = scheduler.run(now_millis()).await.unwrap();
+    let report = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
     assert!(
         matches!(&report.registry_source_outcomes[..], [(_, Outcome::Applied { created, .. })] if created == &[w.name("new")]),
         "{report:?}"
@@ -524,11 +550,60 @@ async fn a_push_pruning_most_entries_is_held_until_restored_or_approved_and_a_lo
         Some(c5.as_str())
     );
 
-    // Idle: the ref has not moved, nothing is read or written.
+    // A broken commit no push announced: the scheduler finds it, and tells.
+    let c6 = w
+        .repo
+        .commit(&[("deploy/stacks.yaml", b"stacks: [unclosed\n")], "broken");
+    let report = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&report.registry_source_outcomes[..], [(_, Outcome::Failed { revision, .. })] if revision == &c6),
+        "{report:?}"
+    );
+    assert_eq!(
+        w.source("platform")
+            .await
+            .status
+            .applied_revision
+            .as_deref(),
+        Some(c5.as_str())
+    );
+
+    // Idle (its head failed already): nothing is read or written.
     let version = w.source("platform").await.version;
-    let report = scheduler.run(now_millis()).await.unwrap();
+    let report = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
     assert!(report.registry_source_outcomes.is_empty(), "{report:?}");
     assert_eq!(w.source("platform").await.version, version);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_installations_own_source_is_registered_once_from_its_parameters() {
+    let w = World::new("regsrc-boot").await;
+    let env = |name: &str| match name {
+        "STACKSYNC_REGISTRY_SOURCE_URL" => Some(w.url.clone()),
+        "STACKSYNC_REGISTRY_SOURCE_PATH" => Some("deploy/stacks.yaml".into()),
+        _ => None,
+    };
+    let spec = stacksync::registry_source::bootstrap_spec(env)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (spec.name.as_str(), spec.reference.as_str()),
+        ("installation", "main")
+    );
+    let registry = &w.h.steps.registry;
+    let boot = || {
+        as_function(
+            "scheduler",
+            stacksync::triggers::registry_source::bootstrap(registry, &spec),
+        )
+    };
+    assert!(boot().await.unwrap(), "registered at the first run");
+    assert!(!boot().await.unwrap(), "read, not written, at the next");
+    assert_eq!(w.source("installation").await.spec, spec);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -618,5 +693,108 @@ async fn an_apply_killed_between_batches_of_350_entries_is_finished_by_the_next_
             source.status.state
         ),
         (None, 350, SourceState::Ready)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn private_registry_sources_are_read_with_a_token_or_a_password_by_the_webhook_and_the_scheduler()
+ {
+    let w = World::new("regsrc-private").await;
+    let token = unique_name("tok");
+    let server = GitHttpServer::serve_repo(
+        &w.repo,
+        HttpConfig {
+            accounts: vec![
+                ("ci-bot".into(), token.clone()),
+                ("deploy".into(), "pass-word".into()),
+            ],
+            ..HttpConfig::default()
+        },
+    );
+    let url = server.url(&w.repo);
+    let emulator = Emulator::shared();
+    let secret = emulator
+        .put_secret(
+            "regsrc-token",
+            &format!(r#"{{"token": "{token}", "username": "ci-bot", "hosts": ["127.0.0.1"]}}"#),
+        )
+        .await;
+    let parameter = emulator
+        .put_parameter(
+            "regsrc-password",
+            r#"{"username": "deploy", "password": "pass-word", "hosts": ["127.0.0.1"]}"#,
+        )
+        .await;
+    w.add_source_at("by-token", &url, "a/stacks.yaml", Some(secret))
+        .await;
+    w.add_source_at("by-password", &url, "b/stacks.yaml", Some(parameter))
+        .await;
+    let (a, b) = (w.name("a"), w.name("b"));
+    let file =
+        |name: &str| format!("stacks:\n  - name: {name}\n    source: {{ path: ./t.yaml }}\n");
+    let c1 = w.repo.commit(
+        &[
+            ("a/stacks.yaml", file(&a).as_bytes()),
+            ("b/stacks.yaml", file(&b).as_bytes()),
+            ("a/t.yaml", QUEUE.as_bytes()),
+            ("b/t.yaml", QUEUE.as_bytes()),
+        ],
+        "two private sources",
+    );
+    // The push names the repository as the HTTP server serves it.
+    let body = json!({"repository": url, "ref": "refs/heads/main", "after": c1})
+        .to_string()
+        .into_bytes();
+    let headers: Headers = [
+        ("X-Stacksync-Event", "push".to_owned()),
+        ("X-Stacksync-Delivery", unique_name("delivery")),
+        ("X-Stacksync-Signature-256", sign(SECRET.as_bytes(), &body)),
+    ]
+    .into_iter()
+    .collect();
+    let response = as_function("webhook", w.webhook.handle(&headers, &body, now_millis())).await;
+    assert!(response.status < 300, "{response:?}");
+    for (source, entry) in [("by-token", &a), ("by-password", &b)] {
+        let read = w.source(source).await;
+        assert_eq!(
+            read.status.applied_revision.as_deref(),
+            Some(c1.as_str()),
+            "{source}: {:?}",
+            read.status
+        );
+        let spec = w.h.entry(entry).await.spec;
+        assert!(
+            spec.source.credentials_secret.is_some(),
+            "a relative entry takes its source's secret"
+        );
+    }
+    assert_eq!(w.run_started().await, [a.clone(), b.clone()]);
+
+    // The scheduler lists and reads them with the same secrets.
+    let c2 = w
+        .repo
+        .commit(&[("a/stacks.yaml", b"stacks:\n")], "a's entry goes");
+    let scheduler = Scheduler {
+        registry: w.h.steps.registry.clone(),
+        starter: RecordingStarter::new(),
+        sources: sources(),
+        cloudformation: SdkCloudFormationFactory::new(Emulator::shared().sdk_config())
+            .for_installation(w.h.steps.registry.table()),
+        config: Config::default(),
+    };
+    let report = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    // Its only entry: the guard holds (every entry of the source).
+    assert_eq!(w.source("by-token").await.status.state, SourceState::Held);
+    assert_eq!(w.source("by-token").await.status.hold.unwrap().commit, c2);
+    assert_eq!(
+        w.source("by-password")
+            .await
+            .status
+            .applied_revision
+            .as_deref(),
+        Some(c2.as_str())
     );
 }

@@ -398,6 +398,22 @@ where
     }
 }
 
+/// Registers the installation's first registry source (its deployment's
+/// parameters, [`crate::registry_source::bootstrap_spec`]) unless it is
+/// there: a read, and a write only the first time. Returns whether it
+/// was added.
+pub async fn bootstrap<R: RegistrySources>(
+    registry: &R,
+    spec: &crate::registry_source::SourceSpec,
+) -> Result<bool, RegistryError> {
+    if registry.registry_source(&spec.name).await?.is_some() {
+        return Ok(false);
+    }
+    let added = registry.add_registry_source(spec).await?;
+    tracing::info!(source = %spec.name, added, "the installation's registry source registered");
+    Ok(added)
+}
+
 /// Records the plan, writes it batch by batch, records the commit applied.
 async fn write_plan<R: Specs + RegistrySources>(
     registry: &R,
