@@ -36,6 +36,7 @@ const QUEUE_AND_TOPIC: &str =
     "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n  Topic:\n    Type: AWS::SNS::Topic\n";
 
 type Sources = stacksync::adapters::sources::Sources;
+type TestScheduler = Scheduler<Registry, RecordingStarter, Sources, SdkCloudFormationFactory>;
 
 struct World {
     h: Harness<SdkCloudFormationFactory>,
@@ -136,6 +137,24 @@ impl World {
         .await;
         assert!(response.status < 300, "{response:?}");
         response.body
+    }
+
+    /// The installation's scheduler over the world's registry, its starts
+    /// recorded, its events on the emulator's default bus.
+    fn scheduler(&self) -> TestScheduler {
+        let registry = &self.h.steps.registry;
+        Scheduler {
+            registry: registry.clone(),
+            starter: RecordingStarter::new(),
+            sources: sources(),
+            cloudformation: SdkCloudFormationFactory::new(Emulator::shared().sdk_config())
+                .for_installation(registry.table()),
+            config: Config {
+                installation: installation(registry),
+                notices: stacksync::wiring::event_bus(&Emulator::shared().sdk_config(), "default"),
+                ..Config::default()
+            },
+        }
     }
 
     /// Runs every execution started and not run yet: the stacks it ran.
@@ -407,8 +426,7 @@ async fn a_broken_file_a_cycle_and_anothers_entry_change_nothing_and_say_why() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_push_pruning_most_entries_is_held_until_restored_or_approved_and_a_lost_push_is_read_by_the_scheduler()
- {
+async fn a_push_pruning_most_entries_is_held_until_a_commit_restores_them_or_an_approval() {
     let w = World::new("regsrc-guard").await;
     w.add_source("platform", "deploy/stacks.yaml").await;
     let shorts: Vec<String> = (0..10).map(|i| format!("s{i}")).collect();
@@ -483,18 +501,7 @@ async fn a_push_pruning_most_entries_is_held_until_restored_or_approved_and_a_lo
             .await
             .unwrap()
     );
-    let scheduler = Scheduler {
-        registry: w.h.steps.registry.clone(),
-        starter: RecordingStarter::new(),
-        sources: sources(),
-        cloudformation: SdkCloudFormationFactory::new(Emulator::shared().sdk_config())
-            .for_installation(w.h.steps.registry.table()),
-        config: Config {
-            installation: installation(&w.h.steps.registry),
-            notices: stacksync::wiring::event_bus(&Emulator::shared().sdk_config(), "default"),
-            ..Config::default()
-        },
-    };
+    let scheduler = w.scheduler();
     let report = as_function("scheduler", scheduler.run(now_millis()))
         .await
         .unwrap();
@@ -518,65 +525,6 @@ async fn a_push_pruning_most_entries_is_held_until_restored_or_approved_and_a_lo
         started.contains(&w.name("s9")),
         "the pruned entries' runs start in that run: {started:?}"
     );
-
-    // A lost push of a new entry: the scheduler applies it and starts it.
-    let more = format!(
-        "{few}  - name: {}\n    source: {{ path: ./templates/new.yaml }}\n",
-        w.name("new")
-    );
-    let c5 = w
-        .repo
-        .commit(&[("deploy/stacks.yaml", more.as_bytes())], "a new one");
-    let report = as_function("scheduler", scheduler.run(now_millis()))
-        .await
-        .unwrap();
-    assert!(
-        matches!(&report.registry_source_outcomes[..], [(_, Outcome::Applied { created, .. })] if created == &[w.name("new")]),
-        "{report:?}"
-    );
-    let started: Vec<String> = scheduler
-        .starter
-        .started()
-        .into_iter()
-        .map(|(_, s, _)| s)
-        .collect();
-    assert!(started.contains(&w.name("new")), "{started:?}");
-    assert_eq!(
-        w.source("platform")
-            .await
-            .status
-            .applied_revision
-            .as_deref(),
-        Some(c5.as_str())
-    );
-
-    // A broken commit no push announced: the scheduler finds it, and tells.
-    let c6 = w
-        .repo
-        .commit(&[("deploy/stacks.yaml", b"stacks: [unclosed\n")], "broken");
-    let report = as_function("scheduler", scheduler.run(now_millis()))
-        .await
-        .unwrap();
-    assert!(
-        matches!(&report.registry_source_outcomes[..], [(_, Outcome::Failed { revision, .. })] if revision == &c6),
-        "{report:?}"
-    );
-    assert_eq!(
-        w.source("platform")
-            .await
-            .status
-            .applied_revision
-            .as_deref(),
-        Some(c5.as_str())
-    );
-
-    // Idle (its head failed already): nothing is read or written.
-    let version = w.source("platform").await.version;
-    let report = as_function("scheduler", scheduler.run(now_millis()))
-        .await
-        .unwrap();
-    assert!(report.registry_source_outcomes.is_empty(), "{report:?}");
-    assert_eq!(w.source("platform").await.version, version);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -774,14 +722,7 @@ async fn private_registry_sources_are_read_with_a_token_or_a_password_by_the_web
     let c2 = w
         .repo
         .commit(&[("a/stacks.yaml", b"stacks:\n")], "a's entry goes");
-    let scheduler = Scheduler {
-        registry: w.h.steps.registry.clone(),
-        starter: RecordingStarter::new(),
-        sources: sources(),
-        cloudformation: SdkCloudFormationFactory::new(Emulator::shared().sdk_config())
-            .for_installation(w.h.steps.registry.table()),
-        config: Config::default(),
-    };
+    let scheduler = w.scheduler();
     let report = as_function("scheduler", scheduler.run(now_millis()))
         .await
         .unwrap();
@@ -797,4 +738,74 @@ async fn private_registry_sources_are_read_with_a_token_or_a_password_by_the_web
             .as_deref(),
         Some(c2.as_str())
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_push_and_a_broken_commit_are_read_by_the_scheduler_and_an_idle_ref_costs_nothing() {
+    let w = World::new("regsrc-lost").await;
+    w.add_source("platform", "deploy/stacks.yaml").await;
+    let few = w.stacks_file(&[("s0", ""), ("s1", "")]);
+    let c4 = w
+        .repo
+        .commit(&[("deploy/stacks.yaml", few.as_bytes())], "two");
+    w.push(&c4).await;
+    let scheduler = w.scheduler();
+    // A lost push of a new entry: the scheduler applies it and starts it.
+    let more = format!(
+        "{few}  - name: {}\n    source: {{ path: ./templates/new.yaml }}\n",
+        w.name("new")
+    );
+    let c5 = w
+        .repo
+        .commit(&[("deploy/stacks.yaml", more.as_bytes())], "a new one");
+    let report = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&report.registry_source_outcomes[..], [(_, Outcome::Applied { created, .. })] if created == &[w.name("new")]),
+        "{report:?}"
+    );
+    let started: Vec<String> = scheduler
+        .starter
+        .started()
+        .into_iter()
+        .map(|(_, s, _)| s)
+        .collect();
+    assert!(started.contains(&w.name("new")), "{started:?}");
+    assert_eq!(
+        w.source("platform")
+            .await
+            .status
+            .applied_revision
+            .as_deref(),
+        Some(c5.as_str())
+    );
+
+    // A broken commit no push announced: the scheduler finds it, and tells.
+    let c6 = w
+        .repo
+        .commit(&[("deploy/stacks.yaml", b"stacks: [unclosed\n")], "broken");
+    let report = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&report.registry_source_outcomes[..], [(_, Outcome::Failed { revision, .. })] if revision == &c6),
+        "{report:?}"
+    );
+    assert_eq!(
+        w.source("platform")
+            .await
+            .status
+            .applied_revision
+            .as_deref(),
+        Some(c5.as_str())
+    );
+
+    // Idle (its head failed already): nothing is read or written.
+    let version = w.source("platform").await.version;
+    let report = as_function("scheduler", scheduler.run(now_millis()))
+        .await
+        .unwrap();
+    assert!(report.registry_source_outcomes.is_empty(), "{report:?}");
+    assert_eq!(w.source("platform").await.version, version);
 }

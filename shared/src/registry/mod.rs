@@ -34,6 +34,7 @@ pub mod schedule;
 pub mod schema;
 pub mod specs;
 pub mod stacks_sources;
+pub mod writer;
 
 #[cfg(any(test, feature = "fakes"))]
 pub mod contract;

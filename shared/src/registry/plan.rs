@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::StackEntry;
+pub use super::writer::Writer;
+use super::writer::owned;
 use crate::registry_source::Owner;
 use crate::source::source_key;
 use crate::spec::StackSpec;
@@ -201,44 +203,6 @@ pub fn plan_apply_at(
     plan_by(desired, current, prune, home, Writer::Cli)
 }
 
-/// Who writes a plan: the CLI, or a registry source at a commit, each
-/// desired entry from one of its files (`files[i]` for `desired[i]`).
-#[derive(Debug, Clone, Copy)]
-pub enum Writer<'a> {
-    Cli,
-    Source {
-        name: &'a str,
-        commit: &'a str,
-        files: &'a [String],
-    },
-}
-
-impl Writer<'_> {
-    /// Whether `entry` is this writer's to change and prune.
-    pub fn owns(&self, entry: &StackEntry) -> bool {
-        match self {
-            Writer::Cli => entry.owner.is_none(),
-            Writer::Source { name, .. } => entry.owner.as_ref().is_some_and(|o| o.source == *name),
-        }
-    }
-
-    /// The owner written with the `index`th desired entry.
-    fn owner_of(&self, index: usize) -> Option<Owner> {
-        match self {
-            Writer::Cli => None,
-            Writer::Source {
-                name,
-                commit,
-                files,
-            } => Some(Owner {
-                source: (*name).to_owned(),
-                file: files.get(index).cloned().unwrap_or_default(),
-                commit: (*commit).to_owned(),
-            }),
-        }
-    }
-}
-
 /// A plan made by `writer` ([`plan_apply_at`] for the CLI): it creates,
 /// changes and prunes only its own entries. An entry that another owns is
 /// refused, naming both owners; an entry of a source that moved to another
@@ -312,25 +276,6 @@ pub fn plan_by(
     }
     changes.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Plan { changes })
-}
-
-/// A planned change with the owner it writes: an entry unchanged but from
-/// another file of its source is moved.
-fn owned(mut change: Change, existing: Option<&StackEntry>, owner: Option<Owner>) -> Change {
-    if let (Action::Unchanged { version }, Some(entry), Some(new)) =
-        (&change.action, existing, &owner)
-    {
-        let from = entry.owner.as_ref().map(|o| o.file.clone());
-        if from.as_deref() != Some(new.file.as_str()) {
-            change.action = Action::Move {
-                version: *version,
-                from,
-                to: Some(new.file.clone()),
-            };
-        }
-    }
-    change.owner = owner;
-    change
 }
 
 /// The stack `spec` drives is driven by another entry: of the registry, or

@@ -410,7 +410,7 @@ impl Entries for Registry {
 /// plan and the write, and found it not there yet) is made due now.
 /// Best effort, after the batch is written: a failure is logged (the
 /// entry then runs at its `interval`), never the apply's.
-pub(super) async fn wake_created<R: Entries + super::Schedule>(
+pub(crate) async fn wake_created<R: Entries + super::Schedule>(
     registry: &R,
     batch: &[&Change],
     now: EpochMillis,
@@ -434,7 +434,7 @@ pub(super) async fn wake_created<R: Entries + super::Schedule>(
 
 /// Records, for every entry a batch creates or changes, that it depends on
 /// the stacks its spec names (`registry::dependents`): they make it due.
-pub(super) async fn register_dependents<R: super::Dependents>(
+pub(crate) async fn register_dependents<R: super::Dependents>(
     registry: &R,
     batch: &[&Change],
 ) -> Result<()> {

@@ -162,3 +162,64 @@ impl RegistrySources for Registry {
             .await
     }
 }
+
+/// The same, in memory (`registry::memory`), held to the DynamoDB registry
+/// by the contract (`registry::contract`).
+#[cfg(any(test, feature = "fakes"))]
+mod in_memory {
+    use super::super::Result;
+    use super::super::memory::MemoryRegistry;
+
+    impl super::RegistrySources for MemoryRegistry {
+        async fn registry_sources(&self) -> Result<Vec<crate::registry_source::RegistrySource>> {
+            Ok(self.state().registry_sources.values().cloned().collect())
+        }
+
+        async fn registry_source(
+            &self,
+            name: &str,
+        ) -> Result<Option<crate::registry_source::RegistrySource>> {
+            Ok(self.state().registry_sources.get(name).cloned())
+        }
+
+        async fn add_registry_source(
+            &self,
+            spec: &crate::registry_source::SourceSpec,
+        ) -> Result<bool> {
+            let mut state = self.state();
+            if state.registry_sources.contains_key(&spec.name) {
+                return Ok(false);
+            }
+            state.registry_sources.insert(
+                spec.name.clone(),
+                crate::registry_source::RegistrySource {
+                    spec: spec.clone(),
+                    status: Default::default(),
+                    version: 1,
+                },
+            );
+            Ok(true)
+        }
+
+        async fn write_source_status(
+            &self,
+            name: &str,
+            version: u64,
+            status: &crate::registry_source::SourceStatus,
+        ) -> Result<bool> {
+            let mut state = self.state();
+            match state.registry_sources.get_mut(name) {
+                Some(source) if source.version == version => {
+                    source.status = status.clone();
+                    source.version += 1;
+                    Ok(true)
+                }
+                _ => Ok(false),
+            }
+        }
+
+        async fn remove_registry_source(&self, name: &str) -> Result<bool> {
+            Ok(self.state().registry_sources.remove(name).is_some())
+        }
+    }
+}

@@ -111,14 +111,6 @@ impl SourceSpec {
     pub fn key(&self) -> String {
         source_key(&self.url, Some(&self.reference))
     }
-
-    /// Where the adapters reach it.
-    pub fn location(&self) -> crate::ports::SourceLocation {
-        crate::ports::SourceLocation {
-            url: self.url.clone(),
-            credentials: self.credentials_secret.clone(),
-        }
-    }
 }
 
 /// Where a source stands.

@@ -87,6 +87,30 @@ pub async fn registry_sources<R: Entries + Specs + RegistrySources>(r: &R, label
         .unwrap_or_else(|e| panic!("{label}: {e}"));
     assert_eq!((read.status, read.version), (status, 2), "{label}");
 
+    owners(r, label).await;
+    assert!(
+        r.remove_registry_source(&source.name)
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {e}")),
+        "{label}"
+    );
+    assert!(
+        r.registry_source(&source.name)
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {e}"))
+            .is_none(),
+        "{label}"
+    );
+    assert!(
+        !r.remove_registry_source(&source.name)
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {e}")),
+        "{label}"
+    );
+}
+
+/// An owned entry: created with its owner, moved, then let go to the CLI.
+async fn owners<R: Entries + Specs>(r: &R, label: &str) {
     // An owned entry: created with its owner, moved, then let go.
     let plan = owned_plan(
         &r.list().await.unwrap_or_else(|e| panic!("{label}: {e}")),
@@ -164,25 +188,5 @@ pub async fn registry_sources<R: Entries + Specs + RegistrySources>(r: &R, label
             .owner,
         None,
         "{label}: the CLI's now"
-    );
-
-    assert!(
-        r.remove_registry_source(&source.name)
-            .await
-            .unwrap_or_else(|e| panic!("{label}: {e}")),
-        "{label}"
-    );
-    assert!(
-        r.registry_source(&source.name)
-            .await
-            .unwrap_or_else(|e| panic!("{label}: {e}"))
-            .is_none(),
-        "{label}"
-    );
-    assert!(
-        !r.remove_registry_source(&source.name)
-            .await
-            .unwrap_or_else(|e| panic!("{label}: {e}")),
-        "{label}"
     );
 }

@@ -4,7 +4,7 @@ use super::*;
 use crate::fakes::{Failing, MemoryNotices, MemorySources};
 use crate::registry::memory::MemoryRegistry;
 use crate::registry::{Entries, StackEntry};
-use crate::registry_source::SourceSpec;
+use crate::registry_source::{SourceSpec, SourceState};
 
 const URL: &str = "https://git.example/platform.git";
 

@@ -37,6 +37,7 @@
 
 pub mod health;
 pub mod judge;
+mod registry_sources;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -363,65 +364,6 @@ where
             });
         }
         examined
-    }
-
-    /// Lists the refs of every registry source, with the template sources'
-    /// (each distinct source once: a repository that holds both stacks
-    /// files and templates is listed once), and applies the sources whose
-    /// ref moved. Returns the heads listed, by source key, and the
-    /// template sources' records when it read them.
-    async fn apply_registry_sources(
-        &self,
-        now: EpochMillis,
-        report: &mut Report,
-    ) -> Result<(BTreeMap<String, String>, Option<Vec<SourceRecord>>), RegistryError> {
-        let sources = self.registry.registry_sources().await?;
-        if sources.is_empty() {
-            return Ok((BTreeMap::new(), None));
-        }
-        report.registry_sources = sources.len();
-        let records = self.registry.sources().await?;
-        let mut to_list: Vec<SourceRecord> = records.clone();
-        for source in &sources {
-            let key = source.spec.key();
-            if !to_list.iter().any(|r| r.key == key) {
-                to_list.push(SourceRecord {
-                    key,
-                    url: source.spec.url.clone(),
-                    reference: source.spec.reference.clone(),
-                    head: None,
-                    followers_checked_at: None,
-                    credentials: source.spec.credentials_secret.clone(),
-                });
-            }
-        }
-        let heads = self.probe(&to_list, report).await;
-        for source in &sources {
-            let Some(head) = heads.get(&source.spec.key()) else {
-                continue;
-            };
-            let outcome = crate::triggers::registry_source::sync_source(
-                &self.registry,
-                &self.sources,
-                &self.config.notices,
-                &self.config.installation,
-                source,
-                Some(head),
-                now,
-            )
-            .await;
-            match outcome {
-                Ok(crate::triggers::registry_source::Outcome::Unchanged { .. }) => {}
-                Ok(outcome) => {
-                    info!(source = %source.spec.name, ?outcome, "registry source read");
-                    report
-                        .registry_source_outcomes
-                        .push((source.spec.name.clone(), outcome));
-                }
-                Err(e) => report.errors.push(e.to_string()),
-            }
-        }
-        Ok((heads, Some(records)))
     }
 
     /// Starts the most urgent candidates, up to the cap; stops at the first

@@ -13,15 +13,11 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use super::answers::{Answer, Answers};
-use super::claims::claim_conflict;
 use super::followers::{Follower, follower_of};
 use super::leases::written_already;
-use super::plan::{Action, Change};
 use super::schedule::{SourceRecord, Watched};
-use super::schema::{SCHED_SHARDS, claim_key, sched_shard};
-use super::{
-    Deliveries, Entries, Lease, Leases, RegistryError, Result, Schedule, Specs, StackEntry,
-};
+use super::schema::{SCHED_SHARDS, sched_shard};
+use super::{Deliveries, Entries, Lease, Leases, RegistryError, Result, Schedule, StackEntry};
 use crate::clock::EpochMillis;
 use crate::source::source_key;
 use crate::status::{Status, Timestamp};
@@ -40,7 +36,7 @@ pub(super) struct State {
     /// A stack → the entries that depend on it.
     pub(super) dependents: BTreeMap<String, std::collections::BTreeSet<String>>,
     /// Registry sources, by name.
-    registry_sources: BTreeMap<String, crate::registry_source::RegistrySource>,
+    pub(super) registry_sources: BTreeMap<String, crate::registry_source::RegistrySource>,
 }
 
 impl State {
@@ -148,135 +144,6 @@ impl Entries for MemoryRegistry {
             |e| e.spec.effective_stack_name().to_owned(),
             stack_name,
         ))
-    }
-}
-
-/// Why one change of a plan cannot be written, as DynamoDB's cancelled
-/// transaction would say.
-fn refused(state: &State, change: &Change) -> Option<RegistryError> {
-    if let Some(conflict) = claimed(state, change) {
-        return Some(conflict);
-    }
-    let current = state.entries.get(&change.name);
-    let detail = match (&change.action, current) {
-        (Action::Create, Some(_)) => "it was created meanwhile".to_owned(),
-        (action, current) => {
-            let from = action.expected_version()?;
-            if current.is_some_and(|e| e.spec_version == from && e.deletion_requested_at.is_none())
-            {
-                return None;
-            }
-            format!("it is no longer at specVersion {from}, or is being deleted")
-        }
-    };
-    Some(RegistryError::Conflict {
-        name: change.name.clone(),
-        detail,
-    })
-}
-
-/// Another entry drives the stack a change's spec would (each entry's
-/// claim, as the DynamoDB registry keeps it, is its spec's stack).
-fn claimed(state: &State, change: &Change) -> Option<RegistryError> {
-    let spec = change.spec.as_ref()?;
-    let home = state.home.as_deref();
-    let key = claim_key(spec, home);
-    let holder = state
-        .entries
-        .values()
-        .find(|e| e.name != change.name && claim_key(&e.spec, home) == key)?;
-    Some(claim_conflict(&change.name, &key, Some(&holder.name)))
-}
-
-fn write_change(state: &mut State, change: &Change, now: EpochMillis) {
-    let at = Timestamp(now);
-    match (&change.action, &change.spec) {
-        (Action::Create, Some(spec)) => {
-            let entry = StackEntry::registered_by(change, spec, now);
-            state.entries.insert(change.name.clone(), entry);
-        }
-        (Action::Update { from, .. }, Some(spec)) => {
-            if let Some(e) = state.entries.get_mut(&change.name) {
-                e.spec = spec.clone();
-                e.spec_hash = spec.content_hash();
-                e.spec_version = from + 1;
-                e.updated_at = at;
-                e.status.times.next_reconcile_at = Some(at);
-                if change.owner.is_some() {
-                    e.owner.clone_from(&change.owner);
-                }
-            }
-        }
-        (Action::Move { .. }, _) => {
-            if let Some(e) = state.entries.get_mut(&change.name) {
-                e.owner.clone_from(&change.owner);
-                e.updated_at = at;
-            }
-        }
-        (Action::Rekey { .. }, _) => {
-            // Keys are computed from the spec here: only the due time moves.
-            if let Some(e) = state.entries.get_mut(&change.name) {
-                e.status.times.next_reconcile_at = Some(at);
-            }
-        }
-        (Action::Prune { .. }, _) => {
-            if let Some(e) = state.entries.get_mut(&change.name) {
-                e.deletion_requested_at = Some(at);
-                e.status.times.next_reconcile_at = Some(at);
-            }
-        }
-        _ => {}
-    }
-}
-
-impl Specs for MemoryRegistry {
-    async fn list(&self) -> Result<Vec<StackEntry>> {
-        Ok(self.state().entries.values().cloned().collect())
-    }
-
-    async fn apply_batch(&self, batch: &[&Change], now: EpochMillis) -> Result<()> {
-        super::specs::register_dependents(self, batch).await?;
-        {
-            let mut state = self.state();
-            if let Some(conflict) = batch.iter().find_map(|c| refused(&state, c)) {
-                return Err(conflict);
-            }
-            for change in batch {
-                write_change(&mut state, change, now);
-            }
-        }
-        super::specs::wake_created(self, batch, now).await;
-        Ok(())
-    }
-
-    async fn request_deletion(&self, name: &str, now: EpochMillis) -> Result<bool> {
-        let mut state = self.state();
-        let entry = state.entries.get_mut(name).ok_or_else(|| not_found(name))?;
-        if entry.deletion_requested_at.is_some() {
-            return Ok(false);
-        }
-        entry.deletion_requested_at = Some(Timestamp(now));
-        entry.status.times.next_reconcile_at = Some(Timestamp(now));
-        Ok(true)
-    }
-
-    async fn set_suspended(&self, name: &str, suspended: bool, now: EpochMillis) -> Result<bool> {
-        let mut state = self.state();
-        let entry = state.entries.get_mut(name).ok_or_else(|| not_found(name))?;
-        if entry.deletion_requested_at.is_some() {
-            return Err(RegistryError::BeingDeleted {
-                name: name.to_owned(),
-            });
-        }
-        if entry.suspended == suspended {
-            return Ok(false);
-        }
-        entry.suspended = suspended;
-        entry.updated_at = Timestamp(now);
-        if !suspended {
-            entry.status.times.next_reconcile_at = Some(Timestamp(now));
-        }
-        Ok(true)
     }
 }
 
@@ -597,55 +464,7 @@ impl super::Dependents for MemoryRegistry {
     }
 }
 
-impl super::RegistrySources for MemoryRegistry {
-    async fn registry_sources(&self) -> Result<Vec<crate::registry_source::RegistrySource>> {
-        Ok(self.state().registry_sources.values().cloned().collect())
-    }
-
-    async fn registry_source(
-        &self,
-        name: &str,
-    ) -> Result<Option<crate::registry_source::RegistrySource>> {
-        Ok(self.state().registry_sources.get(name).cloned())
-    }
-
-    async fn add_registry_source(&self, spec: &crate::registry_source::SourceSpec) -> Result<bool> {
-        let mut state = self.state();
-        if state.registry_sources.contains_key(&spec.name) {
-            return Ok(false);
-        }
-        state.registry_sources.insert(
-            spec.name.clone(),
-            crate::registry_source::RegistrySource {
-                spec: spec.clone(),
-                status: Default::default(),
-                version: 1,
-            },
-        );
-        Ok(true)
-    }
-
-    async fn write_source_status(
-        &self,
-        name: &str,
-        version: u64,
-        status: &crate::registry_source::SourceStatus,
-    ) -> Result<bool> {
-        let mut state = self.state();
-        match state.registry_sources.get_mut(name) {
-            Some(source) if source.version == version => {
-                source.status = status.clone();
-                source.version += 1;
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    }
-
-    async fn remove_registry_source(&self, name: &str) -> Result<bool> {
-        Ok(self.state().registry_sources.remove(name).is_some())
-    }
-}
+mod specs;
 
 #[cfg(test)]
 mod tests {

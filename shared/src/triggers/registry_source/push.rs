@@ -1,0 +1,123 @@
+//! A push's registry sources: applied before the push's stacks are started.
+
+use std::future::Future;
+
+use super::{Installation, SyncError, sync_source};
+use crate::clock::EpochMillis;
+use crate::ports::{Notifier, SourceFetcher};
+use crate::registry::{RegistrySources, Specs};
+
+/// One entry a push's commit changed, to start at once, named as the
+/// push's own start of it would be (so it starts once): `pinned` when it
+/// follows the pushed ref by its full name (announced at the pushed commit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToStart {
+    pub name: String,
+    pub pinned: bool,
+    /// The execution name's key: the commit, or `ref@commit` for an entry
+    /// that follows the ref's short name.
+    pub naming: String,
+}
+
+/// Applies the registry sources a push moved, before the push's stacks are
+/// started (a commit that changes both a stacks file and templates is one
+/// revision: entries written first, then their runs at that commit).
+pub trait AppliesPushes: Send + Sync + std::fmt::Debug {
+    fn apply_pushed<'a>(
+        &'a self,
+        moved: &'a crate::triggers::RefMoved,
+        now: EpochMillis,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<ToStart>, SyncError>> + Send + 'a>>;
+}
+
+/// The registry sources on a registry and a source fetcher.
+#[derive(Debug, Clone)]
+pub struct PushApplier<R, S> {
+    pub registry: R,
+    pub sources: S,
+    pub notices: Notifier,
+    pub installation: Installation,
+}
+
+impl<R, S> PushApplier<R, S>
+where
+    R: Specs + RegistrySources,
+    S: SourceFetcher,
+{
+    async fn apply(
+        &self,
+        moved: &crate::triggers::RefMoved,
+        now: EpochMillis,
+    ) -> Result<Vec<ToStart>, SyncError> {
+        let all = self
+            .registry
+            .registry_sources()
+            .await
+            .map_err(|error| SyncError::Registry {
+                source_name: String::new(),
+                error,
+            })?;
+        let named = moved.named_keys();
+        let short = moved.short_keys();
+        let mut to_start = Vec::new();
+        for source in all {
+            let key = source.spec.key();
+            // The pushed ref by its full name is at the pushed commit; a
+            // short name (`main`) may be a tag first: resolved.
+            let head = if named.contains(&key) {
+                Some(moved.commit.as_str())
+            } else if short.contains(&key) {
+                None
+            } else {
+                continue;
+            };
+            let outcome = sync_source(
+                &self.registry,
+                &self.sources,
+                &self.notices,
+                &self.installation,
+                &source,
+                head,
+                now,
+            )
+            .await?;
+            tracing::info!(source = %source.spec.name, ?outcome, "registry source read for a push");
+            for name in outcome.to_start() {
+                let key = match self.registry.get(&name).await {
+                    Ok(Some(entry)) => Some(crate::source::source_key(
+                        entry.spec.source.url(),
+                        entry.spec.effective_ref(),
+                    )),
+                    _ => None,
+                };
+                let (pinned, naming) = match key {
+                    Some(k) if named.contains(&k) => (true, moved.commit.clone()),
+                    Some(k) if short.contains(&k) => {
+                        (false, format!("{}@{}", moved.reference, moved.commit))
+                    }
+                    _ => (false, moved.commit.clone()),
+                };
+                to_start.push(ToStart {
+                    name,
+                    pinned,
+                    naming,
+                });
+            }
+        }
+        Ok(to_start)
+    }
+}
+
+impl<R, S> AppliesPushes for PushApplier<R, S>
+where
+    R: Specs + RegistrySources + std::fmt::Debug,
+    S: SourceFetcher + std::fmt::Debug,
+{
+    fn apply_pushed<'a>(
+        &'a self,
+        moved: &'a crate::triggers::RefMoved,
+        now: EpochMillis,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<ToStart>, SyncError>> + Send + 'a>> {
+        Box::pin(self.apply(moved, now))
+    }
+}
