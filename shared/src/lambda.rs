@@ -395,6 +395,7 @@ pub fn serve_events() -> Result<(), lambda_runtime::Error> {
 async fn events() -> Result<(), lambda_runtime::Error> {
     use crate::triggers::events::{from_value, handler::EventHandler};
     let (aws, registry, starter) = trigger_parts().await?;
+    let registry_sources = registry_source_applier(&aws, &registry)?;
     let handler = EventHandler {
         registry,
         starter,
@@ -402,6 +403,7 @@ async fn events() -> Result<(), lambda_runtime::Error> {
             .region()
             .map(ToString::to_string)
             .unwrap_or_else(|| "us-east-1".into()),
+        registry_sources: Some(std::sync::Arc::new(registry_sources)),
     };
     let handler = &handler;
     serve_invocations(move |event| async move {

@@ -79,6 +79,7 @@ impl Setup {
             registry: fleet.registry.clone(),
             starter: Executions::new(fleet.sfn.clone(), &fleet.machine),
             region: "us-east-1".into(),
+            registry_sources: None,
         };
         Setup { fleet, handler, p }
     }

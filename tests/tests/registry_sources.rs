@@ -16,8 +16,11 @@ use stacksync::asl::Outcome as RunOutcome;
 use stacksync::clock::now_millis;
 use stacksync::fakes::{Failing, RecordingStarter};
 use stacksync::ports::PortError;
+use stacksync::ports::Trigger;
 use stacksync::registry::{Entries, Registry, RegistrySources, Specs};
 use stacksync::registry_source::{SourceSpec, SourceState};
+use stacksync::triggers::events::from_value;
+use stacksync::triggers::events::handler::EventHandler;
 use stacksync::triggers::registry_source::{Installation, Outcome, PushApplier, sync_source};
 use stacksync::triggers::scheduler::{Config, Scheduler};
 use stacksync::triggers::webhook::Headers;
@@ -808,4 +811,143 @@ async fn a_lost_push_and_a_broken_commit_are_read_by_the_scheduler_and_an_idle_r
         .unwrap();
     assert!(report.registry_source_outcomes.is_empty(), "{report:?}");
     assert_eq!(w.source("platform").await.version, version);
+}
+
+/// An S3 "Object Created" event, as EventBridge delivers it (`version`:
+/// the object's version id, absent for an unversioned bucket).
+fn object_created(bucket: &str, key: &str, version: Option<&str>) -> Value {
+    let mut object = json!({"key": key, "size": 1024, "etag": unique_name("etag")});
+    if let Some(version) = version {
+        object["version-id"] = json!(version);
+    }
+    json!({
+        "version": "0", "id": unique_name("event"), "detail-type": "Object Created",
+        "source": "aws.s3", "account": "123456789012", "time": "2026-11-26T10:20:44Z",
+        "region": "us-east-1", "resources": [format!("arn:aws:s3:::{bucket}")],
+        "detail": {"version": "0", "bucket": {"name": bucket}, "object": object, "reason": "PutObject"}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_s3_registry_source_is_applied_from_its_object_created_events() {
+    let w = World::new("regsrc-s3").await;
+    let emulator = Emulator::shared();
+    let bucket = emulator.source_bucket(true).await;
+    let key = "platform/stacks.zip";
+    let url = format!("s3://{bucket}/{key}");
+    let spec = SourceSpec {
+        name: "archive".into(),
+        url: url.clone(),
+        reference: String::new(),
+        path: "deploy/stacks.yaml".into(),
+        credentials_secret: None,
+        signed_by: vec![],
+        insecure: false,
+    };
+    assert!(w.h.steps.registry.add_registry_source(&spec).await.unwrap());
+    let registry = w.h.steps.registry.clone();
+    let handler = EventHandler {
+        registry: registry.clone(),
+        starter: RecordingStarter::new(),
+        region: "us-east-1".into(),
+        registry_sources: Some(std::sync::Arc::new(PushApplier {
+            registry: registry.clone(),
+            sources: sources(),
+            notices: stacksync::wiring::event_bus(&Emulator::shared().sdk_config(), "default"),
+            installation: installation(&registry),
+        })),
+    };
+    let archive = |names: &[&str]| {
+        let stacks: String = names
+            .iter()
+            .map(|n| format!("  - name: {n}\n    source: {{ path: ./t.yaml }}\n"))
+            .collect();
+        let stacks = format!("stacks:\n{stacks}");
+        stacksync_testkit::archives::zip(&[
+            (b"deploy/stacks.yaml", stacks.as_bytes()),
+            (b"deploy/t.yaml", QUEUE.as_bytes()),
+        ])
+    };
+    let (one, two) = (w.name("one"), w.name("two"));
+    let v1 = emulator
+        .put_object(&bucket, key, archive(&[&one]))
+        .await
+        .unwrap();
+    let event = from_value(object_created(&bucket, key, Some(&v1))).unwrap();
+    as_function("events", handler.handle(&event, now_millis()))
+        .await
+        .unwrap();
+    let entry = w.h.entry(&one).await;
+    assert_eq!(
+        (
+            entry.spec.source.s3.as_deref(),
+            entry.spec.source.path.as_str()
+        ),
+        (Some(url.as_str()), "deploy/t.yaml")
+    );
+    let started: Vec<(String, String, Trigger)> = handler.starter.started();
+    assert!(started.iter().any(|(_, s, _)| s == &one), "{started:?}");
+    let run = w.h.reconcile(&one).await;
+    assert!(matches!(run, RunOutcome::Succeeded(_)), "{run:?}");
+    assert_eq!(
+        w.h.entry(&one)
+            .await
+            .status
+            .applied
+            .last_applied_revision
+            .as_deref(),
+        Some(v1.as_str())
+    );
+
+    // An event that names no version (an ETag only): the source is read at
+    // its latest version.
+    let v2 = emulator
+        .put_object(&bucket, key, archive(&[&one, &two]))
+        .await
+        .unwrap();
+    let event = from_value(object_created(&bucket, key, None)).unwrap();
+    as_function("events", handler.handle(&event, now_millis()))
+        .await
+        .unwrap();
+    assert!(w.h.steps.registry.get(&two).await.unwrap().is_some());
+    assert_eq!(
+        w.source("archive").await.status.applied_revision.as_deref(),
+        Some(v2.as_str())
+    );
+
+    // Renamed, then broken: the rename gives the old stack's claim up, the
+    // broken archive changes nothing and is told.
+    let renamed = format!("{one}-renamed");
+    let stacks = format!(
+        "stacks:\n  - name: {one}\n    stackName: {renamed}\n    source: {{ path: ./t.yaml }}\n"
+    );
+    let zip = |stacks: &str| {
+        stacksync_testkit::archives::zip(&[
+            (b"deploy/stacks.yaml", stacks.as_bytes()),
+            (b"deploy/t.yaml", QUEUE.as_bytes()),
+        ])
+    };
+    let v3 = emulator
+        .put_object(&bucket, key, zip(&stacks))
+        .await
+        .unwrap();
+    let event = from_value(object_created(&bucket, key, Some(&v3))).unwrap();
+    as_function("events", handler.handle(&event, now_millis()))
+        .await
+        .unwrap();
+    assert_eq!(
+        w.h.entry(&one).await.spec.stack_name.as_deref(),
+        Some(renamed.as_str())
+    );
+    let v4 = emulator
+        .put_object(&bucket, key, zip("stacks: ["))
+        .await
+        .unwrap();
+    let event = from_value(object_created(&bucket, key, Some(&v4))).unwrap();
+    as_function("events", handler.handle(&event, now_millis()))
+        .await
+        .unwrap();
+    let source = w.source("archive").await;
+    assert_eq!(source.status.state, SourceState::Failed);
+    assert_eq!(source.status.applied_revision.as_deref(), Some(v3.as_str()));
 }

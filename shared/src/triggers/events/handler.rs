@@ -137,6 +137,11 @@ pub struct EventHandler<R, X> {
     pub starter: X,
     /// The installation's region: a spec with no `region` is in it.
     pub region: String,
+    /// The registry sources a CodeCommit push or an S3 object may move,
+    /// applied before the stacks that follow it are started; `None`: none
+    /// read here.
+    pub registry_sources:
+        Option<std::sync::Arc<dyn crate::triggers::registry_source::AppliesPushes>>,
 }
 
 impl<R: Entries + Schedule + Leases, X: Starter> EventHandler<R, X> {
@@ -160,6 +165,8 @@ impl<R: Entries + Schedule + Leases, X: Starter> EventHandler<R, X> {
             Detail::ExecutionEnded(ended) => return self.execution_ended(ended, now).await,
             Detail::CodeCommitPush(moved) => {
                 let mut starts = Starts::default();
+                self.apply_registry_sources(moved, true, now, &mut starts)
+                    .await?;
                 start_ref_followers(
                     &self.registry,
                     &self.starter,
@@ -182,6 +189,17 @@ impl<R: Entries + Schedule + Leases, X: Starter> EventHandler<R, X> {
             ),
         };
         let mut starts = Starts::default();
+        if let Detail::ObjectCreated(object) = &event.detail {
+            // An S3 source's new object: its version id names it exactly.
+            let moved = crate::triggers::RefMoved {
+                repository_urls: vec![object.url()],
+                reference: String::new(),
+                commit: revision.clone(),
+            };
+            let exact = object.version_id.is_some();
+            self.apply_registry_sources(&moved, exact, now, &mut starts)
+                .await?;
+        }
         start_followers(
             &self.registry,
             &self.starter,
@@ -192,6 +210,30 @@ impl<R: Entries + Schedule + Leases, X: Starter> EventHandler<R, X> {
         )
         .await?;
         Ok(EventAnswer::of_starts(starts, keys))
+    }
+
+    /// The registry sources `moved` moved, applied, and their changed
+    /// entries started ([`crate::triggers::registry_source::apply_and_start`]).
+    async fn apply_registry_sources(
+        &self,
+        moved: &crate::triggers::RefMoved,
+        exact: bool,
+        now: EpochMillis,
+        starts: &mut Starts,
+    ) -> Result<(), TriggerError> {
+        let Some(applier) = &self.registry_sources else {
+            return Ok(());
+        };
+        crate::triggers::registry_source::apply_and_start(
+            applier.as_ref(),
+            &self.starter,
+            moved,
+            exact,
+            TriggerKind::Event,
+            now,
+            starts,
+        )
+        .await
     }
 
     /// Releases the stack a reconcile execution still holds after it ended
@@ -374,6 +416,7 @@ mod tests {
                 registry,
                 starter: RecordingStarter::new(),
                 region: "us-east-1".into(),
+                registry_sources: None,
             }
         }
 
@@ -470,6 +513,7 @@ mod tests {
                 registry: crate::fakes::Failing::new(MemoryRegistry::new()),
                 starter: RecordingStarter::new(),
                 region: "us-east-1".into(),
+                registry_sources: None,
             };
             h.registry.fail(
                 "Query",
@@ -510,6 +554,7 @@ mod tests {
             registry,
             starter: crate::fakes::RecordingStarter::new(),
             region: "us-east-1".into(),
+            registry_sources: None,
         };
         let aborted = |name: &str| AwsEvent {
             id: "e-1".into(),

@@ -39,7 +39,7 @@ use crate::registry::plan::{Action, Plan, Writer, plan_by};
 use crate::registry::{RegistryError, RegistrySources, Specs};
 use crate::registry_source::{RegistrySource, prune_held};
 
-pub use push::{AppliesPushes, PushApplier, ToStart};
+pub use push::{AppliesPushes, PushApplier, ToStart, apply_and_start};
 use read::{Read, check_policy, conflict_lines, read_files};
 
 /// What the applier needs of the installation.

@@ -22,10 +22,14 @@ pub struct ToStart {
 /// Applies the registry sources a push moved, before the push's stacks are
 /// started (a commit that changes both a stacks file and templates is one
 /// revision: entries written first, then their runs at that commit).
+/// `exact`: `moved.commit` is the source's new revision (a Git push, an S3
+/// version id), read as it is; otherwise the source is resolved again (an
+/// unversioned S3 object, of which the event names only an ETag).
 pub trait AppliesPushes: Send + Sync + std::fmt::Debug {
     fn apply_pushed<'a>(
         &'a self,
         moved: &'a crate::triggers::RefMoved,
+        exact: bool,
         now: EpochMillis,
     ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<ToStart>, SyncError>> + Send + 'a>>;
 }
@@ -47,6 +51,7 @@ where
     async fn apply(
         &self,
         moved: &crate::triggers::RefMoved,
+        exact: bool,
         now: EpochMillis,
     ) -> Result<Vec<ToStart>, SyncError> {
         let all = self
@@ -65,7 +70,7 @@ where
             // The pushed ref by its full name is at the pushed commit; a
             // short name (`main`) may be a tag first: resolved.
             let head = if named.contains(&key) {
-                Some(moved.commit.as_str())
+                Some(moved.commit.as_str()).filter(|_| exact)
             } else if short.contains(&key) {
                 None
             } else {
@@ -116,8 +121,46 @@ where
     fn apply_pushed<'a>(
         &'a self,
         moved: &'a crate::triggers::RefMoved,
+        exact: bool,
         now: EpochMillis,
     ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<ToStart>, SyncError>> + Send + 'a>> {
-        Box::pin(self.apply(moved, now))
+        Box::pin(self.apply(moved, exact, now))
     }
+}
+
+/// Applies the registry sources `moved` moved and starts the entries its
+/// commit created, changed or pruned, each named as the push's own start of
+/// it is (so it starts once). A source that cannot be read now is logged and
+/// left to the scheduler: the push's stacks are started all the same.
+pub async fn apply_and_start<X: crate::ports::Starter>(
+    applier: &dyn AppliesPushes,
+    starter: &X,
+    moved: &crate::triggers::RefMoved,
+    exact: bool,
+    kind: crate::ports::TriggerKind,
+    now: EpochMillis,
+    starts: &mut crate::triggers::Starts,
+) -> Result<(), crate::triggers::TriggerError> {
+    let to_start = match applier.apply_pushed(moved, exact, now).await {
+        Ok(to_start) => to_start,
+        Err(e) => {
+            tracing::warn!(error = %e, "registry source not applied for this push: the scheduler reads it");
+            return Ok(());
+        }
+    };
+    for entry in to_start {
+        let trigger = crate::ports::Trigger {
+            revision: entry.pinned.then(|| moved.commit.clone()),
+            ..crate::ports::Trigger::of(kind)
+        };
+        let started = starter.start(&entry.name, &trigger, &entry.naming).await?;
+        if started.new {
+            starts.started.push(crate::triggers::StartedStack {
+                stack: started.stack,
+                execution: started.execution_name,
+                revision: moved.commit.clone(),
+            });
+        }
+    }
+    Ok(())
 }

@@ -19,7 +19,7 @@ use super::{Delivery, Headers, Provider, Received, WebhookError, check_size};
 use crate::clock::EpochMillis;
 use crate::ports::{SecretStore, Starter, TriggerKind};
 use crate::registry::{Deliveries, Entries};
-use crate::triggers::registry_source::AppliesPushes;
+use crate::triggers::registry_source::{AppliesPushes, apply_and_start};
 use crate::triggers::{Starts, TriggerError, start_ref_followers};
 
 mod counted;
@@ -220,7 +220,19 @@ impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
     ) -> Result<(u16, Answer), TriggerError> {
         let mut starts = Starts::default();
         for moved in &delivery.refs {
-            self.apply_registry_sources(moved, now, &mut starts).await?;
+            if let Some(applier) = &self.registry_sources {
+                let (kind, exact) = (TriggerKind::Webhook, true);
+                apply_and_start(
+                    applier.as_ref(),
+                    &self.starter,
+                    moved,
+                    exact,
+                    kind,
+                    now,
+                    &mut starts,
+                )
+                .await?;
+            }
             start_ref_followers(
                 &self.registry,
                 &self.starter,
@@ -275,48 +287,6 @@ impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
                 },
             )
         })
-    }
-}
-
-impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
-    /// Applies the registry sources `moved` moved, and starts the entries
-    /// its commit created, changed or pruned. A source that cannot be read
-    /// now is logged and left to the scheduler (the push's stacks are
-    /// started all the same).
-    async fn apply_registry_sources(
-        &self,
-        moved: &crate::triggers::RefMoved,
-        now: EpochMillis,
-        starts: &mut Starts,
-    ) -> Result<(), TriggerError> {
-        let Some(applier) = &self.registry_sources else {
-            return Ok(());
-        };
-        let to_start = match applier.apply_pushed(moved, now).await {
-            Ok(to_start) => to_start,
-            Err(e) => {
-                tracing::warn!(error = %e, "registry source not applied for this push: the scheduler reads it");
-                return Ok(());
-            }
-        };
-        for entry in to_start {
-            let trigger = crate::ports::Trigger {
-                revision: entry.pinned.then(|| moved.commit.clone()),
-                ..crate::ports::Trigger::of(TriggerKind::Webhook)
-            };
-            let started = self
-                .starter
-                .start(&entry.name, &trigger, &entry.naming)
-                .await?;
-            if started.new {
-                starts.started.push(crate::triggers::StartedStack {
-                    stack: started.stack,
-                    execution: started.execution_name,
-                    revision: moved.commit.clone(),
-                });
-            }
-        }
-        Ok(())
     }
 }
 
