@@ -160,6 +160,23 @@ impl World {
         }
     }
 
+    /// The events function over the world's registry, its starts recorded,
+    /// reading registry sources.
+    fn events_handler(&self) -> EventHandler<Registry, RecordingStarter> {
+        let registry = self.h.steps.registry.clone();
+        EventHandler {
+            registry: registry.clone(),
+            starter: RecordingStarter::new(),
+            region: "us-east-1".into(),
+            registry_sources: Some(std::sync::Arc::new(PushApplier {
+                registry: registry.clone(),
+                sources: sources(),
+                notices: stacksync::wiring::event_bus(&Emulator::shared().sdk_config(), "default"),
+                installation: installation(&registry),
+            })),
+        }
+    }
+
     /// Runs every execution started and not run yet: the stacks it ran.
     async fn run_started(&self) -> Vec<String> {
         let mut names = Vec::new();
@@ -845,18 +862,7 @@ async fn an_s3_registry_source_is_applied_from_its_object_created_events() {
         insecure: false,
     };
     assert!(w.h.steps.registry.add_registry_source(&spec).await.unwrap());
-    let registry = w.h.steps.registry.clone();
-    let handler = EventHandler {
-        registry: registry.clone(),
-        starter: RecordingStarter::new(),
-        region: "us-east-1".into(),
-        registry_sources: Some(std::sync::Arc::new(PushApplier {
-            registry: registry.clone(),
-            sources: sources(),
-            notices: stacksync::wiring::event_bus(&Emulator::shared().sdk_config(), "default"),
-            installation: installation(&registry),
-        })),
-    };
+    let handler = w.events_handler();
     let archive = |names: &[&str]| {
         let stacks: String = names
             .iter()
