@@ -46,7 +46,7 @@ pub async fn status(registry: &Registry, names: &[String], format: Output) -> Re
             .await
             .map_err(|e| e.to_string())?;
         if !sources.is_empty() {
-            put!("");
+            say!();
             super::source::print_sources(&sources);
         }
     }

@@ -13,6 +13,7 @@ pub mod relative;
 use serde::{Deserialize, Serialize};
 
 use crate::source::source_key;
+use crate::status::Timestamp;
 
 pub use pattern::Pattern;
 pub use relative::RelativeBase;
@@ -145,7 +146,7 @@ impl SourceState {
 pub struct Failure {
     pub commit: String,
     pub problems: Vec<String>,
-    pub at: i64,
+    pub at: Timestamp,
 }
 
 /// A commit held by the prune guard, and the entries it would prune.
@@ -166,7 +167,7 @@ pub struct Applying {
     pub commit: String,
     /// The changes the plan writes.
     pub changes: usize,
-    pub started_at: i64,
+    pub started_at: Timestamp,
 }
 
 /// What a source's last reads did.
@@ -178,7 +179,7 @@ pub struct SourceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_revision: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub applied_at: Option<i64>,
+    pub applied_at: Option<Timestamp>,
     /// The entries it owns, as of its applied revision.
     #[serde(default)]
     pub entries: usize,
@@ -326,7 +327,7 @@ mod tests {
         status.failure = Some(Failure {
             commit: "b".into(),
             problems: vec![],
-            at: 0,
+            at: Timestamp(0),
         });
         assert!(!status.needs("b"));
         assert!(status.needs("c"), "the next commit is read");
@@ -342,7 +343,7 @@ mod tests {
         status.applying = Some(Applying {
             commit: "c".into(),
             changes: 3,
-            started_at: 0,
+            started_at: Timestamp(0),
         });
         assert!(status.needs("c"), "a plan left unfinished is finished");
     }

@@ -6,7 +6,7 @@ use crate::notice::{Notice, NoticeKind, NoticeSource};
 use crate::registry::plan::{Action, Plan};
 use crate::registry::{RegistrySources, Specs, apply_plan};
 use crate::registry_source::{Applying, Failure, Hold, SourceState, SourceStatus};
-use crate::status::Phase;
+use crate::status::{Phase, Timestamp};
 
 impl<R: RegistrySources> Sync<'_, R> {
     /// Writes the source's status, if it is still at `version`.
@@ -43,7 +43,7 @@ impl<R: RegistrySources> Sync<'_, R> {
                 failure: Some(Failure {
                     commit: revision.to_owned(),
                     problems: problems.clone(),
-                    at: self.now,
+                    at: Timestamp(self.now),
                 }),
                 hold: None,
                 ..source.status.clone()
@@ -114,7 +114,7 @@ impl<R: Specs + RegistrySources> Sync<'_, R> {
             status.applying = Some(Applying {
                 commit: revision.to_owned(),
                 changes: writes,
-                started_at: self.now,
+                started_at: Timestamp(self.now),
             });
             self.write_status(version, &status).await?;
             version += 1;
@@ -132,7 +132,7 @@ impl<R: Specs + RegistrySources> Sync<'_, R> {
         status = SourceStatus {
             state: SourceState::Ready,
             applied_revision: Some(revision.to_owned()),
-            applied_at: Some(self.now),
+            applied_at: Some(Timestamp(self.now)),
             entries,
             applying: None,
             failure: None,
