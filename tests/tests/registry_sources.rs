@@ -26,6 +26,7 @@ use stacksync::triggers::scheduler::{Config, Scheduler};
 use stacksync::triggers::webhook::Headers;
 use stacksync::triggers::webhook::handler::Webhook;
 use stacksync::triggers::webhook::verify::sign;
+use stacksync_testkit::backend::Backend;
 use stacksync_testkit::bus::{queue_for_installation, received};
 use stacksync_testkit::git::{GitDaemon, GitRepo};
 use stacksync_testkit::harness::Harness;
@@ -70,7 +71,13 @@ fn installation(registry: &Registry) -> Installation {
 
 impl World {
     async fn new(prefix: &str) -> World {
-        let h = Harness::new(prefix).await;
+        World::on(Backend::Moto, prefix).await
+    }
+
+    /// With CloudFormation (and S3) on `backend`; the registry, Git and the
+    /// event bus as in [`World::new`].
+    async fn on(backend: Backend, prefix: &str) -> World {
+        let h = backend.harness(prefix).await;
         let repo = GitRepo::new(prefix);
         let daemon = GitDaemon::serve(&repo);
         let url = daemon.url(&repo);
@@ -219,17 +226,19 @@ impl World {
     }
 }
 
-async fn stack(name: &str) -> Option<aws_sdk_cloudformation::types::Stack> {
-    let cfn = aws_sdk_cloudformation::Client::new(&Emulator::shared().sdk_config());
+async fn stack(backend: Backend, name: &str) -> Option<aws_sdk_cloudformation::types::Stack> {
+    let cfn = backend.cloudformation();
     match cfn.describe_stacks().stack_name(name).send().await {
         Ok(out) => out.stacks().first().cloned(),
         Err(_) => None,
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_push_adds_edits_moves_and_removes_a_stack_through_the_webhook() {
-    let w = World::new("regsrc-push").await;
+stacksync_testkit::scenarios!(a_push_adds_edits_moves_and_removes_a_stack_through_the_webhook);
+
+/// A scenario of CloudFormation's: on both emulators.
+async fn a_push_adds_edits_moves_and_removes_a_stack_through_the_webhook(backend: Backend) {
+    let w = World::on(backend, "regsrc-push").await;
     w.add_source("platform", "deploy/*.yaml").await;
     let (web, keep) = (w.name("web"), w.name("keep"));
     let first = w.stacks_file(&[("web", ""), ("keep", "")]);
@@ -259,7 +268,12 @@ async fn a_push_adds_edits_moves_and_removes_a_stack_through_the_webhook() {
         Some(c1.as_str())
     );
     assert_eq!(
-        stack(&web).await.unwrap().stack_status().unwrap().as_str(),
+        stack(backend, &web)
+            .await
+            .unwrap()
+            .stack_status()
+            .unwrap()
+            .as_str(),
         "CREATE_COMPLETE"
     );
     let source = w.source("platform").await;
@@ -289,7 +303,7 @@ async fn a_push_adds_edits_moves_and_removes_a_stack_through_the_webhook() {
         entry.status.applied.last_applied_revision.as_deref(),
         Some(c2.as_str())
     );
-    let deployed = stack(&web).await.unwrap();
+    let deployed = stack(backend, &web).await.unwrap();
     assert!(
         deployed
             .tags()
@@ -314,7 +328,11 @@ async fn a_push_adds_edits_moves_and_removes_a_stack_through_the_webhook() {
     assert_eq!(entry.spec_version, 2, "a move is not a change");
     assert_eq!(entry.owner.unwrap().file, "deploy/more.yaml");
     assert_eq!(
-        stack(&web).await.unwrap().last_updated_time().cloned(),
+        stack(backend, &web)
+            .await
+            .unwrap()
+            .last_updated_time()
+            .cloned(),
         updated_at,
         "the stack is untouched"
     );
@@ -329,13 +347,16 @@ async fn a_push_adds_edits_moves_and_removes_a_stack_through_the_webhook() {
         w.h.steps.registry.get(&web).await.unwrap().is_none(),
         "the entry is gone"
     );
-    let gone = stack(&web).await;
+    let gone = stack(backend, &web).await;
     assert!(
         gone.as_ref()
             .is_none_or(|s| s.stack_status().unwrap().as_str() == "DELETE_COMPLETE"),
         "{gone:?}"
     );
-    assert!(stack(&keep).await.is_some(), "the other stack stays");
+    assert!(
+        stack(backend, &keep).await.is_some(),
+        "the other stack stays"
+    );
     assert_eq!(w.source("platform").await.status.entries, 1);
 }
 
