@@ -358,18 +358,9 @@ pub async fn approve_prune(
     format: Output,
 ) -> Result {
     let source = registered(registry, name).await?;
-    let held = source.status.hold.as_ref().map(|h| h.commit.as_str());
-    if held != Some(commit) {
-        return Err(match held {
-            Some(other) => format!(
-                "registry source {name:?} is held at commit {other}, not {commit}: approve that one \
-                 (`stacksync source get {name}` names the entries it prunes)"
-            ),
-            None => format!("registry source {name:?} holds no commit: nothing to approve"),
-        });
-    }
-    let mut status = source.status.clone();
-    status.approved_prune = Some(commit.to_owned());
+    let status = source.status.approved(commit).map_err(|why| {
+        format!("registry source {name:?}: {why} (`stacksync source get {name}` names the entries it prunes)")
+    })?;
     if !registry
         .write_source_status(name, source.version, &status)
         .await

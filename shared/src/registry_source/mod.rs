@@ -240,6 +240,80 @@ impl SourceStatus {
     }
 }
 
+/// Every change of a source's status, each from the status read (the one
+/// place that builds one; the applier and the CLI call these).
+impl SourceStatus {
+    /// A commit that cannot be applied: its problems recorded; what was
+    /// applied before kept.
+    pub fn failed(&self, commit: &str, problems: Vec<String>, at: Timestamp) -> SourceStatus {
+        SourceStatus {
+            state: SourceState::Failed,
+            failure: Some(Failure {
+                commit: commit.to_owned(),
+                problems,
+                at,
+            }),
+            hold: None,
+            ..self.clone()
+        }
+    }
+
+    /// A commit the prune guard holds, with the entries it would prune of `of`.
+    pub fn held(&self, commit: &str, entries: Vec<String>, of: usize) -> SourceStatus {
+        SourceStatus {
+            state: SourceState::Held,
+            hold: Some(Hold {
+                commit: commit.to_owned(),
+                entries,
+                of,
+            }),
+            failure: None,
+            ..self.clone()
+        }
+    }
+
+    /// A commit whose plan of `changes` writes is about to be written.
+    pub fn applying(&self, commit: &str, changes: usize, at: Timestamp) -> SourceStatus {
+        SourceStatus {
+            applying: Some(Applying {
+                commit: commit.to_owned(),
+                changes,
+                started_at: at,
+            }),
+            ..self.clone()
+        }
+    }
+
+    /// A commit in the registry, with the `entries` the source owns now:
+    /// failure, hold and plan cleared; an approval of this commit used.
+    pub fn applied(&self, commit: &str, entries: usize, at: Timestamp) -> SourceStatus {
+        SourceStatus {
+            state: SourceState::Ready,
+            applied_revision: Some(commit.to_owned()),
+            applied_at: Some(at),
+            entries,
+            applying: None,
+            failure: None,
+            hold: None,
+            approved_prune: self.approved_prune.clone().filter(|c| c != commit),
+        }
+    }
+
+    /// An operator's approval of the commit held (only that one).
+    pub fn approved(&self, commit: &str) -> Result<SourceStatus, String> {
+        match self.hold.as_ref().map(|h| h.commit.as_str()) {
+            Some(held) if held == commit => Ok(SourceStatus {
+                approved_prune: Some(commit.to_owned()),
+                ..self.clone()
+            }),
+            Some(other) => Err(format!(
+                "it is held at commit {other}, not {commit}: approve that one"
+            )),
+            None => Err("it holds no commit: nothing to approve".into()),
+        }
+    }
+}
+
 /// A commit id shortened for a person (12 characters).
 pub fn short(commit: &str) -> &str {
     commit.get(..12).unwrap_or(commit)
@@ -346,6 +420,50 @@ mod tests {
             started_at: Timestamp(0),
         });
         assert!(status.needs("c"), "a plan left unfinished is finished");
+    }
+
+    #[test]
+    fn each_change_of_a_status_keeps_what_it_does_not_replace() {
+        let at = Timestamp(5);
+        let ready = SourceStatus::default().applied("a", 3, at);
+        assert_eq!(
+            (
+                ready.state,
+                ready.applied_revision.as_deref(),
+                ready.entries
+            ),
+            (SourceState::Ready, Some("a"), 3)
+        );
+        let failed = ready.failed("b", vec!["x".into()], at);
+        assert_eq!(
+            (failed.state, failed.applied_revision.as_deref()),
+            (SourceState::Failed, Some("a")),
+            "the applied revision is kept"
+        );
+        let held = failed.held("c", vec!["e".into()], 3);
+        assert_eq!(
+            (held.state, held.failure.as_ref()),
+            (SourceState::Held, None),
+            "a hold replaces the failure"
+        );
+        assert!(held.approved("b").is_err(), "only the commit held");
+        let approved = held.approved("c").unwrap();
+        assert_eq!(approved.approved_prune.as_deref(), Some("c"));
+        let applying = approved.applying("c", 2, at);
+        assert_eq!(
+            (
+                applying.state,
+                applying.applying.as_ref().map(|a| a.changes)
+            ),
+            (SourceState::Held, Some(2))
+        );
+        let done = applying.applied("c", 2, at);
+        assert_eq!(
+            (done.applying, done.hold, done.approved_prune),
+            (None, None, None),
+            "the approval is used"
+        );
+        assert!(SourceStatus::default().approved("c").is_err());
     }
 
     #[test]

@@ -5,7 +5,7 @@ use super::{Outcome, Sync, SyncError};
 use crate::notice::{Notice, NoticeKind, NoticeSource};
 use crate::registry::plan::{Action, Plan};
 use crate::registry::{RegistrySources, Specs, apply_plan};
-use crate::registry_source::{Applying, Failure, Hold, SourceState, SourceStatus};
+use crate::registry_source::{SourceState, SourceStatus};
 use crate::status::{Phase, Timestamp};
 
 impl<R: RegistrySources> Sync<'_, R> {
@@ -38,16 +38,9 @@ impl<R: RegistrySources> Sync<'_, R> {
             .is_some_and(|f| f.commit == revision && f.problems == problems);
         if !known {
             tracing::warn!(source = %source.spec.name, commit = %revision, ?problems, "registry source: commit not applied");
-            let status = SourceStatus {
-                state: SourceState::Failed,
-                failure: Some(Failure {
-                    commit: revision.to_owned(),
-                    problems: problems.clone(),
-                    at: Timestamp(self.now),
-                }),
-                hold: None,
-                ..source.status.clone()
-            };
+            let status = source
+                .status
+                .failed(revision, problems.clone(), Timestamp(self.now));
             self.write_status(source.version, &status).await?;
             self.tell(revision, "Failed", problems.clone()).await;
         }
@@ -64,16 +57,7 @@ impl<R: RegistrySources> Sync<'_, R> {
         entries: Vec<String>,
         of: usize,
     ) -> Result<Outcome, SyncError> {
-        let status = SourceStatus {
-            state: SourceState::Held,
-            hold: Some(Hold {
-                commit: revision.to_owned(),
-                entries: entries.clone(),
-                of,
-            }),
-            failure: None,
-            ..self.source.status.clone()
-        };
+        let status = self.source.status.held(revision, entries.clone(), of);
         self.write_status(self.source.version, &status).await?;
         self.tell(revision, SourceState::Held.as_str(), vec![status.summary()])
             .await;
@@ -108,14 +92,12 @@ impl<R: Specs + RegistrySources> Sync<'_, R> {
     pub(super) async fn write_plan(&self, plan: &Plan, revision: &str) -> Result<(), SyncError> {
         let name = &self.source.spec.name;
         let mut version = self.source.version;
-        let mut status = self.source.status.clone();
         let writes = plan.writes().count();
         if writes > 0 {
-            status.applying = Some(Applying {
-                commit: revision.to_owned(),
-                changes: writes,
-                started_at: Timestamp(self.now),
-            });
+            let status = self
+                .source
+                .status
+                .applying(revision, writes, Timestamp(self.now));
             self.write_status(version, &status).await?;
             version += 1;
             apply_plan(self.registry, plan, self.now, |applied| {
@@ -129,16 +111,10 @@ impl<R: Specs + RegistrySources> Sync<'_, R> {
             .iter()
             .filter(|c| !matches!(c.action, Action::Prune { .. }))
             .count();
-        status = SourceStatus {
-            state: SourceState::Ready,
-            applied_revision: Some(revision.to_owned()),
-            applied_at: Some(Timestamp(self.now)),
-            entries,
-            applying: None,
-            failure: None,
-            hold: None,
-            approved_prune: status.approved_prune.filter(|c| c != revision),
-        };
+        let status = self
+            .source
+            .status
+            .applied(revision, entries, Timestamp(self.now));
         self.write_status(version, &status).await
     }
 }
