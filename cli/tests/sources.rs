@@ -146,26 +146,6 @@ async fn a_source_is_added_read_shown_held_approved_and_removed_from_the_command
     assert!(approved.status.success(), "{}", stderr(&approved));
     let synced = json(&cli.run(&["source", "sync", "platform", "-o", "json"]));
     assert_eq!(synced["pruned"].as_array().unwrap().len(), 3, "{synced}");
-
-    // A second source: removed keeping its entries (the CLI's from then on).
-    repo.commit(
-        &[
-            ("team/stacks.yaml", stacks(&[&format!("{p}t")]).as_bytes()),
-            ("team/t.yaml", QUEUE),
-        ],
-        "a team",
-    );
-    assert!(add("team", "team/stacks.yaml").status.success());
-    json(&cli.run(&["source", "sync", "team", "-o", "json"]));
-    refused(&cli.run(&["source", "remove", "team"]), "--keep-entries");
-    let removed = cli.run(&["source", "remove", "team", "--keep-entries"]);
-    assert!(removed.status.success(), "{}", stderr(&removed));
-    let kept = json(&cli.run(&["get", &format!("{p}t"), "-o", "json"]));
-    assert!(kept.get("owner").is_none(), "{kept}");
-    refused(
-        &cli.run(&["source", "get", "team"]),
-        "no registry source named \"team\"",
-    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -217,5 +197,47 @@ async fn source_sync_local_runs_the_entries_a_commit_changed() {
     assert_eq!(
         stack.stacks()[0].stack_status().unwrap().as_str(),
         "CREATE_COMPLETE"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_source_removed_keeping_its_entries_leaves_them_to_the_cli() {
+    let (cli, _registry) = Cli::new("cli-source-keep").await;
+    let repo = GitRepo::new("cli-source-keep");
+    let daemon = GitDaemon::serve(&repo);
+    let url = daemon.url(&repo);
+    let p = unique_name("clikeep").replace('-', "x");
+    let add = |name: &str, path: &str| {
+        cli.run(&[
+            "source",
+            "add",
+            name,
+            "--git",
+            &url,
+            "--ref",
+            "main",
+            "--path",
+            path,
+            "--insecure",
+        ])
+    };
+    // A second source: removed keeping its entries (the CLI's from then on).
+    repo.commit(
+        &[
+            ("team/stacks.yaml", stacks(&[&format!("{p}t")]).as_bytes()),
+            ("team/t.yaml", QUEUE),
+        ],
+        "a team",
+    );
+    assert!(add("team", "team/stacks.yaml").status.success());
+    json(&cli.run(&["source", "sync", "team", "-o", "json"]));
+    refused(&cli.run(&["source", "remove", "team"]), "--keep-entries");
+    let removed = cli.run(&["source", "remove", "team", "--keep-entries"]);
+    assert!(removed.status.success(), "{}", stderr(&removed));
+    let kept = json(&cli.run(&["get", &format!("{p}t"), "-o", "json"]));
+    assert!(kept.get("owner").is_none(), "{kept}");
+    refused(
+        &cli.run(&["source", "get", "team"]),
+        "no registry source named \"team\"",
     );
 }

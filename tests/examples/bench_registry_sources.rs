@@ -212,6 +212,13 @@ async fn main() {
         );
     }
 
+    idle_runs(&registry, &calls, &sources).await;
+}
+
+/// Idle scheduler runs: `registry` (one source, its ref unmoved) next to an
+/// empty one (no registry source).
+async fn idle_runs(registry: &Registry, calls: &CallCounter, sources: &Counted) {
+    let emulator = Emulator::shared();
     // Idle scheduler runs: this registry (one source, its ref unmoved) next
     // to an empty one (no registry source).
     println!();
@@ -241,7 +248,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     for (label, counter, is_empty) in [
-        ("one registry source of 1,000 entries", &calls, false),
+        ("one registry source of 1,000 entries", calls, false),
         ("no registry source, no entry", &empty_calls, true),
     ] {
         let (mark, fetched, listed) = (

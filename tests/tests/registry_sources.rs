@@ -236,6 +236,31 @@ async fn stack(backend: Backend, name: &str) -> Option<aws_sdk_cloudformation::t
 
 stacksync_testkit::scenarios!(a_push_adds_edits_moves_and_removes_a_stack_through_the_webhook);
 
+/// The push scenario's end: `web` removed from its file, `keep` kept.
+async fn removed_and_deleted(w: &World, backend: Backend, web: &str, keep: &str) {
+    // Removed: its entry pruned, its stack deleted (destroyOnDelete).
+    let c4 = w
+        .repo
+        .commit(&[("deploy/more.yaml", b"stacks:\n")], "web goes");
+    w.push(&c4).await;
+    assert!(w.run_started().await.iter().any(|s| s == web));
+    assert!(
+        w.h.steps.registry.get(web).await.unwrap().is_none(),
+        "the entry is gone"
+    );
+    let gone = stack(backend, web).await;
+    assert!(
+        gone.as_ref()
+            .is_none_or(|s| s.stack_status().unwrap().as_str() == "DELETE_COMPLETE"),
+        "{gone:?}"
+    );
+    assert!(
+        stack(backend, keep).await.is_some(),
+        "the other stack stays"
+    );
+    assert_eq!(w.source("platform").await.status.entries, 1);
+}
+
 /// A scenario of CloudFormation's: on both emulators.
 async fn a_push_adds_edits_moves_and_removes_a_stack_through_the_webhook(backend: Backend) {
     let w = World::on(backend, "regsrc-push").await;
@@ -337,27 +362,7 @@ async fn a_push_adds_edits_moves_and_removes_a_stack_through_the_webhook(backend
         "the stack is untouched"
     );
 
-    // Removed: its entry pruned, its stack deleted (destroyOnDelete).
-    let c4 = w
-        .repo
-        .commit(&[("deploy/more.yaml", b"stacks:\n")], "web goes");
-    w.push(&c4).await;
-    assert!(w.run_started().await.contains(&web));
-    assert!(
-        w.h.steps.registry.get(&web).await.unwrap().is_none(),
-        "the entry is gone"
-    );
-    let gone = stack(backend, &web).await;
-    assert!(
-        gone.as_ref()
-            .is_none_or(|s| s.stack_status().unwrap().as_str() == "DELETE_COMPLETE"),
-        "{gone:?}"
-    );
-    assert!(
-        stack(backend, &keep).await.is_some(),
-        "the other stack stays"
-    );
-    assert_eq!(w.source("platform").await.status.entries, 1);
+    removed_and_deleted(&w, backend, &web, &keep).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
