@@ -23,6 +23,22 @@ fn stacks(names: &[&str]) -> String {
     text
 }
 
+/// `stacksync source add NAME --git URL --ref main --path PATH --insecure`.
+fn add_source(cli: &Cli, url: &str, name: &str, path: &str) -> std::process::Output {
+    cli.run(&[
+        "source",
+        "add",
+        name,
+        "--git",
+        url,
+        "--ref",
+        "main",
+        "--path",
+        path,
+        "--insecure",
+    ])
+}
+
 fn json(out: &std::process::Output) -> Value {
     assert!(out.status.success(), "{}\n{}", stdout(out), stderr(out));
     serde_json::from_str(&stdout(out)).unwrap_or_else(|e| panic!("{e}: {}", stdout(out)))
@@ -59,20 +75,7 @@ async fn a_source_is_added_read_shown_held_approved_and_removed_from_the_command
         ],
         "three stacks",
     );
-    let add = |name: &str, path: &str| {
-        cli.run(&[
-            "source",
-            "add",
-            name,
-            "--git",
-            &url,
-            "--ref",
-            "main",
-            "--path",
-            path,
-            "--insecure",
-        ])
-    };
+    let add = |name: &str, path: &str| add_source(&cli, &url, name, path);
     let out = add("platform", "deploy/stacks.yaml");
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
@@ -207,20 +210,7 @@ async fn a_source_removed_keeping_its_entries_leaves_them_to_the_cli() {
     let daemon = GitDaemon::serve(&repo);
     let url = daemon.url(&repo);
     let p = unique_name("clikeep").replace('-', "x");
-    let add = |name: &str, path: &str| {
-        cli.run(&[
-            "source",
-            "add",
-            name,
-            "--git",
-            &url,
-            "--ref",
-            "main",
-            "--path",
-            path,
-            "--insecure",
-        ])
-    };
+    let add = |name: &str, path: &str| add_source(&cli, &url, name, path);
     // A second source: removed keeping its entries (the CLI's from then on).
     repo.commit(
         &[

@@ -6,53 +6,26 @@
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a bench: a failed unwrap is a failed bench
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use stacksync::adapters::cloudformation::SdkCloudFormationFactory;
 use stacksync::clock::now_millis;
-use stacksync::content::Wanted;
 use stacksync::fakes::RecordingStarter;
-use stacksync::ports::source::{FetchError, Files};
-use stacksync::ports::{Notifier, SourceFetcher, SourceLocation};
+use stacksync::ports::Notifier;
 use stacksync::registry::{Registry, RegistrySources};
 use stacksync::registry_source::SourceSpec;
 use stacksync::triggers::registry_source::{Installation, Outcome, sync_source};
 use stacksync::triggers::scheduler::{Config, Scheduler};
 use stacksync_testkit::counted::CallCounter;
 use stacksync_testkit::git::{GitDaemon, GitRepo};
+use stacksync_testkit::harness::Counting;
 use stacksync_testkit::{Emulator, unique_name};
 
 const ENTRIES: usize = 1_000;
 
 /// The sources, with their resolves and fetches counted.
-#[derive(Clone, Debug)]
-struct Counted {
-    inner: stacksync::adapters::sources::Sources,
-    resolves: Arc<AtomicUsize>,
-    fetches: Arc<AtomicUsize>,
-}
-
-impl SourceFetcher for Counted {
-    async fn resolve(
-        &self,
-        source: &SourceLocation,
-        reference: &str,
-    ) -> Result<String, FetchError> {
-        self.resolves.fetch_add(1, Ordering::SeqCst);
-        self.inner.resolve(source, reference).await
-    }
-    async fn fetch(
-        &self,
-        source: &SourceLocation,
-        revision: &str,
-        wanted: &Wanted,
-    ) -> Result<Files, FetchError> {
-        self.fetches.fetch_add(1, Ordering::SeqCst);
-        self.inner.fetch(source, revision, wanted).await
-    }
-}
+type Counted = Counting<stacksync::adapters::sources::Sources>;
 
 fn stacks_file(prefix: &str, tagged: Option<usize>, without: Option<usize>) -> String {
     let mut text = String::from("stacks:\n");
@@ -128,15 +101,11 @@ async fn main() {
         insecure: true,
     };
     registry.add_registry_source(&spec).await.unwrap();
-    let sources = Counted {
-        inner: stacksync::wiring::sdk_sources(
-            &emulator.sdk_config(),
-            true,
-            &std::env::temp_dir().join(unique_name("bench-regsrc")),
-        ),
-        resolves: Arc::default(),
-        fetches: Arc::default(),
-    };
+    let sources = Counting::new(stacksync::wiring::sdk_sources(
+        &emulator.sdk_config(),
+        true,
+        &std::env::temp_dir().join(unique_name("bench-regsrc")),
+    ));
     let installation = Installation {
         name: registry.table().to_owned(),
         home: registry.region(),

@@ -53,20 +53,20 @@ impl<R: TaskRunner> TaskRunner for AsFunctions<'_, R> {
     }
 }
 
-/// A [`SourceFetcher`] that counts what it is asked.
-#[derive(Debug)]
+/// A [`SourceFetcher`] that counts what it is asked (clones share the counts).
+#[derive(Debug, Clone)]
 pub struct Counting<S> {
     pub inner: S,
-    pub resolves: AtomicUsize,
-    pub fetches: AtomicUsize,
+    pub resolves: std::sync::Arc<AtomicUsize>,
+    pub fetches: std::sync::Arc<AtomicUsize>,
 }
 
 impl<S> Counting<S> {
     pub fn new(inner: S) -> Self {
         Self {
             inner,
-            resolves: AtomicUsize::new(0),
-            fetches: AtomicUsize::new(0),
+            resolves: std::sync::Arc::default(),
+            fetches: std::sync::Arc::default(),
         }
     }
 }

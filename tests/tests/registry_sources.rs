@@ -128,9 +128,21 @@ impl World {
         assert!(added.unwrap());
     }
 
+    /// Commits `files` to `main` and delivers its push: the commit.
+    async fn commit_and_push(&self, files: &[(&str, &[u8])], message: &str) -> String {
+        let commit = self.repo.commit(files, message);
+        self.push(&commit).await;
+        commit
+    }
+
     /// A signed push of `commit` to `main`, as a Git host delivers it.
     async fn push(&self, commit: &str) -> Value {
-        let body = json!({"repository": self.url, "ref": "refs/heads/main", "after": commit})
+        self.push_to(&self.url, commit).await
+    }
+
+    /// The same, naming the repository by `url`.
+    async fn push_to(&self, url: &str, commit: &str) -> Value {
+        let body = json!({"repository": url, "ref": "refs/heads/main", "after": commit})
             .to_string()
             .into_bytes();
         let headers: Headers = [
@@ -239,10 +251,8 @@ stacksync_testkit::scenarios!(a_push_adds_edits_moves_and_removes_a_stack_throug
 /// The push scenario's end: `web` removed from its file, `keep` kept.
 async fn removed_and_deleted(w: &World, backend: Backend, web: &str, keep: &str) {
     // Removed: its entry pruned, its stack deleted (destroyOnDelete).
-    let c4 = w
-        .repo
-        .commit(&[("deploy/more.yaml", b"stacks:\n")], "web goes");
-    w.push(&c4).await;
+    w.commit_and_push(&[("deploy/more.yaml", b"stacks:\n")], "web goes")
+        .await;
     assert!(w.run_started().await.iter().any(|s| s == web));
     assert!(
         w.h.steps.registry.get(web).await.unwrap().is_none(),
@@ -313,14 +323,15 @@ async fn a_push_adds_edits_moves_and_removes_a_stack_through_the_webhook(backend
 
     // The stacks file and the template change in one commit: one revision.
     let tagged = w.stacks_file(&[("web", "    tags: { team: platform }\n"), ("keep", "")]);
-    let c2 = w.repo.commit(
-        &[
-            ("deploy/stacks.yaml", tagged.as_bytes()),
-            ("deploy/templates/web.yaml", QUEUE_AND_TOPIC.as_bytes()),
-        ],
-        "web grows a topic and a tag",
-    );
-    w.push(&c2).await;
+    let c2 = w
+        .commit_and_push(
+            &[
+                ("deploy/stacks.yaml", tagged.as_bytes()),
+                ("deploy/templates/web.yaml", QUEUE_AND_TOPIC.as_bytes()),
+            ],
+            "web grows a topic and a tag",
+        )
+        .await;
     assert!(w.run_started().await.contains(&web));
     let entry = w.h.entry(&web).await;
     assert_eq!(entry.spec_version, 2);
@@ -340,14 +351,14 @@ async fn a_push_adds_edits_moves_and_removes_a_stack_through_the_webhook(backend
     // Moved to another file: the entry's owner changes, the stack does not.
     let without_web = w.stacks_file(&[("keep", "")]);
     let web_alone = w.stacks_file(&[("web", "    tags: { team: platform }\n")]);
-    let c3 = w.repo.commit(
+    w.commit_and_push(
         &[
             ("deploy/stacks.yaml", without_web.as_bytes()),
             ("deploy/more.yaml", web_alone.as_bytes()),
         ],
         "web moves to its own file",
-    );
-    w.push(&c3).await;
+    )
+    .await;
     w.run_started().await;
     let entry = w.h.entry(&web).await;
     assert_eq!(entry.spec_version, 2, "a move is not a change");
@@ -374,16 +385,17 @@ async fn a_broken_file_a_cycle_and_anothers_entry_change_nothing_and_say_why() {
     let theirs = w.name("theirs");
     let team_file = format!("stacks:\n  - name: {theirs}\n    source: {{ path: ./q.yaml }}\n");
     let good = w.stacks_file(&[("web", "")]);
-    let c1 = w.repo.commit(
-        &[
-            ("deploy/stacks.yaml", good.as_bytes()),
-            ("deploy/templates/web.yaml", QUEUE.as_bytes()),
-            ("team/stacks.yaml", team_file.as_bytes()),
-            ("team/q.yaml", QUEUE.as_bytes()),
-        ],
-        "good",
-    );
-    w.push(&c1).await;
+    let c1 = w
+        .commit_and_push(
+            &[
+                ("deploy/stacks.yaml", good.as_bytes()),
+                ("deploy/templates/web.yaml", QUEUE.as_bytes()),
+                ("team/stacks.yaml", team_file.as_bytes()),
+                ("team/q.yaml", QUEUE.as_bytes()),
+            ],
+            "good",
+        )
+        .await;
     let before = w.h.entry(&w.name("web")).await;
 
     let web = w.name("web");
@@ -407,9 +419,8 @@ async fn a_broken_file_a_cycle_and_anothers_entry_change_nothing_and_say_why() {
     ];
     for (what, text, says) in &bad {
         let commit = w
-            .repo
-            .commit(&[("deploy/stacks.yaml", text.as_bytes())], what);
-        w.push(&commit).await;
+            .commit_and_push(&[("deploy/stacks.yaml", text.as_bytes())], what)
+            .await;
         assert_eq!(
             w.h.entry(&web).await.spec_version,
             before.spec_version,
@@ -460,10 +471,8 @@ async fn a_broken_file_a_cycle_and_anothers_entry_change_nothing_and_say_why() {
     );
 
     // The next good commit recovers, without any command.
-    let c5 = w
-        .repo
-        .commit(&[("deploy/stacks.yaml", good.as_bytes())], "fixed");
-    w.push(&c5).await;
+    w.commit_and_push(&[("deploy/stacks.yaml", good.as_bytes())], "fixed")
+        .await;
     let source = w.source("platform").await;
     assert_eq!(
         (source.status.state, source.status.failure),
@@ -479,10 +488,8 @@ async fn a_push_pruning_most_entries_is_held_until_a_commit_restores_them_or_an_
     let all: Vec<(&str, &str)> = shorts.iter().map(|s| (s.as_str(), "")).collect();
     let full = w.stacks_file(&all);
     let few = w.stacks_file(&all[..2]);
-    let c1 = w
-        .repo
-        .commit(&[("deploy/stacks.yaml", full.as_bytes())], "ten");
-    w.push(&c1).await;
+    w.commit_and_push(&[("deploy/stacks.yaml", full.as_bytes())], "ten")
+        .await;
 
     // A stack renamed: its entry claims the new stack and gives the old one up.
     let renamed_name = format!("{}-renamed", w.name("s0"));
@@ -491,10 +498,8 @@ async fn a_push_pruning_most_entries_is_held_until_a_commit_restores_them_or_an_
         &format!("    destroyOnDelete: true\n    stackName: {renamed_name}\n"),
         1,
     );
-    let c1b = w
-        .repo
-        .commit(&[("deploy/stacks.yaml", renamed.as_bytes())], "s0 renamed");
-    w.push(&c1b).await;
+    w.commit_and_push(&[("deploy/stacks.yaml", renamed.as_bytes())], "s0 renamed")
+        .await;
     let s0 = w.h.entry(&w.name("s0")).await;
     assert_eq!(
         (s0.spec.stack_name.as_deref(), s0.spec_version),
@@ -502,9 +507,8 @@ async fn a_push_pruning_most_entries_is_held_until_a_commit_restores_them_or_an_
     );
 
     let c2 = w
-        .repo
-        .commit(&[("deploy/stacks.yaml", few.as_bytes())], "eight go");
-    w.push(&c2).await;
+        .commit_and_push(&[("deploy/stacks.yaml", few.as_bytes())], "eight go")
+        .await;
     let source = w.source("platform").await;
     assert_eq!(source.status.state, SourceState::Held);
     assert_eq!(source.status.hold.as_ref().unwrap().entries.len(), 8);
@@ -520,10 +524,8 @@ async fn a_push_pruning_most_entries_is_held_until_a_commit_restores_them_or_an_
             .is_none()
     );
 
-    let c3 = w
-        .repo
-        .commit(&[("deploy/stacks.yaml", full.as_bytes())], "back");
-    w.push(&c3).await;
+    w.commit_and_push(&[("deploy/stacks.yaml", full.as_bytes())], "back")
+        .await;
     let source = w.source("platform").await;
     assert_eq!(
         (source.status.state, source.status.hold),
@@ -532,11 +534,12 @@ async fn a_push_pruning_most_entries_is_held_until_a_commit_restores_them_or_an_
 
     // Held again; approved; no push comes (a lost webhook): the scheduler
     // reads the source within one period.
-    let c4 = w.repo.commit(
-        &[("deploy/stacks.yaml", few.as_bytes())],
-        "eight go, really",
-    );
-    w.push(&c4).await;
+    let c4 = w
+        .commit_and_push(
+            &[("deploy/stacks.yaml", few.as_bytes())],
+            "eight go, really",
+        )
+        .await;
     let source = w.source("platform").await;
     let mut status = source.status.clone();
     status.approved_prune = Some(c4.clone());
@@ -736,18 +739,7 @@ async fn private_registry_sources_are_read_with_a_token_or_a_password_by_the_web
         "two private sources",
     );
     // The push names the repository as the HTTP server serves it.
-    let body = json!({"repository": url, "ref": "refs/heads/main", "after": c1})
-        .to_string()
-        .into_bytes();
-    let headers: Headers = [
-        ("X-Stacksync-Event", "push".to_owned()),
-        ("X-Stacksync-Delivery", unique_name("delivery")),
-        ("X-Stacksync-Signature-256", sign(SECRET.as_bytes(), &body)),
-    ]
-    .into_iter()
-    .collect();
-    let response = as_function("webhook", w.webhook.handle(&headers, &body, now_millis())).await;
-    assert!(response.status < 300, "{response:?}");
+    w.push_to(&url, &c1).await;
     for (source, entry) in [("by-token", &a), ("by-password", &b)] {
         let read = w.source(source).await;
         assert_eq!(
@@ -791,10 +783,8 @@ async fn a_lost_push_and_a_broken_commit_are_read_by_the_scheduler_and_an_idle_r
     let w = World::new("regsrc-lost").await;
     w.add_source("platform", "deploy/stacks.yaml").await;
     let few = w.stacks_file(&[("s0", ""), ("s1", "")]);
-    let c4 = w
-        .repo
-        .commit(&[("deploy/stacks.yaml", few.as_bytes())], "two");
-    w.push(&c4).await;
+    w.commit_and_push(&[("deploy/stacks.yaml", few.as_bytes())], "two")
+        .await;
     let scheduler = w.scheduler();
     // A lost push of a new entry: the scheduler applies it and starts it.
     let more = format!(
