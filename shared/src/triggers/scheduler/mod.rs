@@ -1,6 +1,12 @@
 //! The scheduler: on every run (an EventBridge schedule), starts the
 //! reconciles that something asks for, and nothing else.
 //!
+//! 0. **Registry sources** ([`crate::triggers::registry_source`]): each is
+//!    listed with the template sources (one `ls-remote` per distinct
+//!    repository and ref); one whose ref moved (or whose plan was left
+//!    unfinished) is read and applied, so the entries a commit adds,
+//!    changes or prunes are due before the queue is read, and started by
+//!    this run. One whose ref has not moved costs no fetch and no write.
 //! 1. **Due entries**: the scheduler index (`nextReconcileAt` ≤ now, a query
 //!    per shard, oldest first). An entry is due because it is new, its spec
 //!    changed, it was removed or resumed, its retry interval after a failure
@@ -30,10 +36,11 @@
 //! Execution names are deterministic (stack and due time, head, or change
 //! seen), so a run retried after a crash cannot start anything twice.
 //!
-//! An idle run — nothing due, no source moved, every stack fine — makes six
-//! DynamoDB queries (more only past 1 MB of
+//! An idle run — nothing due, no source moved, every stack fine — makes a
+//! query per shard of the due and watch indexes, one for the sources and
+//! one for the registry sources (ten in all; more only past 1 MB of an
 //! index), one ref listing per source and one `ListStacks` per account and
-//! region, and no write, no start, no per-stack call.
+//! region, and no write, no fetch, no start, no per-stack call.
 
 pub mod health;
 pub mod judge;
