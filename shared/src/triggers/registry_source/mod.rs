@@ -1,7 +1,7 @@
 //! The applier of registry sources: a source's stacks files at one commit
 //! read, validated and planned as a whole, then written plan-first.
 //!
-//! 1. The commit is read only when [`SourceStatus::needs`] it: a source
+//! 1. The commit is read only when [`crate::registry_source::SourceStatus::needs`] it: a source
 //!    whose ref has not moved costs no write and no fetch.
 //! 2. Every stacks file the pattern matches is fetched (only the folder it
 //!    lies under: lean fetch, with the template sources' credentials,
