@@ -76,7 +76,7 @@ where
             } else {
                 continue;
             };
-            let outcome = sync_source(
+            let outcome = match sync_source(
                 &self.registry,
                 &self.sources,
                 &self.notices,
@@ -85,7 +85,15 @@ where
                 head,
                 now,
             )
-            .await?;
+            .await
+            {
+                Ok(outcome) => outcome,
+                // This source waits for the scheduler; the push's others go on.
+                Err(e) => {
+                    tracing::warn!(error = %e, "registry source not applied for this push: the scheduler reads it");
+                    continue;
+                }
+            };
             tracing::info!(source = %source.spec.name, ?outcome, "registry source read for a push");
             for name in outcome.to_start() {
                 let key = match self.registry.get(&name).await {

@@ -412,3 +412,47 @@ async fn a_plan_stopped_between_batches_is_finished_by_the_next_run_and_nothing_
     let source = world.source("platform").await;
     assert_eq!((source.status.applying, source.status.entries), (None, 350));
 }
+
+#[tokio::test]
+async fn a_push_applies_every_source_it_moved_though_one_cannot_be_read_now() {
+    let world = World::new();
+    world.push(
+        "c1",
+        &[
+            ("a/stacks.yaml", entries(&["from-a"])),
+            ("b/stacks.yaml", entries(&["from-b"])),
+        ],
+    );
+    // The first fetch (source "a", read first by name) fails for now.
+    let sources = Failing::new(world.sources.clone());
+    sources.fail(
+        "Fetch",
+        1,
+        crate::ports::PortError::Transient("timed out".into()),
+    );
+    let applier = PushApplier {
+        registry: MemoryRegistry::new(),
+        sources,
+        notices: Notifier::none(),
+        installation: world.installation.clone(),
+    };
+    for source in [spec("a", "a/stacks.yaml"), spec("b", "b/stacks.yaml")] {
+        applier.registry.add_registry_source(&source).await.unwrap();
+    }
+    let moved = crate::triggers::RefMoved {
+        repository_urls: vec![URL.into()],
+        reference: "refs/heads/main".into(),
+        commit: "c1".into(),
+    };
+    let to_start = applier.apply_pushed(&moved, true, 1_000).await.unwrap();
+    let names: Vec<&str> = to_start.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["from-b"], "b is applied though a could not be read");
+    assert!(
+        to_start[0].pinned,
+        "it follows the pushed ref: started at the commit"
+    );
+    let registry = &applier.registry;
+    assert!(registry.get("from-a").await.unwrap().is_none());
+    let a = registry.registry_source("a").await.unwrap().unwrap();
+    assert_eq!(a.status.applied_revision, None, "a waits for the scheduler");
+}
