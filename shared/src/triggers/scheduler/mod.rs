@@ -266,6 +266,13 @@ where
         report.due = due.len();
         // Skipped (each logged by the registry); the others go on.
         report.unreadable = unreadable.into_iter().map(|u| u.key).collect();
+        // The sources listed with the registry sources (each once a run,
+        // answered or not); those added below are listed after.
+        let probed: BTreeSet<String> = listed
+            .iter()
+            .flatten()
+            .map(|r| r.key.clone())
+            .collect();
         let mut records = match listed {
             Some(records) => records,
             None => self.registry.sources().await?,
@@ -279,7 +286,7 @@ where
         // Then every distinct source, listed once.
         let unlisted: Vec<SourceRecord> = records
             .iter()
-            .filter(|r| !heads.contains_key(&r.key))
+            .filter(|r| !probed.contains(&r.key))
             .cloned()
             .collect();
         heads.extend(self.probe(&unlisted, &mut report).await);
