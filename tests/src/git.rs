@@ -218,3 +218,17 @@ impl Drop for GitDaemon {
         let _ = self.child.wait();
     }
 }
+
+/// An SSH key pair made by `ssh-keygen` in `dir`: the private key's path
+/// and the public key's line.
+pub fn signing_key(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, String) {
+    let key = dir.join(name);
+    let status = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(&key)
+        .status()
+        .expect("ssh-keygen runs");
+    assert!(status.success(), "ssh-keygen");
+    let public = std::fs::read_to_string(key.with_extension("pub")).expect("the public key");
+    (key, public.trim().to_owned())
+}

@@ -28,7 +28,7 @@ use stacksync::triggers::webhook::handler::Webhook;
 use stacksync::triggers::webhook::verify::sign;
 use stacksync_testkit::backend::Backend;
 use stacksync_testkit::bus::{queue_for_installation, received};
-use stacksync_testkit::git::{GitDaemon, GitRepo};
+use stacksync_testkit::git::{GitDaemon, GitRepo, signing_key};
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::http::{Config as HttpConfig, GitHttpServer};
 use stacksync_testkit::iam::as_function;
@@ -972,4 +972,63 @@ async fn an_s3_registry_source_is_applied_from_its_object_created_events() {
     let source = w.source("archive").await;
     assert_eq!(source.status.state, SourceState::Failed);
     assert_eq!(source.status.applied_revision.as_deref(), Some(v3.as_str()));
+}
+
+/// `--signed-by`: a source's commit is read only if signed by a listed key,
+/// and its entries without a repository take the same rule.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signed_source_reads_only_commits_signed_by_a_listed_key() {
+    let w = World::new("regsrc-signed").await;
+    let keys = std::env::temp_dir().join(unique_name("regsrc-keys"));
+    std::fs::create_dir_all(&keys).unwrap();
+    let (trusted, trusted_pub) = signing_key(&keys, "release");
+    let spec = SourceSpec {
+        name: "signed".into(),
+        url: w.url.clone(),
+        reference: "main".into(),
+        path: "stacks.yaml".into(),
+        credentials_secret: None,
+        signed_by: vec![trusted_pub.clone()],
+        insecure: true,
+    };
+    assert!(w.h.steps.registry.add_registry_source(&spec).await.unwrap());
+    let name = w.name("signed");
+    let file = format!("stacks:\n  - name: {name}\n    source: {{ path: ./t.yaml }}\n");
+    let unsigned = w
+        .commit_and_push(
+            &[
+                ("stacks.yaml", file.as_bytes()),
+                ("t.yaml", QUEUE.as_bytes()),
+            ],
+            "unsigned",
+        )
+        .await;
+    let source = w.source("signed").await;
+    assert_eq!(source.status.state, SourceState::Failed);
+    let failure = source.status.failure.unwrap();
+    assert_eq!(failure.commit, unsigned);
+    assert!(
+        failure.problems[0].contains("is not signed"),
+        "{:?}",
+        failure.problems
+    );
+    assert!(
+        w.h.steps.registry.get(&name).await.unwrap().is_none(),
+        "nothing of it written"
+    );
+
+    let signed = w.repo.commit_signed(&[], "signed by release", &trusted);
+    w.push(&signed).await;
+    let source = w.source("signed").await;
+    assert_eq!(
+        source.status.applied_revision.as_deref(),
+        Some(signed.as_str()),
+        "{:?}",
+        source.status
+    );
+    assert_eq!(
+        w.h.entry(&name).await.spec.source.signed_by,
+        [trusted_pub],
+        "the entry takes its source's keys"
+    );
 }

@@ -18,6 +18,7 @@ use stacksync::ports::{FetchError, SourceFetcher, SourceLocation};
 use stacksync::status::{Phase, StallReason};
 use stacksync::wiring::sdk_sources;
 use stacksync_testkit::git::GitRepo;
+use stacksync_testkit::git::signing_key;
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::http::{App, Config, GitHttpServer};
 use stacksync_testkit::iam::as_function;
@@ -751,20 +752,6 @@ async fn an_unauthenticated_transport_is_refused_when_deployed_unless_the_spec_s
     let outcome = h.reconcile(&name).await;
     assert!(ready(&outcome), "{outcome:?}");
     assert_eq!(h.entry(&name).await.status.phase, Phase::Ready);
-}
-
-/// An SSH key pair made by `ssh-keygen` in `dir`: the private key's path
-/// and the public key's line.
-fn signing_key(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, String) {
-    let key = dir.join(name);
-    let status = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-        .arg(&key)
-        .status()
-        .unwrap();
-    assert!(status.success(), "ssh-keygen");
-    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
-    (key, public.trim().to_owned())
 }
 
 /// `source.signedBy`: a run deploys a commit only if it carries an SSH

@@ -268,11 +268,7 @@ where
         report.unreadable = unreadable.into_iter().map(|u| u.key).collect();
         // The sources listed with the registry sources (each once a run,
         // answered or not); those added below are listed after.
-        let probed: BTreeSet<String> = listed
-            .iter()
-            .flatten()
-            .map(|r| r.key.clone())
-            .collect();
+        let probed: BTreeSet<String> = listed.iter().flatten().map(|r| r.key.clone()).collect();
         let mut records = match listed {
             Some(records) => records,
             None => self.registry.sources().await?,
