@@ -24,6 +24,7 @@ pub mod iam;
 pub mod listener;
 pub mod logs;
 pub mod private_sources;
+pub mod registry_world;
 pub mod reliability;
 pub mod scripted;
 pub mod sshd;
