@@ -403,6 +403,19 @@ def _send_to_targets(self, original_event, transform_input=True):
 
 _EventsRule.send_to_targets = _send_to_targets
 
+# AWS delivers every event to a target with its `account` (EventBridge's
+# "Amazon EventBridge events" structure: "account: the 12-digit number
+# identifying an AWS account"); moto 5.2.5's default input template
+# (moto/events/utils.py) leaves it out, so an SQS target receives events
+# without it. The template, with the account.
+from moto.events.utils import EventTemplateParser as _EventTemplateParser
+
+_EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE = (
+    '{"id": "<id>", "time": <time>, "version": "0", "detail-type": "<detail-type>", '
+    '"source": "<source>", "account": "<account>", "region": "<region>", '
+    '"resources": <resources>, "detail": <detail>}'
+)
+
 # ---- Step Functions: a task failed with its cause ------------------------------
 # AWS's SendTaskFailure takes an `error` and a `cause`, and the failed task
 # (its Catch, its execution) carries both; moto's handler passes the error

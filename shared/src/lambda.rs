@@ -162,12 +162,18 @@ async fn webhook() -> Result<(), lambda_runtime::Error> {
             SecretLocation::Fixed(Vec::new())
         }
     };
-    let registry_sources = registry_source_applier(&config, &registry)?;
+    let relay = crate::triggers::webhook::handler::Relay {
+        bus: crate::wiring::event_bus(
+            &config,
+            &std::env::var("STACKSYNC_EVENT_BUS").unwrap_or_default(),
+        ),
+        installation: registry.table().to_owned(),
+    };
     let webhook = Webhook {
         registry,
         starter,
         secrets: Secrets::new(location, &config),
-        registry_sources: Some(std::sync::Arc::new(registry_sources)),
+        registry_sources: Some(relay),
     };
     let webhook = &webhook;
     serve_invocations(move |event| async move {

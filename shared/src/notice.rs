@@ -46,10 +46,15 @@ pub enum NoticeKind {
     /// was written), or was held by the prune guard.
     #[serde(rename = "Registry Source Failed")]
     RegistrySourceFailed,
+    /// A Git push moved a registry source: the webhook hands it to the
+    /// events function, which applies the source and starts the push's
+    /// stacks (the webhook, behind a public URL, writes no spec).
+    #[serde(rename = "Registry Source Pushed")]
+    RegistrySourcePushed,
 }
 
 impl NoticeKind {
-    pub const ALL: [NoticeKind; 11] = [
+    pub const ALL: [NoticeKind; 12] = [
         Self::Started,
         Self::Succeeded,
         Self::Removed,
@@ -61,6 +66,7 @@ impl NoticeKind {
         Self::DriftCleared,
         Self::DriftNotCleared,
         Self::RegistrySourceFailed,
+        Self::RegistrySourcePushed,
     ];
 
     /// The `detail-type`.
@@ -76,6 +82,7 @@ impl NoticeKind {
             Self::DriftCleared => "Drift Cleared",
             Self::DriftNotCleared => "Drift Not Cleared",
             Self::RegistrySourceFailed => "Registry Source Failed",
+            Self::RegistrySourcePushed => "Registry Source Pushed",
         }
     }
 
@@ -147,6 +154,22 @@ pub struct Notice {
     /// was not applied (each problem names the file, entry and field).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub registry_source: Option<NoticeSource>,
+    /// A relayed push ([`NoticeKind::RegistrySourcePushed`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub push: Option<NoticePush>,
+}
+
+/// The push a `Registry Source Pushed` event relays.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct NoticePush {
+    /// Every URL of the repository the push named.
+    pub repository_urls: Vec<String>,
+    /// The full ref (`refs/heads/main`).
+    pub reference: String,
+    /// The commit it announced (the events function reads the ref's head
+    /// itself: an event on the bus proves nothing of a commit).
+    pub commit: String,
 }
 
 /// What a registry source's notice says.

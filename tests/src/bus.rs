@@ -13,6 +13,13 @@ use crate::{Emulator, unique_name};
 /// The queue a rule on the default bus sends this installation's events
 /// to: its URL.
 pub async fn queue_for_installation(installation: &str) -> String {
+    // As the README's example: this installation's events, every type.
+    queue_for(json!({"source": ["stacksync"], "detail": {"installation": [installation]}})).await
+}
+
+/// The queue a rule on the default bus with `pattern` sends its events to:
+/// its URL.
+pub async fn queue_for(pattern: Value) -> String {
     let config = Emulator::shared().sdk_config();
     let sqs = aws_sdk_sqs::Client::new(&config);
     let events = aws_sdk_eventbridge::Client::new(&config);
@@ -35,8 +42,6 @@ pub async fn queue_for_installation(installation: &str) -> String {
         .expect("the emulator answers")[&QueueAttributeName::QueueArn]
         .clone();
     let rule = unique_name("runs");
-    // As the README's example: this installation's events, every type.
-    let pattern = json!({"source": ["stacksync"], "detail": {"installation": [installation]}});
     events
         .put_rule()
         .name(&rule)

@@ -14,14 +14,16 @@ use stacksync::clock::now_millis;
 use stacksync::fakes::RecordingStarter;
 use stacksync::registry::{Registry, RegistrySources};
 use stacksync::registry_source::SourceSpec;
+use stacksync::triggers::events::from_value;
 use stacksync::triggers::events::handler::EventHandler;
 use stacksync::triggers::registry_source::{Installation, PushApplier};
 use stacksync::triggers::scheduler::{Config, Scheduler};
 use stacksync::triggers::webhook::Headers;
-use stacksync::triggers::webhook::handler::Webhook;
+use stacksync::triggers::webhook::handler::{Relay, Webhook};
 use stacksync::triggers::webhook::verify::sign;
 
 use crate::backend::Backend;
+use crate::bus::{queue_for, received};
 use crate::git::{GitDaemon, GitRepo};
 use crate::harness::Harness;
 use crate::iam::as_function;
@@ -43,6 +45,11 @@ pub struct World {
     pub daemon: GitDaemon,
     pub url: String,
     pub webhook: Webhook<Registry, RecordingStarter, Secrets>,
+    /// The events function, reading registry sources: the pushes the
+    /// webhook relays reach it through the emulator's bus.
+    pub events: EventHandler<Registry, RecordingStarter>,
+    /// The queue a rule sends this installation's relayed pushes to.
+    pub relayed: String,
     /// Executions already run (by name).
     pub ran: std::sync::Mutex<Vec<String>>,
     pub prefix: String,
@@ -78,24 +85,30 @@ impl World {
         let url = daemon.url(&repo);
         let config = Emulator::shared().sdk_config();
         let registry = h.steps.registry.clone();
-        let applier = PushApplier {
-            registry: registry.clone(),
-            sources: sources(),
-            notices: stacksync::wiring::event_bus(&config, "default"),
-            installation: installation(&registry),
-        };
+        let table = registry.table().to_owned();
+        let relayed = queue_for(json!({
+            "source": ["stacksync"], "detail-type": ["Registry Source Pushed"],
+            "detail": {"installation": [table]}
+        }))
+        .await;
         let webhook = Webhook {
-            registry,
+            registry: registry.clone(),
             starter: RecordingStarter::new(),
             secrets: Secrets::new(SecretLocation::Fixed(vec![SECRET.into()]), &config),
-            registry_sources: Some(std::sync::Arc::new(applier)),
+            registry_sources: Some(Relay {
+                bus: stacksync::wiring::event_bus(&config, "default"),
+                installation: table,
+            }),
         };
+        let events = events_handler(&registry);
         World {
             h,
             repo,
             daemon,
             url,
             webhook,
+            events,
+            relayed,
             ran: std::sync::Mutex::default(),
             prefix: unique_name(prefix).to_lowercase(),
         }
@@ -153,7 +166,24 @@ impl World {
         )
         .await;
         assert!(response.status < 300, "{response:?}");
+        if response.body["result"] == "relayed" {
+            self.deliver_relayed().await;
+        }
         response.body
+    }
+
+    /// The pushes the webhook relayed, taken from the bus (a rule and a
+    /// queue, as EventBridge delivers them) and handed to the events
+    /// function.
+    pub async fn deliver_relayed(&self) {
+        let events = received(&self.relayed, 1, std::time::Duration::from_secs(20)).await;
+        assert!(!events.is_empty(), "the relayed push reached no queue");
+        for event in events {
+            let event = from_value(event).expect("a relayed push");
+            as_function("events", self.events.handle(&event, now_millis()))
+                .await
+                .expect("the events function handles it");
+        }
     }
 
     /// The installation's scheduler over the world's registry, its starts
@@ -174,27 +204,17 @@ impl World {
         }
     }
 
-    /// The events function over the world's registry, its starts recorded,
-    /// reading registry sources.
+    /// The events function over the world's registry (as [`World::events`]).
     pub fn events_handler(&self) -> EventHandler<Registry, RecordingStarter> {
-        let registry = self.h.steps.registry.clone();
-        EventHandler {
-            registry: registry.clone(),
-            starter: RecordingStarter::new(),
-            region: "us-east-1".into(),
-            registry_sources: Some(std::sync::Arc::new(PushApplier {
-                registry: registry.clone(),
-                sources: sources(),
-                notices: stacksync::wiring::event_bus(&Emulator::shared().sdk_config(), "default"),
-                installation: installation(&registry),
-            })),
-        }
+        events_handler(&self.h.steps.registry)
     }
 
     /// Runs every execution started and not run yet: the stacks it ran.
     pub async fn run_started(&self) -> Vec<String> {
         let mut names = Vec::new();
-        for (execution, stack, trigger) in self.webhook.starter.started() {
+        let mut started = self.webhook.starter.started();
+        started.extend(self.events.starter.started());
+        for (execution, stack, trigger) in started {
             if self
                 .ran
                 .lock()
@@ -246,5 +266,21 @@ pub async fn stack(backend: Backend, name: &str) -> Option<aws_sdk_cloudformatio
     match cfn.describe_stacks().stack_name(name).send().await {
         Ok(out) => out.stacks().first().cloned(),
         Err(_) => None,
+    }
+}
+
+/// The events function over `registry`, its starts recorded, reading
+/// registry sources (its events on the emulator's default bus).
+pub fn events_handler(registry: &Registry) -> EventHandler<Registry, RecordingStarter> {
+    EventHandler {
+        registry: registry.clone(),
+        starter: RecordingStarter::new(),
+        region: "us-east-1".into(),
+        registry_sources: Some(std::sync::Arc::new(PushApplier {
+            registry: registry.clone(),
+            sources: sources(),
+            notices: stacksync::wiring::event_bus(&Emulator::shared().sdk_config(), "default"),
+            installation: installation(registry),
+        })),
     }
 }

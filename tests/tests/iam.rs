@@ -574,12 +574,41 @@ fn trigger_write_cases() -> Vec<(Call, bool)> {
             ),
             true,
         ),
+        // Registry sources: the scheduler and the events function write
+        // the specs a source's commit holds (never the webhook, whose URL
+        // is public).
         (
             call(
                 "scheduler",
                 "UpdateItem",
                 Some("stack#a"),
                 &["pk", "nextReconcileAt", "spec"],
+            ),
+            true,
+        ),
+        (
+            call("webhook", "UpdateItem", Some("stack#a"), &["pk", "spec"]),
+            false,
+        ),
+        (
+            call("webhook", "PutItem", Some("stack#a"), &["pk", "spec"]),
+            false,
+        ),
+        (
+            call(
+                "webhook",
+                "UpdateItem",
+                Some("regsource#a"),
+                &["pk", "status"],
+            ),
+            false,
+        ),
+        (
+            call(
+                "scheduler",
+                "UpdateItem",
+                Some("regsource#a"),
+                &["pk", "spec"],
             ),
             false,
         ),
@@ -611,15 +640,10 @@ fn trigger_write_cases() -> Vec<(Call, bool)> {
         ),
         (
             call("events", "UpdateItem", Some("stack#a"), &["pk", "spec"]),
-            false,
+            true,
         ),
         (
-            call(
-                "events",
-                "UpdateItem",
-                Some("stack#a"),
-                &["pk", "specVersion"],
-            ),
+            call("events", "UpdateItem", Some("delivery#a"), &["pk", "spec"]),
             false,
         ),
     ]
@@ -627,9 +651,11 @@ fn trigger_write_cases() -> Vec<(Call, bool)> {
 
 /// The trigger functions may name only the attributes they own
 /// (`dynamodb:Attributes`): the webhook reads of a source's followers
-/// nothing of their specs, and writes only delivery ids; the scheduler and
-/// the events function write due times, sources and ended holds, never a
-/// spec. In both deployments.
+/// nothing of their specs, and writes only delivery ids (a push that moves
+/// a registry source is relayed, never applied there: its URL is public);
+/// the scheduler and the events function write due times, sources and
+/// ended holds, and the specs a registry source's commit holds, but never
+/// a registry source's own spec. In both deployments.
 #[test]
 fn the_triggers_name_only_the_attributes_they_own() {
     let fixture = fixture();

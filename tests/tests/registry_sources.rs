@@ -63,7 +63,10 @@ async fn a_push_adds_edits_moves_and_removes_a_stack_through_the_webhook(backend
         "two stacks",
     );
     let answer = w.push(&c1).await;
-    assert_eq!(answer["result"], "started", "{answer}");
+    assert_eq!(
+        answer["result"], "relayed",
+        "to the events function: {answer}"
+    );
     assert_eq!(w.run_started().await, [keep.clone(), web.clone()]);
     let entry = w.h.entry(&web).await;
     let owner = entry.owner.clone().unwrap();

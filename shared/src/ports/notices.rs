@@ -34,6 +34,14 @@ impl Notifier {
         Self(None)
     }
 
+    /// Puts `notice`, saying whether it was put (`Ok(false)`: no bus).
+    pub async fn try_send(&self, notice: &Notice) -> super::PortResult<bool> {
+        match &self.0 {
+            Some(to) => to.put(notice).await.map(|()| true),
+            None => Ok(false),
+        }
+    }
+
     /// Puts `notice`; a failure is logged and swallowed: the run's status
     /// in the registry is the record, the notice only its echo.
     pub async fn send(&self, notice: &Notice) {

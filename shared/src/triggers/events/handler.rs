@@ -163,9 +163,12 @@ impl<R: Entries + Schedule + Leases, X: Starter> EventHandler<R, X> {
                 return self.stack_changed(event, change, now).await;
             }
             Detail::ExecutionEnded(ended) => return self.execution_ended(ended, now).await,
-            Detail::CodeCommitPush(moved) => {
+            Detail::CodeCommitPush(moved) | Detail::RegistrySourcePushed(moved) => {
                 let mut starts = Starts::default();
-                self.apply_registry_sources(moved, true, now, &mut starts)
+                // A CodeCommit event is AWS's own; a relayed push only
+                // announces its commit: the source's ref is read again.
+                let exact = matches!(event.detail, Detail::CodeCommitPush(_));
+                self.apply_registry_sources(moved, exact, now, &mut starts)
                     .await?;
                 start_ref_followers(
                     &self.registry,

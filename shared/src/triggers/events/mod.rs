@@ -43,6 +43,9 @@ pub const STACK_STATUS_CHANGE: (&str, &str) =
 /// `source` and `detail-type` of a Step Functions execution's status event.
 pub const EXECUTION_STATUS_CHANGE: (&str, &str) =
     ("aws.states", "Step Functions Execution Status Change");
+/// `source` and `detail-type` of a Git push the webhook relays because it
+/// moved a registry source.
+pub const REGISTRY_SOURCE_PUSHED: (&str, &str) = ("stacksync", "Registry Source Pushed");
 
 /// One EventBridge event: the envelope's fields and the parsed detail.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +74,9 @@ pub enum Detail {
     StackStatusChange(StackStatusChange),
     /// A reconcile execution ended without succeeding.
     ExecutionEnded(ExecutionEnded),
+    /// A Git push that moved a registry source, relayed by the webhook
+    /// (its commit only announced: the source's ref is read again).
+    RegistrySourcePushed(RefMoved),
     /// A known event with nothing to do (a deleted branch, a pull request).
     Ignored {
         /// Why, for the log.
@@ -196,6 +202,8 @@ pub fn from_value(value: Value) -> Result<AwsEvent, EventError> {
         Detail::StackStatusChange(stack_status_change(envelope.detail)?)
     } else if kind == EXECUTION_STATUS_CHANGE {
         execution_ended(envelope.detail)?
+    } else if kind == REGISTRY_SOURCE_PUSHED {
+        Detail::RegistrySourcePushed(relayed_push(envelope.detail)?)
     } else {
         return Err(EventError::Unexpected {
             event_source: envelope.source,
@@ -208,6 +216,40 @@ pub fn from_value(value: Value) -> Result<AwsEvent, EventError> {
         region: envelope.region,
         time: envelope.time,
         detail,
+    })
+}
+
+/// The push a `Registry Source Pushed` event relays, checked as a
+/// webhook's push is: URLs, a full ref, a commit id.
+fn relayed_push(detail: Value) -> Result<RefMoved, EventError> {
+    let push: crate::notice::NoticePush = deserialize(
+        detail.get("push").cloned().unwrap_or(Value::Null),
+        "detail.push",
+    )?;
+    if push.repository_urls.is_empty() || push.repository_urls.iter().any(|u| u.trim().is_empty()) {
+        return Err(malformed(
+            "detail.push.repositoryUrls",
+            "expected the repository's URLs",
+        ));
+    }
+    if !push.reference.starts_with("refs/heads/") && !push.reference.starts_with("refs/tags/") {
+        return Err(malformed(
+            "detail.push.reference",
+            format!("{:?} is not a full branch or tag ref", push.reference),
+        ));
+    }
+    let commit_ok =
+        matches!(push.commit.len(), 40 | 64) && push.commit.bytes().all(|b| b.is_ascii_hexdigit());
+    if !commit_ok {
+        return Err(malformed(
+            "detail.push.commit",
+            format!("{:?} is not a commit id", push.commit),
+        ));
+    }
+    Ok(RefMoved {
+        repository_urls: push.repository_urls,
+        reference: push.reference,
+        commit: push.commit.to_ascii_lowercase(),
     })
 }
 

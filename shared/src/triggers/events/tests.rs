@@ -324,3 +324,42 @@ fn an_execution_that_ended_without_succeeding_names_its_stack_and_itself() {
     });
     assert_eq!(path_of(bad_name), "detail.input.stackId");
 }
+
+/// A relayed push is read as a webhook's push is checked: URLs, a full
+/// ref, a commit id; anything else is refused, naming the field.
+#[test]
+fn a_relayed_push_is_checked_field_by_field() {
+    let event = |push: serde_json::Value| {
+        serde_json::json!({
+            "version": "0", "id": "e", "detail-type": "Registry Source Pushed", "source": "stacksync",
+            "account": "123456789012", "time": "2026-11-26T00:00:00Z", "region": "us-east-1",
+            "resources": [], "detail": {"installation": "stacksync", "push": push}
+        })
+    };
+    let good = serde_json::json!({"repositoryUrls": ["https://git.example/a.git"], "reference": "refs/heads/main", "commit": "A".repeat(40)});
+    let parsed = crate::triggers::events::from_value(event(good)).unwrap();
+    let crate::triggers::events::Detail::RegistrySourcePushed(moved) = parsed.detail else {
+        panic!("{parsed:?}")
+    };
+    assert_eq!(moved.commit, "a".repeat(40));
+    for (bad, field) in [
+        (
+            serde_json::json!({"repositoryUrls": [], "reference": "refs/heads/main", "commit": "a".repeat(40)}),
+            "repositoryUrls",
+        ),
+        (
+            serde_json::json!({"repositoryUrls": ["u"], "reference": "main", "commit": "a".repeat(40)}),
+            "reference",
+        ),
+        (
+            serde_json::json!({"repositoryUrls": ["u"], "reference": "refs/heads/main", "commit": "HEAD"}),
+            "commit",
+        ),
+        (serde_json::Value::Null, "push"),
+    ] {
+        let error = crate::triggers::events::from_value(event(bad))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(field), "{field}: {error}");
+    }
+}

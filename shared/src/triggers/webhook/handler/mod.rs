@@ -18,8 +18,7 @@ use super::verify::{stale, verify};
 use super::{Delivery, Headers, Provider, Received, WebhookError, check_size};
 use crate::clock::EpochMillis;
 use crate::ports::{SecretStore, Starter, TriggerKind};
-use crate::registry::{Deliveries, Entries};
-use crate::triggers::registry_source::{AppliesPushes, apply_and_start};
+use crate::registry::{Deliveries, Entries, RegistrySources};
 use crate::triggers::{Starts, TriggerError, start_ref_followers};
 
 mod counted;
@@ -79,6 +78,15 @@ pub enum Answer {
         started: usize,
         skipped: usize,
     },
+    /// The push moved a registry source: handed to the events function,
+    /// which applies it and starts the push's stacks.
+    #[serde(rename = "relayed")]
+    Relayed {
+        #[serde(rename = "deliveryId")]
+        delivery_id: String,
+        /// Refs relayed.
+        relayed: usize,
+    },
     /// Every follower was started for this revision before.
     #[serde(rename = "nothing new to start")]
     NothingNew {
@@ -95,9 +103,20 @@ pub struct Webhook<R, X, K> {
     pub registry: R,
     pub starter: X,
     pub secrets: K,
-    /// The registry sources a push may move, applied before its stacks are
-    /// started; `None`: an installation that reads none here.
-    pub registry_sources: Option<std::sync::Arc<dyn AppliesPushes>>,
+    /// Where a push that moved a registry source is relayed (the events
+    /// function applies the source, then starts the push's stacks: this
+    /// function, behind a public URL, writes no spec); `None`: no relay,
+    /// such a push's stacks are started here and the source is left to
+    /// the scheduler.
+    pub registry_sources: Option<Relay>,
+}
+
+/// The bus a push that moved a registry source is put on, and the
+/// installation it is for (the events function's rule matches it).
+#[derive(Debug, Clone)]
+pub struct Relay {
+    pub bus: crate::ports::Notifier,
+    pub installation: String,
 }
 
 /// The refusal of a delivery whose repository the signing secret does not
@@ -123,7 +142,42 @@ fn not_allowed(delivery: &Delivery, allowed: Option<&[String]>) -> Option<Refusa
 /// A verified delivery's event, and the repositories its secret may sign for.
 type Verified = (Received, Option<Vec<String>>);
 
-impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
+impl<R: Entries + Deliveries + RegistrySources, X: Starter, K: SecretStore> Webhook<R, X, K> {
+    /// Whether `moved` moved a registry source and was relayed to the events
+    /// function (a `Registry Source Pushed` event). A relay that fails is
+    /// logged, and the push's stacks are started here (the source is then
+    /// read by the scheduler).
+    async fn relayed(&self, moved: &crate::triggers::RefMoved) -> Result<bool, TriggerError> {
+        let Some(relay) = &self.registry_sources else {
+            return Ok(false);
+        };
+        let keys = moved.source_keys();
+        let sources = self.registry.registry_sources().await?;
+        if !sources.iter().any(|s| keys.contains(&s.spec.key())) {
+            return Ok(false);
+        }
+        let notice = crate::notice::Notice {
+            kind: Some(crate::notice::NoticeKind::RegistrySourcePushed),
+            installation: relay.installation.clone(),
+            revision: Some(moved.commit.clone()),
+            push: Some(crate::notice::NoticePush {
+                repository_urls: moved.repository_urls.clone(),
+                reference: moved.reference.clone(),
+                commit: moved.commit.clone(),
+            }),
+            ..crate::notice::Notice::default()
+        };
+        match relay.bus.try_send(&notice).await {
+            Ok(sent) => Ok(sent),
+            Err(e) => {
+                tracing::warn!(error = %e, "the push could not be relayed to the events function: its stacks are started here, its registry source read by the scheduler");
+                Ok(false)
+            }
+        }
+    }
+}
+
+impl<R: Entries + Deliveries + RegistrySources, X: Starter, K: SecretStore> Webhook<R, X, K> {
     /// Answers one request.
     pub async fn handle(&self, headers: &Headers, body: &[u8], now: EpochMillis) -> Response {
         let caller = Caller::of(headers);
@@ -219,19 +273,11 @@ impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
         now: EpochMillis,
     ) -> Result<(u16, Answer), TriggerError> {
         let mut starts = Starts::default();
+        let mut relayed = 0;
         for moved in &delivery.refs {
-            if let Some(applier) = &self.registry_sources {
-                let (kind, exact) = (TriggerKind::Webhook, true);
-                apply_and_start(
-                    applier.as_ref(),
-                    &self.starter,
-                    moved,
-                    exact,
-                    kind,
-                    now,
-                    &mut starts,
-                )
-                .await?;
+            if self.relayed(moved).await? {
+                relayed += 1;
+                continue;
             }
             start_ref_followers(
                 &self.registry,
@@ -261,7 +307,15 @@ impl<R: Entries + Deliveries, X: Starter, K: SecretStore> Webhook<R, X, K> {
             skipped = ?starts.skipped.iter().map(|s| (s.stack.as_str(), s.reason)).collect::<Vec<_>>(),
             "webhook delivery handled"
         );
-        Ok(if starts.is_empty() {
+        Ok(if starts.is_empty() && relayed > 0 {
+            (
+                202,
+                Answer::Relayed {
+                    delivery_id,
+                    relayed,
+                },
+            )
+        } else if starts.is_empty() {
             (
                 200,
                 Answer::NoFollower {

@@ -101,6 +101,71 @@ mod on_fakes {
         assert_eq!(w.starter.started().len(), 1);
     }
 
+    /// A push that moves a registry source is relayed to the events
+    /// function (which applies the source, then starts the push's stacks):
+    /// the webhook writes no spec and starts nothing for it. With no bus to
+    /// relay on, its stacks are started here, as before.
+    #[tokio::test]
+    async fn a_push_that_moves_a_registry_source_is_relayed_and_its_stacks_left_to_the_relay() {
+        use crate::registry::RegistrySources;
+        let registry = registry();
+        let source = crate::registry_source::SourceSpec {
+            name: "platform".into(),
+            url: "https://git.example/infra.git".into(),
+            reference: "main".into(),
+            path: "stacks.yaml".into(),
+            credentials_secret: None,
+            signed_by: vec![],
+            insecure: false,
+        };
+        registry.add_registry_source(&source).await.unwrap();
+        let bus = std::sync::Arc::new(crate::fakes::MemoryNotices::default());
+        let mut w = webhook(registry);
+        w.registry_sources = Some(super::super::Relay {
+            bus: crate::ports::Notifier::to(bus.clone()),
+            installation: "stacksync".into(),
+        });
+        let (headers, body) = delivery("d-relay", "https://git.example/infra.git", SECRET);
+        let answer = w.handle(&headers, &body, NOW).await;
+        assert_eq!(
+            (answer.status, answer.body["result"].as_str()),
+            (202, Some("relayed")),
+            "{:?}",
+            answer.body
+        );
+        assert!(
+            w.starter.started().is_empty(),
+            "its stacks are the events function's to start"
+        );
+        let sent = bus.all();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].detail_type(), "Registry Source Pushed");
+        let push = sent[0].push.clone().unwrap();
+        assert_eq!(
+            (push.reference.as_str(), push.commit.len()),
+            ("refs/heads/main", 40)
+        );
+        // The event the events function reads back is the same push.
+        let event = json!({
+            "version": "0", "id": "e-1", "detail-type": sent[0].detail_type(), "source": "stacksync",
+            "account": "123456789012", "time": "2026-11-26T00:00:00Z", "region": "us-east-1",
+            "resources": [], "detail": serde_json::from_str::<serde_json::Value>(&sent[0].detail()).unwrap()
+        });
+        let parsed = crate::triggers::events::from_value(event).unwrap();
+        assert!(
+            matches!(parsed.detail, crate::triggers::events::Detail::RegistrySourcePushed(ref m) if m.reference == "refs/heads/main")
+        );
+
+        // No bus: the push's stacks start here.
+        w.registry_sources = Some(super::super::Relay {
+            bus: crate::ports::Notifier::none(),
+            installation: "stacksync".into(),
+        });
+        let (headers, body) = delivery("d-norelay", "https://git.example/infra.git", SECRET);
+        let answer = w.handle(&headers, &body, NOW).await;
+        assert_eq!(answer.body["result"], "started", "{:?}", answer.body);
+    }
+
     /// A generic delivery that signs its time (`X-Stacksync-Timestamp`,
     /// the signature over `TIMESTAMP.BODY`) is refused once older than
     /// the window deliveries are deduplicated in (a replay after its id
