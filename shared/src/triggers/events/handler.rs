@@ -11,6 +11,7 @@ use crate::naming::OWN_TOKEN_PREFIX;
 use crate::ports::{Starter, TriggerKind};
 use crate::registry::{Entries, Leases, Schedule, StackEntry, end_hold};
 
+use crate::triggers::registry_source::apply_and_start;
 use crate::triggers::{Starts, TriggerError, start_followers, start_ref_followers};
 
 /// What the handler did with one event (its JSON is the function's answer,
@@ -168,8 +169,9 @@ impl<R: Entries + Schedule + Leases, X: Starter> EventHandler<R, X> {
                 // A CodeCommit event is AWS's own; a relayed push only
                 // announces its commit: the source's ref is read again.
                 let exact = matches!(event.detail, Detail::CodeCommitPush(_));
-                self.apply_registry_sources(moved, exact, now, &mut starts)
-                    .await?;
+                let applier = self.registry_sources.as_deref();
+                let start = (TriggerKind::Event, now);
+                apply_and_start(applier, &self.starter, moved, exact, start, &mut starts).await?;
                 start_ref_followers(
                     &self.registry,
                     &self.starter,
@@ -200,8 +202,9 @@ impl<R: Entries + Schedule + Leases, X: Starter> EventHandler<R, X> {
                 commit: revision.clone(),
             };
             let exact = object.version_id.is_some();
-            self.apply_registry_sources(&moved, exact, now, &mut starts)
-                .await?;
+            let applier = self.registry_sources.as_deref();
+            let start = (TriggerKind::Event, now);
+            apply_and_start(applier, &self.starter, &moved, exact, start, &mut starts).await?;
         }
         start_followers(
             &self.registry,
@@ -213,30 +216,6 @@ impl<R: Entries + Schedule + Leases, X: Starter> EventHandler<R, X> {
         )
         .await?;
         Ok(EventAnswer::of_starts(starts, keys))
-    }
-
-    /// The registry sources `moved` moved, applied, and their changed
-    /// entries started ([`crate::triggers::registry_source::apply_and_start`]).
-    async fn apply_registry_sources(
-        &self,
-        moved: &crate::triggers::RefMoved,
-        exact: bool,
-        now: EpochMillis,
-        starts: &mut Starts,
-    ) -> Result<(), TriggerError> {
-        let Some(applier) = &self.registry_sources else {
-            return Ok(());
-        };
-        crate::triggers::registry_source::apply_and_start(
-            applier.as_ref(),
-            &self.starter,
-            moved,
-            exact,
-            TriggerKind::Event,
-            now,
-            starts,
-        )
-        .await
     }
 
     /// Releases the stack a reconcile execution still holds after it ended

@@ -140,15 +140,18 @@ where
 /// commit created, changed or pruned, each named as the push's own start of
 /// it is (so it starts once). A source that cannot be read now is logged and
 /// left to the scheduler: the push's stacks are started all the same.
+/// `applier`: `None` for a trigger that reads no registry source.
 pub async fn apply_and_start<X: crate::ports::Starter>(
-    applier: &dyn AppliesPushes,
+    applier: Option<&dyn AppliesPushes>,
     starter: &X,
     moved: &crate::triggers::RefMoved,
     exact: bool,
-    kind: crate::ports::TriggerKind,
-    now: EpochMillis,
+    (kind, now): (crate::ports::TriggerKind, EpochMillis),
     starts: &mut crate::triggers::Starts,
 ) -> Result<(), crate::triggers::TriggerError> {
+    let Some(applier) = applier else {
+        return Ok(());
+    };
     let to_start = match applier.apply_pushed(moved, exact, now).await {
         Ok(to_start) => to_start,
         Err(e) => {
