@@ -284,6 +284,12 @@ def main(path):
             "source": ["aws.cloudformation"], "detail-type": ["CloudFormation Stack Status Change"],
             "detail": {"stack-id": [{"prefix": f"arn:aws:cloudformation:{region}:123456789012:stack/acme-"}]},
         }}),
+        # Pushes the webhook relays (a registry source moved): this
+        # installation's own, on its bus.
+        "EventsFunctionRegistrySourcePushed": ("Events", {"pattern": {
+            "source": ["stacksync"], "detail-type": ["Registry Source Pushed"],
+            "detail": {"installation": [resources.get("RegistryTable", {}).get("PhysicalResourceId")]},
+        }}),
         # The pattern names the stack's own state machine (known once deployed).
         "EventsFunctionExecutionEnded": ("Events", {"pattern": {
             "source": ["aws.states"], "detail-type": ["Step Functions Execution Status Change"],
@@ -344,7 +350,7 @@ def main(path):
         sys.exit("structural deploy: " + "; ".join(problems))
     print(f"structural deploy: {len(resources)} resources created in the emulator; "
           "7 step functions, the webhook (URL in the outputs), the answer function (IAM-authorised URL), the scheduler and the drift function (schedule rules) and the events function "
-          "(4 EventBridge rules; the example notification rule not made without its topic), table with 4 indexes, bucket, state machine calling the 7 functions, "
+          "(5 EventBridge rules: CodeCommit, S3, stack changes, ended executions, relayed pushes; the example notification rule not made without its topic), table with 4 indexes, bucket, state machine calling the 7 functions, "
           "an execution started by the StateMachineArn output")
 
 
