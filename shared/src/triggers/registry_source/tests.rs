@@ -458,3 +458,45 @@ async fn a_push_applies_every_source_it_moved_though_one_cannot_be_read_now() {
     let a = registry.registry_source("a").await.unwrap().unwrap();
     assert_eq!(a.status.applied_revision, None, "a waits for the scheduler");
 }
+
+/// Two readers of one commit at once (a relayed push and a scheduler run,
+/// each from the status it read): one records it; the other's write is
+/// refused (`Raced`), and nothing is written twice.
+#[tokio::test]
+async fn two_readers_of_one_commit_record_it_once_and_write_nothing_twice() {
+    let world = World::new();
+    world.add(&spec("platform", "stacks.yaml")).await;
+    world.push("c1", &[("stacks.yaml", entries(&["web", "db"]))]);
+    let read_by_both = world.source("platform").await;
+    let world = &world;
+    let read = |source: RegistrySource| async move {
+        sync_source(
+            &world.registry,
+            &world.sources,
+            &world.notifier,
+            &world.installation,
+            &source,
+            Some("c1"),
+            1_000,
+        )
+        .await
+    };
+    let first = read(read_by_both.clone()).await.unwrap();
+    assert!(matches!(first, Outcome::Applied { ref created, .. } if created.len() == 2));
+    let second = read(read_by_both).await;
+    assert!(matches!(second, Err(SyncError::Raced(_))), "{second:?}");
+    let all = world.registry.inner.list().await.unwrap();
+    assert_eq!(all.len(), 2);
+    assert!(
+        all.iter().all(|e| e.spec_version == 1),
+        "nothing written twice"
+    );
+    let source = world.source("platform").await;
+    assert_eq!(
+        (
+            source.status.state,
+            source.status.applied_revision.as_deref()
+        ),
+        (SourceState::Ready, Some("c1"))
+    );
+}
