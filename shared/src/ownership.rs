@@ -216,8 +216,9 @@ impl InstallationPolicy {
     }
 }
 
-/// IAM's wildcards in an ARN: `*` any run of characters, `?` one.
-fn wildcard(pattern: &str, text: &str) -> bool {
+/// IAM's wildcards in an ARN: `*` any run of characters, `?` one. (Also
+/// the wildcards of one path segment of a registry source's pattern.)
+pub(crate) fn wildcard(pattern: &str, text: &str) -> bool {
     let (p, t) = (pattern.as_bytes(), text.as_bytes());
     let (mut pi, mut ti) = (0, 0);
     // The last `*` seen, and where in the text it was tried from.

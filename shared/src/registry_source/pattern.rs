@@ -123,33 +123,9 @@ fn segments_match(pattern: &[&str], path: &[&str]) -> bool {
         None => path.is_empty(),
         Some((&"**", rest)) => (0..=path.len()).any(|skip| segments_match(rest, &path[skip..])),
         Some((first, rest)) => path.split_first().is_some_and(|(segment, tail)| {
-            segment_matches(first, segment) && segments_match(rest, tail)
+            crate::ownership::wildcard(first, segment) && segments_match(rest, tail)
         }),
     }
-}
-
-/// `*` any run of characters, `?` one character, within one segment.
-fn segment_matches(pattern: &str, text: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, ti));
-            pi += 1;
-        } else if let Some((sp, st)) = star {
-            pi = sp + 1;
-            ti = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|c| *c == '*')
 }
 
 #[cfg(test)]
