@@ -321,6 +321,7 @@ fn print_outcome(name: &str, outcome: &Outcome) {
             moved,
             pruned,
             unchanged,
+            ..
         } => {
             say!("registry source {name:?}: {} applied", short(revision));
             for (what, names) in [

@@ -29,6 +29,8 @@ mod push;
 mod read;
 mod record;
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::clock::EpochMillis;
@@ -38,6 +40,7 @@ use crate::ports::{Notifier, SourceFetcher};
 use crate::registry::plan::{Action, Plan, Writer, plan_by};
 use crate::registry::{RegistryError, RegistrySources, Specs};
 use crate::registry_source::{RegistrySource, prune_held};
+use crate::source::source_key;
 
 pub use push::{AppliesPushes, PushApplier, ToStart, apply_and_start};
 use read::{Read, check_policy, conflict_lines, read_files};
@@ -68,6 +71,10 @@ pub enum Outcome {
         moved: Vec<String>,
         pruned: Vec<String>,
         unchanged: usize,
+        /// The source key (`source_key`) each created, updated and pruned
+        /// entry follows, so a push starts them as it starts its followers.
+        #[serde(skip)]
+        followed: BTreeMap<String, String>,
     },
     /// The prune guard holds the commit.
     Held {
@@ -225,11 +232,27 @@ impl<R: Specs + RegistrySources> Sync<'_, R> {
             return self.hold(&revision, pruned, owned).await;
         }
         self.write_plan(&plan, &revision).await?;
+        let created = names_of(&plan, |a| matches!(a, Action::Create));
+        let updated = names_of(&plan, |a| {
+            matches!(a, Action::Update { .. } | Action::Rekey { .. })
+        });
+        let key = |s: &crate::spec::StackSpec| source_key(s.source.url(), s.effective_ref());
+        let followed = read
+            .specs
+            .iter()
+            .filter(|s| created.contains(&s.name) || updated.contains(&s.name))
+            .map(|s| (s.name.clone(), key(s)))
+            .chain(
+                current
+                    .iter()
+                    .filter(|e| pruned.contains(&e.name))
+                    .map(|e| (e.name.clone(), key(&e.spec))),
+            )
+            .collect();
         Ok(Outcome::Applied {
-            created: names_of(&plan, |a| matches!(a, Action::Create)),
-            updated: names_of(&plan, |a| {
-                matches!(a, Action::Update { .. } | Action::Rekey { .. })
-            }),
+            created,
+            updated,
+            followed,
             moved: names_of(&plan, |a| matches!(a, Action::Move { .. })),
             pruned,
             unchanged: plan

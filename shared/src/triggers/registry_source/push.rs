@@ -2,7 +2,9 @@
 
 use std::future::Future;
 
-use super::{Installation, SyncError, sync_source};
+use std::collections::BTreeMap;
+
+use super::{Installation, Outcome, SyncError, sync_source};
 use crate::clock::EpochMillis;
 use crate::ports::{Notifier, SourceFetcher};
 use crate::registry::{RegistrySources, Specs};
@@ -95,17 +97,15 @@ where
                 }
             };
             tracing::info!(source = %source.spec.name, ?outcome, "registry source read for a push");
+            let followed = match &outcome {
+                Outcome::Applied { followed, .. } => followed.clone(),
+                _ => BTreeMap::new(),
+            };
             for name in outcome.to_start() {
-                let key = match self.registry.get(&name).await {
-                    Ok(Some(entry)) => Some(crate::source::source_key(
-                        entry.spec.source.url(),
-                        entry.spec.effective_ref(),
-                    )),
-                    _ => None,
-                };
+                let key = followed.get(&name);
                 let (pinned, naming) = match key {
-                    Some(k) if named.contains(&k) => (true, moved.commit.clone()),
-                    Some(k) if short.contains(&k) => {
+                    Some(k) if named.contains(k) => (true, moved.commit.clone()),
+                    Some(k) if short.contains(k) => {
                         (false, format!("{}@{}", moved.reference, moved.commit))
                     }
                     _ => (false, moved.commit.clone()),
