@@ -168,6 +168,8 @@ async fn webhook() -> Result<(), lambda_runtime::Error> {
             &std::env::var("STACKSYNC_EVENT_BUS").unwrap_or_default(),
         ),
         installation: registry.table().to_owned(),
+        preview_forks: std::env::var("STACKSYNC_PREVIEW_FORKS")
+            .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true")),
     };
     let webhook = Webhook {
         registry,

@@ -42,6 +42,7 @@ pub mod parameters;
 pub mod partition;
 pub mod ports;
 pub mod preview;
+pub mod pull_request;
 pub mod reconcile;
 pub mod registry;
 pub mod registry_source;

@@ -51,10 +51,14 @@ pub enum NoticeKind {
     /// stacks (the webhook, behind a public URL, writes no spec).
     #[serde(rename = "Registry Source Pushed")]
     RegistrySourcePushed,
+    /// A pull request was opened, pushed to, merged or closed: the webhook
+    /// hands it to the preview function.
+    #[serde(rename = "Pull Request Changed")]
+    PullRequestChanged,
 }
 
 impl NoticeKind {
-    pub const ALL: [NoticeKind; 12] = [
+    pub const ALL: [NoticeKind; 13] = [
         Self::Started,
         Self::Succeeded,
         Self::Removed,
@@ -67,6 +71,7 @@ impl NoticeKind {
         Self::DriftNotCleared,
         Self::RegistrySourceFailed,
         Self::RegistrySourcePushed,
+        Self::PullRequestChanged,
     ];
 
     /// The `detail-type`.
@@ -83,6 +88,7 @@ impl NoticeKind {
             Self::DriftNotCleared => "Drift Not Cleared",
             Self::RegistrySourceFailed => "Registry Source Failed",
             Self::RegistrySourcePushed => "Registry Source Pushed",
+            Self::PullRequestChanged => "Pull Request Changed",
         }
     }
 
@@ -157,6 +163,9 @@ pub struct Notice {
     /// A relayed push ([`NoticeKind::RegistrySourcePushed`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub push: Option<NoticePush>,
+    /// A relayed pull request ([`NoticeKind::PullRequestChanged`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<crate::pull_request::PullRequest>,
 }
 
 /// The push a `Registry Source Pushed` event relays.

@@ -98,6 +98,7 @@ impl World {
             registry_sources: Some(Relay {
                 bus: stacksync::wiring::event_bus(&config, "default"),
                 installation: table,
+                preview_forks: false,
             }),
         };
         let events = events_handler(&registry);

@@ -7,6 +7,7 @@ pub mod cloudformation;
 pub mod credentials;
 pub mod eventbridge;
 pub mod git;
+pub mod git_host;
 pub mod s3;
 pub mod s3_source;
 pub mod secrets;

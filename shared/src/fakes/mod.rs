@@ -19,6 +19,7 @@ mod blobs;
 mod calls;
 mod cloudformation;
 mod failing;
+mod git_host;
 mod notices;
 mod sources;
 mod starter;
@@ -30,6 +31,7 @@ pub use cloudformation::{
     queue_change, queue_drift, ready, stack_id, summary,
 };
 pub use failing::Failing;
+pub use git_host::MemoryGitHost;
 pub use notices::MemoryNotices;
 pub use sources::MemorySources;
 pub use starter::{RecordingStarter, RecordingTokens};

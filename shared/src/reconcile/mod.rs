@@ -6,6 +6,7 @@ pub mod asl_runner;
 pub mod decide;
 pub mod desired;
 pub mod diff;
+pub mod review;
 pub mod run;
 pub mod steps;
 pub mod values;

@@ -10,6 +10,7 @@
 //! it may (`hosts`, `repositories`: [`binding`]), checked before any
 //! connection is made.
 
+pub mod api;
 pub mod binding;
 pub mod codecommit;
 pub mod github_app;
@@ -218,7 +219,9 @@ impl Credentials {
     ) -> Result<GitAuth, FetchError> {
         let host = host_of(url).to_ascii_lowercase();
         Ok(match stored {
-            Stored::Token { token, username } => {
+            Stored::Token {
+                token, username, ..
+            } => {
                 let username = match username {
                     Some(name) => name,
                     None => token_username(&host).map(str::to_owned).ok_or_else(|| {
@@ -233,7 +236,9 @@ impl Credentials {
                     password: token,
                 }
             }
-            Stored::Password { username, password } => GitAuth::Basic { username, password },
+            Stored::Password {
+                username, password, ..
+            } => GitAuth::Basic { username, password },
             Stored::GitHubApp {
                 app_id,
                 installation_id,
@@ -272,7 +277,7 @@ impl Credentials {
 
     /// A GitHub App installation token: cached until [`TOKEN_MARGIN`]
     /// before it expires, else a new one.
-    async fn app_token(
+    pub(crate) async fn app_token(
         &self,
         url: &str,
         api: &str,
@@ -334,7 +339,7 @@ impl Credentials {
     }
 
     /// The secret at `arn`, read (or from the cache), and where it may go.
-    async fn stored(&self, arn: &str) -> Result<(Stored, Binding), FetchError> {
+    pub(crate) async fn stored(&self, arn: &str) -> Result<(Stored, Binding), FetchError> {
         if let Some((at, stored, binding)) =
             self.cache.lock().ok().and_then(|c| c.get(arn).cloned())
             && at.elapsed() < SECRET_CACHE

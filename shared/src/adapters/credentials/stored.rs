@@ -37,9 +37,17 @@ pub enum Stored {
     Token {
         token: Secret,
         username: Option<String>,
+        /// Where the host's API is (`apiUrl`: GitHub Enterprise Server,
+        /// a self-managed GitLab on another path, tests), for comments and
+        /// statuses; on one of the secret's `hosts`.
+        api_url: Option<String>,
     },
     /// A user name and password (or app password).
-    Password { username: String, password: Secret },
+    Password {
+        username: String,
+        password: Secret,
+        api_url: Option<String>,
+    },
     /// A GitHub App installation: a token is made for each use.
     GitHubApp {
         app_id: String,
@@ -107,11 +115,13 @@ impl Stored {
             Stored::Token {
                 token: Secret::new(required(map, "token")?),
                 username: optional(map, "username"),
+                api_url: optional(map, "apiUrl"),
             }
         } else if shape("password") {
             Stored::Password {
                 username: required(map, "username")?,
                 password: Secret::new(required(map, "password")?),
+                api_url: optional(map, "apiUrl"),
             }
         } else {
             return Err(format!(

@@ -212,6 +212,8 @@ impl WebhookError {
 pub enum Received {
     /// Branches or tags moved to new commits.
     Push(Delivery),
+    /// A pull request opened, pushed to, merged or closed.
+    PullRequest(PullRequestDelivery),
     /// A hello from the host (GitHub's `ping`, the generic `ping`): answer 200.
     Ping,
     /// Nothing to do: another event, or a branch or tag deleted.
@@ -230,6 +232,15 @@ pub struct Delivery {
     pub delivery_id: String,
     /// The refs that moved: never empty.
     pub refs: Vec<RefMoved>,
+}
+
+/// One delivery of a pull-request event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequestDelivery {
+    pub provider: Provider,
+    /// As [`Delivery::delivery_id`].
+    pub delivery_id: String,
+    pub pull_request: crate::pull_request::PullRequest,
 }
 
 impl Delivery {

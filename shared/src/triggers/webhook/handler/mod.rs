@@ -22,6 +22,7 @@ use crate::registry::{Deliveries, Entries, RegistrySources};
 use crate::triggers::{Starts, TriggerError, start_ref_followers};
 
 mod counted;
+mod pull_request;
 mod refusal;
 
 pub use refusal::{Caller, NOT_SIGNED, NOT_UNDERSTOOD, Refusal};
@@ -69,6 +70,12 @@ pub enum Answer {
     /// No stack follows the pushed repository and ref: the keys looked for.
     #[serde(rename = "no stack follows this repository and ref")]
     NoFollower { sources: Vec<String> },
+    /// A pull request's event, handed to the preview function.
+    #[serde(rename = "relayed to the preview")]
+    Previewing {
+        #[serde(rename = "deliveryId")]
+        delivery_id: String,
+    },
     /// Counts, not names: whoever can sign a delivery learns nothing of
     /// the registry (the function's log names the stacks).
     #[serde(rename = "started")]
@@ -111,12 +118,16 @@ pub struct Webhook<R, X, K> {
     pub registry_sources: Option<Relay>,
 }
 
-/// The bus a push that moved a registry source is put on, and the
-/// installation it is for (the events function's rule matches it).
+/// The bus a push that moved a registry source, and a pull request's
+/// event, are put on, and the installation they are for (the events and
+/// preview functions' rules match them).
 #[derive(Debug, Clone)]
 pub struct Relay {
     pub bus: crate::ports::Notifier,
     pub installation: String,
+    /// Whether pull requests from forks are previewed (`PreviewForks`,
+    /// default off).
+    pub preview_forks: bool,
 }
 
 /// The refusal of a delivery whose repository the signing secret does not
@@ -124,13 +135,23 @@ pub struct Relay {
 /// names one repository (see [`super::parse`]): every URL of a ref moved is
 /// a spelling of it, so any one listed allows it.
 fn not_allowed(delivery: &Delivery, allowed: Option<&[String]>) -> Option<Refusal> {
+    delivery
+        .refs
+        .iter()
+        .find_map(|r| repository_not_allowed(&r.repository_urls, allowed))
+}
+
+/// The refusal of a repository (its URLs) the signing secret does not
+/// allow, or `None` when it is allowed.
+fn repository_not_allowed(urls: &[String], allowed: Option<&[String]>) -> Option<Refusal> {
     let allowed = allowed?;
-    let refused = delivery.refs.iter().find(|r| {
-        !r.repository_urls
-            .iter()
-            .any(|url| allowed.contains(&crate::source::normalize_url(url)))
-    })?;
-    let repository = refused.repository_urls.first().map_or("", String::as_str);
+    if urls
+        .iter()
+        .any(|url| allowed.contains(&crate::source::normalize_url(url)))
+    {
+        return None;
+    }
+    let repository = urls.first().map_or("", String::as_str);
     Some(Refusal::new(
         403,
         "Forbidden",
@@ -187,6 +208,11 @@ impl<R: Entries + Deliveries + RegistrySources, X: Starter, K: SecretStore> Webh
         };
         let delivery = match received {
             Received::Push(delivery) => delivery,
+            Received::PullRequest(delivery) => {
+                return self
+                    .pull_request(&delivery, allowed.as_deref(), caller, now)
+                    .await;
+            }
             Received::Ping => return Response::answer(200, &Answer::Pong),
             Received::Ignored { reason } => {
                 return Response::answer(200, &Answer::Ignored { reason });

@@ -1,4 +1,4 @@
-//! Bitbucket Cloud `repo:push` deliveries: one ref per change.
+//! Bitbucket Cloud `repo:push` deliveries (one ref per change), and `pullrequest:*`.
 
 use serde::Deserialize;
 
@@ -38,21 +38,21 @@ struct BitbucketTarget {
 }
 
 #[derive(Deserialize)]
-struct BitbucketRepository {
+pub(super) struct BitbucketRepository {
     full_name: String,
     #[serde(default)]
     links: Option<BitbucketLinks>,
 }
 
 #[derive(Deserialize)]
-struct BitbucketLinks {
+pub(super) struct BitbucketLinks {
     #[serde(default)]
-    html: Option<Href>,
+    pub(super) html: Option<Href>,
 }
 
 #[derive(Deserialize)]
-struct Href {
-    href: String,
+pub(super) struct Href {
+    pub(super) href: String,
 }
 
 /// Bitbucket Cloud's Git host: the payload names the repository, not its
@@ -64,6 +64,9 @@ pub(super) fn bitbucket(
     body: &[u8],
     id: impl Fn() -> String,
 ) -> Result<Received, WebhookError> {
+    if event.starts_with("pullrequest:") {
+        return super::pull_request::bitbucket_pull_request(event, body, id());
+    }
     if event != "repo:push" {
         return Ok(ignored(format!(
             "Bitbucket event {} is not a push",
@@ -71,20 +74,7 @@ pub(super) fn bitbucket(
         )));
     }
     let push: BitbucketPush = from_json(body, "")?;
-    // The repository is the one `full_name` names, on Bitbucket Cloud; its
-    // page's URL is taken only as a spelling of it.
-    let html = push
-        .repository
-        .links
-        .as_ref()
-        .and_then(|l| l.html.as_ref())
-        .map(|h| h.href.as_str());
-    let repository_urls = repository_urls(
-        "repository.full_name",
-        BITBUCKET_HOST,
-        &push.repository.full_name,
-        [html],
-    )?;
+    let (_, repository_urls) = repository(&push.repository)?;
 
     let delivery_id = id();
     let mut pushes = Vec::new();
@@ -128,4 +118,23 @@ pub(super) fn bitbucket(
         delivery_id,
         refs: pushes,
     }))
+}
+
+/// The repository `full_name` names, on Bitbucket Cloud, and its URLs: its
+/// page's URL is taken only as a spelling of it.
+pub(super) fn repository(
+    repository: &BitbucketRepository,
+) -> Result<(String, Vec<String>), WebhookError> {
+    let html = repository
+        .links
+        .as_ref()
+        .and_then(|l| l.html.as_ref())
+        .map(|h| h.href.as_str());
+    let urls = repository_urls(
+        "repository.full_name",
+        BITBUCKET_HOST,
+        &repository.full_name,
+        [html],
+    )?;
+    Ok((repository.full_name.trim().to_owned(), urls))
 }

@@ -1,4 +1,5 @@
-//! GitHub (and GitHub Enterprise Server) `push` deliveries, JSON or form-encoded.
+//! GitHub (and GitHub Enterprise Server) `push` and `pull_request` deliveries, JSON or
+//! form-encoded.
 
 use serde::Deserialize;
 
@@ -19,9 +20,9 @@ struct GitHubPush {
 }
 
 #[derive(Deserialize)]
-struct GitHubRepository {
+pub(super) struct GitHubRepository {
     /// `owner/name`: the repository, as GitHub names it.
-    full_name: String,
+    pub(super) full_name: String,
     #[serde(default)]
     clone_url: Option<String>,
     #[serde(default)]
@@ -45,7 +46,9 @@ pub(super) fn github(
     body: &[u8],
     id: impl Fn() -> String,
 ) -> Result<Received, WebhookError> {
-    if let Some(answer) = not_a_push(event, "GitHub") {
+    if event != "pull_request"
+        && let Some(answer) = not_a_push(event, "GitHub")
+    {
         return Ok(answer);
     }
     let form = headers
@@ -55,13 +58,19 @@ pub(super) fn github(
             t.trim()
                 .eq_ignore_ascii_case("application/x-www-form-urlencoded")
         });
-    let push: GitHubPush = if form {
-        let payload = form_field(body, "payload").ok_or_else(|| {
+    let payload = if form {
+        Some(form_field(body, "payload").ok_or_else(|| {
             WebhookError::Malformed("a form-encoded delivery without a `payload` field".to_owned())
-        })?;
-        from_json(&payload, "in the form field `payload`, ")?
+        })?)
     } else {
-        from_json(body, "")?
+        None
+    };
+    if event == "pull_request" {
+        return super::pull_request::github_pull_request(payload.as_deref().unwrap_or(body), id());
+    }
+    let push: GitHubPush = match &payload {
+        Some(payload) => from_json(payload, "in the form field `payload`, ")?,
+        None => from_json(body, "")?,
     };
 
     let Some(reference) = branch_or_tag("ref", &push.reference)? else {
@@ -92,7 +101,7 @@ pub(super) fn github(
 
 /// The URLs of the repository `full_name` names, on the host of its pages
 /// (`html_url`'s): the payload's URLs are taken only as spellings of it.
-fn repository(r: &GitHubRepository) -> Result<Vec<String>, WebhookError> {
+pub(super) fn repository(r: &GitHubRepository) -> Result<Vec<String>, WebhookError> {
     let host = first_host([
         r.html_url.as_deref(),
         r.clone_url.as_deref(),

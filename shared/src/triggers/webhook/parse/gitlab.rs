@@ -1,4 +1,5 @@
-//! GitLab `Push Hook` and `Tag Push Hook` deliveries (and system hooks that carry a push).
+//! GitLab `Push Hook`, `Tag Push Hook` and `Merge Request Hook` deliveries (and system
+//! hooks that carry a push or a merge request).
 
 use serde::Deserialize;
 
@@ -28,7 +29,7 @@ struct GitLabPush {
 }
 
 #[derive(Deserialize)]
-struct GitLabRepository {
+pub(super) struct GitLabRepository {
     /// `group/…/project`: the project, as GitLab names it (in `project`
     /// only; the older `repository` has no such field).
     #[serde(default)]
@@ -68,7 +69,10 @@ pub(super) fn gitlab(
     body: &[u8],
     id: impl Fn() -> String,
 ) -> Result<Received, WebhookError> {
-    if !matches!(event, "Push Hook" | "Tag Push Hook" | "System Hook") {
+    if !matches!(
+        event,
+        "Push Hook" | "Tag Push Hook" | "System Hook" | "Merge Request Hook"
+    ) {
         return Ok(ignored(format!(
             "GitLab event {} is not a push",
             quote(event)
@@ -76,6 +80,9 @@ pub(super) fn gitlab(
     }
     let kind: GitLabKind = from_json(body, "")?;
     let kind = kind.object_kind.or(kind.event_name).unwrap_or_default();
+    if kind == "merge_request" {
+        return super::pull_request::gitlab_merge_request(body, id());
+    }
     if !matches!(kind.as_str(), "push" | "tag_push") {
         return Ok(ignored(format!("GitLab {} is not a push", quote(&kind))));
     }
@@ -95,12 +102,29 @@ pub(super) fn gitlab(
         Some(sha) => commit_id("checkout_sha", sha)?,
         None => commit_id("after", &push.after)?,
     };
-    // The project is the one `project.path_with_namespace` names, on the
-    // host of its pages; the payload's URLs are taken only as spellings of it.
     let project = push
         .project
         .as_ref()
         .ok_or_else(|| WebhookError::Malformed("missing field `project`".to_owned()))?;
+    let (_, repository_urls) = self::project(project, push.repository.as_ref())?;
+    Ok(Received::Push(Delivery {
+        provider: Provider::GitLab,
+        delivery_id: id(),
+        refs: vec![RefMoved {
+            repository_urls,
+            reference,
+            commit,
+        }],
+    }))
+}
+
+/// The project `project.path_with_namespace` names, on the host of its
+/// pages, and its URLs: the payload's (and the older `repository`'s) are
+/// taken only as spellings of it.
+pub(super) fn project(
+    project: &GitLabRepository,
+    older: Option<&GitLabRepository>,
+) -> Result<(String, Vec<String>), WebhookError> {
     let path = project.path_with_namespace.as_deref().ok_or_else(|| {
         WebhookError::Malformed("at project: missing field `path_with_namespace`".to_owned())
     })?;
@@ -117,15 +141,7 @@ pub(super) fn gitlab(
     let candidates = project
         .urls()
         .into_iter()
-        .chain(push.repository.iter().flat_map(GitLabRepository::urls));
-    let repository_urls = repository_urls("project.path_with_namespace", host, path, candidates)?;
-    Ok(Received::Push(Delivery {
-        provider: Provider::GitLab,
-        delivery_id: id(),
-        refs: vec![RefMoved {
-            repository_urls,
-            reference,
-            commit,
-        }],
-    }))
+        .chain(older.into_iter().flat_map(GitLabRepository::urls));
+    let urls = repository_urls("project.path_with_namespace", host, path, candidates)?;
+    Ok((path.trim().trim_matches('/').to_owned(), urls))
 }

@@ -46,6 +46,7 @@ mod bitbucket;
 mod generic;
 mod github;
 mod gitlab;
+mod pull_request;
 
 use bitbucket::bitbucket;
 use generic::generic;

@@ -4,6 +4,7 @@ use super::verify::sign;
 use super::*;
 
 mod parsing;
+mod pull_requests;
 mod receiving;
 mod repositories;
 

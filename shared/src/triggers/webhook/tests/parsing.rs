@@ -164,12 +164,18 @@ fn a_deleted_gitlab_branch_is_ignored() {
 }
 
 #[test]
-fn gitlab_merge_requests_are_ignored() {
+fn gitlab_merge_requests_are_read_as_pull_requests() {
     let event = Fixture::load("gitlab-merge-request")
         .signed()
         .receive()
         .unwrap();
-    assert!(reason(event).contains("\"Merge Request Hook\" is not a push"));
+    let Received::PullRequest(d) = event else {
+        panic!("{event:?}")
+    };
+    assert_eq!(d.provider, Provider::GitLab);
+    assert_eq!(d.pull_request.number, 7);
+    let note = Fixture::load("gitlab-merge-request").with("X-Gitlab-Event", "Note Hook");
+    assert!(reason(note.signed().receive().unwrap()).contains("\"Note Hook\" is not a push"));
 }
 
 #[test]
@@ -228,8 +234,10 @@ fn a_bitbucket_push_of_only_deletions_is_ignored() {
 
 #[test]
 fn other_bitbucket_events_are_ignored() {
-    let d = Fixture::load("bitbucket-push").with("X-Event-Key", "pullrequest:created");
+    let d = Fixture::load("bitbucket-push").with("X-Event-Key", "issue:created");
     assert!(reason(d.signed().receive().unwrap()).contains("is not a push"));
+    let d = Fixture::load("bitbucket-push").with("X-Event-Key", "pullrequest:approved");
+    assert!(reason(d.signed().receive().unwrap()).contains("changes no commit"));
 }
 
 #[test]

@@ -124,6 +124,7 @@ mod on_fakes {
         w.registry_sources = Some(super::super::Relay {
             bus: crate::ports::Notifier::to(bus.clone()),
             installation: "stacksync".into(),
+            preview_forks: false,
         });
         let (headers, body) = delivery("d-relay", "https://git.example/infra.git", SECRET);
         let answer = w.handle(&headers, &body, NOW).await;
@@ -160,6 +161,7 @@ mod on_fakes {
         w.registry_sources = Some(super::super::Relay {
             bus: crate::ports::Notifier::none(),
             installation: "stacksync".into(),
+            preview_forks: false,
         });
         let (headers, body) = delivery("d-norelay", "https://git.example/infra.git", SECRET);
         let answer = w.handle(&headers, &body, NOW).await;

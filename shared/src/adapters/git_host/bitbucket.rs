@@ -1,0 +1,104 @@
+//! Bitbucket Cloud's REST API 2.0, the calls made and their shapes:
+//! - list a pull request's comments: `GET /repositories/{workspace}/{repo_slug}/pullrequests/{id}/comments?pagelen=100`
+//!   → `{values: [{id, content: {raw}}], next}`
+//!   (<https://developer.atlassian.com/cloud/bitbucket/rest/api-group-pullrequests/#api-repositories-workspace-repo-slug-pullrequests-pull-request-id-comments-get>);
+//! - create one: `POST …/pullrequests/{id}/comments` `{content: {raw}}` → 201 `{id}`;
+//! - update one: `PUT …/pullrequests/{id}/comments/{comment_id}` `{content: {raw}}` → 200;
+//! - a commit status: `POST /repositories/{workspace}/{repo_slug}/commit/{commit}/statuses/build`
+//!   `{key, state: INPROGRESS|SUCCESSFUL|FAILED|STOPPED, name, url, description}` → 201; `url` is
+//!   required (<https://developer.atlassian.com/cloud/bitbucket/rest/api-group-commit-statuses/#api-repositories-workspace-repo-slug-commit-commit-statuses-build-post>).
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::{Api, MAX_PAGES, id_of, repository_path};
+use crate::ports::{CommitStatus, HostRepository, PortError, PortResult, Posted};
+use crate::pull_request::CommitState;
+
+pub(super) async fn upsert_comment(
+    api: &Api<'_>,
+    repository: &str,
+    number: u64,
+    marker: &str,
+    body: &str,
+) -> PortResult<Posted> {
+    let comments = format!(
+        "/repositories/{}/pullrequests/{number}/comments",
+        repository_path(repository)
+    );
+    let content = json!({ "content": { "raw": body } });
+    if let Some(id) = find(api, &comments, marker).await? {
+        api.call(Method::PUT, &format!("{comments}/{id}"), Some(&content))
+            .await?;
+        return Ok(Posted { id, created: false });
+    }
+    let made = api.call(Method::POST, &comments, Some(&content)).await?;
+    Ok(Posted {
+        id: id_of(&made, &comments)?,
+        created: true,
+    })
+}
+
+/// Follows `next` (a full URL on the API's host) page by page.
+async fn find(api: &Api<'_>, comments: &str, marker: &str) -> PortResult<Option<String>> {
+    let mut path = format!("{comments}?pagelen=100");
+    for _ in 0..MAX_PAGES {
+        let page = api.call(Method::GET, &path, None).await?;
+        let values = page
+            .get("values")
+            .and_then(Value::as_array)
+            .ok_or_else(|| PortError::Refused(format!("GET {path}: no `values`")))?;
+        let found = values.iter().find(|c| {
+            c.pointer("/content/raw")
+                .and_then(Value::as_str)
+                .is_some_and(|b| b.contains(marker))
+        });
+        if let Some(comment) = found {
+            return id_of(comment, &path).map(Some);
+        }
+        // `next` is absolute; only its path and query are followed, on
+        // the API the credentials were checked for.
+        match page.get("next").and_then(Value::as_str) {
+            Some(next) => match next.find(comments) {
+                Some(at) => path = next[at..].to_owned(),
+                None => break,
+            },
+            None => break,
+        }
+    }
+    Ok(None)
+}
+
+pub(super) async fn set_status(
+    api: &Api<'_>,
+    repository: &HostRepository,
+    commit: &str,
+    status: &CommitStatus,
+) -> PortResult<()> {
+    let state = match status.state {
+        CommitState::Pending => "INPROGRESS",
+        CommitState::Success => "SUCCESSFUL",
+        CommitState::Failure => "FAILED",
+    };
+    // `key` is the status's identity; kept short and plain.
+    let key: String = crate::hash::sha256_hex(status.context.as_bytes())
+        .chars()
+        .take(32)
+        .collect();
+    let url = status
+        .url
+        .clone()
+        .unwrap_or_else(|| format!("https://bitbucket.org/{}", repository.repository));
+    let body = json!({
+        "key": format!("stacksync-{key}"),
+        "state": state,
+        "name": status.context,
+        "url": url,
+        "description": crate::pull_request::shorten(&status.description, 255),
+    });
+    let path = format!(
+        "/repositories/{}/commit/{commit}/statuses/build",
+        repository_path(&repository.repository)
+    );
+    api.call(Method::POST, &path, Some(&body)).await.map(drop)
+}

@@ -1,0 +1,93 @@
+//! GitLab's REST API v4, the calls made and their shapes (a project is
+//! named by its URL-encoded path, `group%2Fproject`:
+//! <https://docs.gitlab.com/api/rest/#namespaced-paths>):
+//! - list a merge request's notes: `GET /projects/:id/merge_requests/:iid/notes?per_page=100&page=N&sort=asc&order_by=created_at`
+//!   → `[{id, body}]` (<https://docs.gitlab.com/api/notes/#list-all-merge-request-notes>);
+//! - create one: `POST /projects/:id/merge_requests/:iid/notes` `{body}` → 201 `{id}`
+//!   (<https://docs.gitlab.com/api/notes/#create-new-merge-request-note>);
+//! - update one: `PUT /projects/:id/merge_requests/:iid/notes/:note_id` `{body}` → 200
+//!   (<https://docs.gitlab.com/api/notes/#modify-existing-merge-request-note>);
+//! - a commit status: `POST /projects/:id/statuses/:sha` `{state: pending|running|success|failed|canceled,
+//!   name, target_url, description}` → 201
+//!   (<https://docs.gitlab.com/api/commits/#set-the-pipeline-status-of-a-commit>).
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::{Api, MAX_PAGES, encode_segment, id_of};
+use crate::ports::{CommitStatus, PortError, PortResult, Posted};
+use crate::pull_request::CommitState;
+
+const PER_PAGE: usize = 100;
+
+pub(super) async fn upsert_comment(
+    api: &Api<'_>,
+    repository: &str,
+    number: u64,
+    marker: &str,
+    body: &str,
+) -> PortResult<Posted> {
+    let project = encode_segment(repository);
+    let notes = format!("/projects/{project}/merge_requests/{number}/notes");
+    if let Some(id) = find(api, &notes, marker).await? {
+        api.call(
+            Method::PUT,
+            &format!("{notes}/{id}"),
+            Some(&json!({ "body": body })),
+        )
+        .await?;
+        return Ok(Posted { id, created: false });
+    }
+    let made = api
+        .call(Method::POST, &notes, Some(&json!({ "body": body })))
+        .await?;
+    Ok(Posted {
+        id: id_of(&made, &notes)?,
+        created: true,
+    })
+}
+
+async fn find(api: &Api<'_>, notes: &str, marker: &str) -> PortResult<Option<String>> {
+    for page in 1..=MAX_PAGES {
+        let path = format!("{notes}?per_page={PER_PAGE}&page={page}&sort=asc&order_by=created_at");
+        let listed = api.call(Method::GET, &path, None).await?;
+        let items = listed
+            .as_array()
+            .ok_or_else(|| PortError::Refused(format!("GET {path}: not a list")))?;
+        let found = items.iter().find(|n| {
+            n.get("body")
+                .and_then(Value::as_str)
+                .is_some_and(|b| b.contains(marker))
+        });
+        if let Some(note) = found {
+            return id_of(note, &path).map(Some);
+        }
+        if items.len() < PER_PAGE {
+            break;
+        }
+    }
+    Ok(None)
+}
+
+pub(super) async fn set_status(
+    api: &Api<'_>,
+    repository: &str,
+    commit: &str,
+    status: &CommitStatus,
+) -> PortResult<()> {
+    let state = match status.state {
+        CommitState::Pending => "pending",
+        CommitState::Success => "success",
+        CommitState::Failure => "failed",
+    };
+    let mut body = json!({
+        "state": state,
+        "name": status.context,
+        "description": crate::pull_request::shorten(&status.description, 255),
+    });
+    if let Some(url) = &status.url {
+        body["target_url"] = json!(url);
+    }
+    let path = format!("/projects/{}/statuses/{commit}", encode_segment(repository));
+    api.call(Method::POST, &path, Some(&body)).await.map(drop)
+}

@@ -1,0 +1,382 @@
+//! The review of a pull request: which registered stacks it touches, the
+//! preview of each at its head commit (the change set a run would make,
+//! made, described and deleted by `reconcile::diff`, never executed), one
+//! comment on the pull request updated in place, and a commit status on
+//! its head.
+//!
+//! Decided from what is observed, not from records: the stacks are those
+//! that follow the base repository and branch and whose wanted files
+//! (template, parameter or deployment file, `source.include`) differ
+//! between the base branch's head and the pull request's head; the head is
+//! read from the repository again before anything is posted, and a head
+//! that moved means a newer push, whose own review posts instead.
+
+pub mod comment;
+mod touched;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+
+use self::comment::{StackReview, marker, render};
+use crate::ports::{
+    Blobs, CloudFormationFactory, CommitStatus, GitHost, HostRepository, Posted, SourceFetcher,
+};
+use crate::pull_request::{CommitState, PrState, PullRequest};
+use crate::reconcile::diff::{TemplateAt, Waiting};
+use crate::registry::{Entries, StackEntry};
+
+pub use touched::{Touch, touched};
+
+/// How a review runs.
+#[derive(Debug, Clone)]
+pub struct ReviewConfig {
+    /// The installation (its registry table): its entries, its comment.
+    pub installation: String,
+    /// Where a template over CloudFormation's body limit is read from
+    /// (the installation's bucket: `naming::template_url`).
+    pub template_url_base: String,
+    pub waiting: Waiting,
+    /// Previews at once in one account (and in all: [`MAX_PARALLEL`]).
+    pub per_account: usize,
+}
+
+/// A touched stack: its place in the review, its entry, and why its
+/// files cannot be read at the head, if they cannot.
+type Touched<'a> = (usize, &'a StackEntry, Option<String>);
+
+/// Previews at once, whatever the accounts.
+pub const MAX_PARALLEL: usize = 16;
+
+/// What a review did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reviewed {
+    /// The comment and the status were posted (or what failed is said).
+    Posted {
+        /// Every stack the pull request touches, and its action.
+        stacks: Vec<(String, &'static str)>,
+        comment: Result<Posted, String>,
+        status: Result<(), String>,
+    },
+    /// The pull request's head moved on: a newer push is reviewed instead.
+    Superseded { head: String },
+    /// No registered stack follows its base repository and branch.
+    NothingFollows,
+    /// Merged or closed: nothing to preview (a merge's runs report their
+    /// own statuses).
+    NotOpen,
+}
+
+/// The review's collaborators.
+#[derive(Debug)]
+pub struct Reviewer<E, S, F, B, G> {
+    pub registry: E,
+    pub sources: S,
+    pub cloudformation: F,
+    pub blobs: B,
+    pub hosts: G,
+    pub config: ReviewConfig,
+}
+
+impl<E, S, F, B, G> Reviewer<E, S, F, B, G>
+where
+    E: Entries,
+    S: SourceFetcher,
+    F: CloudFormationFactory,
+    B: Blobs,
+    G: GitHost,
+{
+    /// Reviews `pr` at its head commit; an error only when the registry or
+    /// the repository cannot be read (worth another delivery).
+    pub async fn review(&self, pr: &PullRequest) -> Result<Reviewed, String> {
+        if pr.state != PrState::Open {
+            return Ok(Reviewed::NotOpen);
+        }
+        let entries = self.followers(pr).await?;
+        let Some(first) = entries.first() else {
+            return Ok(Reviewed::NothingFollows);
+        };
+        let repository = host_repository(pr, &entries);
+        let Some((base, head)) = touched::revisions(&self.sources, &first.spec, pr).await? else {
+            return Ok(Reviewed::Superseded {
+                head: pr.head_commit.clone(),
+            });
+        };
+        let mut changed = Vec::new();
+        for entry in &entries {
+            match touched(&self.sources, &entry.spec, &base, &head).await {
+                Touch::Unchanged => {}
+                Touch::Changed => changed.push((entry, None)),
+                Touch::Unreadable(why) => changed.push((entry, Some(why))),
+            }
+        }
+        let reviews = self.previews(changed, &head).await;
+        if touched::head_moved(&self.sources, &first.spec, pr, &head).await {
+            return Ok(Reviewed::Superseded { head });
+        }
+        Ok(self.post(pr, &repository, &head, reviews).await)
+    }
+
+    /// The entries that follow the base repository and branch, by name,
+    /// each once; suspended ones and ones being deleted left out.
+    async fn followers(&self, pr: &PullRequest) -> Result<Vec<StackEntry>, String> {
+        let mut names = std::collections::BTreeSet::new();
+        for key in pr.base_keys() {
+            let found = self
+                .registry
+                .followers(&key)
+                .await
+                .map_err(|e| e.to_string())?;
+            names.extend(
+                found
+                    .into_iter()
+                    .filter(|f| !f.suspended && !f.deleting)
+                    .map(|f| f.name),
+            );
+        }
+        let mut entries = Vec::new();
+        for name in names {
+            if let Some(entry) = self.registry.get(&name).await.map_err(|e| e.to_string())? {
+                entries.push(entry);
+            }
+        }
+        Ok(entries)
+    }
+
+    /// The previews of the touched stacks, in parallel: at most
+    /// `per_account` at once in one account, [`MAX_PARALLEL`] in all; in
+    /// the entries' order.
+    async fn previews(
+        &self,
+        changed: Vec<(&StackEntry, Option<String>)>,
+        head: &str,
+    ) -> Vec<StackReview> {
+        let mut by_account: BTreeMap<String, Vec<Touched<'_>>> = BTreeMap::new();
+        for (i, (entry, unreadable)) in changed.into_iter().enumerate() {
+            let account = entry.spec.assume_role_arn.clone().unwrap_or_default();
+            by_account
+                .entry(account)
+                .or_default()
+                .push((i, entry, unreadable));
+        }
+        let per_account = self.config.per_account.max(1);
+        // The futures made first, then run (a closure in the stream would
+        // make the future not `Send`, as in `triggers::start_found`).
+        let groups: Vec<_> = by_account
+            .into_values()
+            .map(|group| {
+                let pending: Vec<_> = group
+                    .into_iter()
+                    .map(|(i, entry, unreadable)| self.one(i, entry, unreadable, head))
+                    .collect();
+                futures_util::stream::iter(pending)
+                    .buffer_unordered(per_account)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let mut all: Vec<(usize, StackReview)> = futures_util::stream::iter(groups)
+            .buffer_unordered(MAX_PARALLEL / per_account + 1)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        all.sort_by_key(|(i, _)| *i);
+        all.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// The `i`-th touched stack's review.
+    async fn one(
+        &self,
+        i: usize,
+        entry: &StackEntry,
+        unreadable: Option<String>,
+        head: &str,
+    ) -> (usize, StackReview) {
+        let outcome = match unreadable {
+            Some(why) => Err(why),
+            None => self.preview(entry, head).await,
+        };
+        (i, review_of(entry, outcome))
+    }
+
+    /// One stack's preview at `head`, as `stacksync diff --ref HEAD` makes it.
+    async fn preview(
+        &self,
+        entry: &StackEntry,
+        head: &str,
+    ) -> Result<crate::reconcile::diff::Diff, String> {
+        let spec = &entry.spec;
+        let wanted = crate::reconcile::diff::desired(&self.sources, spec, Some(head)).await?;
+        let cfn = self
+            .cloudformation
+            .for_stack(
+                spec.region.as_deref(),
+                spec.assume_role_arn.as_deref(),
+                Some(&spec.name),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let wanted = wanted
+            .read_values(&self.cloudformation, &self.registry, &cfn)
+            .await?;
+        let template = self.template_at(&wanted.template).await?;
+        let recorded = entry
+            .status
+            .applied
+            .seen
+            .as_ref()
+            .map(|s| s.stack_id.as_str());
+        crate::reconcile::diff::diff(
+            &cfn,
+            spec,
+            &self.config.installation,
+            recorded,
+            &wanted,
+            template,
+            self.config.waiting,
+        )
+        .await
+    }
+
+    /// The template in the request, or, over CloudFormation's body limit,
+    /// stored where a run stores it (content-addressed, so shared with the
+    /// run that follows the merge).
+    async fn template_at(&self, template: &[u8]) -> Result<TemplateAt, String> {
+        if let Ok(body) = std::str::from_utf8(template)
+            && body.len() <= crate::reconcile::diff::MAX_TEMPLATE_BODY
+        {
+            return Ok(TemplateAt::Body(body.to_owned()));
+        }
+        let key = crate::naming::template_key(&crate::hash::sha256_hex(template), None);
+        let stored = self
+            .blobs
+            .store(&key, template.to_vec(), "text/plain")
+            .await
+            .map_err(|e| format!("the template could not be stored for the preview: {e}"))?;
+        Ok(TemplateAt::Url(crate::naming::template_url(
+            &self.config.template_url_base,
+            &key,
+            stored.version.as_deref(),
+        )))
+    }
+
+    /// The comment and the head's status; what cannot be posted is logged
+    /// and said, never an error.
+    async fn post(
+        &self,
+        pr: &PullRequest,
+        repository: &HostRepository,
+        head: &str,
+        reviews: Vec<StackReview>,
+    ) -> Reviewed {
+        let installation = &self.config.installation;
+        let limit = self.hosts.max_comment(pr.host);
+        let body = render(pr, installation, &reviews, limit);
+        let comment = self
+            .hosts
+            .upsert_comment(repository, pr.number, &marker(installation), &body)
+            .await
+            .map_err(|e| e.to_string());
+        if let Err(e) = &comment {
+            tracing::warn!(pr = %pr.label(), error = %e, "the preview comment could not be posted");
+        }
+        let status = self
+            .hosts
+            .set_status(
+                repository,
+                head,
+                &preview_status(installation, pr, &reviews),
+            )
+            .await
+            .map_err(|e| e.to_string());
+        if let Err(e) = &status {
+            tracing::warn!(pr = %pr.label(), error = %e, "the preview status could not be set");
+        }
+        Reviewed::Posted {
+            stacks: reviews
+                .iter()
+                .map(|r| (r.name.clone(), r.action()))
+                .collect(),
+            comment,
+            status,
+        }
+    }
+}
+
+fn review_of(
+    entry: &StackEntry,
+    outcome: Result<crate::reconcile::diff::Diff, String>,
+) -> StackReview {
+    StackReview {
+        name: entry.name.clone(),
+        stack_name: entry.spec.effective_stack_name().to_owned(),
+        region: entry.spec.region.clone(),
+        outcome,
+    }
+}
+
+/// Where the comment and status go: the pull request's base repository,
+/// with the first secret its entries name (the URL checked against it is
+/// that entry's).
+fn host_repository(pr: &PullRequest, entries: &[StackEntry]) -> HostRepository {
+    let with_secret = entries
+        .iter()
+        .find(|e| e.spec.source.credentials_secret.is_some())
+        .or(entries.first());
+    HostRepository {
+        host: pr.host,
+        repository: pr.repository.clone(),
+        url: with_secret.map_or_else(
+            || pr.repository_urls.first().cloned().unwrap_or_default(),
+            |e| e.spec.source.url().to_owned(),
+        ),
+        credentials: with_secret.and_then(|e| e.spec.source.credentials_secret.clone()),
+    }
+}
+
+/// The status a review sets on the head: success when every preview
+/// succeeded, else failure naming the stacks whose preview failed.
+pub fn preview_status(
+    installation: &str,
+    pr: &PullRequest,
+    reviews: &[StackReview],
+) -> CommitStatus {
+    let failed: Vec<&str> = reviews
+        .iter()
+        .filter(|r| r.outcome.is_err())
+        .map(|r| r.name.as_str())
+        .collect();
+    let changing = reviews
+        .iter()
+        .filter(|r| matches!(r.action(), "create" | "update"))
+        .count();
+    let (state, description) = if failed.is_empty() {
+        (
+            CommitState::Success,
+            format!("{} previewed: {changing} would change", reviews.len()),
+        )
+    } else {
+        (
+            CommitState::Failure,
+            format!("preview failed: {}", failed.join(", ")),
+        )
+    };
+    CommitStatus {
+        state,
+        context: format!("stacksync/preview ({installation})"),
+        description,
+        url: pr.url.clone(),
+        summary: None,
+    }
+}
+
+/// How long a preview waits for its change set by default.
+pub const DEFAULT_WAITING: Waiting = Waiting {
+    poll: Duration::from_secs(2),
+    deadline: Duration::from_secs(300),
+};
+
+#[cfg(test)]
+mod tests;
