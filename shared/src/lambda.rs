@@ -20,9 +20,11 @@ use crate::registry::Registry;
 use crate::wiring::sdk_steps;
 
 mod errors;
+mod preview;
 
 pub use errors::{FunctionError, error_types};
 use errors::{drift_answer, events_answer, invocation, scheduler_answer};
+pub use preview::serve_preview;
 
 /// A required environment variable, or an error that names it.
 fn required(name: &str) -> Result<String, lambda_runtime::Error> {

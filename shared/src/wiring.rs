@@ -89,3 +89,63 @@ pub fn event_bus(config: &aws_config::SdkConfig, bus: &str) -> crate::ports::Not
         crate::adapters::eventbridge::EventBus::new(aws_sdk_eventbridge::Client::new(config), bus),
     ))
 }
+
+/// The review of pull requests on the AWS SDK, gix and the Git hosts'
+/// APIs: one credentials cache for the sources and the hosts.
+pub type SdkReviewer = crate::reconcile::review::Reviewer<
+    Registry,
+    crate::adapters::sources::Sources,
+    SdkCloudFormationFactory,
+    S3Store,
+    crate::adapters::git_host::GitHosts,
+>;
+
+/// The preview function's reviewer (and a test's): the installation's
+/// registry, bucket and template URLs; `endpoint`: a local emulator.
+pub fn sdk_reviewer(
+    config: &aws_config::SdkConfig,
+    registry: Registry,
+    bucket: &str,
+    endpoint: Option<&str>,
+) -> SdkReviewer {
+    let region = config.region().map(|r| r.to_string()).unwrap_or_default();
+    let installation = registry.table().to_owned();
+    let credentials = std::sync::Arc::new(
+        Credentials::aws(config)
+            .with_codecommit_endpoint(std::env::var("STACKSYNC_CODECOMMIT_ENDPOINT").ok()),
+    );
+    let workdir = std::env::temp_dir().join("stacksync");
+    let sources = Sources {
+        git: GitFetcher::new(workdir.join("git")).with_credentials(credentials.clone()),
+        s3: Some(S3Archives::new(
+            s3_client(config, endpoint.is_some()),
+            workdir.join("s3"),
+        )),
+    };
+    crate::reconcile::review::Reviewer {
+        registry,
+        sources,
+        cloudformation: SdkCloudFormationFactory::new(config.clone())
+            .for_installation(installation.clone()),
+        blobs: S3Store::new(s3_client(config, endpoint.is_some()), bucket),
+        hosts: crate::adapters::git_host::GitHosts::new(credentials),
+        config: crate::reconcile::review::ReviewConfig {
+            installation,
+            template_url_base: template_url_base(
+                bucket,
+                &region,
+                endpoint,
+                std::env::var("STACKSYNC_TEMPLATE_URL_BASE").ok().as_deref(),
+            ),
+            waiting: if endpoint.is_some() {
+                crate::reconcile::diff::Waiting {
+                    poll: std::time::Duration::from_millis(200),
+                    deadline: std::time::Duration::from_secs(120),
+                }
+            } else {
+                crate::reconcile::review::DEFAULT_WAITING
+            },
+            per_account: 4,
+        },
+    }
+}

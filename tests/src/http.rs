@@ -251,15 +251,15 @@ fn accept(
 }
 
 /// One request (`Connection: close`).
-struct Request {
-    method: String,
-    path: String,
-    query: String,
-    headers: BTreeMap<String, String>,
-    body: Vec<u8>,
+pub(crate) struct Request {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) query: String,
+    pub(crate) headers: BTreeMap<String, String>,
+    pub(crate) body: Vec<u8>,
 }
 
-fn read_request(stream: &TcpStream) -> std::io::Result<Request> {
+pub(crate) fn read_request(stream: &TcpStream) -> std::io::Result<Request> {
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
     reader.read_line(&mut line)?;
@@ -311,7 +311,7 @@ fn read_request(stream: &TcpStream) -> std::io::Result<Request> {
     })
 }
 
-fn respond(
+pub(crate) fn respond(
     mut stream: &TcpStream,
     status: &str,
     headers: &[(&str, String)],

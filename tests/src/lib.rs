@@ -18,6 +18,7 @@ pub mod faults;
 pub mod fleet;
 pub mod function_url;
 pub mod git;
+pub mod git_hosts;
 pub mod harness;
 pub mod http;
 pub mod iam;

@@ -12,6 +12,7 @@
 //! that moved means a newer push, whose own review posts instead.
 
 pub mod comment;
+mod event;
 mod touched;
 
 use std::collections::BTreeMap;
@@ -27,6 +28,7 @@ use crate::pull_request::{CommitState, PrState, PullRequest};
 use crate::reconcile::diff::{TemplateAt, Waiting};
 use crate::registry::{Entries, StackEntry};
 
+pub use event::pull_request_event;
 pub use touched::{Touch, touched};
 
 /// How a review runs.

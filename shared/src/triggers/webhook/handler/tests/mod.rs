@@ -3,6 +3,7 @@
 use super::*;
 
 mod capture;
+mod pull_requests;
 mod refusals;
 
 #[test]

@@ -1,0 +1,382 @@
+//! Pull requests, end to end against the emulator: a signed GitHub
+//! `pull_request` delivery (GitHub's published payload, its repository
+//! pointed at a real repository served over HTTP on 127.0.0.1) through the
+//! webhook, relayed on the emulator's bus as EventBridge delivers it to the
+//! preview function's rule, reviewed by the preview (change sets made,
+//! described and deleted in the emulator, never executed), and the comment
+//! and statuses posted to a fake of the host's API on 127.0.0.1.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use serde_json::{Value, json};
+use stacksync::clock::now_millis;
+use stacksync::fakes::RecordingStarter;
+use stacksync::reconcile::review::{Reviewed, pull_request_event};
+use stacksync::triggers::webhook::Headers;
+use stacksync::triggers::webhook::handler::{Relay, Webhook};
+use stacksync::triggers::webhook::verify::sign;
+use stacksync::wiring::{SdkReviewer, sdk_reviewer};
+use stacksync_testkit::bus::{queue_for, received};
+use stacksync_testkit::git::GitRepo;
+use stacksync_testkit::git_hosts::GitHostApi;
+use stacksync_testkit::harness::Harness;
+use stacksync_testkit::http::{Config, GitHttpServer};
+use stacksync_testkit::iam::as_function;
+use stacksync_testkit::private_sources::{ready, stack_name};
+use stacksync_testkit::{Emulator, unique_name};
+
+const SECRET: &str = "pull-requests-webhook-secret";
+/// GitHub's published `pull_request` `opened` (tests/fixtures/webhook/).
+const OPENED: &str = include_str!("../fixtures/webhook/github-pull-request-opened.json");
+const QUEUE: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
+const QUEUE_DELAYED: &[u8] =
+    b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties:\n      DelaySeconds: 5\n";
+const QUEUE_DELAYED_MORE: &[u8] =
+    b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties:\n      DelaySeconds: 9\n";
+const TOPIC: &[u8] = b"Resources:\n  Topic:\n    Type: AWS::SNS::Topic\n";
+
+/// A repository `acme/infra` served over HTTP (a token required), two
+/// stacks synced from it, the webhook, a relay queue, the preview, and the
+/// host's API.
+struct World {
+    h: Harness<stacksync::adapters::cloudformation::SdkCloudFormationFactory>,
+    repo: GitRepo,
+    _server: GitHttpServer,
+    api: GitHostApi,
+    url: String,
+    orders: String,
+    alerts: String,
+    webhook: Webhook<
+        stacksync::registry::Registry,
+        RecordingStarter,
+        stacksync::adapters::secrets::Secrets,
+    >,
+    relayed: String,
+    preview: SdkReviewer,
+}
+
+impl World {
+    async fn new(prefix: &str, preview_forks: bool) -> World {
+        let token = unique_name("tok");
+        let base = std::env::temp_dir().join(unique_name(prefix));
+        let repo = GitRepo::new_in(&base.join("acme"), "infra");
+        repo.commit(
+            &[("orders.yaml", QUEUE), ("alerts.yaml", TOPIC)],
+            "two stacks",
+        );
+        let server = GitHttpServer::serve(
+            &base,
+            Config {
+                accounts: vec![("x-access-token".into(), token.clone())],
+                ..Config::default()
+            },
+        );
+        let url = server.url(&repo);
+        let api = GitHostApi::serve(&token);
+        let emulator = Emulator::shared();
+        let secret = emulator
+            .put_secret(
+                &unique_name("gh"),
+                &json!({
+                    "token": token, "username": "x-access-token",
+                    "hosts": ["127.0.0.1"], "apiUrl": api.api_url("github"),
+                })
+                .to_string(),
+            )
+            .await;
+        let h = Harness::new(prefix).await;
+        let (orders, alerts) = (stack_name("ord"), stack_name("alr"));
+        let entry = |name: &str, path: &str| {
+            format!(
+                "  - name: {name}\n    source: {{git: '{url}', path: {path}, credentialsSecret: '{secret}'}}\n"
+            )
+        };
+        h.apply(&format!(
+            "stacks:\n{}{}",
+            entry(&orders, "orders.yaml"),
+            entry(&alerts, "alerts.yaml")
+        ))
+        .await;
+        for name in [&orders, &alerts] {
+            assert!(ready(&h.reconcile(name).await), "{name} synced first");
+        }
+        let config = emulator.sdk_config();
+        let table = h.steps.registry.table().to_owned();
+        let relayed = queue_for(json!({
+            "source": ["stacksync"], "detail-type": ["Pull Request Changed"],
+            "detail": {"installation": [table]}
+        }))
+        .await;
+        let webhook = Webhook {
+            registry: h.steps.registry.clone(),
+            starter: RecordingStarter::new(),
+            secrets: stacksync::adapters::secrets::Secrets::new(
+                stacksync::adapters::secrets::SecretLocation::Fixed(vec![SECRET.into()]),
+                &config,
+            ),
+            registry_sources: Some(Relay {
+                bus: stacksync::wiring::event_bus(&config, "default"),
+                installation: table,
+                preview_forks,
+            }),
+        };
+        let preview = sdk_reviewer(
+            &config,
+            h.steps.registry.clone(),
+            h.steps.blobs.bucket(),
+            Some(emulator.endpoint()),
+        );
+        World {
+            h,
+            repo,
+            _server: server,
+            api,
+            url,
+            orders,
+            alerts,
+            webhook,
+            relayed,
+            preview,
+        }
+    }
+
+    /// Commits `files` on the branch `feature` (made from `main` the first
+    /// time) and points `refs/pull/7/head` at it, as GitHub does; `main`
+    /// stays where it was. The commit.
+    fn push_to_pull_request(&self, files: &[(&str, &[u8])], message: &str) -> String {
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(args)
+                .current_dir(&self.repo.dir)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        };
+        let exists = std::process::Command::new("git")
+            .args(["rev-parse", "--verify", "-q", "feature"])
+            .current_dir(&self.repo.dir)
+            .status()
+            .unwrap()
+            .success();
+        git(&[
+            "checkout",
+            "-q",
+            if exists { "feature" } else { "-b" },
+            if exists { "--" } else { "feature" },
+        ]);
+        let commit = self.repo.commit(files, message);
+        git(&["update-ref", "refs/pull/7/head", &commit]);
+        git(&["checkout", "-q", "main"]);
+        commit
+    }
+
+    /// GitHub's published `pull_request` payload, its repository this
+    /// world's and its head `head`.
+    fn payload(&self, action: &str, head: &str, fork: bool) -> Vec<u8> {
+        let mut body: Value = serde_json::from_str(OPENED).unwrap();
+        let page = self.url.clone();
+        body["action"] = action.into();
+        body["number"] = 7.into();
+        body["repository"]["full_name"] = "acme/infra".into();
+        body["repository"]["html_url"] = page.clone().into();
+        body["repository"]["clone_url"] = format!("{page}.git").into();
+        for url in ["url", "ssh_url", "git_url"] {
+            body["repository"][url] = Value::Null;
+        }
+        body["pull_request"]["base"]["ref"] = "main".into();
+        body["pull_request"]["base"]["repo"]["full_name"] = "acme/infra".into();
+        body["pull_request"]["head"]["ref"] = "feature".into();
+        body["pull_request"]["head"]["sha"] = head.into();
+        let head_repo = if fork { "someone/infra" } else { "acme/infra" };
+        body["pull_request"]["head"]["repo"]["full_name"] = head_repo.into();
+        body["pull_request"]["html_url"] = format!("{page}/pull/7").into();
+        body.to_string().into_bytes()
+    }
+
+    /// Delivers the event signed as GitHub signs it: the webhook's answer.
+    async fn deliver(&self, action: &str, head: &str, fork: bool) -> Value {
+        let body = self.payload(action, head, fork);
+        let headers: Headers = [
+            ("X-GitHub-Event", "pull_request".to_owned()),
+            ("X-GitHub-Delivery", unique_name("delivery")),
+            ("X-Hub-Signature-256", sign(SECRET.as_bytes(), &body)),
+        ]
+        .into_iter()
+        .collect();
+        let response = as_function(
+            "webhook",
+            self.webhook.handle(&headers, &body, now_millis()),
+        )
+        .await;
+        assert!(response.status < 300, "{response:?}");
+        response.body
+    }
+
+    /// Delivers it and hands what the bus carried to the preview, as the
+    /// preview function's rule does: what the review did.
+    async fn review(&self, action: &str, head: &str) -> Reviewed {
+        let answer = self.deliver(action, head, false).await;
+        assert_eq!(answer["result"], "relayed to the preview", "{answer}");
+        let events = received(&self.relayed, 1, std::time::Duration::from_secs(20)).await;
+        assert_eq!(events.len(), 1, "one event on the bus: {events:?}");
+        let pr = pull_request_event(&events[0], self.h.steps.registry.table()).unwrap();
+        as_function("preview", self.preview.review(&pr))
+            .await
+            .unwrap()
+    }
+
+    fn comments(&self) -> Vec<(u64, String)> {
+        self.api.comments("github", "acme/infra", 7)
+    }
+
+    /// Nothing a preview makes is left: no change set, no stack in review.
+    async fn nothing_left(&self) {
+        let cfn = Emulator::shared().cloudformation();
+        for name in [&self.orders, &self.alerts] {
+            let sets = cfn
+                .list_change_sets()
+                .stack_name(name)
+                .send()
+                .await
+                .unwrap();
+            let previews: Vec<_> = sets
+                .summaries()
+                .iter()
+                .filter(|s| {
+                    s.change_set_name()
+                        .is_some_and(|n| n.starts_with("stacksync-preview"))
+                })
+                .collect();
+            assert!(previews.is_empty(), "{name}: {previews:?}");
+            let status = Emulator::shared().stack_status(name).await;
+            assert_ne!(status.as_deref(), Some("REVIEW_IN_PROGRESS"), "{name}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pull_request_gets_one_comment_updated_in_place_and_a_status_per_push() {
+    let w = World::new("pr-comment", false).await;
+    let first = w.push_to_pull_request(&[("orders.yaml", QUEUE_DELAYED)], "orders: delay");
+    let Reviewed::Posted {
+        stacks,
+        comment,
+        status,
+    } = w.review("opened", &first).await
+    else {
+        panic!("posted")
+    };
+    assert_eq!(stacks, vec![(w.orders.clone(), "update")]);
+    assert!(comment.unwrap().created);
+    status.unwrap();
+    let comments = w.comments();
+    assert_eq!(comments.len(), 1);
+    let body = &comments[0].1;
+    assert!(
+        body.contains(&format!("| `{}` | update |", w.orders)),
+        "{body}"
+    );
+    assert!(!body.contains(&w.alerts), "alerts untouched: {body}");
+    assert!(
+        body.contains("| Modify | `Queue` | `AWS::SQS::Queue` |"),
+        "{body}"
+    );
+    let statuses = w.api.statuses();
+    assert_eq!(statuses.len(), 1);
+    assert_eq!(
+        (statuses[0].commit.as_str(), statuses[0].state.as_str()),
+        (first.as_str(), "success")
+    );
+    w.nothing_left().await;
+    // Never executed: the stack still has the first template's queue.
+    assert!(ready(&w.h.reconcile(&w.orders).await));
+
+    // A second push: the same comment, now about both stacks.
+    let second = w.push_to_pull_request(
+        &[("orders.yaml", QUEUE_DELAYED_MORE), ("alerts.yaml", QUEUE)],
+        "both",
+    );
+    let Reviewed::Posted {
+        stacks, comment, ..
+    } = w.review("synchronize", &second).await
+    else {
+        panic!("posted")
+    };
+    let mut names: Vec<_> = stacks.iter().map(|(n, _)| n.clone()).collect();
+    names.sort();
+    let mut want = vec![w.orders.clone(), w.alerts.clone()];
+    want.sort();
+    assert_eq!(names, want);
+    assert!(!comment.unwrap().created, "updated in place");
+    let comments = w.comments();
+    assert_eq!(comments.len(), 1, "never a second comment");
+    assert!(comments[0].1.contains(&second[..12]), "{}", comments[0].1);
+    let calls = w.api.calls();
+    let posts = calls
+        .iter()
+        .filter(|c| c.starts_with("POST") && c.contains("/comments"))
+        .count();
+    assert_eq!(posts, 1, "{calls:?}");
+    std::fs::write(
+        std::env::temp_dir().join("stacksync-pr-comment-example.md"),
+        &comments[0].1,
+    )
+    .unwrap();
+    w.nothing_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_template_fails_the_status_naming_its_stack_and_a_fork_is_not_previewed() {
+    let w = World::new("pr-broken", false).await;
+    let head = w.push_to_pull_request(
+        &[("alerts.yaml", b"Resources: [not, a, map" as &[u8])],
+        "broken",
+    );
+    let Reviewed::Posted { stacks, .. } = w.review("opened", &head).await else {
+        panic!("posted")
+    };
+    assert_eq!(stacks, vec![(w.alerts.clone(), "failed")]);
+    let status = w.api.statuses().pop().unwrap();
+    assert_eq!(status.state, "failure");
+    assert!(status.description.contains(&w.alerts), "{status:?}");
+    let body = &w.comments()[0].1;
+    assert!(body.contains("The preview failed"), "{body}");
+    w.nothing_left().await;
+
+    // A fork's pull request: answered, nothing put on the bus.
+    let answer = w.deliver("synchronize", &head, true).await;
+    assert!(
+        answer["reason"].as_str().unwrap().contains("PreviewForks"),
+        "{answer}"
+    );
+    let events = received(&w.relayed, 1, std::time::Duration::from_secs(2)).await;
+    assert!(events.is_empty(), "{events:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_api_that_fails_is_retried_and_never_fails_the_review() {
+    let w = World::new("pr-down", false).await;
+    let head = w.push_to_pull_request(&[("orders.yaml", QUEUE_DELAYED)], "orders: delay");
+    // Down for two calls: the listing is tried again and gets through.
+    w.api.fail(2);
+    let Reviewed::Posted {
+        comment, status, ..
+    } = w.review("opened", &head).await
+    else {
+        panic!("posted")
+    };
+    assert!(comment.unwrap().created);
+    status.unwrap();
+    // Down for good: said, not raised.
+    w.api.fail(u32::MAX);
+    let second = w.push_to_pull_request(&[("orders.yaml", QUEUE_DELAYED_MORE)], "again");
+    let Reviewed::Posted {
+        comment, status, ..
+    } = w.review("synchronize", &second).await
+    else {
+        panic!("posted")
+    };
+    assert!(comment.unwrap_err().contains("503"));
+    assert!(status.unwrap_err().contains("503"));
+    w.nothing_left().await;
+}
