@@ -8,7 +8,8 @@ only one pass (seen here: two writers conditioned on the same specVersion both
 moto the same guarantee by running its DynamoDB write operations one at a time.
 It also stamps a stack's LastUpdatedTime on update, as AWS does (moto sets
 none), gives a stack an executed UPDATE change set's tags (moto kept the old), keeps one live stack per name (a CREATE change set for a stack in
-REVIEW_IN_PROGRESS joins it; moto made a second stack of that name), and serializes CloudFormation's calls (moto's backend is not
+REVIEW_IN_PROGRESS joins it; moto made a second stack of that name), lists
+one stack's change sets in ListChangeSets (moto listed every stack's), and serializes CloudFormation's calls (moto's backend is not
 thread-safe: concurrent CreateStack calls fail with a 500), lets EventBridge
 events through a bus whose rules have a schedule or a Lambda target (moto
 failed every PutEvents there with a 500), and makes Query on
@@ -303,6 +304,25 @@ CloudFormationBackend.create_change_set = _one_stack_per_name(
 CloudFormationBackend.execute_change_set = _stamps_executed_update(
     CloudFormationBackend.execute_change_set
 )
+
+# ---- ListChangeSets: one stack's change sets ---------------------------------
+# AWS's ListChangeSets "returns the ID and status of each active change set
+# for a stack" (StackName, required: a name or a StackId); moto 5.2.5 returns
+# every change set of every stack, so a check of "no change set left on this
+# stack" saw other stacks' (a preview's clean-up kept a placeholder, a test
+# saw another test's change set). Filtered here by the stack named, as AWS.
+
+
+def _list_change_sets(self):
+    named = self._get_param("StackName")
+    change_sets = [
+        cs for cs in self.cloudformation_backend.list_change_sets()
+        if named in (cs.stack_name, cs.stack_id)
+    ]
+    return _cfn_responses.ActionResult({"Summaries": change_sets})
+
+
+_cfn_responses.CloudFormationResponse.list_change_sets = _list_change_sets
 
 # moto's CloudFormation backend is not thread-safe either: CreateStack walks
 # every stack to check the name while another request adds one ("OrderedDict

@@ -88,6 +88,8 @@ export interface StackSyncParameters {
   readonly registrySourcePath?: string;
   /** `RegistrySourceCredentialsArn`: the secret or parameter that opens it. @default none: a public source */
   readonly registrySourceCredentialsArn?: string;
+  /** `PreviewForks`: whether pull requests from forks are previewed. @default false */
+  readonly previewForks?: boolean;
 }
 
 export interface StackSyncProps extends StackProps, StackSyncParameters {

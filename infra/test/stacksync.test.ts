@@ -107,6 +107,7 @@ const FULL: Required<StackSyncParameters> = {
   registrySourceRef: 'release',
   registrySourcePath: 'stacks/**/*.yaml',
   registrySourceCredentialsArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/git/platform-AbCdEf',
+  previewForks: true,
 };
 /** The installation the IAM conformance test (../tests/tests/iam.rs) holds the recorded calls against. */
 const FIXTURE = JSON.parse(fs.readFileSync(path.join(ROOT, 'tests', 'fixtures', 'iam', 'installation.json'), 'utf8'));
@@ -216,7 +217,7 @@ describe('template.yaml, included', () => {
       'Fn::And': [{ Condition: 'SendsEvents' }, { 'Fn::Not': [{ 'Fn::Equals': [{ Ref: 'NotificationTopicArn' }, ''] }] }],
     });
     assert.equal(TEMPLATE.Transform, 'AWS::Serverless-2016-10-31');
-    assert.equal(FUNCTIONS.length, 12);
+    assert.equal(FUNCTIONS.length, 13);
   });
 
   for (const [name, props, make] of [
@@ -254,7 +255,7 @@ describe('template.yaml, included', () => {
     assert.deepEqual(Object.keys(FULL).sort(), Object.keys(parameters).map(propName).sort());
     for (const [parameter, declaration] of Object.entries(parameters)) {
       const prop = FULL[propName(parameter) as keyof StackSyncParameters];
-      const kind = { CommaDelimitedList: 'object', Number: 'number', String: parameter === 'RequireRoleArn' ? 'boolean' : 'string' }[declaration.Type];
+      const kind = { CommaDelimitedList: 'object', Number: 'number', String: ['RequireRoleArn', 'PreviewForks'].includes(parameter) ? 'boolean' : 'string' }[declaration.Type];
       assert.equal(typeof prop, kind, parameter);
     }
   });
@@ -364,7 +365,7 @@ describe('code and definition', () => {
     // The stand-in answered the probe (once per process), so a bundling attempt would have run `cargo lambda build` locally.
     assert.equal(cargoCalls()[0], 'lambda --version');
     assert.deepEqual(cargoCalls().slice(before).filter((c) => c.startsWith('lambda build')), [], 'no cargo lambda build while aws:cdk:bundling-stacks is []');
-    assert.equal(FUNCTIONS.length, 12);
+    assert.equal(FUNCTIONS.length, 13);
     for (const { logicalId } of FUNCTIONS) assert.ok(isAssetLocation(s.json.Resources[logicalId].Properties.CodeUri), logicalId);
   });
 

@@ -99,6 +99,14 @@ pub fn template_key(template_sha256: &str, account: Option<&str>) -> String {
     }
 }
 
+/// Where a preview (`stacksync diff`, the pull-request preview) puts a
+/// template over CloudFormation's body limit: `previews/<sha256>`, apart
+/// from `templates/` (which only template-upload writes), expired by the
+/// bucket after a day.
+pub fn preview_template_key(template_sha256: &str) -> String {
+    format!("previews/{template_sha256}")
+}
+
 /// The change set's `TemplateURL`: the stored template, pinned to the
 /// version template-upload compared byte for byte (a versioned bucket), so
 /// that CloudFormation reads exactly those bytes even if the key is written

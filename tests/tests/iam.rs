@@ -22,7 +22,14 @@ use stacksync_testkit::repo_root;
 
 /// The trigger functions (not Task states of the state machine).
 /// (And the answer function, behind its URL.)
-const TRIGGERS: [&str; 5] = ["webhook", "scheduler", "drift", "events", "answer"];
+const TRIGGERS: [&str; 6] = [
+    "webhook",
+    "scheduler",
+    "drift",
+    "events",
+    "answer",
+    "preview",
+];
 
 /// Actions the Lambda platform uses on the function's behalf (its logs and
 /// traces), never the function's own code: no recorded call needs them.

@@ -20,7 +20,7 @@ use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::git_hosts::GitHostApi;
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::http::{Config, GitHttpServer};
-use stacksync_testkit::iam::as_function;
+use stacksync_testkit::iam::{as_function, as_installation};
 use stacksync_testkit::private_sources::{ready, stack_name};
 use stacksync_testkit::{Emulator, unique_name};
 
@@ -220,7 +220,8 @@ impl World {
         let events = received(&self.relayed, 1, std::time::Duration::from_secs(20)).await;
         assert_eq!(events.len(), 1, "one event on the bus: {events:?}");
         let pr = pull_request_event(&events[0], self.h.steps.registry.table()).unwrap();
-        as_function("preview", self.preview.review(&pr))
+        let table = self.h.steps.registry.table().to_owned();
+        as_installation(table, as_function("preview", self.preview.review(&pr)))
             .await
             .unwrap()
     }
@@ -378,5 +379,130 @@ async fn a_host_api_that_fails_is_retried_and_never_fails_the_review() {
     };
     assert!(comment.unwrap_err().contains("503"));
     assert!(status.unwrap_err().contains("503"));
+    w.nothing_left().await;
+}
+
+/// A stack the pull request creates is previewed as a create, and its
+/// `REVIEW_IN_PROGRESS` placeholder deleted, while another stack holds a
+/// change set of its own. (moto 5.2.5 listed every stack's change sets for
+/// one stack: `nothing_left` saw another test's preview as this one's until
+/// scripts/moto_server.py filtered ListChangeSets by stack, as AWS documents.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stack_the_pull_request_creates_leaves_no_placeholder_beside_anothers_change_set() {
+    let w = World::new("pr-create", false).await;
+    let fresh = stack_name("new");
+    let secret =
+        w.h.entry(&w.orders)
+            .await
+            .spec
+            .source
+            .credentials_secret
+            .unwrap();
+    w.h.apply(&format!(
+        "stacks:\n  - name: {fresh}\n    source: {{git: '{}', path: fresh.yaml, credentialsSecret: '{secret}'}}\n",
+        w.url
+    ))
+    .await;
+    // Someone's change set on another stack, left for review.
+    let cfn = Emulator::shared().cloudformation();
+    cfn.create_change_set()
+        .stack_name(&w.orders)
+        .change_set_name("someones-review")
+        .change_set_type(aws_sdk_cloudformation::types::ChangeSetType::Update)
+        .template_body(std::str::from_utf8(QUEUE_DELAYED).unwrap())
+        .send()
+        .await
+        .unwrap();
+    let head = w.push_to_pull_request(&[("fresh.yaml", QUEUE)], "a new stack");
+    let Reviewed::Posted { stacks, .. } = w.review("opened", &head).await else {
+        panic!("posted")
+    };
+    assert!(stacks.contains(&(fresh.clone(), "create")), "{stacks:?}");
+    let status = Emulator::shared().stack_status(&fresh).await;
+    assert!(
+        status.is_none() || status.as_deref() == Some("DELETE_COMPLETE"),
+        "the placeholder is gone: {status:?}"
+    );
+    cfn.delete_change_set()
+        .stack_name(&w.orders)
+        .change_set_name("someones-review")
+        .send()
+        .await
+        .unwrap();
+    w.nothing_left().await;
+}
+
+/// Previews are made where a run makes its change set: a stack in another
+/// account through its `assumeRoleArn`, a stack with its service role
+/// (`roleArn`) and a parameter read from SSM, and a template over
+/// CloudFormation's body limit put at `previews/` in the bucket.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_preview_reads_values_assumes_roles_and_stores_large_templates_as_a_run_does() {
+    let w = World::new("pr-where", false).await;
+    let emulator = Emulator::shared();
+    let parameter = format!("/app/{}", unique_name("delay"));
+    aws_sdk_ssm::Client::new(&emulator.sdk_config())
+        .put_parameter()
+        .name(&parameter)
+        .value("3")
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .send()
+        .await
+        .unwrap();
+    let secret =
+        w.h.entry(&w.orders)
+            .await
+            .spec
+            .source
+            .credentials_secret
+            .unwrap();
+    let (far, big) = (stack_name("far"), stack_name("big"));
+    let role = "arn:aws:iam::123456789012:role/stacksync-cfn-exec";
+    let target = "arn:aws:iam::210987654321:role/stacksync-target";
+    let source = |path: &str| {
+        format!(
+            "{{git: '{}', path: {path}, credentialsSecret: '{secret}'}}",
+            w.url
+        )
+    };
+    w.h.apply(&format!(
+        "stacks:\n  - name: {far}\n    source: {}\n    assumeRoleArn: {target}\n  \
+         - name: {big}\n    source: {}\n    roleArn: {role}\n    \
+         parameters: {{Delay: {{ssm: '{parameter}'}}}}\n",
+        source("far.yaml"),
+        source("big.yaml")
+    ))
+    .await;
+    let mut large = b"Parameters:\n  Delay: {Type: String}\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties:\n      DelaySeconds: !Ref Delay\n".to_vec();
+    large.extend(format!("# {}\n", "x".repeat(60_000)).bytes());
+    let head = w.push_to_pull_request(&[("far.yaml", QUEUE), ("big.yaml", &large)], "two more");
+    let Reviewed::Posted { stacks, status, .. } = w.review("opened", &head).await else {
+        panic!("posted")
+    };
+    status.unwrap();
+    assert!(stacks.contains(&(far.clone(), "create")), "{stacks:?}");
+    assert!(stacks.contains(&(big.clone(), "create")), "{stacks:?}");
+    // The large template went by URL, from previews/ (never templates/).
+    let key = stacksync::naming::preview_template_key(&stacksync::hash::sha256_hex(&large));
+    let stored = emulator
+        .s3()
+        .head_object()
+        .bucket(w.h.steps.blobs.bucket())
+        .key(&key)
+        .send()
+        .await;
+    assert!(stored.is_ok(), "{key}: {stored:?}");
+    // Nothing left in the other account either.
+    let there = aws_sdk_cloudformation::Client::new(&emulator.assumed_config(target).await);
+    let left = there.describe_stacks().stack_name(&far).send().await;
+    let status = left.ok().and_then(|d| {
+        d.stacks()
+            .first()
+            .and_then(|s| s.stack_status().map(|s| s.as_str().to_owned()))
+    });
+    assert!(
+        status.is_none() || status.as_deref() == Some("DELETE_COMPLETE"),
+        "{status:?}"
+    );
     w.nothing_left().await;
 }

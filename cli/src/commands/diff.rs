@@ -93,7 +93,7 @@ async fn template_at(
         return Ok((TemplateAt::Body(body.to_owned()), None));
     }
     let bucket = store.bucket();
-    let key = format!("previews/{}", sha256_hex(template));
+    let key = stacksync::naming::preview_template_key(&sha256_hex(template));
     let endpoint = aws.config.endpoint_url();
     if endpoint.is_some() {
         store.ensure_bucket().await.map_err(|e| {

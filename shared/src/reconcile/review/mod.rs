@@ -243,24 +243,24 @@ where
     }
 
     /// The template in the request, or, over CloudFormation's body limit,
-    /// stored where a run stores it (content-addressed, so shared with the
-    /// run that follows the merge).
+    /// put at `previews/<sha256>` in the installation's bucket (as
+    /// `stacksync diff` puts it; the bucket expires them after a day):
+    /// never under `templates/`, which only template-upload may write.
     async fn template_at(&self, template: &[u8]) -> Result<TemplateAt, String> {
         if let Ok(body) = std::str::from_utf8(template)
             && body.len() <= crate::reconcile::diff::MAX_TEMPLATE_BODY
         {
             return Ok(TemplateAt::Body(body.to_owned()));
         }
-        let key = crate::naming::template_key(&crate::hash::sha256_hex(template), None);
-        let stored = self
-            .blobs
-            .store(&key, template.to_vec(), "text/plain")
+        let key = crate::naming::preview_template_key(&crate::hash::sha256_hex(template));
+        self.blobs
+            .put(&key, template.to_vec(), "text/plain")
             .await
             .map_err(|e| format!("the template could not be stored for the preview: {e}"))?;
         Ok(TemplateAt::Url(crate::naming::template_url(
             &self.config.template_url_base,
             &key,
-            stored.version.as_deref(),
+            None,
         )))
     }
 
