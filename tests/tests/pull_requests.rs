@@ -10,6 +10,7 @@
 use serde_json::{Value, json};
 use stacksync::clock::now_millis;
 use stacksync::fakes::RecordingStarter;
+use stacksync::reconcile::review::runs::{report_run, run_event};
 use stacksync::reconcile::review::{Reviewed, pull_request_event};
 use stacksync::triggers::webhook::Headers;
 use stacksync::triggers::webhook::handler::{Relay, Webhook};
@@ -505,4 +506,89 @@ async fn a_preview_reads_values_assumes_roles_and_stores_large_templates_as_a_ru
         "{status:?}"
     );
     w.nothing_left().await;
+}
+
+impl World {
+    /// Merges the pull request (`main` fast-forwarded to `feature`): the
+    /// merged commit.
+    fn merge(&self) -> String {
+        let out = std::process::Command::new("git")
+            .args(["merge", "-q", "--ff-only", "feature"])
+            .current_dir(&self.repo.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        self.repo.head()
+    }
+
+    /// Runs `name` as the push of `commit` starts it, and hands the run's
+    /// events, as the bus carries them to the preview function's rule, to
+    /// the preview function: the statuses it set.
+    async fn run_pushed(&self, name: &str, commit: &str, runs: &str) -> Vec<String> {
+        let input = json!({"stackId": name, "trigger": {"kind": "webhook", "revision": commit}});
+        self.h.reconcile_with(name, input).await;
+        let events = received(runs, 2, std::time::Duration::from_secs(20)).await;
+        let table = self.h.steps.registry.table().to_owned();
+        let mut reports = Vec::new();
+        for event in events {
+            let (moment, run) = run_event(&event, &table).unwrap().expect("a run event");
+            let report = as_installation(
+                table.clone(),
+                as_function(
+                    "preview",
+                    report_run(
+                        &self.preview.registry,
+                        &self.preview.hosts,
+                        &table,
+                        moment,
+                        &run,
+                    ),
+                ),
+            )
+            .await
+            .unwrap();
+            reports.push(format!("{report:?}"));
+        }
+        reports
+    }
+
+    /// A queue for this installation's run events as the preview function's
+    /// rule matches them (runs a push started).
+    async fn run_events(&self) -> String {
+        queue_for(json!({
+            "source": ["stacksync"],
+            "detail-type": ["Reconcile Started", "Reconcile Succeeded", "Reconcile Failed", "Approval Requested"],
+            "detail": {"installation": [self.h.steps.registry.table()], "trigger": ["webhook", "event"]}
+        }))
+        .await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_merges_run_sets_pending_then_success_on_the_merged_commit_with_its_execution() {
+    let w = World::new("pr-merge", false).await;
+    let runs = w.run_events().await;
+    let head = w.push_to_pull_request(&[("orders.yaml", QUEUE_DELAYED)], "orders: delay");
+    w.review("opened", &head).await;
+    let merged = w.merge();
+    let reports = w.run_pushed(&w.orders, &merged, &runs).await;
+    assert_eq!(reports.len(), 2, "{reports:?}");
+    let on_merged: Vec<_> = w
+        .api
+        .statuses()
+        .into_iter()
+        .filter(|s| {
+            s.commit == merged && s.context.starts_with(&format!("stacksync/{} ", w.orders))
+        })
+        .collect();
+    let states: Vec<&str> = on_merged.iter().map(|s| s.state.as_str()).collect();
+    assert_eq!(states, ["pending", "success"], "{on_merged:?}");
+    assert!(
+        on_merged[1].description.contains("applied"),
+        "{on_merged:?}"
+    );
+    // A run the scheduler starts reports nothing (no event reaches the rule).
+    w.h.reconcile(&w.orders).await;
+    let none = received(&runs, 1, std::time::Duration::from_secs(2)).await;
+    assert!(none.is_empty(), "{none:?}");
 }

@@ -62,6 +62,16 @@ impl MemoryGitHost {
 }
 
 impl GitHost for MemoryGitHost {
+    async fn repository_of(&self, url: &str, credentials: Option<&str>) -> Option<HostRepository> {
+        Some(HostRepository {
+            host: crate::ports::git_host::host_by_name(url, None)
+                .unwrap_or(crate::pull_request::Host::GitHub),
+            repository: crate::ports::git_host::repository_path(url)?,
+            url: url.to_owned(),
+            credentials: credentials.map(str::to_owned),
+        })
+    }
+
     async fn upsert_comment(
         &self,
         repository: &HostRepository,

@@ -1,11 +1,14 @@
 //! The preview function: a `Pull Request Changed` event (the webhook's)
 //! reviewed: the touched stacks previewed (change sets made, described and
 //! deleted, never executed: its role has no `ExecuteChangeSet`), one
-//! comment on the pull request, a status on its head.
+//! comment on the pull request, a status on its head; and a run's events
+//! (started, waiting for approval, ended) as a status on the commit it
+//! deploys (`reconcile::review::runs`).
 
 use serde_json::{Value, json};
 
 use super::{FunctionError, aws_config, init_logs, required, serve_invocations};
+use crate::reconcile::review::runs::{report_run, run_event};
 use crate::reconcile::review::{Reviewed, pull_request_event};
 use crate::registry::Registry;
 
@@ -29,6 +32,21 @@ async fn preview() -> Result<(), lambda_runtime::Error> {
     let reviewer = crate::wiring::sdk_reviewer(&config, registry, &bucket, endpoint.as_deref());
     let (reviewer, table) = (&reviewer, &table);
     serve_invocations(move |event| async move {
+        match run_event(&event.payload, table) {
+            Ok(Some((moment, run))) => {
+                let report = report_run(&reviewer.registry, &reviewer.hosts, table, moment, &run)
+                    .await
+                    .map_err(FunctionError::transient)?;
+                let answer = json!({"result": "run status", "report": format!("{report:?}")});
+                tracing::info!(stack = %run.stack, %answer, "run reported");
+                return Ok(answer);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "event rejected");
+                return Ok(json!({"result": "rejected", "error": e}));
+            }
+        }
         let pr = match pull_request_event(&event.payload, table) {
             Ok(pr) => pr,
             // Not worth a retry: the same event fails the same way.

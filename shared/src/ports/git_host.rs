@@ -73,10 +73,55 @@ pub trait GitHost: Send + Sync {
         status: &CommitStatus,
     ) -> impl Future<Output = PortResult<()>> + Send;
 
+    /// The host and repository of the Git URL `url` (an entry's source),
+    /// opened with `credentials`: `None` for a repository on no host this
+    /// port knows (told by the URL's host, else by the secret's `apiUrl`).
+    fn repository_of(
+        &self,
+        url: &str,
+        credentials: Option<&str>,
+    ) -> impl Future<Output = Option<HostRepository>> + Send;
+
     /// The longest comment the host takes, in characters.
     fn max_comment(&self, host: Host) -> usize {
         max_comment(host)
     }
+}
+
+/// The host a Git URL's server name says (github.com, gitlab.com,
+/// bitbucket.org, and servers named `github.*`/`gitlab.*`), or the one an
+/// API root says (`…/api/v3`: GitHub Enterprise Server, `…/api/v4`: GitLab,
+/// `…/2.0`: Bitbucket Cloud).
+pub fn host_by_name(url: &str, api_url: Option<&str>) -> Option<Host> {
+    let server = crate::source::host_of(url).to_ascii_lowercase();
+    let named = match server.as_str() {
+        "github.com" => Some(Host::GitHub),
+        "bitbucket.org" => Some(Host::Bitbucket),
+        "gitlab.com" => Some(Host::GitLab),
+        s if s.starts_with("github.") => Some(Host::GitHub),
+        s if s.starts_with("gitlab.") => Some(Host::GitLab),
+        _ => None,
+    };
+    named.or_else(|| {
+        let api = api_url?.trim_end_matches('/');
+        if api.ends_with("/api/v3") {
+            Some(Host::GitHub)
+        } else if api.ends_with("/api/v4") {
+            Some(Host::GitLab)
+        } else if api.ends_with("/2.0") {
+            Some(Host::Bitbucket)
+        } else {
+            None
+        }
+    })
+}
+
+/// The repository's path on its host, from its Git URL: `owner/name`
+/// (`group/…/project`), without `.git`.
+pub fn repository_path(url: &str) -> Option<String> {
+    let normal = crate::source::normalize_url(url);
+    let (_, path) = normal.split_once('/')?;
+    (path.contains('/')).then(|| path.to_owned())
 }
 
 /// The longest comment each host takes, in characters: GitHub 65,536
@@ -110,7 +155,59 @@ impl<T: GitHost> GitHost for std::sync::Arc<T> {
         (**self).set_status(repository, commit, status)
     }
 
+    fn repository_of(
+        &self,
+        url: &str,
+        credentials: Option<&str>,
+    ) -> impl Future<Output = Option<HostRepository>> + Send {
+        (**self).repository_of(url, credentials)
+    }
+
     fn max_comment(&self, host: Host) -> usize {
         (**self).max_comment(host)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_is_told_by_its_server_or_its_api() {
+        assert_eq!(
+            host_by_name("https://github.com/a/b.git", None),
+            Some(Host::GitHub)
+        );
+        assert_eq!(
+            host_by_name("git@gitlab.com:g/p.git", None),
+            Some(Host::GitLab)
+        );
+        assert_eq!(
+            host_by_name("https://bitbucket.org/w/r.git", None),
+            Some(Host::Bitbucket)
+        );
+        assert_eq!(
+            host_by_name("https://gitlab.acme.example/g/p.git", None),
+            Some(Host::GitLab)
+        );
+        let own = "https://git.acme.example/a/b.git";
+        assert_eq!(host_by_name(own, None), None);
+        assert_eq!(
+            host_by_name(own, Some("https://git.acme.example/api/v3")),
+            Some(Host::GitHub)
+        );
+        assert_eq!(
+            host_by_name(own, Some("https://git.acme.example/api/v4/")),
+            Some(Host::GitLab)
+        );
+        assert_eq!(
+            repository_path("https://github.com/Acme/Infra.git").as_deref(),
+            Some("acme/infra")
+        );
+        assert_eq!(
+            repository_path("git@gitlab.com:g/sub/p.git").as_deref(),
+            Some("g/sub/p")
+        );
+        assert_eq!(repository_path("https://host/only"), None);
     }
 }

@@ -69,6 +69,16 @@ fn api_allowed(binding: &Binding, host: Host, base: &str, url: &str) -> Result<(
 }
 
 impl Credentials {
+    /// The `apiUrl` the secret at `arn` names, if it can be read and names one.
+    pub async fn api_url_of(&self, arn: &str) -> Option<String> {
+        match self.stored(arn).await.ok()?.0 {
+            Stored::Token { api_url, .. }
+            | Stored::Password { api_url, .. }
+            | Stored::GitHubApp { api_url, .. } => api_url,
+            Stored::Ssh { .. } => None,
+        }
+    }
+
     /// The API of `host` for the repository at `url`, with what the secret
     /// at `arn` presents there. Nothing is sent before the binding is
     /// checked: the repository must be one the secret allows, and the API

@@ -192,6 +192,19 @@ pub(crate) fn repository_path(repository: &str) -> String {
 }
 
 impl GitHost for GitHosts {
+    async fn repository_of(&self, url: &str, credentials: Option<&str>) -> Option<HostRepository> {
+        let api = match credentials {
+            Some(arn) => self.credentials.api_url_of(arn).await,
+            None => None,
+        };
+        Some(HostRepository {
+            host: crate::ports::git_host::host_by_name(url, api.as_deref())?,
+            repository: crate::ports::git_host::repository_path(url)?,
+            url: url.to_owned(),
+            credentials: credentials.map(str::to_owned),
+        })
+    }
+
     async fn upsert_comment(
         &self,
         repository: &HostRepository,

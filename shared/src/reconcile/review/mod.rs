@@ -13,6 +13,7 @@
 
 pub mod comment;
 mod event;
+pub mod runs;
 mod touched;
 
 use std::collections::BTreeMap;
