@@ -143,6 +143,52 @@ impl PullRequest {
     }
 }
 
+/// The last preview of a stack posted on a pull request, recorded on the
+/// stack's entry (attribute `reviewed`): what `approval: pullRequest`
+/// executes after the merge, and only that.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reviewed {
+    /// [`PullRequest::label`]: `github acme/infra#7`.
+    pub pull_request: String,
+    /// The head commit previewed.
+    pub head: String,
+    /// The desired state previewed (`template::desired_hash`: template,
+    /// parameters' values, tags, settings), as a run computes it.
+    pub desired_hash: String,
+    /// [`rows_hash`] of the preview's change set.
+    pub rows_hash: String,
+    /// The pull request was merged at `head` (its preview is what the
+    /// merge's run may execute).
+    #[serde(default)]
+    pub merged: bool,
+    /// When the preview was posted (epoch milliseconds).
+    pub at: i64,
+}
+
+/// A hash of a change set's rows, normalized: each row's action, logical
+/// id, type, replacement and changed properties (sorted), the rows sorted.
+/// Equal hashes: the same resources change the same way.
+pub fn rows_hash(changes: &[crate::preview::ResourceChange]) -> String {
+    let mut rows: Vec<String> = changes
+        .iter()
+        .map(|c| {
+            let mut changed = c.changed.clone();
+            changed.sort();
+            serde_json::json!([
+                c.action,
+                c.logical_id,
+                c.resource_type,
+                c.replacement,
+                changed
+            ])
+            .to_string()
+        })
+        .collect();
+    rows.sort();
+    crate::hash::sha256_hex(rows.join("\n").as_bytes())
+}
+
 /// A commit status, as every host has one: where a check stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -401,5 +401,6 @@ pub fn steady_entry(name: &str, url: &str, head: &str, now: EpochMillis) -> Stac
         unsupported: None,
         stored_source_key: None,
         owner: None,
+        reviewed: None,
     }
 }

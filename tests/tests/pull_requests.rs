@@ -592,3 +592,120 @@ async fn a_merges_run_sets_pending_then_success_on_the_merged_commit_with_its_ex
     let none = received(&runs, 1, std::time::Duration::from_secs(2)).await;
     assert!(none.is_empty(), "{none:?}");
 }
+
+impl World {
+    /// Gives `orders` `approval: pullRequest` (after its first sync).
+    async fn bind_orders(&self) {
+        let secret = self
+            .h
+            .entry(&self.orders)
+            .await
+            .spec
+            .source
+            .credentials_secret
+            .unwrap();
+        let entry = |name: &str, path: &str, extra: &str| {
+            format!(
+                "  - name: {name}\n    source: {{git: '{}', path: {path}, credentialsSecret: '{secret}'}}\n{extra}",
+                self.url
+            )
+        };
+        self.h
+            .apply(&format!(
+                "stacks:\n{}{}",
+                entry(&self.orders, "orders.yaml", "    approval: pullRequest\n"),
+                entry(&self.alerts, "alerts.yaml", "")
+            ))
+            .await;
+    }
+
+    /// Delivers the pull request's merge (`closed`, merged) to the preview.
+    async fn merged(&self, head: &str) -> Reviewed {
+        let mut body: Value = serde_json::from_slice(&self.payload("closed", head, false)).unwrap();
+        body["pull_request"]["merged"] = true.into();
+        body["pull_request"]["merge_commit_sha"] = head.into();
+        let body = body.to_string().into_bytes();
+        let headers: Headers = [
+            ("X-GitHub-Event", "pull_request".to_owned()),
+            ("X-GitHub-Delivery", unique_name("delivery")),
+            ("X-Hub-Signature-256", sign(SECRET.as_bytes(), &body)),
+        ]
+        .into_iter()
+        .collect();
+        let answer = as_function(
+            "webhook",
+            self.webhook.handle(&headers, &body, now_millis()),
+        )
+        .await;
+        assert_eq!(
+            answer.body["result"], "relayed to the preview",
+            "{answer:?}"
+        );
+        let events = received(&self.relayed, 1, std::time::Duration::from_secs(20)).await;
+        let pr = pull_request_event(&events[0], self.h.steps.registry.table()).unwrap();
+        let table = self.h.steps.registry.table().to_owned();
+        as_installation(table, as_function("preview", self.preview.review(&pr)))
+            .await
+            .unwrap()
+    }
+}
+
+/// `approval: pullRequest`: the merge's run executes what the pull
+/// request's preview showed, at once; when the stack moved outside
+/// stacksync between the preview and the merge, the run waits for a
+/// person and says what differs.
+#[tokio::test(flavor = "multi_thread")]
+async fn approval_pull_request_executes_what_was_reviewed_and_waits_when_the_stack_moved() {
+    let w = World::new("pr-bound", false).await;
+    w.bind_orders().await;
+    let head = w.push_to_pull_request(&[("orders.yaml", QUEUE_DELAYED)], "orders: delay");
+    w.review("opened", &head).await;
+    let body = &w.comments()[0].1;
+    assert!(body.contains("`approval: pullRequest`"), "{body}");
+    assert_eq!(
+        w.merged(&head).await,
+        Reviewed::Merged {
+            marked: vec![w.orders.clone()]
+        }
+    );
+    let merged = w.merge();
+    let input = json!({"stackId": w.orders, "trigger": {"kind": "webhook", "revision": merged}});
+    let outcome = w.h.reconcile_with(&w.orders, input).await;
+    assert!(ready(&outcome), "executed at once: {outcome:?}");
+    let entry = w.h.entry(&w.orders).await;
+    assert!(entry.status.approval.records.is_empty(), "no person asked");
+    assert_eq!(
+        entry.status.applied.last_applied_revision.as_deref(),
+        Some(merged.as_str())
+    );
+
+    // Previewed and merged again; then someone changes the stack by hand.
+    let second = w.push_to_pull_request(&[("orders.yaml", QUEUE_DELAYED_MORE)], "more delay");
+    w.review("synchronize", &second).await;
+    assert_eq!(
+        w.merged(&second).await,
+        Reviewed::Merged {
+            marked: vec![w.orders.clone()]
+        }
+    );
+    let merged = w.merge();
+    Emulator::shared()
+        .cloudformation()
+        .update_stack()
+        .stack_name(&w.orders)
+        .template_body("Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties:\n      DelaySeconds: 5\n  Extra:\n    Type: AWS::SNS::Topic\n")
+        .send()
+        .await
+        .unwrap();
+    let input = json!({"stackId": w.orders, "trigger": {"kind": "webhook", "revision": merged}});
+    let (outcome, ()) = tokio::join!(w.h.reconcile_with(&w.orders, input), async {
+        let awaiting = w.h.awaiting(&w.orders).await;
+        assert!(
+            awaiting.why.contains("approval: pullRequest") && awaiting.why.contains("rows differ"),
+            "{}",
+            awaiting.why
+        );
+        w.h.approve(&w.orders, &awaiting).await;
+    });
+    assert!(ready(&outcome), "approved by a person: {outcome:?}");
+}

@@ -88,6 +88,7 @@ pub fn answer(reviewed: &Reviewed) -> Value {
         }),
         Reviewed::Superseded { head } => json!({"result": "superseded", "head": head}),
         Reviewed::NothingFollows => json!({"result": "no stack follows the base branch"}),
-        Reviewed::NotOpen => json!({"result": "not open"}),
+        Reviewed::NotOpen => json!({"result": "closed"}),
+        Reviewed::Merged { marked } => json!({"result": "merged", "marked": marked}),
     }
 }

@@ -38,6 +38,11 @@ pub const UPDATE_SPEC: &str = "SET #spec = :spec, #schemaVersion = :schemaVersio
 /// A changed spec from a registry source: its owner (source, file, commit) too.
 pub const UPDATE_SPEC_OWNED: &str = "SET #spec = :spec, #schemaVersion = :schemaVersion, #specHash = :specHash, #specSuspend = :specSuspend, #sourceKey = :sourceKey, #stackName = :stackName, #specVersion = :next, #updatedAt = :now, #nextReconcileAt = :due, #owner = :owner";
 /// An entry moved to another file of its source: only its owner changes.
+/// The last preview posted on a pull request (`registry/reviews.rs`).
+pub const SET_REVIEWED: &str = "SET #reviewed = :reviewed";
+/// …merged, if it is still that pull request's at that head.
+pub const SET_REVIEWED_MERGED: &str = "SET #reviewed.#merged = :true";
+pub const REVIEWED_AT: &str = "#reviewed.#pullRequest = :pr AND #reviewed.#head = :head";
 pub const SET_OWNER: &str = "SET #owner = :owner, #updatedAt = :now";
 /// An entry its source let go: the CLI's from now on.
 pub const REMOVE_OWNER: &str = "SET #updatedAt = :now REMOVE #owner";

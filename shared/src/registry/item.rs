@@ -261,6 +261,7 @@ pub fn entry_from_item(item: &Item) -> Result<StackEntry, String> {
             .and_then(|v| v.as_s().ok())
             .cloned(),
         owner: decode(item, attr::OWNER)?,
+        reviewed: decode(item, attr::REVIEWED)?,
     })
 }
 

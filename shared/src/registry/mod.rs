@@ -30,6 +30,7 @@ pub mod item;
 pub mod leases;
 pub mod plan;
 pub mod refusals;
+mod reviews;
 pub mod schedule;
 pub mod schema;
 pub mod specs;
@@ -57,6 +58,7 @@ pub use drift::DriftRecords;
 pub use followers::Follower;
 pub use leases::{LEASE_TTL, Lease, Leases, lease_ttl};
 pub use refusals::ApprovalRecords;
+pub use reviews::Reviews;
 pub use schedule::{Schedule, SourceRecord, Watched};
 pub use specs::{Applied, ApplyStopped, Entries, Specs, apply_plan};
 pub use stacks_sources::RegistrySources;
@@ -101,6 +103,10 @@ pub struct StackEntry {
     /// from; `None`: the CLI's (`stacksync apply`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<crate::registry_source::Owner>,
+    /// The last preview of the stack posted on a pull request
+    /// (`approval: pullRequest`), written by the preview function.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reviewed: Option<crate::pull_request::Reviewed>,
 }
 
 impl StackEntry {
@@ -121,6 +127,7 @@ impl StackEntry {
             unsupported: None,
             stored_source_key: None,
             owner: None,
+            reviewed: None,
         }
     }
 
@@ -437,6 +444,9 @@ pub fn entry_item(entry: &StackEntry) -> HashMap<String, AttributeValue> {
     if let Some(owner) = &entry.owner {
         item.insert(attr::OWNER.into(), to_attr_of(owner));
     }
+    if let Some(reviewed) = &entry.reviewed {
+        item.insert(attr::REVIEWED.into(), to_attr_of(reviewed));
+    }
     if let Some(lease) = &entry.lease {
         item.insert(attr::LEASE_OWNER.into(), s(&lease.owner));
         item.insert(attr::LEASE_EXPIRES_AT.into(), n(lease.expires_at.0));
@@ -468,6 +478,7 @@ pub(crate) fn sample_entry(name: &str, mut status: Status) -> StackEntry {
         unsupported: None,
         stored_source_key: None,
         owner: None,
+        reviewed: None,
     }
 }
 

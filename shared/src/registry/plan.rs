@@ -413,6 +413,7 @@ mod tests {
             unsupported: None,
             stored_source_key: None,
             owner: None,
+            reviewed: None,
         }
     }
 

@@ -106,6 +106,8 @@ pub mod attr {
     pub const STACK_NAME: &str = "stackName";
     /// Which registry source (file, commit) wrote the entry; absent: the CLI.
     pub const OWNER: &str = "owner";
+    /// The last preview posted on a pull request (`approval: pullRequest`).
+    pub const REVIEWED: &str = "reviewed";
     /// The phase and the stack as last seen (`registry::schedule::Watch`).
     pub const WATCH: &str = "watch";
     /// Source items: the URL to list refs from, the ref, the last head seen.

@@ -113,6 +113,11 @@ pub enum Approval {
     OnReplace,
     /// A change set that removes a resource.
     OnRemove,
+    /// The merge of a pull request approves: a change set runs only if it
+    /// is what the last preview on the merged pull request showed (the
+    /// same desired state, the same resource rows), else it waits as
+    /// `always` does, saying what differs.
+    PullRequest,
 }
 
 impl Approval {
@@ -127,6 +132,7 @@ impl Approval {
             Self::Always => "always",
             Self::OnReplace => "onReplace",
             Self::OnRemove => "onRemove",
+            Self::PullRequest => "pullRequest",
         }
     }
 }

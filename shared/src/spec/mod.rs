@@ -153,7 +153,8 @@ pub struct StackSpec {
     pub adopt: bool,
     /// When a run asks a person before executing its change set: `never`
     /// (default), `always`, `onReplace` (it replaces, or may replace, a
-    /// resource), `onRemove` (it removes one).
+    /// resource), `onRemove` (it removes one), `pullRequest` (it is not
+    /// what the merged pull request's last preview showed).
     #[serde(default, skip_serializing_if = "Approval::is_never")]
     pub approval: Approval,
     /// How long a change set waits for that approval; past it, the change

@@ -3,6 +3,7 @@
 //! the rest of the table.
 
 use crate::preview::ResourceChange;
+use crate::pull_request::{Reviewed, rows_hash};
 use crate::spec::Approval;
 
 /// Why a change set waits for a person, or `None` when it runs at once:
@@ -28,7 +29,45 @@ pub fn approval_needed(policy: Approval, changes: &[ResourceChange]) -> Option<S
             (!removed.is_empty())
                 .then(|| format!("approval: onRemove, and it removes {}", named(removed)))
         }
+        // Decided with the pull request's preview: `pull_request_holds`.
+        Approval::PullRequest => Some("approval: pullRequest".to_owned()),
     }
+}
+
+/// Whether a change set is what the merged pull request's last preview of
+/// the stack showed (`approval: pullRequest`): `Ok(())` to execute it,
+/// else what differs (the change set waits for a person, as `always`).
+pub fn pull_request_holds(
+    reviewed: Option<&Reviewed>,
+    desired_hash: Option<&str>,
+    changes: &[ResourceChange],
+) -> Result<(), String> {
+    let why = |what: String| Err(format!("approval: pullRequest, and {what}"));
+    let Some(reviewed) = reviewed else {
+        return why("no pull request previewed this stack".to_owned());
+    };
+    let on = &reviewed.pull_request;
+    if !reviewed.merged {
+        return why(format!(
+            "the last preview of this stack, on {on} at {}, is not of a merged pull request              (not merged yet, another pull request previewed it since, or the merge was of              another commit)",
+            short(&reviewed.head)
+        ));
+    }
+    if desired_hash != Some(reviewed.desired_hash.as_str()) {
+        return why(format!(
+            "the desired state is not the one previewed on {on} (another commit landed, or a              resolved value moved since)"
+        ));
+    }
+    if rows_hash(changes) != reviewed.rows_hash {
+        return why(format!(
+            "the change set's rows differ from those previewed on {on} (the stack changed              outside stacksync since)"
+        ));
+    }
+    Ok(())
+}
+
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
 }
 
 /// What an approved change set was made from, and what the run finds now.
@@ -129,6 +168,41 @@ mod tests {
             approval_needed(OnRemove, &[remove]).unwrap(),
             "approval: onRemove, and it removes Topic (AWS::SQS::Queue)"
         );
+    }
+
+    #[test]
+    fn a_pull_request_approves_only_what_its_merged_preview_showed() {
+        let rows = vec![change("Modify", "Queue", Some("False"))];
+        let reviewed = Reviewed {
+            pull_request: "github acme/infra#7".into(),
+            head: "a".repeat(40),
+            desired_hash: "h1".into(),
+            rows_hash: rows_hash(&rows),
+            merged: true,
+            at: 0,
+        };
+        assert_eq!(
+            pull_request_holds(Some(&reviewed), Some("h1"), &rows),
+            Ok(())
+        );
+        let wait = |r: Option<&Reviewed>, hash: &str, rows: &[ResourceChange]| {
+            pull_request_holds(r, Some(hash), rows).unwrap_err()
+        };
+        assert!(wait(None, "h1", &rows).contains("no pull request previewed"));
+        let open = Reviewed {
+            merged: false,
+            ..reviewed.clone()
+        };
+        assert!(wait(Some(&open), "h1", &rows).contains("not of a merged pull request"));
+        assert!(
+            wait(Some(&reviewed), "h2", &rows).contains("desired state is not the one previewed")
+        );
+        let other = vec![change("Modify", "Queue", Some("True"))];
+        assert!(wait(Some(&reviewed), "h1", &other).contains("rows differ"));
+        // Rows in another order are the same rows.
+        let two = vec![change("Add", "B", None), change("Remove", "A", None)];
+        let reversed: Vec<_> = two.iter().rev().cloned().collect();
+        assert_eq!(rows_hash(&two), rows_hash(&reversed));
     }
 
     fn approved<'a>() -> Approved<'a> {

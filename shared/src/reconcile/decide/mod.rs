@@ -15,7 +15,7 @@ mod approval;
 mod end;
 pub mod sync;
 
-pub use approval::{Approved, approval_holds, approval_needed};
+pub use approval::{Approved, approval_holds, approval_needed, pull_request_holds};
 pub use end::{Effect, effects_of_end};
 pub use sync::{AtAppliedHash, hash_matches, tags_differing};
 

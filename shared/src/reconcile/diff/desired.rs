@@ -31,6 +31,9 @@ pub struct Desired {
     pub masked: BTreeSet<String>,
     /// The parameter file's tags (the entry's own are in the spec).
     pub file_tags: BTreeMap<String, String>,
+    /// What a run hashes of each parameter (a secret's hash, never its
+    /// value), once read: [`Desired::desired_hash`].
+    pub parameter_hashes: BTreeMap<String, String>,
 }
 
 /// Reads the desired state of `spec` at `reference` (default: the spec's
@@ -74,6 +77,7 @@ pub async fn desired<S: SourceFetcher>(
         masked,
         file_tags: read.from_file.tags,
         template,
+        parameter_hashes: BTreeMap::new(),
     })
 }
 
@@ -99,7 +103,20 @@ impl Desired {
             &read.secrets,
             crate::parameters::no_echo(&self.template).as_ref(),
         )?;
+        self.parameter_hashes = crate::parameters::hash_inputs(&read.stored);
         self.parameters = read.values;
         Ok(self)
+    }
+
+    /// The desired state's hash as a run's template-upload computes it
+    /// (`template::desired_hash`): equal, and the run asks CloudFormation
+    /// for exactly what this preview asked. After [`Desired::read_values`].
+    pub fn desired_hash(&self, spec: &StackSpec) -> String {
+        template::desired_hash(
+            &crate::hash::sha256_hex(&self.template),
+            &self.parameter_hashes,
+            &template::merge_tags(self.file_tags.clone(), spec),
+            spec,
+        )
     }
 }

@@ -21,6 +21,11 @@ pub struct StackReview {
     pub region: Option<String>,
     /// What a run would do, or why there is no preview.
     pub outcome: Result<Diff, String>,
+    /// The desired state previewed, as a run hashes it (`None`: no preview).
+    pub desired_hash: Option<String>,
+    /// The entry executes after the merge only what was previewed
+    /// (`approval: pullRequest`).
+    pub bound: bool,
 }
 
 impl StackReview {
@@ -172,13 +177,19 @@ fn details(r: &StackReview, fold: bool) -> String {
         None => format!("`{}`", r.stack_name),
     };
     let title = format!("<b>{}</b> ({place}): {}", r.name, r.action());
-    let body = match &r.outcome {
+    let mut body = match &r.outcome {
         Err(e) => format!(
             "The preview failed:\n\n```\n{}\n```\n",
             e.replace("```", "'''")
         ),
         Ok(d) => diff_body(d),
     };
+    if r.bound && r.outcome.is_ok() {
+        body.push_str(
+            "\n`approval: pullRequest`: after the merge, the run executes this change set only if \
+             its rows and desired state are these; else it waits for an approval and says why.\n",
+        );
+    }
     if fold {
         format!("<details><summary>{title}</summary>\n\n{body}\n</details>\n")
     } else {

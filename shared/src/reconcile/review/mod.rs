@@ -27,7 +27,7 @@ use crate::ports::{
 };
 use crate::pull_request::{CommitState, PrState, PullRequest};
 use crate::reconcile::diff::{TemplateAt, Waiting};
-use crate::registry::{Entries, StackEntry};
+use crate::registry::{Entries, Reviews, StackEntry};
 
 pub use event::pull_request_event;
 pub use touched::{Touch, touched};
@@ -66,9 +66,11 @@ pub enum Reviewed {
     Superseded { head: String },
     /// No registered stack follows its base repository and branch.
     NothingFollows,
-    /// Merged or closed: nothing to preview (a merge's runs report their
-    /// own statuses).
+    /// Closed without a merge: nothing to preview.
     NotOpen,
+    /// Merged: these entries' previews (`approval: pullRequest`) are marked
+    /// as what their runs may execute.
+    Merged { marked: Vec<String> },
 }
 
 /// The review's collaborators.
@@ -84,7 +86,7 @@ pub struct Reviewer<E, S, F, B, G> {
 
 impl<E, S, F, B, G> Reviewer<E, S, F, B, G>
 where
-    E: Entries,
+    E: Entries + Reviews,
     S: SourceFetcher,
     F: CloudFormationFactory,
     B: Blobs,
@@ -93,8 +95,10 @@ where
     /// Reviews `pr` at its head commit; an error only when the registry or
     /// the repository cannot be read (worth another delivery).
     pub async fn review(&self, pr: &PullRequest) -> Result<Reviewed, String> {
-        if pr.state != PrState::Open {
-            return Ok(Reviewed::NotOpen);
+        match pr.state {
+            PrState::Open => {}
+            PrState::Merged => return self.merged(pr).await,
+            PrState::Closed => return Ok(Reviewed::NotOpen),
         }
         let entries = self.followers(pr).await?;
         let Some(first) = entries.first() else {
@@ -118,7 +122,55 @@ where
         if touched::head_moved(&self.sources, &first.spec, pr, &head).await {
             return Ok(Reviewed::Superseded { head });
         }
+        self.record(pr, &head, &reviews).await;
         Ok(self.post(pr, &repository, &head, reviews).await)
+    }
+
+    /// Records each preview of an entry with `approval: pullRequest` on it
+    /// (what the merge's run may execute); one that cannot be recorded
+    /// only means that run waits for a person.
+    async fn record(&self, pr: &PullRequest, head: &str, reviews: &[StackReview]) {
+        let at = crate::clock::now_millis();
+        for review in reviews.iter().filter(|r| r.bound) {
+            let (Ok(diff), Some(hash)) = (&review.outcome, &review.desired_hash) else {
+                continue;
+            };
+            let record = crate::pull_request::Reviewed {
+                pull_request: pr.label(),
+                head: head.to_owned(),
+                desired_hash: hash.clone(),
+                rows_hash: crate::pull_request::rows_hash(&diff.changes),
+                merged: false,
+                at,
+            };
+            if let Err(e) = self.registry.record_review(&review.name, &record).await {
+                tracing::warn!(stack = %review.name, error = %e, "the preview could not be recorded");
+            }
+        }
+    }
+
+    /// A merge: the last preview of each entry with `approval: pullRequest`
+    /// marked merged, if it is this pull request's at the head it merged.
+    async fn merged(&self, pr: &PullRequest) -> Result<Reviewed, String> {
+        let label = pr.label();
+        let mut marked = Vec::new();
+        for entry in self.followers(pr).await? {
+            let Some(reviewed) = entry.reviewed.as_ref() else {
+                continue;
+            };
+            if reviewed.pull_request != label || !pr.is_head(&reviewed.head) {
+                continue;
+            }
+            let done = self
+                .registry
+                .mark_merged(&entry.name, &label, &reviewed.head)
+                .await
+                .map_err(|e| e.to_string())?;
+            if done {
+                marked.push(entry.name.clone());
+            }
+        }
+        Ok(Reviewed::Merged { marked })
     }
 
     /// The entries that follow the base repository and branch, by name,
@@ -209,7 +261,7 @@ where
         &self,
         entry: &StackEntry,
         head: &str,
-    ) -> Result<crate::reconcile::diff::Diff, String> {
+    ) -> Result<(crate::reconcile::diff::Diff, String), String> {
         let spec = &entry.spec;
         let wanted = crate::reconcile::diff::desired(&self.sources, spec, Some(head)).await?;
         let cfn = self
@@ -231,7 +283,7 @@ where
             .seen
             .as_ref()
             .map(|s| s.stack_id.as_str());
-        crate::reconcile::diff::diff(
+        let diff = crate::reconcile::diff::diff(
             &cfn,
             spec,
             &self.config.installation,
@@ -240,7 +292,8 @@ where
             template,
             self.config.waiting,
         )
-        .await
+        .await?;
+        Ok((diff, wanted.desired_hash(spec)))
     }
 
     /// The template in the request, or, over CloudFormation's body limit,
@@ -310,13 +363,19 @@ where
 
 fn review_of(
     entry: &StackEntry,
-    outcome: Result<crate::reconcile::diff::Diff, String>,
+    outcome: Result<(crate::reconcile::diff::Diff, String), String>,
 ) -> StackReview {
+    let (outcome, desired_hash) = match outcome {
+        Ok((diff, hash)) => (Ok(diff), Some(hash)),
+        Err(e) => (Err(e), None),
+    };
     StackReview {
         name: entry.name.clone(),
         stack_name: entry.spec.effective_stack_name().to_owned(),
         region: entry.spec.region.clone(),
         outcome,
+        desired_hash,
+        bound: entry.spec.approval == crate::spec::Approval::PullRequest,
     }
 }
 

@@ -229,6 +229,73 @@ async fn a_pull_request_that_touches_nothing_says_so_and_a_closed_one_is_left() 
     assert_eq!(w.reviewer.cloudformation.operations(), Vec::<String>::new());
 
     let mut closed = pr(HEAD);
-    closed.state = PrState::Merged;
+    closed.state = PrState::Closed;
     assert_eq!(w.reviewer.review(&closed).await.unwrap(), Reviewed::NotOpen);
+}
+
+/// `approval: pullRequest`: the preview is recorded on the entry, and the
+/// merge marks it, only if the pull request merged the head previewed.
+#[tokio::test]
+async fn a_bound_entrys_preview_is_recorded_and_its_merge_marks_it() {
+    use crate::registry::Entries;
+    let w = world(QUEUE_2);
+    let mut bound = entry("orders", "orders.yaml");
+    bound.spec.approval = crate::spec::Approval::PullRequest;
+    w.reviewer.registry.insert(bound);
+    w.reviewer.review(&pr(HEAD)).await.unwrap();
+    let reviewed = w
+        .reviewer
+        .registry
+        .get("orders")
+        .await
+        .unwrap()
+        .unwrap()
+        .reviewed
+        .unwrap();
+    assert_eq!(reviewed.pull_request, "github acme/infra#7");
+    assert_eq!((reviewed.head.as_str(), reviewed.merged), (HEAD, false));
+    assert_eq!(
+        reviewed.rows_hash,
+        crate::pull_request::rows_hash(&[crate::fakes::queue_change("Modify", Some("False"))])
+    );
+    assert_eq!(reviewed.desired_hash.len(), 64);
+    let body = &w.host.comments("acme/infra", 7)[0].1;
+    assert!(body.contains("`approval: pullRequest`"), "{body}");
+
+    // Merged at another head (a push after the last preview): not marked.
+    let mut merged = pr(NEWER);
+    merged.state = PrState::Merged;
+    assert_eq!(
+        w.reviewer.review(&merged).await.unwrap(),
+        Reviewed::Merged { marked: vec![] }
+    );
+    merged.head_commit = HEAD.into();
+    assert_eq!(
+        w.reviewer.review(&merged).await.unwrap(),
+        Reviewed::Merged {
+            marked: vec!["orders".into()]
+        }
+    );
+    assert!(
+        w.reviewer
+            .registry
+            .get("orders")
+            .await
+            .unwrap()
+            .unwrap()
+            .reviewed
+            .unwrap()
+            .merged
+    );
+    // The unbound entry records nothing.
+    assert!(
+        w.reviewer
+            .registry
+            .get("alerts")
+            .await
+            .unwrap()
+            .unwrap()
+            .reviewed
+            .is_none()
+    );
 }

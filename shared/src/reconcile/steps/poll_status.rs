@@ -8,11 +8,11 @@ use super::settings::with_settings;
 use super::{Port, Ports, StepResult, Steps, ready_status, short, wait};
 use crate::ports::{ChangeSets, EventsOf, Stacks, root_cause};
 use crate::preview::bounded;
-use crate::reconcile::decide::approval_needed;
 use crate::reconcile::decide::{
     ChangeSetDecision, ChangeSetObservation, ExecutionOutcome, Waiting, decide_after_execute,
     decide_change_set, decide_waiting,
 };
+use crate::reconcile::decide::{approval_needed, pull_request_holds};
 use crate::reconcile::run::{ApprovalRequest, Next, RunState, StepError, WaitOn};
 use crate::registry::StackEntry;
 use crate::spec::Approval;
@@ -167,7 +167,12 @@ impl<P: Ports> Steps<P> {
         }
         let stack_name = spec.effective_stack_name();
         let changes = cfn.change_set_changes(stack_name, name).await?;
-        let Some(why) = approval_needed(spec.approval, &changes) else {
+        let needed = if spec.approval == Approval::PullRequest {
+            pull_request_holds(entry.reviewed.as_ref(), state.desired_hash(), &changes).err()
+        } else {
+            approval_needed(spec.approval, &changes)
+        };
+        let Some(why) = needed else {
             return Ok(None);
         };
         let stack = cfn

@@ -16,6 +16,7 @@ mod bulk;
 mod claims;
 mod drift;
 mod owned;
+mod reviews;
 mod sources;
 
 use bulk::{large_apply, prunes_last};
@@ -42,7 +43,14 @@ fn plan(current: &[super::StackEntry], names: &[&str], prune: bool) -> Plan {
 /// that name none.
 pub async fn check<R>(registry: &R, label: &str)
 where
-    R: Entries + Specs + Leases + Schedule + Deliveries + DriftRecords + super::RegistrySources,
+    R: Entries
+        + Specs
+        + Leases
+        + Schedule
+        + Deliveries
+        + DriftRecords
+        + super::RegistrySources
+        + super::Reviews,
 {
     specs(registry, label).await;
     leases(registry, label).await;
@@ -57,6 +65,7 @@ where
     prunes_last(registry, label).await;
     claims::claims(registry, label).await;
     owned::registry_sources(registry, label).await;
+    reviews::reviews(registry, label).await;
 }
 
 async fn specs<R: Entries + Specs>(r: &R, label: &str) {

@@ -56,6 +56,8 @@ fn review(name: &str, outcome: Result<Diff, String>) -> StackReview {
         stack_name: name.into(),
         region: Some("eu-west-1".into()),
         outcome,
+        desired_hash: None,
+        bound: false,
     }
 }
 
