@@ -49,6 +49,10 @@ pub struct ReviewConfig {
 /// files cannot be read at the head, if they cannot.
 type Touched<'a> = (usize, &'a StackEntry, Option<String>);
 
+/// Entries whose files are read at once (to tell which the pull request
+/// touches).
+pub const MAX_READS: usize = 8;
+
 /// Previews at once, whatever the accounts.
 pub const MAX_PARALLEL: usize = 16;
 
@@ -110,9 +114,19 @@ where
                 head: pr.head_commit.clone(),
             });
         };
+        // Read [`MAX_READS`] entries' files at once (two fetches each),
+        // kept in the entries' order.
+        let pending: Vec<_> = entries
+            .iter()
+            .map(|entry| touched(&self.sources, &entry.spec, &base, &head))
+            .collect();
+        let touches: Vec<Touch> = futures_util::stream::iter(pending)
+            .buffered(MAX_READS)
+            .collect()
+            .await;
         let mut changed = Vec::new();
-        for entry in &entries {
-            match touched(&self.sources, &entry.spec, &base, &head).await {
+        for (entry, touch) in entries.iter().zip(touches) {
+            match touch {
                 Touch::Unchanged => {}
                 Touch::Changed => changed.push((entry, None)),
                 Touch::Unreadable(why) => changed.push((entry, Some(why))),
