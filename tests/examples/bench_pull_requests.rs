@@ -140,32 +140,8 @@ async fn bench(n: usize) -> (Push, Push) {
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     h.run_due(&refs).await;
 
-    let config = emulator.sdk_config();
+    let (webhook, reviewer, relayed) = wired(&h).await;
     let table = h.steps.registry.table().to_owned();
-    let relayed = queue_for(json!({
-        "source": ["stacksync"], "detail-type": ["Pull Request Changed"],
-        "detail": {"installation": [table]}
-    }))
-    .await;
-    let webhook = Webhook {
-        registry: h.steps.registry.clone(),
-        starter: RecordingStarter::new(),
-        secrets: stacksync::adapters::secrets::Secrets::new(
-            stacksync::adapters::secrets::SecretLocation::Fixed(vec![SECRET.into()]),
-            &config,
-        ),
-        registry_sources: Some(Relay {
-            bus: stacksync::wiring::event_bus(&config, "default"),
-            installation: table.clone(),
-            preview_forks: false,
-        }),
-    };
-    let reviewer = stacksync::wiring::sdk_reviewer(
-        &config,
-        h.steps.registry.clone(),
-        h.steps.blobs.bucket(),
-        Some(emulator.endpoint()),
-    );
     git(&repo, &["checkout", "-q", "-b", "feature"]);
     let mut pushes = Vec::new();
     for (round, action) in [(5u32, "opened"), (9, "synchronize")] {
@@ -222,6 +198,47 @@ async fn bench(n: usize) -> (Push, Push) {
     assert_eq!(api.comments("github", "acme/infra", 7).len(), 1);
     let next = pushes.pop().unwrap();
     (pushes.pop().unwrap(), next)
+}
+
+type Bench = (
+    Webhook<stacksync::registry::Registry, RecordingStarter, stacksync::adapters::secrets::Secrets>,
+    stacksync::wiring::SdkReviewer,
+    String,
+);
+
+/// The webhook (relaying to the emulator's bus), the preview's reviewer,
+/// and the queue the relayed events reach.
+async fn wired(
+    h: &Harness<stacksync::adapters::cloudformation::SdkCloudFormationFactory>,
+) -> Bench {
+    let emulator = Emulator::shared();
+    let config = emulator.sdk_config();
+    let table = h.steps.registry.table().to_owned();
+    let relayed = queue_for(json!({
+        "source": ["stacksync"], "detail-type": ["Pull Request Changed"],
+        "detail": {"installation": [table]}
+    }))
+    .await;
+    let webhook = Webhook {
+        registry: h.steps.registry.clone(),
+        starter: RecordingStarter::new(),
+        secrets: stacksync::adapters::secrets::Secrets::new(
+            stacksync::adapters::secrets::SecretLocation::Fixed(vec![SECRET.into()]),
+            &config,
+        ),
+        registry_sources: Some(Relay {
+            bus: stacksync::wiring::event_bus(&config, "default"),
+            installation: table.clone(),
+            preview_forks: false,
+        }),
+    };
+    let reviewer = stacksync::wiring::sdk_reviewer(
+        &config,
+        h.steps.registry.clone(),
+        h.steps.blobs.bucket(),
+        Some(emulator.endpoint()),
+    );
+    (webhook, reviewer, relayed)
 }
 
 /// GitHub's published `pull_request` payload, for this repository.

@@ -14,7 +14,8 @@
 //!   (`{values: [{id, content: {raw}}], next}`), `PUT …/comments/{id}`,
 //!   `POST /repositories/{w}/{r}/commit/{sha}/statuses/build` (`{key, state, name, url}`).
 //!
-//! Every call must carry the expected token (`Authorization: Bearer`); it
+//! Every call must carry the expected token (`Authorization: Bearer`), which
+//! a GitHub App's JWT can be exchanged for (`with_app`); it
 //! can be made to fail (503) for a while. It records what it was asked and
 //! what it holds; it stops when dropped.
 
@@ -53,6 +54,9 @@ struct State {
     /// Calls answered 503 before the host is back (`u32::MAX`: for ever).
     failing: u32,
     check_runs: bool,
+    /// A GitHub App whose installation tokens it issues (the JWT checked
+    /// against the app's key, as `http.rs`'s token endpoint does).
+    app: Option<crate::http::App>,
 }
 
 /// The fake; stopped on drop.
@@ -99,6 +103,14 @@ impl GitHostApi {
     /// The token it takes.
     pub fn token(&self) -> &str {
         &self.token
+    }
+
+    /// Issues `app`'s installation tokens (`POST /api/v3/app/installations/ID/access_tokens`),
+    /// the token the app's requests carry being this fake's.
+    pub fn with_app(self, mut app: crate::http::App) -> Self {
+        app.token.clone_from(&self.token);
+        self.state().app = Some(app);
+        self
     }
 
     /// The next `calls` calls are answered 503 (`u32::MAX`: all of them).
@@ -177,6 +189,9 @@ fn answer(request: &Request, state: &Mutex<State>, token: &str) -> (&'static str
             s.failing -= 1;
         }
         return ("503 Service Unavailable", json!({"message": "down"}));
+    }
+    if request.method == "POST" && request.path.ends_with("/access_tokens") {
+        return crate::http::issue_token(request, s.app.as_ref());
     }
     let authorized = request
         .headers

@@ -518,7 +518,7 @@ fn cgi(request: &Request, base: &Path) -> std::io::Result<CgiAnswer> {
 
 /// The fake GitHub App token endpoint: a token for a JWT the app's key
 /// signed, for the app's installation, issued and expiring as GitHub's.
-fn issue_token(request: &Request, app: Option<&App>) -> (&'static str, Value) {
+pub(crate) fn issue_token(request: &Request, app: Option<&App>) -> (&'static str, Value) {
     let refused = |m: &str| ("401 Unauthorized", json!({ "message": m }));
     let Some(app) = app else {
         return ("404 Not Found", json!({"message": "Not Found"}));

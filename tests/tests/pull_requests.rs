@@ -709,3 +709,172 @@ async fn approval_pull_request_executes_what_was_reviewed_and_waits_when_the_sta
     });
     assert!(ready(&outcome), "approved by a person: {outcome:?}");
 }
+
+/// Each host's adapter against the loopback fake of its API: one comment
+/// created, then found by its marker and edited in place (never a second),
+/// and a commit status, in each host's own shapes; a token the host
+/// refuses is said, with the status.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_hosts_api_gets_one_comment_edited_in_place_and_a_status() {
+    use stacksync::adapters::credentials::Credentials;
+    use stacksync::adapters::git_host::GitHosts;
+    use stacksync::ports::{CommitStatus, GitHost, HostRepository};
+    use stacksync::pull_request::{CommitState, Host};
+    let api = GitHostApi::serve("tok-1");
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    for (host, name, repository) in [
+        (Host::GitHub, "github", "acme/infra"),
+        (Host::GitLab, "gitlab", "group/sub/infra"),
+        (Host::Bitbucket, "bitbucket", "acme/infra"),
+    ] {
+        let arn = format!("arn:aws:secretsmanager:us-east-1:111111111111:secret:{name}");
+        let secret =
+            json!({"token": api.token(), "hosts": ["127.0.0.1"], "apiUrl": api.api_url(name)});
+        let hosts = GitHosts::new(std::sync::Arc::new(Credentials::fixed(
+            [(arn.clone(), secret.to_string())],
+            "us-east-1",
+        )));
+        let target = HostRepository {
+            host,
+            repository: repository.into(),
+            url: format!("http://127.0.0.1:1/{repository}.git"),
+            credentials: Some(arn.clone()),
+        };
+        let first = hosts
+            .upsert_comment(&target, 7, "<!-- m -->", "<!-- m -->\none")
+            .await
+            .unwrap();
+        let second = hosts
+            .upsert_comment(&target, 7, "<!-- m -->", "<!-- m -->\ntwo")
+            .await
+            .unwrap();
+        assert!(first.created && !second.created, "{name}");
+        assert_eq!(first.id, second.id, "{name}");
+        let comments = api.comments(name, repository, 7);
+        assert_eq!(comments.len(), 1, "{name}: {comments:?}");
+        assert!(comments[0].1.ends_with("two"), "{name}");
+        let status = CommitStatus {
+            state: CommitState::Failure,
+            context: "stacksync/preview (prod)".into(),
+            description: "x".repeat(300),
+            url: Some("https://example.org/run".into()),
+            summary: None,
+        };
+        hosts.set_status(&target, commit, &status).await.unwrap();
+        let seen = api
+            .statuses()
+            .into_iter()
+            .rfind(|s| s.host == name)
+            .unwrap();
+        let state = match host {
+            Host::GitHub => "failure",
+            Host::GitLab => "failed",
+            Host::Bitbucket => "FAILED",
+        };
+        assert_eq!(
+            (
+                seen.repository.as_str(),
+                seen.commit.as_str(),
+                seen.state.as_str()
+            ),
+            (repository, commit, state)
+        );
+        assert!(
+            seen.description.chars().count() <= 255,
+            "{name}: cut to the host's limit"
+        );
+
+        // A token the host refuses: said, with the status (no retry of a 401).
+        let wrong = json!({"token": "wrong", "hosts": ["127.0.0.1"], "apiUrl": api.api_url(name)});
+        let refused = GitHosts::new(std::sync::Arc::new(Credentials::fixed(
+            [(arn, wrong.to_string())],
+            "us-east-1",
+        )));
+        let e = refused
+            .upsert_comment(&target, 7, "<!-- m -->", "x")
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("HTTP 401"), "{name}: {e}");
+    }
+    let calls = api.calls();
+    assert!(
+        calls
+            .iter()
+            .any(|c| c
+                .starts_with("PUT /api/v4/projects/group%2Fsub%2Finfra/merge_requests/7/notes/")),
+        "{calls:?}"
+    );
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.starts_with("PUT /2.0/repositories/acme/infra/pullrequests/7/comments/")),
+        "{calls:?}"
+    );
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.starts_with("PATCH /api/v3/repos/acme/infra/issues/comments/")),
+        "{calls:?}"
+    );
+}
+
+/// A GitHub App's status is a check run where the app may make one
+/// (`checks:write`), else a commit status (GitHub answers 403).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_github_apps_status_is_a_check_run_where_allowed_else_a_commit_status() {
+    use stacksync::adapters::credentials::Credentials;
+    use stacksync::adapters::git_host::GitHosts;
+    use stacksync::ports::{CommitStatus, GitHost, HostRepository};
+    use stacksync::pull_request::{CommitState, Host};
+    use stacksync_testkit::http::App;
+    let (app, key) = App::generate("4242", "99", "unused");
+    let api = GitHostApi::serve("app-token").with_app(app);
+    let arn = "arn:aws:secretsmanager:us-east-1:111111111111:secret:app";
+    let secret = json!({"appId": "4242", "installationId": "99", "privateKey": key, "hosts": ["127.0.0.1"], "apiUrl": api.api_url("github")});
+    let hosts = GitHosts::new(std::sync::Arc::new(Credentials::fixed(
+        [(arn.to_owned(), secret.to_string())],
+        "us-east-1",
+    )));
+    let target = HostRepository {
+        host: Host::GitHub,
+        repository: "acme/infra".into(),
+        url: "http://127.0.0.1:1/acme/infra.git".into(),
+        credentials: Some(arn.into()),
+    };
+    let status = |state| CommitStatus {
+        state,
+        context: "stacksync/preview (prod)".into(),
+        description: "2 previewed".into(),
+        url: None,
+        summary: Some("the comment".into()),
+    };
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    hosts
+        .set_status(&target, commit, &status(CommitState::Success))
+        .await
+        .unwrap();
+    api.allow_check_runs();
+    hosts
+        .set_status(&target, commit, &status(CommitState::Pending))
+        .await
+        .unwrap();
+    let calls: Vec<String> = api
+        .calls()
+        .into_iter()
+        .filter(|c| !c.ends_with("/access_tokens"))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            "POST /api/v3/repos/acme/infra/check-runs",
+            "POST /api/v3/repos/acme/infra/statuses/0123456789abcdef0123456789abcdef01234567",
+            "POST /api/v3/repos/acme/infra/check-runs",
+        ]
+    );
+    let states: Vec<String> = api.statuses().into_iter().map(|s| s.state).collect();
+    assert_eq!(
+        states,
+        ["success", "in_progress"],
+        "a status, then a check run"
+    );
+}
