@@ -269,7 +269,7 @@ async fn a_pull_request_gets_one_comment_updated_in_place_and_a_status_per_push(
         panic!("posted")
     };
     assert_eq!(stacks, vec![(w.orders.clone(), "update")]);
-    assert!(comment.unwrap().created);
+    assert!(comment.unwrap().unwrap().created);
     status.unwrap();
     let comments = w.comments();
     assert_eq!(comments.len(), 1);
@@ -309,7 +309,7 @@ async fn a_pull_request_gets_one_comment_updated_in_place_and_a_status_per_push(
     let mut want = vec![w.orders.clone(), w.alerts.clone()];
     want.sort();
     assert_eq!(names, want);
-    assert!(!comment.unwrap().created, "updated in place");
+    assert!(!comment.unwrap().unwrap().created, "updated in place");
     let comments = w.comments();
     assert_eq!(comments.len(), 1, "never a second comment");
     assert!(comments[0].1.contains(&second[..12]), "{}", comments[0].1);
@@ -367,7 +367,7 @@ async fn a_host_api_that_fails_is_retried_and_never_fails_the_review() {
     else {
         panic!("posted")
     };
-    assert!(comment.unwrap().created);
+    assert!(comment.unwrap().unwrap().created);
     status.unwrap();
     // Down for good: said, not raised.
     w.api.fail(u32::MAX);
@@ -741,18 +741,25 @@ async fn each_hosts_api_gets_one_comment_edited_in_place_and_a_status() {
             credentials: Some(arn.clone()),
         };
         let first = hosts
-            .upsert_comment(&target, 7, "<!-- m -->", "<!-- m -->\none")
+            .upsert_comment(&target, 7, "<!-- m -->", "<!-- m -->\none", true)
             .await
             .unwrap();
         let second = hosts
-            .upsert_comment(&target, 7, "<!-- m -->", "<!-- m -->\ntwo")
+            .upsert_comment(&target, 7, "<!-- m -->", "<!-- m -->\ntwo", false)
             .await
             .unwrap();
+        let (first, second) = (first.unwrap(), second.unwrap());
         assert!(first.created && !second.created, "{name}");
         assert_eq!(first.id, second.id, "{name}");
         let comments = api.comments(name, repository, 7);
         assert_eq!(comments.len(), 1, "{name}: {comments:?}");
         assert!(comments[0].1.ends_with("two"), "{name}");
+        // Nothing to correct, nothing made: a pull request without one.
+        let none = hosts
+            .upsert_comment(&target, 8, "<!-- m -->", "x", false)
+            .await;
+        assert_eq!(none.unwrap(), None, "{name}");
+        assert!(api.comments(name, repository, 8).is_empty(), "{name}");
         let status = CommitStatus {
             state: CommitState::Failure,
             context: "stacksync/preview (prod)".into(),
@@ -791,7 +798,7 @@ async fn each_hosts_api_gets_one_comment_edited_in_place_and_a_status() {
             "us-east-1",
         )));
         let e = refused
-            .upsert_comment(&target, 7, "<!-- m -->", "x")
+            .upsert_comment(&target, 7, "<!-- m -->", "x", true)
             .await
             .unwrap_err();
         assert!(e.to_string().contains("HTTP 401"), "{name}: {e}");

@@ -78,7 +78,8 @@ impl GitHost for MemoryGitHost {
         number: u64,
         marker: &str,
         body: &str,
-    ) -> PortResult<Posted> {
+        create: bool,
+    ) -> PortResult<Option<Posted>> {
         let mut state = self.state();
         state.calls.push("upsert_comment".into());
         if state.failing {
@@ -92,16 +93,19 @@ impl GitHost for MemoryGitHost {
             .or_default();
         if let Some((id, old)) = comments.iter_mut().find(|(_, b)| b.contains(marker)) {
             *old = body.to_owned();
-            return Ok(Posted {
+            return Ok(Some(Posted {
                 id: id.clone(),
                 created: false,
-            });
+            }));
+        }
+        if !create {
+            return Ok(None);
         }
         comments.push((next.clone(), body.to_owned()));
-        Ok(Posted {
+        Ok(Some(Posted {
             id: next,
             created: true,
-        })
+        }))
     }
 
     async fn set_status(

@@ -77,8 +77,9 @@ pub fn answer(reviewed: &Reviewed) -> Value {
             "result": "posted",
             "stacks": stacks.iter().map(|(n, a)| json!({"name": n, "action": a})).collect::<Vec<_>>(),
             "comment": match comment {
-                Ok(p) if p.created => "created".to_owned(),
-                Ok(_) => "updated".to_owned(),
+                Ok(Some(p)) if p.created => "created".to_owned(),
+                Ok(Some(_)) => "updated".to_owned(),
+                Ok(None) => "none (no stack touched)".to_owned(),
                 Err(e) => format!("not posted: {e}"),
             },
             "status": match status {

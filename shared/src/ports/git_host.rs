@@ -56,14 +56,15 @@ pub struct Posted {
 pub trait GitHost: Send + Sync {
     /// Writes `body` as the one comment of pull request `number` that
     /// holds `marker`: the first such comment is updated in place, else one
-    /// is created.
+    /// is created if `create` (`None`: there was none, and none was made).
     fn upsert_comment(
         &self,
         repository: &HostRepository,
         number: u64,
         marker: &str,
         body: &str,
-    ) -> impl Future<Output = PortResult<Posted>> + Send;
+        create: bool,
+    ) -> impl Future<Output = PortResult<Option<Posted>>> + Send;
 
     /// Sets the status `status.context` of `commit` (40 hex digits).
     fn set_status(
@@ -142,8 +143,9 @@ impl<T: GitHost> GitHost for std::sync::Arc<T> {
         number: u64,
         marker: &str,
         body: &str,
-    ) -> impl Future<Output = PortResult<Posted>> + Send {
-        (**self).upsert_comment(repository, number, marker, body)
+        create: bool,
+    ) -> impl Future<Output = PortResult<Option<Posted>>> + Send {
+        (**self).upsert_comment(repository, number, marker, body, create)
     }
 
     fn set_status(

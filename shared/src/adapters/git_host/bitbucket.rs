@@ -11,17 +11,21 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{Api, MAX_PAGES, id_of, repository_path};
+use super::{Api, Comment, MAX_PAGES, id_of, repository_path};
 use crate::ports::{CommitStatus, HostRepository, PortError, PortResult, Posted};
 use crate::pull_request::CommitState;
 
 pub(super) async fn upsert_comment(
     api: &Api<'_>,
     repository: &str,
-    number: u64,
-    marker: &str,
-    body: &str,
-) -> PortResult<Posted> {
+    comment: Comment<'_>,
+) -> PortResult<Option<Posted>> {
+    let Comment {
+        number,
+        marker,
+        body,
+        create,
+    } = comment;
     let comments = format!(
         "/repositories/{}/pullrequests/{number}/comments",
         repository_path(repository)
@@ -30,13 +34,16 @@ pub(super) async fn upsert_comment(
     if let Some(id) = find(api, &comments, marker).await? {
         api.call(Method::PUT, &format!("{comments}/{id}"), Some(&content))
             .await?;
-        return Ok(Posted { id, created: false });
+        return Ok(Some(Posted { id, created: false }));
+    }
+    if !create {
+        return Ok(None);
     }
     let made = api.call(Method::POST, &comments, Some(&content)).await?;
-    Ok(Posted {
+    Ok(Some(Posted {
         id: id_of(&made, &comments)?,
         created: true,
-    })
+    }))
 }
 
 /// Follows `next` (a full URL on the API's host) page by page.

@@ -18,7 +18,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{Api, MAX_PAGES, id_of, repository_path};
+use super::{Api, Comment, MAX_PAGES, id_of, repository_path};
 use crate::ports::{CommitStatus, PortError, PortResult, Posted};
 use crate::pull_request::{CommitState, MAX_STATUS_DESCRIPTION, shorten};
 
@@ -29,25 +29,32 @@ const MAX_SUMMARY: usize = 65_000;
 pub(super) async fn upsert_comment(
     api: &Api<'_>,
     repository: &str,
-    number: u64,
-    marker: &str,
-    body: &str,
-) -> PortResult<Posted> {
+    comment: Comment<'_>,
+) -> PortResult<Option<Posted>> {
+    let Comment {
+        number,
+        marker,
+        body,
+        create,
+    } = comment;
     let repo = repository_path(repository);
     if let Some(id) = find(api, &repo, number, marker).await? {
         let path = format!("/repos/{repo}/issues/comments/{id}");
         api.call(Method::PATCH, &path, Some(&json!({ "body": body })))
             .await?;
-        return Ok(Posted { id, created: false });
+        return Ok(Some(Posted { id, created: false }));
     }
     let path = format!("/repos/{repo}/issues/{number}/comments");
+    if !create {
+        return Ok(None);
+    }
     let made = api
         .call(Method::POST, &path, Some(&json!({ "body": body })))
         .await?;
-    Ok(Posted {
+    Ok(Some(Posted {
         id: id_of(&made, &path)?,
         created: true,
-    })
+    }))
 }
 
 /// The id of the first comment that holds `marker`.

@@ -14,7 +14,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{Api, MAX_PAGES, encode_segment, id_of};
+use super::{Api, Comment, MAX_PAGES, encode_segment, id_of};
 use crate::ports::{CommitStatus, PortError, PortResult, Posted};
 use crate::pull_request::CommitState;
 
@@ -23,10 +23,14 @@ const PER_PAGE: usize = 100;
 pub(super) async fn upsert_comment(
     api: &Api<'_>,
     repository: &str,
-    number: u64,
-    marker: &str,
-    body: &str,
-) -> PortResult<Posted> {
+    comment: Comment<'_>,
+) -> PortResult<Option<Posted>> {
+    let Comment {
+        number,
+        marker,
+        body,
+        create,
+    } = comment;
     let project = encode_segment(repository);
     let notes = format!("/projects/{project}/merge_requests/{number}/notes");
     if let Some(id) = find(api, &notes, marker).await? {
@@ -36,15 +40,18 @@ pub(super) async fn upsert_comment(
             Some(&json!({ "body": body })),
         )
         .await?;
-        return Ok(Posted { id, created: false });
+        return Ok(Some(Posted { id, created: false }));
+    }
+    if !create {
+        return Ok(None);
     }
     let made = api
         .call(Method::POST, &notes, Some(&json!({ "body": body })))
         .await?;
-    Ok(Posted {
+    Ok(Some(Posted {
         id: id_of(&made, &notes)?,
         created: true,
-    })
+    }))
 }
 
 async fn find(api: &Api<'_>, notes: &str, marker: &str) -> PortResult<Option<String>> {

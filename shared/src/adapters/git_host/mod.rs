@@ -74,6 +74,16 @@ impl GitHosts {
     }
 }
 
+/// A comment to write on pull request `number`: the one holding `marker`
+/// edited, else one made if `create`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Comment<'a> {
+    pub(crate) number: u64,
+    pub(crate) marker: &'a str,
+    pub(crate) body: &'a str,
+    pub(crate) create: bool,
+}
+
 /// One host's API with its credentials, for one call.
 pub(crate) struct Api<'a> {
     client: &'a reqwest::Client,
@@ -211,13 +221,22 @@ impl GitHost for GitHosts {
         number: u64,
         marker: &str,
         body: &str,
-    ) -> PortResult<Posted> {
+        create: bool,
+    ) -> PortResult<Option<Posted>> {
         let api = self.access(repository).await?;
-        let repo = &repository.repository;
+        let (repo, comment) = (
+            &repository.repository,
+            Comment {
+                number,
+                marker,
+                body,
+                create,
+            },
+        );
         match repository.host {
-            Host::GitHub => github::upsert_comment(&api, repo, number, marker, body).await,
-            Host::GitLab => gitlab::upsert_comment(&api, repo, number, marker, body).await,
-            Host::Bitbucket => bitbucket::upsert_comment(&api, repo, number, marker, body).await,
+            Host::GitHub => github::upsert_comment(&api, repo, comment).await,
+            Host::GitLab => gitlab::upsert_comment(&api, repo, comment).await,
+            Host::Bitbucket => bitbucket::upsert_comment(&api, repo, comment).await,
         }
     }
 

@@ -63,7 +63,8 @@ pub enum Reviewed {
     Posted {
         /// Every stack the pull request touches, and its action.
         stacks: Vec<(String, &'static str)>,
-        comment: Result<Posted, String>,
+        /// `Ok(None)`: none was there and none was needed.
+        comment: Result<Option<Posted>, String>,
         status: Result<(), String>,
     },
     /// The pull request's head moved on: a newer push is reviewed instead.
@@ -128,6 +129,9 @@ where
         for (entry, touch) in entries.iter().zip(touches) {
             match touch {
                 Touch::Unchanged => {}
+                // Worth another delivery (the function's retry), not a
+                // failure on the pull request.
+                Touch::Unreachable(why) => return Err(format!("{}: {why}", entry.name)),
                 Touch::Changed => changed.push((entry, None)),
                 Touch::Unreadable(why) => changed.push((entry, Some(why))),
             }
@@ -245,7 +249,7 @@ where
             })
             .collect();
         let mut all: Vec<(usize, StackReview)> = futures_util::stream::iter(groups)
-            .buffer_unordered(MAX_PARALLEL / per_account + 1)
+            .buffer_unordered((MAX_PARALLEL / per_account).max(1))
             .collect::<Vec<_>>()
             .await
             .into_iter()
@@ -344,9 +348,17 @@ where
         let installation = &self.config.installation;
         let limit = self.hosts.max_comment(pr.host);
         let body = render(pr, installation, &reviews, limit);
+        // A pull request that touches no stack gets no comment, unless one
+        // is there to correct (an earlier push touched some).
         let comment = self
             .hosts
-            .upsert_comment(repository, pr.number, &marker(installation), &body)
+            .upsert_comment(
+                repository,
+                pr.number,
+                &marker(installation),
+                &body,
+                !reviews.is_empty(),
+            )
             .await
             .map_err(|e| e.to_string());
         if let Err(e) = &comment {

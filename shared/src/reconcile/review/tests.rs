@@ -111,7 +111,7 @@ async fn a_pull_request_that_changes_one_template_previews_that_stack_only() {
         panic!("{reviewed:?}")
     };
     assert_eq!(stacks, vec![("orders".to_owned(), "update")]);
-    assert!(comment.unwrap().created);
+    assert!(comment.unwrap().unwrap().created);
     status.unwrap();
     let comments = w.host.comments("acme/infra", 7);
     assert_eq!(comments.len(), 1);
@@ -161,7 +161,7 @@ async fn a_second_push_updates_the_same_comment() {
         panic!("{reviewed:?}")
     };
     assert_eq!(stacks, vec![("orders".to_owned(), "update")]);
-    assert!(!comment.unwrap().created);
+    assert!(!comment.unwrap().unwrap().created);
     let comments = w.host.comments("acme/infra", 7);
     assert_eq!(comments.len(), 1, "one comment, updated in place");
     assert!(comments[0].1.contains("`orders`") && comments[0].1.contains("3333333333"));
@@ -217,16 +217,51 @@ async fn a_host_that_is_down_is_said_not_raised() {
 }
 
 #[tokio::test]
-async fn a_pull_request_that_touches_nothing_says_so_and_a_closed_one_is_left() {
+async fn a_pull_request_that_touches_nothing_gets_no_comment_unless_one_is_there_to_correct() {
     let w = world(QUEUE);
     let reviewed = w.reviewer.review(&pr(HEAD)).await.unwrap();
-    let Reviewed::Posted { stacks, .. } = reviewed else {
+    let Reviewed::Posted {
+        stacks,
+        comment,
+        status,
+    } = reviewed
+    else {
         panic!("{reviewed:?}")
     };
     assert!(stacks.is_empty());
-    let body = &w.host.comments("acme/infra", 7)[0].1;
-    assert!(body.contains("no stack changes"), "{body}");
+    assert_eq!(
+        comment,
+        Ok(None),
+        "no comment on a pull request that touches no stack"
+    );
+    status.unwrap();
+    assert!(w.host.comments("acme/infra", 7).is_empty());
     assert_eq!(w.reviewer.cloudformation.operations(), Vec::<String>::new());
+
+    // A push that touches a stack, then one that takes the change back:
+    // the comment says so.
+    w.reviewer.sources.commit(
+        URL,
+        "refs/pull/7/head",
+        NEWER,
+        &[("orders.yaml", QUEUE_2), ("alerts.yaml", TOPIC)],
+    );
+    w.reviewer.review(&pr(NEWER)).await.unwrap();
+    let back = "4444444444444444444444444444444444444444";
+    w.reviewer.sources.commit(
+        URL,
+        "refs/pull/7/head",
+        back,
+        &[("orders.yaml", QUEUE), ("alerts.yaml", TOPIC)],
+    );
+    w.reviewer.review(&pr(back)).await.unwrap();
+    let comments = w.host.comments("acme/infra", 7);
+    assert_eq!(comments.len(), 1);
+    assert!(
+        comments[0].1.contains("no stack changes"),
+        "{}",
+        comments[0].1
+    );
 
     let mut closed = pr(HEAD);
     closed.state = PrState::Closed;

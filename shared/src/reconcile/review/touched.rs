@@ -23,6 +23,8 @@ pub enum Touch {
     /// Its files cannot be read at the head (a template removed or broken
     /// by the pull request): a failed preview, said why.
     Unreadable(String),
+    /// The source could not be reached (transient): try the review again.
+    Unreachable(String),
 }
 
 /// The base branch's head and the pull request's head, full commit ids,
@@ -97,11 +99,15 @@ pub async fn touched<S: SourceFetcher>(
 ) -> Touch {
     let at_head = match desired::fetch(sources, spec, head).await {
         Ok(files) => files,
+        Err(FetchFailed::Source(e)) if e.is_transient() => {
+            return Touch::Unreachable(e.to_string());
+        }
         Err(FetchFailed::Source(e)) => return Touch::Unreadable(e.to_string()),
         Err(FetchFailed::Invalid(e)) => return Touch::Unreadable(e),
     };
     match desired::fetch(sources, spec, base).await {
         Ok(at_base) if at_base == at_head => Touch::Unchanged,
+        Err(FetchFailed::Source(e)) if e.is_transient() => Touch::Unreachable(e.to_string()),
         // Files the base lacks (a stack the pull request starts) change.
         _ => Touch::Changed,
     }
