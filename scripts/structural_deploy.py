@@ -144,7 +144,7 @@ def main(path):
     function_arns = set()
     trigger_env = {}
     steps = ["ArtifactFetch", "TemplateUpload", "ChangeSet", "PollStatus", "Approval", "Delete", "Finalize"]
-    triggers = ["Webhook", "Scheduler", "Drift", "Events", "Answer"]
+    triggers = ["Webhook", "Scheduler", "Drift", "Events", "Answer", "Preview"]
     function_arn_of = {}
     for fn in steps + triggers:
         physical = resources.get(f"{fn}Function", {}).get("PhysicalResourceId")
@@ -262,6 +262,14 @@ def main(path):
     if "Drift" not in trigger_env:
         problems.append("no drift function deployed")
 
+    # The preview function starts nothing (no state machine in its
+    # environment); the webhook tells it whether forks are previewed.
+    preview_env = plain["Resources"]["PreviewFunction"]["Properties"].get("Environment", {}).get("Variables", {})
+    if "STACKSYNC_STATE_MACHINE_ARN" in preview_env:
+        problems.append(f"PreviewFunction's environment is {preview_env}")
+    if webhook_env.get("STACKSYNC_PREVIEW_FORKS") != {"Ref": "PreviewForks"}:
+        problems.append(f"the webhook does not read PreviewForks: {webhook_env}")
+
     if not outputs.get("AnswerUrl", "").startswith("http"):
         problems.append(f"AnswerUrl output is {outputs.get('AnswerUrl')!r}")
 
@@ -289,6 +297,18 @@ def main(path):
         "EventsFunctionRegistrySourcePushed": ("Events", {"pattern": {
             "source": ["stacksync"], "detail-type": ["Registry Source Pushed"],
             "detail": {"installation": [resources.get("RegistryTable", {}).get("PhysicalResourceId")]},
+        }}),
+        # Pull requests the webhook relays, and the runs a push started (a
+        # status on the commit they deploy): this installation's, on its bus.
+        "PreviewFunctionPullRequestChanged": ("Preview", {"pattern": {
+            "source": ["stacksync"], "detail-type": ["Pull Request Changed"],
+            "detail": {"installation": [resources.get("RegistryTable", {}).get("PhysicalResourceId")]},
+        }}),
+        "PreviewFunctionRunStatus": ("Preview", {"pattern": {
+            "source": ["stacksync"],
+            "detail-type": ["Reconcile Started", "Reconcile Succeeded", "Reconcile Failed", "Approval Requested"],
+            "detail": {"installation": [resources.get("RegistryTable", {}).get("PhysicalResourceId")],
+                       "trigger": ["webhook", "event"]},
         }}),
         # The pattern names the stack's own state machine (known once deployed).
         "EventsFunctionExecutionEnded": ("Events", {"pattern": {
@@ -350,7 +370,7 @@ def main(path):
         sys.exit("structural deploy: " + "; ".join(problems))
     print(f"structural deploy: {len(resources)} resources created in the emulator; "
           "7 step functions, the webhook (URL in the outputs), the answer function (IAM-authorised URL), the scheduler and the drift function (schedule rules) and the events function "
-          "(5 EventBridge rules: CodeCommit, S3, stack changes, ended executions, relayed pushes; the example notification rule not made without its topic), table with 4 indexes, bucket, state machine calling the 7 functions, "
+          "(5 EventBridge rules: CodeCommit, S3, stack changes, ended executions, relayed pushes; the example notification rule not made without its topic), the preview function (2 rules: relayed pull requests, runs a push started), table with 4 indexes, bucket, state machine calling the 7 functions, "
           "an execution started by the StateMachineArn output")
 
 
