@@ -189,6 +189,12 @@ pub fn rows_hash(changes: &[crate::preview::ResourceChange]) -> String {
     crate::hash::sha256_hex(rows.join("\n").as_bytes())
 }
 
+/// The number of the pull request a [`PullRequest::label`] names
+/// (`github acme/infra#7`, `gitlab g/p!7`).
+pub fn number_of_label(label: &str) -> Option<u64> {
+    label.rsplit(['#', '!']).next()?.parse().ok()
+}
+
 /// A commit status, as every host has one: where a check stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -255,6 +261,9 @@ mod tests {
         );
         assert_eq!(Host::Bitbucket.head_ref(7), None);
         assert_eq!(pr(Host::GitHub, "a").base_branch(), "main");
+        assert_eq!(number_of_label("github acme/infra#7"), Some(7));
+        assert_eq!(number_of_label("gitlab g/p!12"), Some(12));
+        assert_eq!(number_of_label("nonsense"), None);
     }
 
     #[test]

@@ -527,7 +527,13 @@ impl World {
     async fn run_pushed(&self, name: &str, commit: &str, runs: &str) -> Vec<String> {
         let input = json!({"stackId": name, "trigger": {"kind": "webhook", "revision": commit}});
         self.h.reconcile_with(name, input).await;
-        let events = received(runs, 2, std::time::Duration::from_secs(20)).await;
+        self.report_runs(runs, 2).await
+    }
+
+    /// The preview function handed `want` run events from `runs`: what it
+    /// reported of each.
+    async fn report_runs(&self, runs: &str, want: usize) -> Vec<String> {
+        let events = received(runs, want, std::time::Duration::from_secs(20)).await;
         let table = self.h.steps.registry.table().to_owned();
         let mut reports = Vec::new();
         for event in events {
@@ -658,6 +664,7 @@ impl World {
 async fn approval_pull_request_executes_what_was_reviewed_and_waits_when_the_stack_moved() {
     let w = World::new("pr-bound", false).await;
     w.bind_orders().await;
+    let runs = w.run_events().await;
     let head = w.push_to_pull_request(&[("orders.yaml", QUEUE_DELAYED)], "orders: delay");
     w.review("opened", &head).await;
     let body = &w.comments()[0].1;
@@ -672,6 +679,7 @@ async fn approval_pull_request_executes_what_was_reviewed_and_waits_when_the_sta
     let input = json!({"stackId": w.orders, "trigger": {"kind": "webhook", "revision": merged}});
     let outcome = w.h.reconcile_with(&w.orders, input).await;
     assert!(ready(&outcome), "executed at once: {outcome:?}");
+    assert_eq!(w.report_runs(&runs, 2).await.len(), 2, "started, succeeded");
     let entry = w.h.entry(&w.orders).await;
     assert!(entry.status.approval.records.is_empty(), "no person asked");
     assert_eq!(
@@ -708,6 +716,30 @@ async fn approval_pull_request_executes_what_was_reviewed_and_waits_when_the_sta
         w.h.approve(&w.orders, &awaiting).await;
     });
     assert!(ready(&outcome), "approved by a person: {outcome:?}");
+    // The merged commit's status and the pull request's comment say so.
+    // Started, waiting, started again once approved (the local runner
+    // comes back through artifact-fetch), succeeded.
+    let reports = w.report_runs(&runs, 4).await;
+    assert_eq!(reports.len(), 4, "{reports:?}");
+    let on_merged: Vec<_> = w
+        .api
+        .statuses()
+        .into_iter()
+        .filter(|s| s.commit == merged)
+        .collect();
+    assert!(
+        on_merged
+            .iter()
+            .any(|s| s.state == "pending" && s.description.contains("waits for approval")),
+        "{on_merged:?}"
+    );
+    let body = &w.comments()[0].1;
+    assert!(body.contains("**After the merge**"), "{body}");
+    assert!(
+        body.contains(&format!("- `{}` ", w.orders))
+            && body.contains("(what this pull request previewed)"),
+        "the last word is the run's end: {body}"
+    );
 }
 
 /// Each host's adapter against the loopback fake of its API: one comment

@@ -108,6 +108,34 @@ impl GitHost for MemoryGitHost {
         }))
     }
 
+    async fn edit_comment(
+        &self,
+        repository: &HostRepository,
+        number: u64,
+        marker: &str,
+        edit: &(dyn Fn(&str) -> String + Send + Sync),
+    ) -> PortResult<Option<Posted>> {
+        let mut state = self.state();
+        state.calls.push("edit_comment".into());
+        if state.failing {
+            return Err(PortError::Transient("HTTP 502 (the host is down)".into()));
+        }
+        let comments = state
+            .comments
+            .entry((repository.repository.clone(), number))
+            .or_default();
+        Ok(comments
+            .iter_mut()
+            .find(|(_, b)| b.contains(marker))
+            .map(|(id, body)| {
+                *body = edit(body);
+                Posted {
+                    id: id.clone(),
+                    created: false,
+                }
+            }))
+    }
+
     async fn set_status(
         &self,
         repository: &HostRepository,

@@ -66,6 +66,16 @@ pub trait GitHost: Send + Sync {
         create: bool,
     ) -> impl Future<Output = PortResult<Option<Posted>>> + Send;
 
+    /// Edits the comment of pull request `number` that holds `marker`
+    /// (its body through `edit`); `None`: there is none, and none is made.
+    fn edit_comment(
+        &self,
+        repository: &HostRepository,
+        number: u64,
+        marker: &str,
+        edit: &(dyn Fn(&str) -> String + Send + Sync),
+    ) -> impl Future<Output = PortResult<Option<Posted>>> + Send;
+
     /// Sets the status `status.context` of `commit` (40 hex digits).
     fn set_status(
         &self,
@@ -146,6 +156,16 @@ impl<T: GitHost> GitHost for std::sync::Arc<T> {
         create: bool,
     ) -> impl Future<Output = PortResult<Option<Posted>>> + Send {
         (**self).upsert_comment(repository, number, marker, body, create)
+    }
+
+    fn edit_comment(
+        &self,
+        repository: &HostRepository,
+        number: u64,
+        marker: &str,
+        edit: &(dyn Fn(&str) -> String + Send + Sync),
+    ) -> impl Future<Output = PortResult<Option<Posted>>> + Send {
+        (**self).edit_comment(repository, number, marker, edit)
     }
 
     fn set_status(

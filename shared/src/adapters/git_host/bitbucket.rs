@@ -20,23 +20,22 @@ pub(super) async fn upsert_comment(
     repository: &str,
     comment: Comment<'_>,
 ) -> PortResult<Option<Posted>> {
-    let Comment {
-        number,
-        marker,
-        body,
-        create,
-    } = comment;
     let comments = format!(
-        "/repositories/{}/pullrequests/{number}/comments",
-        repository_path(repository)
+        "/repositories/{}/pullrequests/{}/comments",
+        repository_path(repository),
+        comment.number
     );
+    let found = find(api, &comments, comment.marker).await?;
+    let Some(body) = comment.body.over(found.as_ref().map(|(_, b)| b.as_str())) else {
+        return Ok(None);
+    };
     let content = json!({ "content": { "raw": body } });
-    if let Some(id) = find(api, &comments, marker).await? {
+    if let Some((id, _)) = found {
         api.call(Method::PUT, &format!("{comments}/{id}"), Some(&content))
             .await?;
         return Ok(Some(Posted { id, created: false }));
     }
-    if !create {
+    if !comment.create {
         return Ok(None);
     }
     let made = api.call(Method::POST, &comments, Some(&content)).await?;
@@ -47,7 +46,7 @@ pub(super) async fn upsert_comment(
 }
 
 /// Follows `next` (a full URL on the API's host) page by page.
-async fn find(api: &Api<'_>, comments: &str, marker: &str) -> PortResult<Option<String>> {
+async fn find(api: &Api<'_>, comments: &str, marker: &str) -> PortResult<Option<(String, String)>> {
     let mut path = format!("{comments}?pagelen=100");
     for _ in 0..MAX_PAGES {
         let page = api.call(Method::GET, &path, None).await?;
@@ -55,13 +54,12 @@ async fn find(api: &Api<'_>, comments: &str, marker: &str) -> PortResult<Option<
             .get("values")
             .and_then(Value::as_array)
             .ok_or_else(|| PortError::Refused(format!("GET {path}: no `values`")))?;
-        let found = values.iter().find(|c| {
-            c.pointer("/content/raw")
-                .and_then(Value::as_str)
-                .is_some_and(|b| b.contains(marker))
+        let found = values.iter().find_map(|c| {
+            let body = c.pointer("/content/raw").and_then(Value::as_str)?;
+            body.contains(marker).then_some((c, body))
         });
-        if let Some(comment) = found {
-            return id_of(comment, &path).map(Some);
+        if let Some((comment, body)) = found {
+            return Ok(Some((id_of(comment, &path)?, body.to_owned())));
         }
         // `next` is absolute; only its path and query are followed, on
         // the API the credentials were checked for.

@@ -31,23 +31,22 @@ pub(super) async fn upsert_comment(
     repository: &str,
     comment: Comment<'_>,
 ) -> PortResult<Option<Posted>> {
-    let Comment {
-        number,
-        marker,
-        body,
-        create,
-    } = comment;
     let repo = repository_path(repository);
-    if let Some(id) = find(api, &repo, number, marker).await? {
+    let number = comment.number;
+    let found = find(api, &repo, number, comment.marker).await?;
+    let Some(body) = comment.body.over(found.as_ref().map(|(_, b)| b.as_str())) else {
+        return Ok(None);
+    };
+    if let Some((id, _)) = found {
         let path = format!("/repos/{repo}/issues/comments/{id}");
         api.call(Method::PATCH, &path, Some(&json!({ "body": body })))
             .await?;
         return Ok(Some(Posted { id, created: false }));
     }
-    let path = format!("/repos/{repo}/issues/{number}/comments");
-    if !create {
+    if !comment.create {
         return Ok(None);
     }
+    let path = format!("/repos/{repo}/issues/{number}/comments");
     let made = api
         .call(Method::POST, &path, Some(&json!({ "body": body })))
         .await?;
@@ -58,7 +57,12 @@ pub(super) async fn upsert_comment(
 }
 
 /// The id of the first comment that holds `marker`.
-async fn find(api: &Api<'_>, repo: &str, number: u64, marker: &str) -> PortResult<Option<String>> {
+async fn find(
+    api: &Api<'_>,
+    repo: &str,
+    number: u64,
+    marker: &str,
+) -> PortResult<Option<(String, String)>> {
     for page in 1..=MAX_PAGES {
         let path =
             format!("/repos/{repo}/issues/{number}/comments?per_page={PER_PAGE}&page={page}");
@@ -66,13 +70,12 @@ async fn find(api: &Api<'_>, repo: &str, number: u64, marker: &str) -> PortResul
         let comments = listed
             .as_array()
             .ok_or_else(|| PortError::Refused(format!("GET {path}: not a list")))?;
-        let found = comments.iter().find(|c| {
-            c.get("body")
-                .and_then(Value::as_str)
-                .is_some_and(|b| b.contains(marker))
+        let found = comments.iter().find_map(|c| {
+            let body = c.get("body").and_then(Value::as_str)?;
+            body.contains(marker).then_some((c, body))
         });
-        if let Some(comment) = found {
-            return id_of(comment, &path).map(Some);
+        if let Some((comment, body)) = found {
+            return Ok(Some((id_of(comment, &path)?, body.to_owned())));
         }
         if comments.len() < PER_PAGE {
             break;

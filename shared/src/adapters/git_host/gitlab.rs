@@ -25,24 +25,22 @@ pub(super) async fn upsert_comment(
     repository: &str,
     comment: Comment<'_>,
 ) -> PortResult<Option<Posted>> {
-    let Comment {
-        number,
-        marker,
-        body,
-        create,
-    } = comment;
     let project = encode_segment(repository);
-    let notes = format!("/projects/{project}/merge_requests/{number}/notes");
-    if let Some(id) = find(api, &notes, marker).await? {
-        api.call(
-            Method::PUT,
-            &format!("{notes}/{id}"),
-            Some(&json!({ "body": body })),
-        )
-        .await?;
+    let notes = format!(
+        "/projects/{project}/merge_requests/{}/notes",
+        comment.number
+    );
+    let found = find(api, &notes, comment.marker).await?;
+    let Some(body) = comment.body.over(found.as_ref().map(|(_, b)| b.as_str())) else {
+        return Ok(None);
+    };
+    if let Some((id, _)) = found {
+        let note = format!("{notes}/{id}");
+        api.call(Method::PUT, &note, Some(&json!({ "body": body })))
+            .await?;
         return Ok(Some(Posted { id, created: false }));
     }
-    if !create {
+    if !comment.create {
         return Ok(None);
     }
     let made = api
@@ -54,20 +52,19 @@ pub(super) async fn upsert_comment(
     }))
 }
 
-async fn find(api: &Api<'_>, notes: &str, marker: &str) -> PortResult<Option<String>> {
+async fn find(api: &Api<'_>, notes: &str, marker: &str) -> PortResult<Option<(String, String)>> {
     for page in 1..=MAX_PAGES {
         let path = format!("{notes}?per_page={PER_PAGE}&page={page}&sort=asc&order_by=created_at");
         let listed = api.call(Method::GET, &path, None).await?;
         let items = listed
             .as_array()
             .ok_or_else(|| PortError::Refused(format!("GET {path}: not a list")))?;
-        let found = items.iter().find(|n| {
-            n.get("body")
-                .and_then(Value::as_str)
-                .is_some_and(|b| b.contains(marker))
+        let found = items.iter().find_map(|n| {
+            let body = n.get("body").and_then(Value::as_str)?;
+            body.contains(marker).then_some((n, body))
         });
-        if let Some(note) = found {
-            return id_of(note, &path).map(Some);
+        if let Some((note, body)) = found {
+            return Ok(Some((id_of(note, &path)?, body.to_owned())));
         }
         if items.len() < PER_PAGE {
             break;

@@ -75,13 +75,48 @@ impl GitHosts {
 }
 
 /// A comment to write on pull request `number`: the one holding `marker`
-/// edited, else one made if `create`.
-#[derive(Debug, Clone, Copy)]
+/// edited, else one made if `create` (and its body is a text).
+#[derive(Clone, Copy)]
 pub(crate) struct Comment<'a> {
     pub(crate) number: u64,
     pub(crate) marker: &'a str,
-    pub(crate) body: &'a str,
+    pub(crate) body: Body<'a>,
     pub(crate) create: bool,
+}
+
+/// The body a comment is given: a text, or an edit of the one there.
+#[derive(Clone, Copy)]
+pub(crate) enum Body<'a> {
+    Text(&'a str),
+    Edit(&'a (dyn Fn(&str) -> String + Send + Sync)),
+}
+
+impl Body<'_> {
+    /// The new body, given the one there (`None`: no comment yet).
+    pub(crate) fn over(&self, old: Option<&str>) -> Option<String> {
+        match (self, old) {
+            (Body::Text(text), _) => Some((*text).to_owned()),
+            (Body::Edit(edit), Some(old)) => Some(edit(old)),
+            (Body::Edit(_), None) => None,
+        }
+    }
+}
+
+impl GitHosts {
+    /// The comment written on its host.
+    async fn write_comment(
+        &self,
+        repository: &HostRepository,
+        comment: Comment<'_>,
+    ) -> PortResult<Option<Posted>> {
+        let api = self.access(repository).await?;
+        let repo = &repository.repository;
+        match repository.host {
+            Host::GitHub => github::upsert_comment(&api, repo, comment).await,
+            Host::GitLab => gitlab::upsert_comment(&api, repo, comment).await,
+            Host::Bitbucket => bitbucket::upsert_comment(&api, repo, comment).await,
+        }
+    }
 }
 
 /// One host's API with its credentials, for one call.
@@ -223,21 +258,29 @@ impl GitHost for GitHosts {
         body: &str,
         create: bool,
     ) -> PortResult<Option<Posted>> {
-        let api = self.access(repository).await?;
-        let (repo, comment) = (
-            &repository.repository,
-            Comment {
-                number,
-                marker,
-                body,
-                create,
-            },
-        );
-        match repository.host {
-            Host::GitHub => github::upsert_comment(&api, repo, comment).await,
-            Host::GitLab => gitlab::upsert_comment(&api, repo, comment).await,
-            Host::Bitbucket => bitbucket::upsert_comment(&api, repo, comment).await,
-        }
+        let comment = Comment {
+            number,
+            marker,
+            body: Body::Text(body),
+            create,
+        };
+        self.write_comment(repository, comment).await
+    }
+
+    async fn edit_comment(
+        &self,
+        repository: &HostRepository,
+        number: u64,
+        marker: &str,
+        edit: &(dyn Fn(&str) -> String + Send + Sync),
+    ) -> PortResult<Option<Posted>> {
+        let comment = Comment {
+            number,
+            marker,
+            body: Body::Edit(edit),
+            create: false,
+        };
+        self.write_comment(repository, comment).await
     }
 
     async fn set_status(

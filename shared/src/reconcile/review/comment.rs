@@ -45,6 +45,43 @@ pub fn marker(installation: &str) -> String {
     format!("<!-- stacksync:preview installation={installation} -->")
 }
 
+/// The marker of the comment's after-the-merge section.
+const AFTER_MERGE: &str = "<!-- stacksync:after-merge -->";
+
+/// `body` with `line` as what happened to `stack` after the merge: one
+/// line per stack in an "After the merge" section (added before the
+/// footer the first time; a stack's earlier line replaced).
+pub fn with_after_merge(body: &str, stack: &str, line: &str) -> String {
+    let key = format!("- `{stack}` ");
+    let entry = format!("{key}{}", line.replace('\n', " "));
+    let (before, section) = match body.split_once(AFTER_MERGE) {
+        Some((before, section)) => (before.to_owned(), section.to_owned()),
+        None => (body.to_owned(), String::new()),
+    };
+    let (before, footer) = match before.rfind("\n<sub>") {
+        Some(at) if section.is_empty() => (before[..at].to_owned(), before[at..].to_owned()),
+        _ => (before, String::new()),
+    };
+    let mut lines: Vec<String> = section
+        .lines()
+        .filter(|l| l.starts_with("- `"))
+        .filter(|l| !l.starts_with(&key))
+        .map(str::to_owned)
+        .collect();
+    lines.push(entry);
+    let section_footer = section
+        .split_once("\n<sub>")
+        .map(|(_, f)| format!("\n<sub>{f}"))
+        .unwrap_or_default();
+    format!(
+        "{}\n{AFTER_MERGE}\n**After the merge**\n\n{}\n{}{}",
+        before.trim_end(),
+        lines.join("\n"),
+        footer,
+        section_footer
+    )
+}
+
 /// The comment, within `limit` characters.
 pub fn render(
     pr: &PullRequest,

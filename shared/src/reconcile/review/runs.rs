@@ -129,6 +129,40 @@ pub fn run_status(moment: RunMoment, run: &RunEvent, installation: &str) -> Comm
     }
 }
 
+/// What the merged pull request's comment says of this run, for an entry
+/// with `approval: pullRequest` whose preview was merged: the pull
+/// request's number and the line (`None`: nothing to say).
+fn after_merge_line(
+    entry: &crate::registry::StackEntry,
+    moment: RunMoment,
+    run: &RunEvent,
+) -> Option<(u64, String)> {
+    let reviewed = entry.reviewed.as_ref().filter(|r| r.merged)?;
+    if entry.spec.approval != crate::spec::Approval::PullRequest {
+        return None;
+    }
+    let number = crate::pull_request::number_of_label(&reviewed.pull_request)?;
+    let line = match moment {
+        RunMoment::Started => return None,
+        RunMoment::AwaitingApproval => format!(
+            "waits for a person: {}",
+            run.message.as_deref().unwrap_or("see `stacksync status`")
+        ),
+        RunMoment::Succeeded => format!(
+            "{} (what this pull request previewed)",
+            run.message.as_deref().unwrap_or("in sync")
+        ),
+        RunMoment::Failed => format!(
+            "failed: {}",
+            run.root_cause
+                .as_deref()
+                .or(run.message.as_deref())
+                .unwrap_or("see the run")
+        ),
+    };
+    Some((number, shorten(&line, 600)))
+}
+
 /// The Step Functions console's page of an execution, in its partition.
 pub fn execution_url(arn: &str) -> Option<String> {
     let parts: Vec<&str> = arn.splitn(6, ':').collect();
@@ -188,6 +222,17 @@ pub async fn report_run<E: Entries, G: GitHost>(
         )));
     };
     let status = run_status(moment, run, installation);
+    if let Some((number, line)) = after_merge_line(&entry, moment, run) {
+        let stack = run.stack.clone();
+        let edit = move |body: &str| super::comment::with_after_merge(body, &stack, &line);
+        let marker = super::comment::marker(installation);
+        if let Err(e) = hosts
+            .edit_comment(&repository, number, &marker, &edit)
+            .await
+        {
+            tracing::warn!(stack = %run.stack, error = %e, "the pull request's comment could not be updated");
+        }
+    }
     Ok(match hosts.set_status(&repository, commit, &status).await {
         Ok(()) => RunReport::Set {
             commit: commit.to_owned(),

@@ -139,3 +139,34 @@ fn a_long_review_drops_details_then_cuts_within_the_limit() {
     assert!(tiny.chars().count() <= 2_000);
     assert!(tiny.contains("cut to the host's comment limit"), "{tiny}");
 }
+
+#[test]
+fn after_the_merge_each_stack_has_one_line_before_the_footer() {
+    let body = render(
+        &pr(Host::GitHub),
+        "prod",
+        &[review("orders", Ok(diff("Update", 1)))],
+        65_536,
+    );
+    let once = with_after_merge(
+        &body,
+        "orders",
+        "waits for a person: approval: pullRequest, and the rows differ",
+    );
+    assert!(
+        once.contains("**After the merge**\n\n- `orders` waits for a person"),
+        "{once}"
+    );
+    let footer = once.find("<sub>").unwrap();
+    assert!(once.find("**After the merge**").unwrap() < footer, "{once}");
+    let twice = with_after_merge(&once, "orders", "applied 0123456789ab");
+    let thrice = with_after_merge(&twice, "payments", "failed: Queue: CREATE_FAILED");
+    assert_eq!(thrice.matches("- `orders` ").count(), 1, "{thrice}");
+    assert!(
+        thrice.contains("- `orders` applied 0123456789ab\n- `payments` failed"),
+        "{thrice}"
+    );
+    assert_eq!(thrice.matches("<sub>").count(), 1, "{thrice}");
+    assert!(thrice.trim_end().ends_with("</sub>"), "{thrice}");
+    assert!(thrice.starts_with(&marker("prod")));
+}
