@@ -143,6 +143,40 @@ impl PullRequest {
     }
 }
 
+/// What a pull request's head does to a registry source's entries (its
+/// stacks files planned as the applier plans them, nothing written): the
+/// entries it would add, change, move and prune, or why the commit would
+/// not be applied.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StacksFiles {
+    /// The registry source.
+    pub source: String,
+    /// Why the commit would not be applied (each names file, entry and
+    /// field); empty: it would be.
+    pub problems: Vec<String>,
+    /// The entries it adds and changes, as they would be.
+    pub created: Vec<crate::spec::StackSpec>,
+    pub updated: Vec<crate::spec::StackSpec>,
+    /// The entries it moves to another file (nothing else changes) and
+    /// prunes.
+    pub moved: Vec<String>,
+    pub pruned: Vec<String>,
+    /// The prune guard would hold the commit (too many entries pruned).
+    pub held: bool,
+}
+
+impl StacksFiles {
+    /// Nothing to say: no problem, and no entry added, changed, moved or
+    /// pruned.
+    pub fn is_empty(&self) -> bool {
+        self.problems.is_empty()
+            && self.created.is_empty()
+            && self.updated.is_empty()
+            && self.moved.is_empty()
+            && self.pruned.is_empty()
+    }
+}
+
 /// The last preview of a stack posted on a pull request, recorded on the
 /// stack's entry (attribute `reviewed`): what `approval: pullRequest`
 /// executes after the merge, and only that.

@@ -100,13 +100,71 @@ pub type SdkReviewer = crate::reconcile::review::Reviewer<
     crate::adapters::git_host::GitHosts,
 >;
 
+/// The registry sources of a pull request's base branch, planned at its
+/// head as the applier plans them (`triggers::registry_source`), written
+/// nowhere.
+pub struct SdkStacksFiles {
+    registry: Registry,
+    sources: Sources,
+    installation: crate::triggers::registry_source::Installation,
+}
+
+impl std::fmt::Debug for SdkStacksFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SdkStacksFiles")
+            .field("installation", &self.installation.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl crate::ports::stacks_files::StacksFilesPlanner for SdkStacksFiles {
+    fn locations<'a>(
+        &'a self,
+        pr: &'a crate::pull_request::PullRequest,
+    ) -> crate::ports::stacks_files::Planned<'a, Vec<crate::ports::SourceLocation>> {
+        Box::pin(async move {
+            use crate::registry::RegistrySources;
+            let keys = pr.base_keys();
+            Ok(self
+                .registry
+                .registry_sources()
+                .await
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .filter(|s| keys.contains(&s.spec.key()))
+                .map(|s| crate::ports::SourceLocation {
+                    url: s.spec.url.clone(),
+                    credentials: s.spec.credentials_secret.clone(),
+                })
+                .collect())
+        })
+    }
+
+    fn plan<'a>(
+        &'a self,
+        pr: &'a crate::pull_request::PullRequest,
+        head: &'a str,
+    ) -> crate::ports::stacks_files::Planned<'a, Vec<crate::pull_request::StacksFiles>> {
+        Box::pin(crate::triggers::registry_source::stacks_files_at(
+            &self.registry,
+            &self.sources,
+            &self.installation,
+            pr,
+            head,
+        ))
+    }
+}
+
 /// The preview function's reviewer (and a test's): the installation's
-/// registry, bucket and template URLs; `endpoint`: a local emulator.
+/// registry, bucket and template URLs, and what it allows its entries
+/// (`policy`: its registry sources' commits are checked against it);
+/// `endpoint`: a local emulator.
 pub fn sdk_reviewer(
     config: &aws_config::SdkConfig,
     registry: Registry,
     bucket: &str,
     endpoint: Option<&str>,
+    policy: crate::ownership::InstallationPolicy,
 ) -> SdkReviewer {
     let region = config.region().map(|r| r.to_string()).unwrap_or_default();
     let installation = registry.table().to_owned();
@@ -122,7 +180,23 @@ pub fn sdk_reviewer(
             workdir.join("s3"),
         )),
     };
+    let planner = SdkStacksFiles {
+        registry: registry.clone(),
+        sources: Sources {
+            git: GitFetcher::new(workdir.join("git")).with_credentials(credentials.clone()),
+            s3: Some(S3Archives::new(
+                s3_client(config, endpoint.is_some()),
+                workdir.join("s3"),
+            )),
+        },
+        installation: crate::triggers::registry_source::Installation {
+            name: installation.clone(),
+            home: registry.region(),
+            policy,
+        },
+    };
     crate::reconcile::review::Reviewer {
+        stacks_files: Some(std::sync::Arc::new(planner)),
         registry,
         sources,
         cloudformation: SdkCloudFormationFactory::new(config.clone())

@@ -237,6 +237,7 @@ async fn wired(
         h.steps.registry.clone(),
         h.steps.blobs.bucket(),
         Some(emulator.endpoint()),
+        Default::default(),
     );
     (webhook, reviewer, relayed)
 }

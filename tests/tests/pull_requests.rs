@@ -12,6 +12,7 @@ use stacksync::clock::now_millis;
 use stacksync::fakes::RecordingStarter;
 use stacksync::reconcile::review::runs::{report_run, run_event};
 use stacksync::reconcile::review::{Reviewed, pull_request_event};
+use stacksync::registry::Entries;
 use stacksync::triggers::webhook::Headers;
 use stacksync::triggers::webhook::handler::{Relay, Webhook};
 use stacksync::triggers::webhook::verify::sign;
@@ -125,6 +126,7 @@ impl World {
             h.steps.registry.clone(),
             h.steps.blobs.bucket(),
             Some(emulator.endpoint()),
+            Default::default(),
         );
         World {
             h,
@@ -916,4 +918,76 @@ async fn a_github_apps_status_is_a_check_run_where_allowed_else_a_commit_status(
         ["success", "in_progress"],
         "a status, then a check run"
     );
+}
+
+/// A registry source in the repository (`stacks.yaml`): a pull request that
+/// adds an entry (with its template beside it) is previewed with the entry
+/// as it would be registered, and the comment says what the stacks files
+/// do; one that breaks the file fails the status, naming the source.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pull_request_that_adds_an_entry_to_a_stacks_file_previews_it() {
+    use stacksync::registry::RegistrySources;
+    let w = World::new("pr-files", false).await;
+    let secret =
+        w.h.entry(&w.orders)
+            .await
+            .spec
+            .source
+            .credentials_secret
+            .unwrap();
+    w.repo.commit(
+        &[("stacks.yaml", b"stacks: []\n" as &[u8])],
+        "an empty stacks file",
+    );
+    let source = stacksync::registry_source::SourceSpec {
+        name: "platform".into(),
+        url: w.url.clone(),
+        reference: "main".into(),
+        path: "stacks.yaml".into(),
+        credentials_secret: Some(secret),
+        signed_by: vec![],
+        insecure: true,
+    };
+    assert!(
+        w.h.steps
+            .registry
+            .add_registry_source(&source)
+            .await
+            .unwrap()
+    );
+    let fresh = stack_name("new");
+    let file = format!("stacks:\n  - name: {fresh}\n    source: {{ path: ./fresh.yaml }}\n");
+    let head = w.push_to_pull_request(
+        &[("stacks.yaml", file.as_bytes()), ("fresh.yaml", QUEUE)],
+        "a new stack",
+    );
+    let Reviewed::Posted { stacks, status, .. } = w.review("opened", &head).await else {
+        panic!("posted")
+    };
+    assert_eq!(stacks, vec![(fresh.clone(), "create")]);
+    status.unwrap();
+    let body = &w.comments()[0].1;
+    assert!(body.contains("**Registry source `platform`**"), "{body}");
+    assert!(body.contains(&format!("- adds `{fresh}`")), "{body}");
+    assert!(
+        w.h.steps.registry.get(&fresh).await.unwrap().is_none(),
+        "nothing registered"
+    );
+    w.nothing_left().await;
+
+    let broken = w.push_to_pull_request(
+        &[("stacks.yaml", b"stacks:\n  - name: [unclosed\n" as &[u8])],
+        "broken",
+    );
+    let Reviewed::Posted { .. } = w.review("synchronize", &broken).await else {
+        panic!("posted")
+    };
+    let status = w.api.statuses().pop().unwrap();
+    assert_eq!(status.state, "failure");
+    assert!(
+        status.description.contains("registry source platform"),
+        "{status:?}"
+    );
+    let body = &w.comments()[0].1;
+    assert!(body.contains("the commit would not be applied"), "{body}");
 }

@@ -29,7 +29,13 @@ async fn preview() -> Result<(), lambda_runtime::Error> {
     let endpoint = std::env::var("AWS_ENDPOINT_URL")
         .ok()
         .filter(|e| !e.is_empty());
-    let reviewer = crate::wiring::sdk_reviewer(&config, registry, &bucket, endpoint.as_deref());
+    let reviewer = crate::wiring::sdk_reviewer(
+        &config,
+        registry,
+        &bucket,
+        endpoint.as_deref(),
+        super::installation_policy()?,
+    );
     let (reviewer, table) = (&reviewer, &table);
     serve_invocations(move |event| async move {
         match run_event(&event.payload, table) {

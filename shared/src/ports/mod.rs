@@ -23,6 +23,7 @@ pub mod git_host;
 mod notices;
 pub mod secrets;
 pub mod source;
+pub mod stacks_files;
 
 pub use blobs::{Blobs, Stored};
 pub use cloudformation::*;

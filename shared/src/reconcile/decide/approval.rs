@@ -21,13 +21,13 @@ pub fn approval_needed(policy: Approval, changes: &[ResourceChange]) -> Option<S
         Approval::OnReplace => {
             let replaced: Vec<&ResourceChange> = changes.iter().filter(|c| c.replaces()).collect();
             (!replaced.is_empty())
-   .then(|| format!("approval: onReplace, and it replaces {}", named(replaced)))
+                .then(|| format!("approval: onReplace, and it replaces {}", named(replaced)))
         }
         Approval::OnRemove => {
             let removed: Vec<&ResourceChange> =
-   changes.iter().filter(|c| c.action == "Remove").collect();
+                changes.iter().filter(|c| c.action == "Remove").collect();
             (!removed.is_empty())
-   .then(|| format!("approval: onRemove, and it removes {}", named(removed)))
+                .then(|| format!("approval: onRemove, and it removes {}", named(removed)))
         }
         // Decided with the pull request's preview: `pull_request_holds`.
         Approval::PullRequest => Some("approval: pullRequest".to_owned()),
@@ -111,7 +111,7 @@ pub fn approval_holds(a: Approved<'_>) -> Result<(), String> {
     if a.stack_then != a.stack_now {
         return Err(
             "the stack changed since the preview (updated, replaced or deleted outside the run)"
-   .to_owned(),
+                .to_owned(),
         );
     }
     Ok(())
@@ -145,9 +145,9 @@ mod tests {
             (Always, vec![], true),
             (Always, vec![add.clone()], true),
             (
-   OnReplace,
-   vec![modify.clone(), add.clone(), remove.clone()],
-   false,
+                OnReplace,
+                vec![modify.clone(), add.clone(), remove.clone()],
+                false,
             ),
             (OnReplace, vec![modify.clone(), replace.clone()], true),
             (OnReplace, vec![maybe.clone()], true),
@@ -155,9 +155,9 @@ mod tests {
             (OnRemove, vec![modify.clone(), remove.clone()], true),
         ] {
             assert_eq!(
-   approval_needed(policy, &rows).is_some(),
-   asks,
-   "{policy:?} {rows:?}"
+                approval_needed(policy, &rows).is_some(),
+                asks,
+                "{policy:?} {rows:?}"
             );
         }
         assert_eq!(
@@ -222,50 +222,50 @@ mod tests {
         let void = |a: Approved<'_>| approval_holds(a).unwrap_err();
         assert!(
             void(Approved {
-   named: "cs-0",
-   ..approved()
+                named: "cs-0",
+                ..approved()
             })
             .contains("names the change set cs-0")
         );
         assert!(
             void(Approved {
-   desired_now: (Some("def"), Some("h2"), 3),
-   ..approved()
+                desired_now: (Some("def"), Some("h2"), 3),
+                ..approved()
             })
             .contains("source moved")
         );
         assert!(
             void(Approved {
-   desired_now: (Some("abc"), Some("h1"), 4),
-   ..approved()
+                desired_now: (Some("abc"), Some("h1"), 4),
+                ..approved()
             })
             .contains("spec changed")
         );
         assert!(
             void(Approved {
-   desired_now: (Some("abc"), Some("h2"), 3),
-   ..approved()
+                desired_now: (Some("abc"), Some("h2"), 3),
+                ..approved()
             })
             .contains("desired state")
         );
         assert!(
             void(Approved {
-   stack_now: Some(("stack/1", 200)),
-   ..approved()
+                stack_now: Some(("stack/1", 200)),
+                ..approved()
             })
             .contains("stack changed")
         );
         assert!(
             void(Approved {
-   stack_now: Some(("stack/2", 100)),
-   ..approved()
+                stack_now: Some(("stack/2", 100)),
+                ..approved()
             })
             .contains("stack changed")
         );
         assert!(
             void(Approved {
-   stack_now: None,
-   ..approved()
+                stack_now: None,
+                ..approved()
             })
             .contains("stack changed")
         );

@@ -8,7 +8,7 @@
 //! Bitbucket Cloud, whose markdown drops HTML), and cut to the host's
 //! comment limit: the details of the last stacks go first, then rows.
 
-use crate::pull_request::{Host, PullRequest};
+use crate::pull_request::{Host, PullRequest, StacksFiles};
 use crate::reconcile::diff::{Diff, Difference};
 
 /// One stack's preview, as the comment shows it.
@@ -89,6 +89,18 @@ pub fn render(
     reviews: &[StackReview],
     limit: usize,
 ) -> String {
+    render_with(pr, installation, reviews, &[], limit)
+}
+
+/// The comment, with what the pull request's stacks files do to the
+/// registry sources (`files`), within `limit` characters.
+pub fn render_with(
+    pr: &PullRequest,
+    installation: &str,
+    reviews: &[StackReview],
+    files: &[StacksFiles],
+    limit: usize,
+) -> String {
     let fold = pr.host != Host::Bitbucket;
     let head = short(&pr.head_commit);
     let mut shown = reviews.len();
@@ -100,6 +112,10 @@ pub fn render(
         out.push_str("\n\n");
         if !reviews.is_empty() {
             out.push_str(&table(reviews));
+        }
+        for file in files.iter().filter(|f| !f.is_empty()) {
+            out.push('\n');
+            out.push_str(&stacks_files(file));
         }
         for review in reviews.iter().take(shown) {
             out.push('\n');
@@ -122,6 +138,45 @@ pub fn render(
         }
         shown -= 1;
     }
+}
+
+/// What a registry source's stacks files would do to its entries.
+fn stacks_files(file: &StacksFiles) -> String {
+    let mut out = format!(
+        "**Registry source `{}`** (its stacks files at this head):\n\n",
+        cell(&file.source)
+    );
+    if !file.problems.is_empty() {
+        out.push_str("❌ the commit would not be applied: nothing of it would be registered\n\n");
+        for problem in &file.problems {
+            out.push_str(&format!("- {}\n", cell(problem)));
+        }
+        return out;
+    }
+    let names =
+        |specs: &[crate::spec::StackSpec]| specs.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+    for (what, list) in [
+        ("adds", names(&file.created)),
+        ("changes", names(&file.updated)),
+        ("moves to another file", file.moved.clone()),
+        ("removes", file.pruned.clone()),
+    ] {
+        if !list.is_empty() {
+            let shown: Vec<String> = list.iter().map(|n| format!("`{}`", cell(n))).collect();
+            out.push_str(&format!("- {what} {}\n", shown.join(", ")));
+        }
+    }
+    if !file.pruned.is_empty() {
+        out.push_str(
+            "- a removed entry's stack is deleted only where it says `destroyOnDelete`; else it is left\n",
+        );
+    }
+    if file.held {
+        out.push_str(
+            "- ⏸ the prune guard would hold this commit (it removes too many entries) until `stacksync source approve-prune`\n",
+        );
+    }
+    out
 }
 
 /// The first line: what the pull request changes, at which commit.

@@ -21,11 +21,13 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
-use self::comment::{StackReview, marker, render};
+use self::comment::{StackReview, marker};
+use crate::ports::SourceLocation;
+use crate::ports::stacks_files::StacksFilesPlanner;
 use crate::ports::{
     Blobs, CloudFormationFactory, CommitStatus, GitHost, HostRepository, Posted, SourceFetcher,
 };
-use crate::pull_request::{CommitState, PrState, PullRequest};
+use crate::pull_request::{CommitState, PrState, PullRequest, StacksFiles};
 use crate::reconcile::diff::{TemplateAt, Waiting};
 use crate::registry::{Entries, Reviews, StackEntry};
 
@@ -79,7 +81,6 @@ pub enum Reviewed {
 }
 
 /// The review's collaborators.
-#[derive(Debug)]
 pub struct Reviewer<E, S, F, B, G> {
     pub registry: E,
     pub sources: S,
@@ -87,6 +88,18 @@ pub struct Reviewer<E, S, F, B, G> {
     pub blobs: B,
     pub hosts: G,
     pub config: ReviewConfig,
+    /// The registry sources of the base branch, planned at the head
+    /// (`None`: stacks files are not previewed).
+    pub stacks_files: Option<std::sync::Arc<dyn StacksFilesPlanner>>,
+}
+
+impl<E, S, F, B, G> std::fmt::Debug for Reviewer<E, S, F, B, G> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reviewer")
+            .field("config", &self.config)
+            .field("stacks_files", &self.stacks_files.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<E, S, F, B, G> Reviewer<E, S, F, B, G>
@@ -106,27 +119,62 @@ where
             PrState::Closed => return Ok(Reviewed::NotOpen),
         }
         let entries = self.followers(pr).await?;
-        let Some(first) = entries.first() else {
+        let planned = match &self.stacks_files {
+            Some(planner) => planner.locations(pr).await?,
+            None => Vec::new(),
+        };
+        let location = entries
+            .first()
+            .map(|e| SourceLocation::of(&e.spec.source))
+            .or_else(|| planned.first().cloned());
+        let Some(location) = location else {
             return Ok(Reviewed::NothingFollows);
         };
-        let repository = host_repository(pr, &entries);
-        let Some((base, head)) = touched::revisions(&self.sources, &first.spec, pr).await? else {
+        let repository = host_repository(pr, &entries, &location);
+        let Some((base, head)) = touched::revisions(&self.sources, &location, pr).await? else {
             return Ok(Reviewed::Superseded {
                 head: pr.head_commit.clone(),
             });
         };
-        // Read [`MAX_READS`] entries' files at once (two fetches each),
-        // kept in the entries' order.
-        let pending: Vec<_> = entries
-            .iter()
-            .map(|entry| touched(&self.sources, &entry.spec, &base, &head))
-            .collect();
-        let touches: Vec<Touch> = futures_util::stream::iter(pending)
+        let files = match (&self.stacks_files, planned.is_empty()) {
+            (Some(planner), false) => planner.plan(pr, &head).await?,
+            _ => Vec::new(),
+        };
+        let proposed = proposed_entries(&entries, &files);
+        let changed = self.changed(&entries, &proposed, &base, &head).await?;
+        let reviews = self.previews(changed, &head).await;
+        if touched::head_moved(&self.sources, &location, pr, &head).await {
+            return Ok(Reviewed::Superseded { head });
+        }
+        self.record(pr, &head, &reviews).await;
+        Ok(self.post(pr, &repository, &head, reviews, &files).await)
+    }
+
+    /// The entries to preview: the registered ones whose files the pull
+    /// request changes (read [`MAX_READS`] at a time, two fetches each),
+    /// then those its stacks files add or change (as they would be), in
+    /// that order, each once.
+    async fn changed<'a>(
+        &self,
+        entries: &'a [StackEntry],
+        proposed: &'a [StackEntry],
+        base: &str,
+        head: &str,
+    ) -> Result<Vec<(&'a StackEntry, Option<String>)>, String> {
+        let pending: Vec<_> =
+            entries
+                .iter()
+                .filter(|e| !proposed.iter().any(|p| p.name == e.name))
+                .map(|entry| async move {
+                    (entry, touched(&self.sources, &entry.spec, base, head).await)
+                })
+                .collect();
+        let touches: Vec<(&StackEntry, Touch)> = futures_util::stream::iter(pending)
             .buffered(MAX_READS)
             .collect()
             .await;
         let mut changed = Vec::new();
-        for (entry, touch) in entries.iter().zip(touches) {
+        for (entry, touch) in touches {
             match touch {
                 Touch::Unchanged => {}
                 // Worth another delivery (the function's retry), not a
@@ -136,12 +184,8 @@ where
                 Touch::Unreadable(why) => changed.push((entry, Some(why))),
             }
         }
-        let reviews = self.previews(changed, &head).await;
-        if touched::head_moved(&self.sources, &first.spec, pr, &head).await {
-            return Ok(Reviewed::Superseded { head });
-        }
-        self.record(pr, &head, &reviews).await;
-        Ok(self.post(pr, &repository, &head, reviews).await)
+        changed.extend(proposed.iter().map(|e| (e, None)));
+        Ok(changed)
     }
 
     /// Records each preview of an entry with `approval: pullRequest` on it
@@ -344,10 +388,11 @@ where
         repository: &HostRepository,
         head: &str,
         reviews: Vec<StackReview>,
+        files: &[StacksFiles],
     ) -> Reviewed {
         let installation = &self.config.installation;
         let limit = self.hosts.max_comment(pr.host);
-        let body = render(pr, installation, &reviews, limit);
+        let body = comment::render_with(pr, installation, &reviews, files, limit);
         // A pull request that touches no stack gets no comment, unless one
         // is there to correct (an earlier push touched some).
         let comment = self
@@ -357,7 +402,7 @@ where
                 pr.number,
                 &marker(installation),
                 &body,
-                !reviews.is_empty(),
+                !reviews.is_empty() || files.iter().any(|f| !f.is_empty()),
             )
             .await
             .map_err(|e| e.to_string());
@@ -369,7 +414,7 @@ where
             .set_status(
                 repository,
                 head,
-                &preview_status(installation, pr, &reviews),
+                &preview_status(installation, pr, &reviews, files),
             )
             .await
             .map_err(|e| e.to_string());
@@ -407,20 +452,23 @@ fn review_of(
 
 /// Where the comment and status go: the pull request's base repository,
 /// with the first secret its entries name (the URL checked against it is
-/// that entry's).
-fn host_repository(pr: &PullRequest, entries: &[StackEntry]) -> HostRepository {
-    let with_secret = entries
+/// that entry's), else the registry source's.
+fn host_repository(
+    pr: &PullRequest,
+    entries: &[StackEntry],
+    fallback: &SourceLocation,
+) -> HostRepository {
+    let from_entry = entries
         .iter()
         .find(|e| e.spec.source.credentials_secret.is_some())
-        .or(entries.first());
+        .or(entries.first())
+        .map(|e| SourceLocation::of(&e.spec.source));
+    let location = from_entry.unwrap_or_else(|| fallback.clone());
     HostRepository {
         host: pr.host,
         repository: pr.repository.clone(),
-        url: with_secret.map_or_else(
-            || pr.repository_urls.first().cloned().unwrap_or_default(),
-            |e| e.spec.source.url().to_owned(),
-        ),
-        credentials: with_secret.and_then(|e| e.spec.source.credentials_secret.clone()),
+        url: location.url,
+        credentials: location.credentials,
     }
 }
 
@@ -430,12 +478,19 @@ pub fn preview_status(
     installation: &str,
     pr: &PullRequest,
     reviews: &[StackReview],
+    files: &[StacksFiles],
 ) -> CommitStatus {
-    let failed: Vec<&str> = reviews
+    let mut failed: Vec<String> = reviews
         .iter()
         .filter(|r| r.outcome.is_err())
-        .map(|r| r.name.as_str())
+        .map(|r| r.name.clone())
         .collect();
+    failed.extend(
+        files
+            .iter()
+            .filter(|f| !f.problems.is_empty())
+            .map(|f| format!("registry source {}", f.source)),
+    );
     let changing = reviews
         .iter()
         .filter(|r| matches!(r.action(), "create" | "update"))
@@ -458,6 +513,28 @@ pub fn preview_status(
         url: pr.url.clone(),
         summary: None,
     }
+}
+
+/// The entries a pull request's stacks files add or change, as they would
+/// be: an added one registered anew, a changed one with its new spec.
+fn proposed_entries(entries: &[StackEntry], files: &[StacksFiles]) -> Vec<StackEntry> {
+    let now = crate::clock::now_millis();
+    let mut out = Vec::new();
+    for file in files.iter().filter(|f| f.problems.is_empty()) {
+        for spec in &file.created {
+            out.push(StackEntry::registered(&spec.name, spec, now));
+        }
+        for spec in &file.updated {
+            let mut entry = entries
+                .iter()
+                .find(|e| e.name == spec.name)
+                .cloned()
+                .unwrap_or_else(|| StackEntry::registered(&spec.name, spec, now));
+            entry.spec = spec.clone();
+            out.push(entry);
+        }
+    }
+    out
 }
 
 /// How long a preview waits for its change set by default.

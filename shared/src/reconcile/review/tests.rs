@@ -93,6 +93,7 @@ fn world(head_orders: &[u8]) -> World {
                 },
                 per_account: 4,
             },
+            stacks_files: None,
         },
         host,
     }

@@ -28,20 +28,19 @@ pub enum Touch {
 }
 
 /// The base branch's head and the pull request's head, full commit ids,
-/// read from the repository `spec` names; `None` when the head has moved
+/// read from the repository at `source`; `None` when the head has moved
 /// past the event's (a newer push).
 pub async fn revisions<S: SourceFetcher>(
     sources: &S,
-    spec: &StackSpec,
+    source: &SourceLocation,
     pr: &PullRequest,
 ) -> Result<Option<(String, String)>, String> {
-    let source = SourceLocation::of(&spec.source);
     let base = sources
-        .resolve(&source, &pr.base_ref)
+        .resolve(source, &pr.base_ref)
         .await
         .map_err(|e| format!("{}: {e}", pr.base_ref))?;
     for read in 1..=HEAD_READS {
-        match head_now(sources, &source, pr).await? {
+        match head_now(sources, source, pr).await? {
             Some(head) if pr.is_head(&head) => return Ok(Some((base, head))),
             _ if read < HEAD_READS => tokio::time::sleep(HEAD_WAIT).await,
             _ => {}
@@ -53,12 +52,11 @@ pub async fn revisions<S: SourceFetcher>(
 /// Whether the pull request's head is no longer `head` (read once).
 pub async fn head_moved<S: SourceFetcher>(
     sources: &S,
-    spec: &StackSpec,
+    source: &SourceLocation,
     pr: &PullRequest,
     head: &str,
 ) -> bool {
-    let source = SourceLocation::of(&spec.source);
-    matches!(head_now(sources, &source, pr).await, Ok(Some(now)) if now != head)
+    matches!(head_now(sources, source, pr).await, Ok(Some(now)) if now != head)
 }
 
 /// The pull request's head as the base repository has it: its pull ref

@@ -25,6 +25,7 @@
 //!    lost or written twice (every write is conditioned on the version it
 //!    was planned from).
 
+mod preview;
 mod push;
 mod read;
 mod record;
@@ -42,6 +43,7 @@ use crate::registry::{RegistryError, RegistrySources, Specs};
 use crate::registry_source::{RegistrySource, prune_held};
 use crate::source::source_key;
 
+pub use preview::stacks_files_at;
 pub use push::{AppliesPushes, PushApplier, ToStart, apply_and_start};
 use read::{Read, check_policy, conflict_lines, read_files};
 

@@ -93,15 +93,17 @@ impl<R: Entries + Deliveries + RegistrySources, X: Starter, K: SecretStore> Webh
         )
     }
 
-    /// Whether any registered stack follows the pull request's base
-    /// repository and branch.
+    /// Whether any registered stack, or any registry source, follows the
+    /// pull request's base repository and branch.
     async fn followed(&self, pr: &PullRequest) -> Result<bool, crate::registry::RegistryError> {
-        for key in pr.base_keys() {
-            if !self.registry.followers(&key).await?.is_empty() {
+        let keys = pr.base_keys();
+        for key in &keys {
+            if !self.registry.followers(key).await?.is_empty() {
                 return Ok(true);
             }
         }
-        Ok(false)
+        let sources = self.registry.registry_sources().await?;
+        Ok(sources.iter().any(|s| keys.contains(&s.spec.key())))
     }
 }
 
