@@ -500,8 +500,17 @@ fn ssm(a: &Asked) -> Result<Vec<Request>, String> {
     );
     Ok(match op {
         // A stack parameter's `{ssm: NAME}` (a name or an ARN), whichever
-        // parameter the test made.
-        "GetParameter" if reads_values => {
+        // parameter the test made. The preview reads both the stacks'
+        // values and the sources' credentials: its values by name, its
+        // credentials by ARN (as the tests name them).
+        "GetParameter"
+            if reads_values
+                || (call.function == "preview"
+                    && !call
+                        .target
+                        .as_deref()
+                        .is_some_and(|t| t.starts_with("arn:"))) =>
+        {
             vec![Request::new(action, i.value_parameter_arn.clone())]
         }
         // A source's credentials are named by ARN; the webhook's by name.
