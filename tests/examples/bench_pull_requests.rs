@@ -10,19 +10,17 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use stacksync::clock::now_millis;
 use stacksync::fakes::RecordingStarter;
 use stacksync::reconcile::review::{Reviewed, pull_request_event};
-use stacksync::triggers::webhook::Headers;
 use stacksync::triggers::webhook::handler::{Relay, Webhook};
-use stacksync::triggers::webhook::verify::sign;
 use stacksync_testkit::bus::{queue_for, received};
 use stacksync_testkit::git::GitRepo;
-use stacksync_testkit::git_hosts::GitHostApi;
+use stacksync_testkit::git_hosts::{GitHostApi, github_pull_request, signed_github_pull_request};
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::http::{Config, GitHttpServer};
-use stacksync_testkit::{Emulator, repo_root, unique_name};
+use stacksync_testkit::{Emulator, unique_name};
 
 const SECRET: &str = "bench-pull-requests";
 const QUEUE: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
@@ -75,7 +73,6 @@ async fn main() {
             kinds(&next.calls),
         );
     }
-    let _ = repo_root();
 }
 
 /// `GET comments 1, POST status 1`: the calls by kind.
@@ -154,14 +151,8 @@ async fn bench(n: usize) -> (Push, Push) {
             .collect();
         let head = repo.commit(&borrowed, action);
         git(&repo, &["update-ref", "refs/pull/7/head", &head]);
-        let body = payload(&url, action, &head);
-        let headers: Headers = [
-            ("X-GitHub-Event", "pull_request".to_owned()),
-            ("X-GitHub-Delivery", unique_name("delivery")),
-            ("X-Hub-Signature-256", sign(SECRET.as_bytes(), &body)),
-        ]
-        .into_iter()
-        .collect();
+        let body = github_pull_request(&url, action, &head, false);
+        let headers = signed_github_pull_request(&body, SECRET);
         let before = api.calls().len();
         let started = Instant::now();
         let answer = webhook.handle(&headers, &body, now_millis()).await;
@@ -240,27 +231,4 @@ async fn wired(
         Default::default(),
     );
     (webhook, reviewer, relayed)
-}
-
-/// GitHub's published `pull_request` payload, for this repository.
-fn payload(url: &str, action: &str, head: &str) -> Vec<u8> {
-    let text = std::fs::read_to_string(
-        repo_root().join("tests/fixtures/webhook/github-pull-request-opened.json"),
-    )
-    .unwrap();
-    let mut body: Value = serde_json::from_str(&text).unwrap();
-    body["action"] = action.into();
-    body["number"] = 7.into();
-    body["repository"]["full_name"] = "acme/infra".into();
-    body["repository"]["html_url"] = url.into();
-    body["repository"]["clone_url"] = format!("{url}.git").into();
-    for field in ["url", "ssh_url", "git_url"] {
-        body["repository"][field] = Value::Null;
-    }
-    body["pull_request"]["base"]["ref"] = "main".into();
-    body["pull_request"]["base"]["repo"]["full_name"] = "acme/infra".into();
-    body["pull_request"]["head"]["ref"] = "feature".into();
-    body["pull_request"]["head"]["sha"] = head.into();
-    body["pull_request"]["head"]["repo"]["full_name"] = "acme/infra".into();
-    body.to_string().into_bytes()
 }

@@ -445,3 +445,48 @@ fn bitbucket(s: &mut State, method: &str, path: &[&str], body: &Value) -> (&'sta
         _ => ("404 Not Found", json!({"type": "error"})),
     }
 }
+
+/// GitHub's published `pull_request` payload
+/// (`tests/fixtures/webhook/github-pull-request-opened.json`), its action,
+/// its repository `acme/infra` at `url` (served on 127.0.0.1), pull request
+/// 7 from `feature` (a fork's, with `fork`) at `head` into `main`.
+pub fn github_pull_request(url: &str, action: &str, head: &str, fork: bool) -> Vec<u8> {
+    let text = std::fs::read_to_string(
+        crate::repo_root().join("tests/fixtures/webhook/github-pull-request-opened.json"),
+    )
+    .expect("the published payload");
+    let mut body: Value = serde_json::from_str(&text).expect("JSON");
+    body["action"] = action.into();
+    body["number"] = 7.into();
+    body["repository"]["full_name"] = "acme/infra".into();
+    body["repository"]["html_url"] = url.into();
+    body["repository"]["clone_url"] = format!("{url}.git").into();
+    for field in ["url", "ssh_url", "git_url"] {
+        body["repository"][field] = Value::Null;
+    }
+    body["pull_request"]["base"]["ref"] = "main".into();
+    body["pull_request"]["base"]["repo"]["full_name"] = "acme/infra".into();
+    body["pull_request"]["head"]["ref"] = "feature".into();
+    body["pull_request"]["head"]["sha"] = head.into();
+    let head_repo = if fork { "someone/infra" } else { "acme/infra" };
+    body["pull_request"]["head"]["repo"]["full_name"] = head_repo.into();
+    body["pull_request"]["html_url"] = format!("{url}/pull/7").into();
+    body.to_string().into_bytes()
+}
+
+/// `body` as GitHub delivers a `pull_request` event signed with `secret`.
+pub fn signed_github_pull_request(
+    body: &[u8],
+    secret: &str,
+) -> stacksync::triggers::webhook::Headers {
+    [
+        ("X-GitHub-Event", "pull_request".to_owned()),
+        ("X-GitHub-Delivery", crate::unique_name("delivery")),
+        (
+            "X-Hub-Signature-256",
+            stacksync::triggers::webhook::verify::sign(secret.as_bytes(), body),
+        ),
+    ]
+    .into_iter()
+    .collect()
+}

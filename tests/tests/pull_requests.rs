@@ -13,13 +13,11 @@ use stacksync::fakes::RecordingStarter;
 use stacksync::reconcile::review::runs::{report_run, run_event};
 use stacksync::reconcile::review::{Reviewed, pull_request_event};
 use stacksync::registry::Entries;
-use stacksync::triggers::webhook::Headers;
 use stacksync::triggers::webhook::handler::{Relay, Webhook};
-use stacksync::triggers::webhook::verify::sign;
 use stacksync::wiring::{SdkReviewer, sdk_reviewer};
 use stacksync_testkit::bus::{queue_for, received};
 use stacksync_testkit::git::GitRepo;
-use stacksync_testkit::git_hosts::GitHostApi;
+use stacksync_testkit::git_hosts::{GitHostApi, github_pull_request, signed_github_pull_request};
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::http::{Config, GitHttpServer};
 use stacksync_testkit::iam::{as_function, as_installation};
@@ -27,8 +25,6 @@ use stacksync_testkit::private_sources::{ready, stack_name};
 use stacksync_testkit::{Emulator, unique_name};
 
 const SECRET: &str = "pull-requests-webhook-secret";
-/// GitHub's published `pull_request` `opened` (tests/fixtures/webhook/).
-const OPENED: &str = include_str!("../fixtures/webhook/github-pull-request-opened.json");
 const QUEUE: &[u8] = b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n";
 const QUEUE_DELAYED: &[u8] =
     b"Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties:\n      DelaySeconds: 5\n";
@@ -176,41 +172,19 @@ impl World {
     /// GitHub's published `pull_request` payload, its repository this
     /// world's and its head `head`.
     fn payload(&self, action: &str, head: &str, fork: bool) -> Vec<u8> {
-        let mut body: Value = serde_json::from_str(OPENED).unwrap();
-        let page = self.url.clone();
-        body["action"] = action.into();
-        body["number"] = 7.into();
-        body["repository"]["full_name"] = "acme/infra".into();
-        body["repository"]["html_url"] = page.clone().into();
-        body["repository"]["clone_url"] = format!("{page}.git").into();
-        for url in ["url", "ssh_url", "git_url"] {
-            body["repository"][url] = Value::Null;
-        }
-        body["pull_request"]["base"]["ref"] = "main".into();
-        body["pull_request"]["base"]["repo"]["full_name"] = "acme/infra".into();
-        body["pull_request"]["head"]["ref"] = "feature".into();
-        body["pull_request"]["head"]["sha"] = head.into();
-        let head_repo = if fork { "someone/infra" } else { "acme/infra" };
-        body["pull_request"]["head"]["repo"]["full_name"] = head_repo.into();
-        body["pull_request"]["html_url"] = format!("{page}/pull/7").into();
-        body.to_string().into_bytes()
+        github_pull_request(&self.url, action, head, fork)
     }
 
     /// Delivers the event signed as GitHub signs it: the webhook's answer.
     async fn deliver(&self, action: &str, head: &str, fork: bool) -> Value {
-        let body = self.payload(action, head, fork);
-        let headers: Headers = [
-            ("X-GitHub-Event", "pull_request".to_owned()),
-            ("X-GitHub-Delivery", unique_name("delivery")),
-            ("X-Hub-Signature-256", sign(SECRET.as_bytes(), &body)),
-        ]
-        .into_iter()
-        .collect();
-        let response = as_function(
-            "webhook",
-            self.webhook.handle(&headers, &body, now_millis()),
-        )
-        .await;
+        self.deliver_body(&self.payload(action, head, fork)).await
+    }
+
+    /// Delivers `body` signed as GitHub signs it: the webhook's answer.
+    async fn deliver_body(&self, body: &[u8]) -> Value {
+        let headers = signed_github_pull_request(body, SECRET);
+        let response =
+            as_function("webhook", self.webhook.handle(&headers, body, now_millis())).await;
         assert!(response.status < 300, "{response:?}");
         response.body
     }
@@ -632,23 +606,8 @@ impl World {
         let mut body: Value = serde_json::from_slice(&self.payload("closed", head, false)).unwrap();
         body["pull_request"]["merged"] = true.into();
         body["pull_request"]["merge_commit_sha"] = head.into();
-        let body = body.to_string().into_bytes();
-        let headers: Headers = [
-            ("X-GitHub-Event", "pull_request".to_owned()),
-            ("X-GitHub-Delivery", unique_name("delivery")),
-            ("X-Hub-Signature-256", sign(SECRET.as_bytes(), &body)),
-        ]
-        .into_iter()
-        .collect();
-        let answer = as_function(
-            "webhook",
-            self.webhook.handle(&headers, &body, now_millis()),
-        )
-        .await;
-        assert_eq!(
-            answer.body["result"], "relayed to the preview",
-            "{answer:?}"
-        );
+        let answer = self.deliver_body(body.to_string().as_bytes()).await;
+        assert_eq!(answer["result"], "relayed to the preview", "{answer}");
         let events = received(&self.relayed, 1, std::time::Duration::from_secs(20)).await;
         let pr = pull_request_event(&events[0], self.h.steps.registry.table()).unwrap();
         let table = self.h.steps.registry.table().to_owned();

@@ -16,9 +16,9 @@
 //!   permission is answered 403: the status is set instead.
 
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::{Api, Comment, MAX_PAGES, id_of, repository_path};
+use super::{Api, Comment, find_in_pages, id_of, repository_path};
 use crate::ports::{CommitStatus, PortError, PortResult, Posted};
 use crate::pull_request::{CommitState, MAX_STATUS_DESCRIPTION, shorten};
 
@@ -56,32 +56,16 @@ pub(super) async fn upsert_comment(
     }))
 }
 
-/// The id of the first comment that holds `marker`.
+/// The id and body of the first comment that holds `marker`.
 async fn find(
     api: &Api<'_>,
     repo: &str,
     number: u64,
     marker: &str,
 ) -> PortResult<Option<(String, String)>> {
-    for page in 1..=MAX_PAGES {
-        let path =
-            format!("/repos/{repo}/issues/{number}/comments?per_page={PER_PAGE}&page={page}");
-        let listed = api.call(Method::GET, &path, None).await?;
-        let comments = listed
-            .as_array()
-            .ok_or_else(|| PortError::Refused(format!("GET {path}: not a list")))?;
-        let found = comments.iter().find_map(|c| {
-            let body = c.get("body").and_then(Value::as_str)?;
-            body.contains(marker).then_some((c, body))
-        });
-        if let Some((comment, body)) = found {
-            return Ok(Some((id_of(comment, &path)?, body.to_owned())));
-        }
-        if comments.len() < PER_PAGE {
-            break;
-        }
-    }
-    Ok(None)
+    let page =
+        |n: usize| format!("/repos/{repo}/issues/{number}/comments?per_page={PER_PAGE}&page={n}");
+    find_in_pages(api, page, PER_PAGE, marker).await
 }
 
 pub(super) async fn set_status(

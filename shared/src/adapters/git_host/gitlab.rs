@@ -12,10 +12,10 @@
 //!   (<https://docs.gitlab.com/api/commits/#set-the-pipeline-status-of-a-commit>).
 
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::{Api, Comment, MAX_PAGES, encode_segment, id_of};
-use crate::ports::{CommitStatus, PortError, PortResult, Posted};
+use super::{Api, Comment, encode_segment, find_in_pages, id_of};
+use crate::ports::{CommitStatus, PortResult, Posted};
 use crate::pull_request::CommitState;
 
 const PER_PAGE: usize = 100;
@@ -52,25 +52,11 @@ pub(super) async fn upsert_comment(
     }))
 }
 
+/// The id and body of the first note that holds `marker`.
 async fn find(api: &Api<'_>, notes: &str, marker: &str) -> PortResult<Option<(String, String)>> {
-    for page in 1..=MAX_PAGES {
-        let path = format!("{notes}?per_page={PER_PAGE}&page={page}&sort=asc&order_by=created_at");
-        let listed = api.call(Method::GET, &path, None).await?;
-        let items = listed
-            .as_array()
-            .ok_or_else(|| PortError::Refused(format!("GET {path}: not a list")))?;
-        let found = items.iter().find_map(|n| {
-            let body = n.get("body").and_then(Value::as_str)?;
-            body.contains(marker).then_some((n, body))
-        });
-        if let Some((note, body)) = found {
-            return Ok(Some((id_of(note, &path)?, body.to_owned())));
-        }
-        if items.len() < PER_PAGE {
-            break;
-        }
-    }
-    Ok(None)
+    let page =
+        |n: usize| format!("{notes}?per_page={PER_PAGE}&page={n}&sort=asc&order_by=created_at");
+    find_in_pages(api, page, PER_PAGE, marker).await
 }
 
 pub(super) async fn set_status(

@@ -204,6 +204,36 @@ impl Api<'_> {
     }
 }
 
+/// The first comment holding `marker` among pages of comments listed as
+/// JSON arrays of `{id, body}` (GitHub's issue comments, GitLab's notes):
+/// page `n`'s path is `page(n)`, a page shorter than `per_page` the last.
+/// Its id and body.
+pub(crate) async fn find_in_pages(
+    api: &Api<'_>,
+    page: impl Fn(usize) -> String,
+    per_page: usize,
+    marker: &str,
+) -> PortResult<Option<(String, String)>> {
+    for n in 1..=MAX_PAGES {
+        let path = page(n);
+        let listed = api.call(reqwest::Method::GET, &path, None).await?;
+        let items = listed
+            .as_array()
+            .ok_or_else(|| PortError::Refused(format!("GET {path}: not a list")))?;
+        let found = items.iter().find_map(|c| {
+            let body = c.get("body").and_then(Value::as_str)?;
+            body.contains(marker).then_some((c, body))
+        });
+        if let Some((comment, body)) = found {
+            return Ok(Some((id_of(comment, &path)?, body.to_owned())));
+        }
+        if items.len() < per_page {
+            break;
+        }
+    }
+    Ok(None)
+}
+
 /// An id the host gave (a number or a string) as text.
 pub(crate) fn id_of(value: &Value, what: &str) -> PortResult<String> {
     match value.get("id") {
