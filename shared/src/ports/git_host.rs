@@ -136,13 +136,16 @@ pub fn repository_path(url: &str) -> Option<String> {
 }
 
 /// The longest comment each host takes, in characters: GitHub 65,536
-/// (its API's documented body limit), GitLab 1,000,000 (a note's
-/// limit), Bitbucket Cloud 32,768 (kept well under what it takes).
+/// (the limit its API's refusals state: "body is too long (maximum is
+/// 65536 characters)"), GitLab 1,000,000 (a note's documented limit),
+/// Bitbucket Cloud 31,000 (no documented limit: kept under the 32,768 of
+/// Bitbucket Server, as other tools do, since Bitbucket Cloud refuses very
+/// large comments with a 400).
 pub fn max_comment(host: Host) -> usize {
     match host {
         Host::GitHub => 65_536,
         Host::GitLab => 1_000_000,
-        Host::Bitbucket => 32_768,
+        Host::Bitbucket => 31_000,
     }
 }
 
