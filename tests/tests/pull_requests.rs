@@ -15,6 +15,7 @@ use stacksync::reconcile::review::{Reviewed, pull_request_event};
 use stacksync::registry::Entries;
 use stacksync::triggers::webhook::handler::{Relay, Webhook};
 use stacksync::wiring::{SdkReviewer, sdk_reviewer};
+use stacksync_testkit::backend::Backend;
 use stacksync_testkit::bus::{queue_for, received};
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::git_hosts::{GitHostApi, github_pull_request, signed_github_pull_request};
@@ -50,10 +51,18 @@ struct World {
     >,
     relayed: String,
     preview: SdkReviewer,
+    /// Where CloudFormation (and S3, Secrets Manager) is.
+    backend: Backend,
 }
 
 impl World {
     async fn new(prefix: &str, preview_forks: bool) -> World {
+        World::on(Backend::Moto, prefix, preview_forks).await
+    }
+
+    /// With CloudFormation, S3 and the secrets on `backend`; the registry,
+    /// the bus and the host's API as in [`World::new`].
+    async fn on(backend: Backend, prefix: &str, preview_forks: bool) -> World {
         let token = unique_name("tok");
         let base = std::env::temp_dir().join(unique_name(prefix));
         let repo = GitRepo::new_in(&base.join("acme"), "infra");
@@ -71,17 +80,23 @@ impl World {
         let url = server.url(&repo);
         let api = GitHostApi::serve(&token);
         let emulator = Emulator::shared();
-        let secret = emulator
-            .put_secret(
-                &unique_name("gh"),
-                &json!({
-                    "token": token, "username": "x-access-token",
-                    "hosts": ["127.0.0.1"], "apiUrl": api.api_url("github"),
-                })
-                .to_string(),
-            )
-            .await;
-        let h = Harness::new(prefix).await;
+        let secret_text = json!({
+            "token": token, "username": "x-access-token",
+            "hosts": ["127.0.0.1"], "apiUrl": api.api_url("github"),
+        })
+        .to_string();
+        // Where the steps and the preview read it: the back end's.
+        let secret = aws_sdk_secretsmanager::Client::new(&backend.sdk_config())
+            .create_secret()
+            .name(unique_name("gh"))
+            .secret_string(secret_text)
+            .send()
+            .await
+            .unwrap()
+            .arn()
+            .unwrap()
+            .to_owned();
+        let h = backend.harness(prefix).await;
         let (orders, alerts) = (stack_name("ord"), stack_name("alr"));
         let entry = |name: &str, path: &str| {
             format!(
@@ -118,10 +133,10 @@ impl World {
             }),
         };
         let preview = sdk_reviewer(
-            &config,
+            &backend.sdk_config(),
             h.steps.registry.clone(),
             h.steps.blobs.bucket(),
-            Some(emulator.endpoint()),
+            Some(&backend.endpoint()),
             Default::default(),
         );
         World {
@@ -135,6 +150,7 @@ impl World {
             webhook,
             relayed,
             preview,
+            backend,
         }
     }
 
@@ -209,7 +225,7 @@ impl World {
 
     /// Nothing a preview makes is left: no change set, no stack in review.
     async fn nothing_left(&self) {
-        let cfn = Emulator::shared().cloudformation();
+        let cfn = self.backend.cloudformation();
         for name in [&self.orders, &self.alerts] {
             let sets = cfn
                 .list_change_sets()
@@ -226,15 +242,19 @@ impl World {
                 })
                 .collect();
             assert!(previews.is_empty(), "{name}: {previews:?}");
-            let status = Emulator::shared().stack_status(name).await;
+            let status = self.backend.settled(name).await;
             assert_ne!(status.as_deref(), Some("REVIEW_IN_PROGRESS"), "{name}");
         }
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_pull_request_gets_one_comment_updated_in_place_and_a_status_per_push() {
-    let w = World::new("pr-comment", false).await;
+stacksync_testkit::scenarios!(
+    a_pull_request_gets_one_comment_updated_in_place_and_a_status_per_push,
+    a_stack_the_pull_request_creates_leaves_no_placeholder_beside_anothers_change_set,
+);
+
+async fn a_pull_request_gets_one_comment_updated_in_place_and_a_status_per_push(backend: Backend) {
+    let w = World::on(backend, "pr-comment", false).await;
     let first = w.push_to_pull_request(&[("orders.yaml", QUEUE_DELAYED)], "orders: delay");
     let Reviewed::Posted {
         stacks,
@@ -296,7 +316,7 @@ async fn a_pull_request_gets_one_comment_updated_in_place_and_a_status_per_push(
         .count();
     assert_eq!(posts, 1, "{calls:?}");
     std::fs::write(
-        std::env::temp_dir().join("stacksync-pr-comment-example.md"),
+        std::env::temp_dir().join(format!("stacksync-pr-comment-example-{}.md", w.backend.name())),
         &comments[0].1,
     )
     .unwrap();
@@ -364,9 +384,10 @@ async fn a_host_api_that_fails_is_retried_and_never_fails_the_review() {
 /// change set of its own. (moto 5.2.5 listed every stack's change sets for
 /// one stack: `nothing_left` saw another test's preview as this one's until
 /// scripts/moto_server.py filtered ListChangeSets by stack, as AWS documents.)
-#[tokio::test(flavor = "multi_thread")]
-async fn a_stack_the_pull_request_creates_leaves_no_placeholder_beside_anothers_change_set() {
-    let w = World::new("pr-create", false).await;
+async fn a_stack_the_pull_request_creates_leaves_no_placeholder_beside_anothers_change_set(
+    backend: Backend,
+) {
+    let w = World::on(backend, "pr-create", false).await;
     let fresh = stack_name("new");
     let secret =
         w.h.entry(&w.orders)
@@ -381,7 +402,7 @@ async fn a_stack_the_pull_request_creates_leaves_no_placeholder_beside_anothers_
     ))
     .await;
     // Someone's change set on another stack, left for review.
-    let cfn = Emulator::shared().cloudformation();
+    let cfn = w.backend.cloudformation();
     cfn.create_change_set()
         .stack_name(&w.orders)
         .change_set_name("someones-review")
@@ -395,7 +416,7 @@ async fn a_stack_the_pull_request_creates_leaves_no_placeholder_beside_anothers_
         panic!("posted")
     };
     assert!(stacks.contains(&(fresh.clone(), "create")), "{stacks:?}");
-    let status = Emulator::shared().stack_status(&fresh).await;
+    let status = w.backend.settled(&fresh).await;
     assert!(
         status.is_none() || status.as_deref() == Some("DELETE_COMPLETE"),
         "the placeholder is gone: {status:?}"
