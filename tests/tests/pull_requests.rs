@@ -316,7 +316,10 @@ async fn a_pull_request_gets_one_comment_updated_in_place_and_a_status_per_push(
         .count();
     assert_eq!(posts, 1, "{calls:?}");
     std::fs::write(
-        std::env::temp_dir().join(format!("stacksync-pr-comment-example-{}.md", w.backend.name())),
+        std::env::temp_dir().join(format!(
+            "stacksync-pr-comment-example-{}.md",
+            w.backend.name()
+        )),
         &comments[0].1,
     )
     .unwrap();
