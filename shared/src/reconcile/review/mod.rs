@@ -7,9 +7,16 @@
 //! Decided from what is observed, not from records: the stacks are those
 //! that follow the base repository and branch and whose wanted files
 //! (template, parameter or deployment file, `source.include`) differ
-//! between the base branch's head and the pull request's head; the head is
-//! read from the repository again before anything is posted, and a head
-//! that moved means a newer push, whose own review posts instead.
+//! between the base branch's head and the pull request's head, and those
+//! the pull request's stacks files add or change (its registry sources
+//! planned at the head, `ports::stacks_files`); the head is read from the
+//! repository again before anything is posted, and a head that moved means
+//! a newer push, whose own review posts instead.
+//!
+//! `approval: pullRequest`: each preview of such an entry is recorded on it
+//! (`registry::Reviews`) and marked by the merge; a run's own status on
+//! its commit, and the merged pull request's "After the merge" lines, come
+//! from the run's events ([`runs`]).
 
 pub mod comment;
 mod event;
