@@ -23,11 +23,27 @@ pub fn sdk_sources(
     emulator: bool,
     workdir: &std::path::Path,
 ) -> Sources {
+    sources_with(config, emulator, workdir, sdk_credentials(config))
+}
+
+/// The sources' credentials on AWS (Secrets Manager, SSM; CodeCommit
+/// signed with `config`'s keys), one cache for whoever shares them.
+fn sdk_credentials(config: &aws_config::SdkConfig) -> std::sync::Arc<Credentials> {
+    std::sync::Arc::new(
+        Credentials::aws(config)
+            .with_codecommit_endpoint(std::env::var("STACKSYNC_CODECOMMIT_ENDPOINT").ok()),
+    )
+}
+
+/// [`sdk_sources`] with `credentials`.
+fn sources_with(
+    config: &aws_config::SdkConfig,
+    emulator: bool,
+    workdir: &std::path::Path,
+    credentials: std::sync::Arc<Credentials>,
+) -> Sources {
     Sources {
-        git: GitFetcher::new(workdir.join("git")).with_credentials(std::sync::Arc::new(
-            Credentials::aws(config)
-                .with_codecommit_endpoint(std::env::var("STACKSYNC_CODECOMMIT_ENDPOINT").ok()),
-        )),
+        git: GitFetcher::new(workdir.join("git")).with_credentials(credentials),
         s3: Some(S3Archives::new(
             s3_client(config, emulator),
             workdir.join("s3"),
@@ -168,27 +184,13 @@ pub fn sdk_reviewer(
 ) -> SdkReviewer {
     let region = config.region().map(|r| r.to_string()).unwrap_or_default();
     let installation = registry.table().to_owned();
-    let credentials = std::sync::Arc::new(
-        Credentials::aws(config)
-            .with_codecommit_endpoint(std::env::var("STACKSYNC_CODECOMMIT_ENDPOINT").ok()),
-    );
+    // One credentials cache for the sources and the hosts' APIs.
+    let credentials = sdk_credentials(config);
     let workdir = std::env::temp_dir().join("stacksync");
-    let sources = Sources {
-        git: GitFetcher::new(workdir.join("git")).with_credentials(credentials.clone()),
-        s3: Some(S3Archives::new(
-            s3_client(config, endpoint.is_some()),
-            workdir.join("s3"),
-        )),
-    };
+    let sources = sources_with(config, endpoint.is_some(), &workdir, credentials.clone());
     let planner = SdkStacksFiles {
         registry: registry.clone(),
-        sources: Sources {
-            git: GitFetcher::new(workdir.join("git")).with_credentials(credentials.clone()),
-            s3: Some(S3Archives::new(
-                s3_client(config, endpoint.is_some()),
-                workdir.join("s3"),
-            )),
-        },
+        sources: sources.clone(),
         installation: crate::triggers::registry_source::Installation {
             name: installation.clone(),
             home: registry.region(),

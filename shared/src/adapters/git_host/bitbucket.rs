@@ -11,7 +11,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{Api, Comment, MAX_PAGES, id_of, repository_path};
+use super::{Api, Comment, CommentsAt, MAX_PAGES, id_of, repository_path, write_comment};
 use crate::ports::{CommitStatus, HostRepository, PortError, PortResult, Posted};
 use crate::pull_request::CommitState;
 
@@ -26,23 +26,13 @@ pub(super) async fn upsert_comment(
         comment.number
     );
     let found = find(api, &comments, comment.marker).await?;
-    let Some(body) = comment.body.over(found.as_ref().map(|(_, b)| b.as_str())) else {
-        return Ok(None);
+    let edit = |id: &str| (Method::PUT, format!("{comments}/{id}"));
+    let at = CommentsAt {
+        create: comments.clone(),
+        edit: &edit,
+        payload: |body| json!({ "content": { "raw": body } }),
     };
-    let content = json!({ "content": { "raw": body } });
-    if let Some((id, _)) = found {
-        api.call(Method::PUT, &format!("{comments}/{id}"), Some(&content))
-            .await?;
-        return Ok(Some(Posted { id, created: false }));
-    }
-    if !comment.create {
-        return Ok(None);
-    }
-    let made = api.call(Method::POST, &comments, Some(&content)).await?;
-    Ok(Some(Posted {
-        id: id_of(&made, &comments)?,
-        created: true,
-    }))
+    write_comment(api, comment, found, at).await
 }
 
 /// Follows `next` (a full URL on the API's host) page by page.

@@ -18,7 +18,7 @@
 use reqwest::Method;
 use serde_json::json;
 
-use super::{Api, Comment, find_in_pages, id_of, repository_path};
+use super::{Api, Comment, CommentsAt, find_in_pages, repository_path, write_comment};
 use crate::ports::{CommitStatus, PortError, PortResult, Posted};
 use crate::pull_request::{CommitState, MAX_STATUS_DESCRIPTION, shorten};
 
@@ -34,26 +34,13 @@ pub(super) async fn upsert_comment(
     let repo = repository_path(repository);
     let number = comment.number;
     let found = find(api, &repo, number, comment.marker).await?;
-    let Some(body) = comment.body.over(found.as_ref().map(|(_, b)| b.as_str())) else {
-        return Ok(None);
+    let edit = |id: &str| (Method::PATCH, format!("/repos/{repo}/issues/comments/{id}"));
+    let at = CommentsAt {
+        create: format!("/repos/{repo}/issues/{number}/comments"),
+        edit: &edit,
+        payload: |body| json!({ "body": body }),
     };
-    if let Some((id, _)) = found {
-        let path = format!("/repos/{repo}/issues/comments/{id}");
-        api.call(Method::PATCH, &path, Some(&json!({ "body": body })))
-            .await?;
-        return Ok(Some(Posted { id, created: false }));
-    }
-    if !comment.create {
-        return Ok(None);
-    }
-    let path = format!("/repos/{repo}/issues/{number}/comments");
-    let made = api
-        .call(Method::POST, &path, Some(&json!({ "body": body })))
-        .await?;
-    Ok(Some(Posted {
-        id: id_of(&made, &path)?,
-        created: true,
-    }))
+    write_comment(api, comment, found, at).await
 }
 
 /// The id and body of the first comment that holds `marker`.

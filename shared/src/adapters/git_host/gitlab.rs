@@ -14,7 +14,7 @@
 use reqwest::Method;
 use serde_json::json;
 
-use super::{Api, Comment, encode_segment, find_in_pages, id_of};
+use super::{Api, Comment, CommentsAt, encode_segment, find_in_pages, write_comment};
 use crate::ports::{CommitStatus, PortResult, Posted};
 use crate::pull_request::CommitState;
 
@@ -31,25 +31,13 @@ pub(super) async fn upsert_comment(
         comment.number
     );
     let found = find(api, &notes, comment.marker).await?;
-    let Some(body) = comment.body.over(found.as_ref().map(|(_, b)| b.as_str())) else {
-        return Ok(None);
+    let edit = |id: &str| (Method::PUT, format!("{notes}/{id}"));
+    let at = CommentsAt {
+        create: notes.clone(),
+        edit: &edit,
+        payload: |body| json!({ "body": body }),
     };
-    if let Some((id, _)) = found {
-        let note = format!("{notes}/{id}");
-        api.call(Method::PUT, &note, Some(&json!({ "body": body })))
-            .await?;
-        return Ok(Some(Posted { id, created: false }));
-    }
-    if !comment.create {
-        return Ok(None);
-    }
-    let made = api
-        .call(Method::POST, &notes, Some(&json!({ "body": body })))
-        .await?;
-    Ok(Some(Posted {
-        id: id_of(&made, &notes)?,
-        created: true,
-    }))
+    write_comment(api, comment, found, at).await
 }
 
 /// The id and body of the first note that holds `marker`.

@@ -104,7 +104,7 @@ impl Body<'_> {
 
 impl GitHosts {
     /// The comment written on its host.
-    async fn write_comment(
+    async fn comment_on(
         &self,
         repository: &HostRepository,
         comment: Comment<'_>,
@@ -234,6 +234,49 @@ pub(crate) async fn find_in_pages(
     Ok(None)
 }
 
+/// Where a host keeps a pull request's comments, and how it takes one.
+pub(crate) struct CommentsAt<'a> {
+    /// Where one is made (`POST`).
+    pub(crate) create: String,
+    /// Where comment `id` is edited, and with which method.
+    pub(crate) edit: &'a (dyn Fn(&str) -> (reqwest::Method, String) + Sync),
+    /// The host's request body for a comment's text.
+    pub(crate) payload: fn(&str) -> Value,
+}
+
+/// Writes `comment`, given the one found holding its marker (id and
+/// body): that one edited in place, else one made if asked; `None`: none
+/// was there, and none was made.
+pub(crate) async fn write_comment(
+    api: &Api<'_>,
+    comment: Comment<'_>,
+    found: Option<(String, String)>,
+    at: CommentsAt<'_>,
+) -> PortResult<Option<Posted>> {
+    let Some(body) = comment.body.over(found.as_ref().map(|(_, b)| b.as_str())) else {
+        return Ok(None);
+    };
+    if let Some((id, _)) = found {
+        let (method, path) = (at.edit)(&id);
+        api.call(method, &path, Some(&(at.payload)(&body))).await?;
+        return Ok(Some(Posted { id, created: false }));
+    }
+    if !comment.create {
+        return Ok(None);
+    }
+    let made = api
+        .call(
+            reqwest::Method::POST,
+            &at.create,
+            Some(&(at.payload)(&body)),
+        )
+        .await?;
+    Ok(Some(Posted {
+        id: id_of(&made, &at.create)?,
+        created: true,
+    }))
+}
+
 /// An id the host gave (a number or a string) as text.
 pub(crate) fn id_of(value: &Value, what: &str) -> PortResult<String> {
     match value.get("id") {
@@ -294,7 +337,7 @@ impl GitHost for GitHosts {
             body: Body::Text(body),
             create,
         };
-        self.write_comment(repository, comment).await
+        self.comment_on(repository, comment).await
     }
 
     async fn edit_comment(
@@ -310,7 +353,7 @@ impl GitHost for GitHosts {
             body: Body::Edit(edit),
             create: false,
         };
-        self.write_comment(repository, comment).await
+        self.comment_on(repository, comment).await
     }
 
     async fn set_status(
