@@ -28,6 +28,7 @@ pub mod clock;
 pub mod content;
 pub mod drift;
 pub mod duration;
+pub mod guard;
 #[cfg(any(test, feature = "fakes"))]
 pub mod fakes;
 pub mod hash;

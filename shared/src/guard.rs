@@ -1,0 +1,564 @@
+//! Policy: CloudFormation Guard rules, checked in-process with Guard's own
+//! engine (the `cfn-guard` crate) before any change set is made.
+//!
+//! - **Rule files** are `.guard` files: every file of a rule set is
+//!   evaluated on its own (its `let`s are its own), against one input.
+//! - **The input** is the template as written, JSON or YAML (short forms
+//!   such as `!Sub` read as `Fn::Sub`), with one key added at its root:
+//!   `StackSync: {StackName, Parameters, Tags}`, the stack's name and its
+//!   resolved parameters and tags. A macro's output (the SAM transform's
+//!   included) is not seen: CloudFormation expands it, not stacksync.
+//!   A parameter whose value is a secret is given as `****`.
+//! - **Severity** comes from the rule file: a rule is a warning when the
+//!   comment block right above its `rule NAME` line holds `severity: warn`,
+//!   and every rule of a file is when its first line is `# severity: warn`.
+//!   Everything else blocks.
+//! - **Findings** name the rule, its file, the resources (logical ids) the
+//!   failing clauses reached, and the rule's own message (`<<…>>`), else
+//!   Guard's, without the values it quotes (a parameter may be a secret).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The longest message a finding keeps (characters).
+const MAX_FINDING_MESSAGE: usize = 300;
+
+/// The most resources a finding names.
+const MAX_FINDING_RESOURCES: usize = 20;
+
+/// The root key the stack's name, parameters and tags are given under.
+pub const INPUT_KEY: &str = "StackSync";
+
+/// One rule file: its path in the rule set's source, and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleFile {
+    pub path: String,
+    pub text: String,
+}
+
+/// A rule set: where it comes from (`origin`, as messages name it) and its
+/// files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleSet {
+    pub origin: String,
+    pub files: Vec<RuleFile>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Severity {
+    /// The run ends `Failed (PolicyViolation)`; nothing is made.
+    Block,
+    /// Recorded and shown; the run goes on.
+    Warn,
+}
+
+/// A rule the input breaks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Finding {
+    pub rule: String,
+    /// The rule file, as `origin:path`.
+    pub file: String,
+    pub severity: Severity,
+    /// The logical ids of the resources its failing clauses reached.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<String>,
+    pub message: String,
+}
+
+impl Finding {
+    /// One line: `RULE (file) on A, B: message`.
+    pub fn line(&self) -> String {
+        let on = if self.resources.is_empty() {
+            String::new()
+        } else {
+            format!(" on {}", self.resources.join(", "))
+        };
+        format!("{}{on}: {} ({})", self.rule, self.message, self.file)
+    }
+}
+
+/// What a check found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Report {
+    /// The rule sets checked (their origins).
+    pub rule_sets: Vec<String>,
+    /// The rules evaluated (named rules, and a file's unnamed clauses).
+    pub rules: u32,
+    /// The blocking rules broken.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<Finding>,
+    /// The warnings.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Finding>,
+}
+
+impl Report {
+    pub fn passes(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// `policy: 2 rule(s) broken, 1 warning (12 rules in 1 rule set)`.
+    pub fn summary(&self) -> String {
+        let sets = self.rule_sets.len();
+        let of = format!(
+            "{} rule{} in {sets} rule set{}",
+            self.rules,
+            plural(self.rules as usize),
+            plural(sets)
+        );
+        match (self.violations.len(), self.warnings.len()) {
+            (0, 0) => format!("policy: passed ({of})"),
+            (0, w) => format!("policy: passed with {w} warning{} ({of})", plural(w)),
+            (v, 0) => format!("policy: {v} rule{} broken ({of})", plural(v)),
+            (v, w) => format!(
+                "policy: {v} rule{} broken, {w} warning{} ({of})",
+                plural(v),
+                plural(w)
+            ),
+        }
+    }
+
+    /// The violations, then the warnings, one line each, prefixed.
+    pub fn lines(&self) -> Vec<String> {
+        let violations = self.violations.iter().map(|f| format!("✗ {}", f.line()));
+        let warnings = self.warnings.iter().map(|f| format!("! {}", f.line()));
+        violations.chain(warnings).collect()
+    }
+
+    /// The message a run that breaks a blocking rule ends with.
+    pub fn violation_message(&self) -> String {
+        let broken: Vec<String> = self.violations.iter().map(Finding::line).collect();
+        format!(
+            "policy: {} rule{} broken, nothing made: {}",
+            broken.len(),
+            plural(broken.len()),
+            broken.join("; ")
+        )
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// A rule set that cannot be used: every run that uses it fails, naming it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// A rule file does not parse.
+    #[error("policy: {file}:{line}:{column}: the rule file does not parse: {message}")]
+    Parse {
+        file: String,
+        line: u32,
+        column: u32,
+        message: String,
+    },
+    /// Guard could not evaluate a rule file (an unknown function, a
+    /// variable that cannot be resolved…).
+    #[error("policy: {file}: Guard could not evaluate the rule file: {message}")]
+    Evaluation { file: String, message: String },
+    /// The template cannot be read as Guard's input.
+    #[error("policy: the template cannot be checked: {0}")]
+    Input(String),
+}
+
+/// The stack as Guard sees it: the template as written, with
+/// [`INPUT_KEY`] at its root (`secrets`: parameters given as `****`).
+pub fn input(
+    template: &[u8],
+    stack_name: &str,
+    parameters: &BTreeMap<String, String>,
+    secrets: &BTreeSet<String>,
+    tags: &BTreeMap<String, String>,
+) -> Result<Value, PolicyError> {
+    let mut document = parse_template(template).map_err(PolicyError::Input)?;
+    let Value::Object(root) = &mut document else {
+        return Err(PolicyError::Input("the template is not a mapping".into()));
+    };
+    let parameters: serde_json::Map<String, Value> = parameters
+        .iter()
+        .map(|(k, v)| {
+            let shown = if secrets.contains(k) { "****" } else { v };
+            (k.clone(), Value::String(shown.to_owned()))
+        })
+        .collect();
+    let tags: serde_json::Map<String, Value> = tags
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    root.insert(
+        INPUT_KEY.to_owned(),
+        serde_json::json!({
+            "StackName": stack_name,
+            "Parameters": parameters,
+            "Tags": tags,
+        }),
+    );
+    Ok(document)
+}
+
+/// A template, JSON or YAML, as a JSON value: YAML's short forms (`!Ref`,
+/// `!Sub`, `!GetAtt a.b`…) in their long form, as CloudFormation reads them.
+pub fn parse_template(template: &[u8]) -> Result<Value, String> {
+    let text = std::str::from_utf8(template).map_err(|_| "the template is not UTF-8".to_owned())?;
+    if text.trim_start().starts_with('{') {
+        return serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"));
+    }
+    crate::yaml::check_expansion(text, crate::yaml::MAX_YAML_NODES)?;
+    let value: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?;
+    long_form(value)
+}
+
+fn long_form(value: serde_yaml_ng::Value) -> Result<Value, String> {
+    use serde_yaml_ng::Value as Y;
+    Ok(match value {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => serde_json::to_value(n).map_err(|e| e.to_string())?,
+        Y::String(s) => Value::String(s),
+        Y::Sequence(items) => Value::Array(
+            items
+                .into_iter()
+                .map(long_form)
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        Y::Mapping(map) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in map {
+                let key = match k {
+                    Y::String(s) => s,
+                    Y::Number(n) => n.to_string(),
+                    Y::Bool(b) => b.to_string(),
+                    other => return Err(format!("a mapping key that is not a string: {other:?}")),
+                };
+                out.insert(key, long_form(v)?);
+            }
+            Value::Object(out)
+        }
+        Y::Tagged(tagged) => {
+            let tag = tagged.tag.to_string();
+            let name = tag.trim_start_matches('!');
+            let inner = long_form(tagged.value)?;
+            let (key, inner) = match name {
+                "Ref" | "Condition" => (name.to_owned(), inner),
+                "GetAtt" => {
+                    let inner = match inner {
+                        Value::String(s) => match s.split_once('.') {
+                            Some((a, b)) => serde_json::json!([a, b]),
+                            None => Value::String(s),
+                        },
+                        other => other,
+                    };
+                    ("Fn::GetAtt".to_owned(), inner)
+                }
+                other => (format!("Fn::{other}"), inner),
+            };
+            serde_json::json!({ key: inner })
+        }
+    })
+}
+
+/// Every file of `sets` parses: the first that does not, with its line.
+pub fn parse_all(sets: &[RuleSet]) -> Result<(), PolicyError> {
+    for set in sets {
+        for file in &set.files {
+            evaluate(set, file, "{}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks `input` (see [`input`]) against every file of `sets`.
+pub fn check(sets: &[RuleSet], input: &Value) -> Result<Report, PolicyError> {
+    let data = serde_json::to_string(input).map_err(|e| PolicyError::Input(e.to_string()))?;
+    let mut report = Report {
+        rule_sets: sets.iter().map(|s| s.origin.clone()).collect(),
+        ..Report::default()
+    };
+    for set in sets {
+        for file in &set.files {
+            let outcome = evaluate(set, file, &data)?;
+            let severities = severities(&file.text);
+            report.rules = report.rules.saturating_add(outcome.rules);
+            for (rule, finding) in outcome.broken {
+                let severity = severities.of(&rule);
+                let finding = Finding {
+                    rule,
+                    file: label(set, file),
+                    severity,
+                    resources: finding.resources,
+                    message: finding.message,
+                };
+                match severity {
+                    Severity::Block => report.violations.push(finding),
+                    Severity::Warn => report.warnings.push(finding),
+                }
+            }
+        }
+    }
+    Ok(report)
+}
+
+fn label(set: &RuleSet, file: &RuleFile) -> String {
+    if set.origin.is_empty() {
+        file.path.clone()
+    } else {
+        format!("{}:{}", set.origin, file.path)
+    }
+}
+
+/// A rule broken, as Guard's summary gives it.
+struct Broken {
+    resources: Vec<String>,
+    message: String,
+}
+
+struct Outcome {
+    rules: u32,
+    broken: Vec<(String, Broken)>,
+}
+
+/// One rule file against the data (a JSON document).
+fn evaluate(set: &RuleSet, file: &RuleFile, data: &str) -> Result<Outcome, PolicyError> {
+    let name = label(set, file);
+    let run = || {
+        cfn_guard::run_checks(
+            cfn_guard::ValidateInput {
+                content: data,
+                file_name: "template",
+            },
+            cfn_guard::ValidateInput {
+                content: &file.text,
+                file_name: &name,
+            },
+            false,
+        )
+    };
+    // Guard is a large engine fed with files anyone may push: a panic in
+    // it fails the check, never the step.
+    let output = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).map_err(|_| {
+        PolicyError::Evaluation {
+            file: name.clone(),
+            message: "Guard's engine stopped on this file (a panic)".into(),
+        }
+    })?;
+    let output = match output {
+        Ok(output) => output,
+        Err(e) => return Err(engine_error(&name, &e.to_string())),
+    };
+    if output.trim().is_empty() {
+        // A file with no rules at all (comments only).
+        return Ok(Outcome {
+            rules: 0,
+            broken: Vec::new(),
+        });
+    }
+    let summary: Value = serde_json::from_str(&output).map_err(|e| PolicyError::Evaluation {
+        file: name.clone(),
+        message: format!("Guard's report did not read: {e}"),
+    })?;
+    Ok(outcome(&summary))
+}
+
+/// Guard's error, told apart: a parse error names its line and column.
+fn engine_error(file: &str, message: &str) -> PolicyError {
+    let number_after = |marker: &str| -> Option<u32> {
+        let at = message.find(marker)? + marker.len();
+        let digits: String = message[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    };
+    match (number_after(" at line "), number_after(" at column ")) {
+        (Some(line), Some(column)) => {
+            let detail = message
+                .split_once("when handling ")
+                .map(|(_, rest)| rest)
+                .unwrap_or(message);
+            let detail = detail
+                .split(", fragment")
+                .next()
+                .unwrap_or(detail)
+                .trim()
+                .trim_end_matches(',');
+            PolicyError::Parse {
+                file: file.to_owned(),
+                line,
+                column,
+                message: if detail.is_empty() {
+                    "unexpected end of the rule or file".into()
+                } else {
+                    shorten(detail)
+                },
+            }
+        }
+        _ => PolicyError::Evaluation {
+            file: file.to_owned(),
+            message: shorten(message.trim()),
+        },
+    }
+}
+
+/// The rules a Guard summary reports, and the broken ones.
+fn outcome(summary: &Value) -> Outcome {
+    let count = |key: &str| {
+        summary
+            .get(key)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len)
+    };
+    let rules = count("compliant") + count("not_compliant") + count("not_applicable");
+    let broken = summary
+        .get("not_compliant")
+        .and_then(Value::as_array)
+        .map(|items| items.iter().map(broken).collect())
+        .unwrap_or_default();
+    Outcome {
+        rules: u32::try_from(rules).unwrap_or(u32::MAX),
+        broken,
+    }
+}
+
+fn broken(item: &Value) -> (String, Broken) {
+    let rule = item
+        .get("Rule")
+        .and_then(|r| r.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+        .to_owned();
+    let mut resources = BTreeSet::new();
+    let mut custom = None;
+    let mut error = None;
+    walk(item, &mut resources, &mut custom, &mut error);
+    let message = custom
+        .or(error)
+        .unwrap_or_else(|| "the rule is not met".into());
+    let mut resources: Vec<String> = resources.into_iter().collect();
+    if resources.len() > MAX_FINDING_RESOURCES {
+        let more = resources.len() - MAX_FINDING_RESOURCES;
+        resources.truncate(MAX_FINDING_RESOURCES);
+        resources.push(format!("and {more} more"));
+    }
+    (rule, Broken { resources, message })
+}
+
+/// Collects the resources the report's paths reach, its first custom
+/// message and its first error message (without the values it quotes).
+fn walk(
+    value: &Value,
+    resources: &mut BTreeSet<String>,
+    custom: &mut Option<String>,
+    error: &mut Option<String>,
+) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map {
+                match (key.as_str(), v) {
+                    ("path", Value::String(path)) => {
+                        if let Some(id) = resource_of(path) {
+                            resources.insert(id);
+                        }
+                    }
+                    ("custom_message", Value::String(m)) if custom.is_none() => {
+                        let m = collapse(m);
+                        if !m.is_empty() {
+                            *custom = Some(shorten(&m));
+                        }
+                    }
+                    ("error_message", Value::String(m)) if error.is_none() => {
+                        let m = collapse(m.split("Value traversed to").next().unwrap_or(m));
+                        if !m.is_empty() {
+                            *error = Some(shorten(&m));
+                        }
+                    }
+                    _ => walk(v, resources, custom, error),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for v in items {
+                walk(v, resources, custom, error);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `/Resources/Bucket/Properties/…` → `Bucket`.
+fn resource_of(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("/Resources/")?;
+    let id = rest.split('/').next()?;
+    let id = id.split('[').next().unwrap_or(id);
+    (!id.is_empty()).then(|| id.to_owned())
+}
+
+fn collapse(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn shorten(text: &str) -> String {
+    if text.chars().count() <= MAX_FINDING_MESSAGE {
+        return text.to_owned();
+    }
+    let cut: String = text.chars().take(MAX_FINDING_MESSAGE - 1).collect();
+    format!("{cut}…")
+}
+
+/// The severities a rule file gives its rules.
+struct Severities {
+    file_warns: bool,
+    warn: BTreeSet<String>,
+}
+
+impl Severities {
+    fn of(&self, rule: &str) -> Severity {
+        if self.file_warns || self.warn.contains(rule) {
+            Severity::Warn
+        } else {
+            Severity::Block
+        }
+    }
+}
+
+fn says_warn(comment: &str) -> bool {
+    let compact: String = comment
+        .trim_start_matches('#')
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect::<String>()
+        .to_ascii_lowercase();
+    compact.starts_with("severity:warn")
+}
+
+fn severities(text: &str) -> Severities {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let file_warns = lines.first().is_some_and(|l| l.starts_with('#') && says_warn(l));
+    let mut warn = BTreeSet::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(rest) = line.strip_prefix("rule ") else {
+            continue;
+        };
+        let name: String = rest
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-')
+            .collect();
+        let above = lines[..i]
+            .iter()
+            .rev()
+            .take_while(|l| l.starts_with('#'));
+        if above.into_iter().any(|l| says_warn(l)) {
+            warn.insert(name);
+        }
+    }
+    Severities { file_warns, warn }
+}
+
+#[cfg(test)]
+mod tests;
