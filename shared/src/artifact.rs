@@ -83,6 +83,39 @@ pub fn read_file(
     Ok(None)
 }
 
+/// Every regular file of an artifact, in its order, within `max_total`
+/// bytes in all (a rule set: small files, all of them read).
+pub fn read_all(archive: &[u8], max_total: u64) -> Result<Vec<(String, Vec<u8>)>, ArtifactError> {
+    let limited = GzDecoder::new(archive).take(MAX_UNPACKED_BYTES + 1);
+    let mut reader = tar::Archive::new(limited);
+    let entries = reader
+        .entries()
+        .map_err(|e| ArtifactError::Corrupt(e.to_string()))?;
+    let mut files = Vec::new();
+    let mut total = 0u64;
+    for entry in entries {
+        let entry = entry.map_err(|e| classify(&e))?;
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            continue;
+        }
+        let name = entry
+            .path()
+            .map(|p| normal(&p.to_string_lossy()))
+            .map_err(|e| ArtifactError::Corrupt(e.to_string()))?;
+        let mut bytes = Vec::new();
+        entry
+            .take(max_total - total + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| classify(&e))?;
+        total += bytes.len() as u64;
+        if total > max_total {
+            return Err(ArtifactError::TooLarge { limit: max_total });
+        }
+        files.push((name, bytes));
+    }
+    Ok(files)
+}
+
 fn classify(e: &std::io::Error) -> ArtifactError {
     if e.kind() == std::io::ErrorKind::UnexpectedEof {
         // `take` ran out: either a truncated archive or one over the bound.
@@ -103,6 +136,18 @@ mod tests {
             ("README.md".into(), b"hello".to_vec()),
             ("stacks/queue.yaml".into(), b"Resources: {}\n".to_vec()),
         ]
+    }
+
+    #[test]
+    fn every_file_comes_back_in_order_within_a_bound() {
+        let archive = pack(&files()).unwrap();
+        assert_eq!(read_all(&archive, 1024).unwrap(), files());
+        assert!(matches!(
+            read_all(&archive, 10),
+            Err(ArtifactError::TooLarge { limit: 10 })
+        ));
+        let garbage = read_all(b"not gzip", 1024);
+        assert!(garbage.is_err(), "{garbage:?}");
     }
 
     #[test]

@@ -166,6 +166,27 @@ pub enum PolicyError {
     Input(String),
 }
 
+/// The installation's policy source (`PolicySource`: a flow mapping with
+/// an entry's `policy:` fields, `{git: URL, ref: main, path: policies}` or
+/// `{s3: s3://bucket/rules.zip, path: policies}`); `None` when empty.
+pub fn policy_source(text: &str) -> Result<Option<crate::spec::Source>, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let source: crate::spec::Source = serde_yaml_ng::from_str(text).map_err(|e| {
+        format!("PolicySource: not a source ({{git: URL, ref: REF, path: FOLDER}}): {e}")
+    })?;
+    if source.git.is_none() && source.s3.is_none() {
+        return Err("PolicySource: give `git` or `s3`".into());
+    }
+    let problems = crate::validate::policy_problems(&source);
+    if let Some((field, message)) = problems.first() {
+        return Err(format!("PolicySource: {field}: {message}"));
+    }
+    Ok(Some(source))
+}
+
 /// The stack as Guard sees it: the template as written, with
 /// [`INPUT_KEY`] at its root (`secrets`: parameters given as `****`).
 pub fn input(
@@ -538,7 +559,9 @@ fn says_warn(comment: &str) -> bool {
 
 fn severities(text: &str) -> Severities {
     let lines: Vec<&str> = text.lines().map(str::trim).collect();
-    let file_warns = lines.first().is_some_and(|l| l.starts_with('#') && says_warn(l));
+    let file_warns = lines
+        .first()
+        .is_some_and(|l| l.starts_with('#') && says_warn(l));
     let mut warn = BTreeSet::new();
     for (i, line) in lines.iter().enumerate() {
         let Some(rest) = line.strip_prefix("rule ") else {
@@ -549,10 +572,7 @@ fn severities(text: &str) -> Severities {
             .chars()
             .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-')
             .collect();
-        let above = lines[..i]
-            .iter()
-            .rev()
-            .take_while(|l| l.starts_with('#'));
+        let above = lines[..i].iter().rev().take_while(|l| l.starts_with('#'));
         if above.into_iter().any(|l| says_warn(l)) {
             warn.insert(name);
         }

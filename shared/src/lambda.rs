@@ -114,6 +114,9 @@ async fn serve(step: StepName) -> Result<(), lambda_runtime::Error> {
         .await
         .map_err(|e| e.to_string())?;
     steps.config.policy = installation_policy()?;
+    // `PolicySource`: the installation's Guard rules.
+    steps.config.rules =
+        crate::guard::policy_source(&std::env::var("STACKSYNC_POLICY_SOURCE").unwrap_or_default())?;
     // Where this installation's approvals are answered (the approval
     // function's IAM-authorised URL), recorded with each wait.
     steps.config.answer_url = std::env::var("STACKSYNC_ANSWER_URL")

@@ -28,9 +28,9 @@ pub mod clock;
 pub mod content;
 pub mod drift;
 pub mod duration;
-pub mod guard;
 #[cfg(any(test, feature = "fakes"))]
 pub mod fakes;
+pub mod guard;
 pub mod hash;
 #[cfg(feature = "lambda")]
 pub mod lambda;

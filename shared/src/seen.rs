@@ -176,7 +176,7 @@ pub fn deployed_hash(
         "parameters": parameters,
         "tags": tags,
     });
-    sha256_hex(inputs.to_string().as_bytes())
+    sha256_hex(crate::hash::canonical(inputs).to_string().as_bytes())
 }
 
 #[cfg(test)]

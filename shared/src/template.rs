@@ -264,7 +264,7 @@ pub fn desired_hash(
         "rollback": spec.rollback,
         "terminationProtection": spec.termination_protection,
     });
-    sha256_hex(inputs.to_string().as_bytes())
+    sha256_hex(crate::hash::canonical(inputs).to_string().as_bytes())
 }
 
 #[cfg(test)]

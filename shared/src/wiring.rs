@@ -78,8 +78,10 @@ pub async fn sdk_steps(
             &std::env::temp_dir().join("stacksync"),
         ),
         notices: crate::ports::Notifier::none(),
+        rule_cache: Default::default(),
         config: StepConfig {
             answer_url: None,
+            rules: None,
             local,
             installation,
             // A deployed function sets its installation's (`crate::lambda`).

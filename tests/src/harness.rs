@@ -188,6 +188,7 @@ impl Harness<ScriptedCloudFormation> {
             sources: real.steps.sources.inner,
             config,
             notices: real.steps.notices,
+            rule_cache: real.steps.rule_cache,
         };
         Harness::with_cloudformation(steps, |_| recorded(cloudformation))
     }
@@ -207,6 +208,7 @@ impl<F: CloudFormationFactory> Harness<F> {
                 sources: Counting::new(steps.sources),
                 config: steps.config,
                 notices: steps.notices,
+                rule_cache: steps.rule_cache,
             },
             machine: reconcile_machine().expect("the reconcile definition loads"),
             events: Mutex::new(Vec::new()),

@@ -193,3 +193,42 @@ fn guard_error_messages_are_read_for_their_position() {
     );
     assert!(matches!(e, PolicyError::Evaluation { .. }), "{e:?}");
 }
+
+#[test]
+fn the_installations_policy_source_is_read_and_checked_as_an_entrys_policy() {
+    let source = policy_source("{git: 'https://git.example/rules.git', ref: v2, path: policies/}")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            source.url(),
+            source.reference.as_deref(),
+            source.path.as_str()
+        ),
+        ("https://git.example/rules.git", Some("v2"), "policies/")
+    );
+    assert_eq!(policy_source("  "), Ok(None));
+    for (text, says) in [
+        ("{path: policies}", "give `git` or `s3`"),
+        (
+            "{git: 'https://git.example/r.git', path: ../up}",
+            "policy.path",
+        ),
+        ("{git: 'https://git.example/r.git'}", "policy.path"),
+        (
+            "{git: 'https://u:p@git.example/r.git', path: p}",
+            "policy.git",
+        ),
+        ("[not, a, source]", "not a source"),
+        (
+            "{git: 'https://git.example/r.git', path: p, colour: red}",
+            "unknown field",
+        ),
+    ] {
+        let err = policy_source(text).unwrap_err();
+        assert!(
+            err.starts_with("PolicySource: ") && err.contains(says),
+            "{text}: {err}"
+        );
+    }
+}

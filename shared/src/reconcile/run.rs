@@ -127,6 +127,18 @@ pub struct Fetched {
     pub revision: String,
     /// Where its files are stored (none yet while they are being stored).
     pub artifact_key: Option<String>,
+    /// The Guard rule sets the run checks the template against, stored.
+    pub policies: Vec<PolicyRef>,
+}
+
+/// A rule set a run checks its template against: where it comes from (as
+/// findings name it: `url@revision/path`) and where its files are stored
+/// (by source, revision and folder: fetched once per revision).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRef {
+    pub origin: String,
+    pub key: String,
 }
 
 /// What template-upload stored, and what it found of the stack.

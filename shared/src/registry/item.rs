@@ -154,7 +154,11 @@ pub fn lenient_spec(mut json: Value) -> Result<(StackSpec, Vec<String>), String>
     let mut unknown = Vec::new();
     loop {
         let error = match serde_json::from_value::<StackSpec>(json.clone()) {
-            Ok(spec) => return Ok((spec, unknown)),
+            Ok(spec) => {
+                // In name order, however the JSON map keeps its keys.
+                unknown.sort();
+                return Ok((spec, unknown));
+            }
             Err(e) => e.to_string(),
         };
         let field = error

@@ -192,6 +192,12 @@ pub struct StackSpec {
     /// ignore: [LogicalId.Property.Path]}`.
     #[serde(default, skip_serializing_if = "DriftSpec::is_default")]
     pub drift: DriftSpec,
+    /// More Guard rules for this stack, besides the installation's
+    /// (`PolicySource`): a folder (`path`) of `.guard` files in a Git
+    /// repository or an S3 archive, or, without `git` and `s3`, in the
+    /// entry's own source at the run's revision. Never fewer rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Source>,
 }
 
 /// Where a template comes from: a Git repository or an S3 archive.
@@ -393,7 +399,11 @@ impl StackSpec {
     /// The JSON form is canonical (fields in declaration order, maps sorted),
     /// so the hash does not depend on how the YAML was written.
     pub fn content_hash(&self) -> String {
-        let json = serde_json::to_vec(self).unwrap_or_default();
+        // The stack policy is a JSON value: its keys sorted, as they were
+        // before serde_json kept their order (`crate::hash::canonical`).
+        let mut canonical = self.clone();
+        canonical.stack_policy = canonical.stack_policy.map(crate::hash::canonical);
+        let json = serde_json::to_vec(&canonical).unwrap_or_default();
         crate::hash::sha256_hex(&json)
     }
 }
@@ -484,6 +494,7 @@ pub(crate) mod fixtures {
             notification_arns: vec![],
             rollback: None,
             drift: DriftSpec::default(),
+            policy: None,
         }
     }
 }

@@ -17,8 +17,8 @@ pub use approval::{
     appended_approval,
 };
 pub use record::{
-    Applied, Approvals, Described, Findings, Inputs, LastRun, MAX_PROVENANCE_BYTES, Status, Times,
-    bounded_provenance,
+    Applied, Approvals, Described, Findings, Inputs, LastRun, MAX_POLICY_FINDINGS,
+    MAX_PROVENANCE_BYTES, PolicyRecord, Status, Times, bounded_provenance,
 };
 
 /// Longest status message kept; longer ones are cut (DynamoDB items are bounded).
@@ -179,10 +179,18 @@ pub enum StallReason {
     /// may describe the stack reads it; or read with `fromStack` from an
     /// output that holds one (recorded `****`), where it would be recorded.
     SecretNotNoEcho,
+    /// The template breaks a blocking Guard rule of the installation's or
+    /// the entry's policy: nothing was made. Tried again with backoff, as
+    /// a missing value is: the rules may change without a change to the
+    /// spec or the template.
+    PolicyViolation,
+    /// A rule set cannot be used: a rule file does not parse (its file and
+    /// line named), or the folder holds no `.guard` file. Nothing was made.
+    InvalidPolicy,
 }
 
 impl StallReason {
-    pub const ALL: [StallReason; 28] = [
+    pub const ALL: [StallReason; 30] = [
         Self::NotRegistered,
         Self::Unsupported,
         Self::SourceUnavailable,
@@ -211,6 +219,8 @@ impl StallReason {
         Self::MissingValue,
         Self::CredentialNotForHost,
         Self::SecretNotNoEcho,
+        Self::PolicyViolation,
+        Self::InvalidPolicy,
     ];
 
     /// Whether trying again at the same revision and spec is unlikely to
@@ -228,6 +238,8 @@ impl StallReason {
                 | Self::ArtifactUnavailable
                 | Self::Unexpected
                 | Self::MissingValue
+                | Self::PolicyViolation
+                | Self::InvalidPolicy
         )
     }
 
@@ -262,6 +274,8 @@ impl StallReason {
             Self::MissingValue => "MissingValue",
             Self::CredentialNotForHost => "CredentialNotForHost",
             Self::SecretNotNoEcho => "SecretNotNoEcho",
+            Self::PolicyViolation => "PolicyViolation",
+            Self::InvalidPolicy => "InvalidPolicy",
         }
     }
 

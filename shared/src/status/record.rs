@@ -150,6 +150,56 @@ pub struct Findings {
     /// (`adopt: true`): which, when, and what its change set did, as
     /// described before it was executed.
     pub adoption: Option<Adoption>,
+    /// What the last Guard check of the stack's template found (runs
+    /// check it before any change set): `get NAME` shows it.
+    pub policy: Option<PolicyRecord>,
+}
+
+/// The most findings of each kind a policy record keeps.
+pub const MAX_POLICY_FINDINGS: usize = 20;
+
+/// A Guard check, as recorded: when, at which revision, and what it found
+/// (at most [`MAX_POLICY_FINDINGS`] violations and warnings each; the
+/// counts are whole).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRecord {
+    pub checked_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    pub report: crate::guard::Report,
+    /// The violations and warnings found, whole counts.
+    #[serde(default)]
+    pub violations: u32,
+    #[serde(default)]
+    pub warnings: u32,
+}
+
+impl PolicyRecord {
+    pub fn new(
+        checked_at: Timestamp,
+        revision: Option<String>,
+        mut report: crate::guard::Report,
+    ) -> Self {
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let (violations, warnings) = (count(report.violations.len()), count(report.warnings.len()));
+        report.violations.truncate(MAX_POLICY_FINDINGS);
+        report.warnings.truncate(MAX_POLICY_FINDINGS);
+        Self {
+            checked_at,
+            revision,
+            report,
+            violations,
+            warnings,
+        }
+    }
+
+    /// Whether `other` found the same (whenever it was made).
+    pub fn same_findings(&self, other: &PolicyRecord) -> bool {
+        self.revision == other.revision
+            && self.report == other.report
+            && (self.violations, self.warnings) == (other.violations, other.warnings)
+    }
 }
 
 impl Status {

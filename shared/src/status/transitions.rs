@@ -127,6 +127,13 @@ pub fn with_inputs(
     status
 }
 
+/// What the Guard check of the run's template found.
+pub fn with_policy(prev: &Status, record: super::PolicyRecord) -> Status {
+    let mut status = prev.clone();
+    status.findings.policy = Some(record);
+    status
+}
+
 /// The StackId of the stack a CREATE change set made for itself.
 pub fn with_placeholder(prev: &Status, stack_id: String) -> Status {
     let mut status = prev.clone();

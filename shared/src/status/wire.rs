@@ -84,6 +84,9 @@ pub struct Wire {
     /// described before it was executed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) adoption: Option<Adoption>,
+    /// The last Guard check of the stack's template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) policy: Option<super::PolicyRecord>,
     /// The change set waiting for a person's approval, while one waits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) awaiting: Option<AwaitingApproval>,
@@ -172,6 +175,7 @@ impl From<Wire> for Status {
                 drift: w.drift,
                 out_of_band: w.out_of_band,
                 adoption: w.adoption,
+                policy: w.policy,
             },
         }
     }
@@ -199,6 +203,7 @@ impl From<Status> for Wire {
             out_of_band: s.findings.out_of_band,
             failures: s.run.failures,
             adoption: s.findings.adoption,
+            policy: s.findings.policy,
             awaiting: s.approval.awaiting,
             approvals: s.approval.records,
             outputs: s.applied.outputs,

@@ -61,6 +61,7 @@ pub fn validate_spec(spec: &StackSpec) -> Vec<FieldError> {
     names::check_identity(spec, &mut errors);
     arns::check_roles(spec, &mut errors);
     source::check_source(&spec.source, &mut errors);
+    source::check_policy(spec.policy.as_ref(), &mut errors);
     inputs::check_parameters(spec, &mut errors);
     inputs::check_tags(&spec.tags, &mut errors);
     inputs::check_capabilities(&spec.capabilities, &mut errors);
@@ -101,6 +102,14 @@ fn check_stored_size(spec: &StackSpec, errors: &mut Errors) {
              to a parameter file in the source"
         ),
     );
+}
+
+/// The problems of a policy source (the installation's `PolicySource`),
+/// as (field, message), named `policy.*`.
+pub fn policy_problems(source: &crate::spec::Source) -> Vec<(String, String)> {
+    let mut errors = Errors::default();
+    source::check_policy(Some(source), &mut errors);
+    errors.0.into_iter().map(|e| (e.field, e.message)).collect()
 }
 
 /// The errors found so far, in the order they were found.

@@ -72,6 +72,59 @@ pub(super) fn check_source(source: &Source, errors: &mut Errors) {
     check_signers(source, errors);
 }
 
+/// `policy`: a folder of `.guard` files, in a source checked as `source`
+/// is, or (no `git`, no `s3`) in the entry's own source.
+pub(super) fn check_policy(policy: Option<&Source>, errors: &mut Errors) {
+    let Some(policy) = policy else {
+        return;
+    };
+    if policy.deployment_file.is_some() || !policy.include.is_empty() {
+        errors.push(
+            "policy",
+            "a policy names a folder of .guard files (`path`): deploymentFile and include \
+             do not apply",
+        );
+    }
+    let folder = policy.path.trim_end_matches('/');
+    errors.check(
+        "policy.path",
+        relative_path(folder).map_err(|e| {
+            if folder.is_empty() {
+                "is empty: give the folder (or file) of .guard files inside the source".into()
+            } else {
+                e
+            }
+        }),
+    );
+    if policy.git.is_none() && policy.s3.is_none() {
+        if policy.reference.is_some()
+            || policy.credentials_secret.is_some()
+            || !policy.signed_by.is_empty()
+            || policy.insecure
+        {
+            errors.push(
+                "policy",
+                "ref, credentialsSecret, signedBy and insecure need `git` or `s3`: without \
+                 them the rules are read from the entry's own source, at the run's revision",
+            );
+        }
+        return;
+    }
+    let mut own = Errors::default();
+    let mut checked = policy.clone();
+    checked.path = "rules.guard".into();
+    checked.deployment_file = None;
+    checked.include.clear();
+    check_source(&checked, &mut own);
+    for e in own.0 {
+        let field = match e.field.strip_prefix("source") {
+            Some(rest) => format!("policy{rest}"),
+            None => e.field,
+        };
+        errors.push(field, e.message);
+    }
+}
+
 /// The most keys `source.signedBy` may list.
 pub const MAX_SIGNERS: usize = 20;
 

@@ -46,6 +46,9 @@ pub struct Wire {
     pub(super) revision: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) artifact_key: Option<String>,
+    /// The Guard rule sets stored for the run (artifact-fetch).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) policies: Vec<super::PolicyRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) template_key: Option<String>,
     /// The stack is one stacksync did not make, and the entry adopts it
@@ -123,6 +126,7 @@ impl From<Wire> for RunState {
         let fetched = w.revision.map(|revision| Fetched {
             revision,
             artifact_key: w.artifact_key,
+            policies: w.policies,
         });
         let uploaded = w.template_key.map(|template_key| Uploaded {
             template_key,
@@ -178,9 +182,9 @@ impl From<Wire> for RunState {
 
 impl From<RunState> for Wire {
     fn from(s: RunState) -> Self {
-        let (revision, artifact_key) = match s.fetched {
-            Some(f) => (Some(f.revision), f.artifact_key),
-            None => (None, None),
+        let (revision, artifact_key, policies) = match s.fetched {
+            Some(f) => (Some(f.revision), f.artifact_key, f.policies),
+            None => (None, None, Vec::new()),
         };
         let u = s.uploaded.unwrap_or_default();
         let uploaded = !u.template_key.is_empty();
@@ -200,6 +204,7 @@ impl From<RunState> for Wire {
             spec_version: s.execution.spec_version,
             revision,
             artifact_key,
+            policies,
             template_key: uploaded.then_some(u.template_key),
             adopting: c.as_ref().is_some_and(|c| c.adopting),
             template_version: u.template_version,

@@ -12,7 +12,7 @@ use crate::naming::artifact_key;
 use crate::notice::NoticeKind;
 use crate::ports::{Blobs, FetchError, PortError, SourceFetcher, SourceLocation};
 use crate::reconcile::desired::FetchFailed;
-use crate::reconcile::run::{Fetched, Next, RunState, StepError};
+use crate::reconcile::run::{Fetched, Next, PolicyRef, RunState, StepError};
 use crate::registry::Leases as _;
 use crate::registry::{LEASE_TTL, RegistryError, StackEntry};
 use crate::status::{StallReason, Status, Timestamp, transitions};
@@ -74,13 +74,16 @@ impl<P: Ports> Steps<P> {
         state.fetched = Some(Fetched {
             revision: revision.clone(),
             artifact_key: None,
+            policies: Vec::new(),
         });
         self.notify(NoticeKind::Started, &state, &entry, &status, None)
             .await;
         let key = self.store_artifact(&state, &entry, &revision).await?;
+        let policies = self.store_policies(&entry, &revision).await?;
         state.fetched = Some(Fetched {
             revision,
             artifact_key: Some(key),
+            policies,
         });
         state.next = Next::Upload;
         Ok(state)
@@ -215,6 +218,103 @@ impl<P: Ports> Steps<P> {
             .await?;
         info!(stack = %state.entry, %revision, files = files.len(), bytes, "artifact stored");
         Ok(key)
+    }
+}
+
+impl<P: Ports> Steps<P> {
+    /// Stores the Guard rule sets the run checks its template against,
+    /// each once per source, revision and folder (as artifacts are): the
+    /// installation's (`PolicySource`), then the entry's own (`policy:`;
+    /// without `git` or `s3`, from the entry's source at `revision`).
+    async fn store_policies(
+        &self,
+        entry: &StackEntry,
+        revision: &str,
+    ) -> Result<Vec<PolicyRef>, StepError> {
+        let mut stored = Vec::new();
+        if let Some(installation) = &self.config.rules {
+            stored.push(self.store_policy(installation, None).await?);
+        }
+        if let Some(own) = &entry.spec.policy {
+            let same_source = own.git.is_none() && own.s3.is_none();
+            let source = if same_source {
+                crate::spec::Source {
+                    path: own.path.clone(),
+                    ..entry.spec.source.clone()
+                }
+            } else {
+                own.clone()
+            };
+            let at = same_source.then_some(revision);
+            stored.push(self.store_policy(&source, at).await?);
+        }
+        Ok(stored)
+    }
+
+    /// One rule set: `source.path` is the folder (or file) of `.guard`
+    /// files; `at`: the revision, else the head of `source.ref`.
+    async fn store_policy(
+        &self,
+        source: &crate::spec::Source,
+        at: Option<&str>,
+    ) -> Result<PolicyRef, StepError> {
+        let location = SourceLocation::of(source);
+        let folder = source.path.trim_end_matches('/').to_owned();
+        let url = crate::validate::redacted(&location.url);
+        let in_policy = |e: StepError| match e {
+            StepError::Stalled { reason, message } => StepError::Stalled {
+                reason,
+                message: format!("policy {url}: {message}"),
+            },
+            other => other,
+        };
+        let revision = match at {
+            Some(revision) => revision.to_owned(),
+            None => {
+                let reference = match source.kind() {
+                    Some(crate::spec::SourceKind::Git) => Some(
+                        source
+                            .reference
+                            .as_deref()
+                            .unwrap_or(crate::spec::DEFAULT_GIT_REF),
+                    ),
+                    _ => source.reference.as_deref(),
+                };
+                self.sources
+                    .resolve(&location, reference.unwrap_or_default())
+                    .await
+                    .map_err(|e| in_policy(fetch_error(e)))?
+            }
+        };
+        let mut wanted = Wanted::new(vec![(folder.clone(), crate::content::Role::Included)]);
+        wanted.signed_by = source.signed_by.clone();
+        let key = artifact_key(&location.url, &revision, &wanted.key());
+        let origin = format!("{url}@{}", short(&revision));
+        if self.blobs.exists(&key).await? {
+            return Ok(PolicyRef { origin, key });
+        }
+        let files = self
+            .sources
+            .fetch(&location, &revision, &wanted)
+            .await
+            .map_err(|e| in_policy(fetch_error(e)))?;
+        let rules: Vec<(String, Vec<u8>)> = files
+            .into_iter()
+            .filter(|(path, _)| path.ends_with(".guard"))
+            .collect();
+        if rules.is_empty() {
+            return Err(StepError::stalled(
+                StallReason::InvalidPolicy,
+                format!("policy {origin}: no .guard file under {folder}"),
+            ));
+        }
+        let packed = artifact::pack(&rules)
+            .map_err(|e| StepError::stalled(StallReason::InvalidPolicy, e.to_string()))?;
+        self.blobs
+            .put_if_absent(&key, packed, "application/gzip")
+            .await?;
+        info!(%origin, files = rules.len(), "rule set stored");
+        Ok(PolicyRef { origin, key })
     }
 }
 

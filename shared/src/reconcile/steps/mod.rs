@@ -26,6 +26,7 @@ pub mod finalize;
 mod name;
 mod notify;
 mod parameters;
+pub mod policy;
 pub mod poll_status;
 pub mod retrying;
 mod settings;
@@ -81,6 +82,9 @@ pub struct StepConfig {
     /// caller whose identity AWS verified; `None`: the local runner, whose
     /// waits are answered through the registry.
     pub answer_url: Option<String>,
+    /// The installation's Guard rules (`PolicySource`), checked on every
+    /// stack's template before its change set; an entry's `policy:` adds.
+    pub rules: Option<crate::spec::Source>,
 }
 
 /// The ports the steps use, named once: a deployment's (DynamoDB, S3, the
@@ -123,6 +127,8 @@ pub struct Steps<P: Ports> {
     pub config: StepConfig,
     /// Where the runs' events go (an EventBridge bus), if anywhere.
     pub notices: crate::ports::Notifier,
+    /// The Guard rule sets read so far (by revision).
+    pub rule_cache: policy::RuleCache,
 }
 
 impl<P: Ports> std::fmt::Debug for Steps<P> {

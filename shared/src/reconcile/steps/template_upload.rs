@@ -105,7 +105,7 @@ fn invalid(e: impl std::fmt::Display) -> StepError {
 impl<P: Ports> Steps<P> {
     pub async fn template_upload(&self, mut state: RunState) -> StepResult {
         let mut entry = self.resume(&state).await?;
-        let desired = self.store_desired(&state, &entry).await?;
+        let desired = self.store_desired(&state, &mut entry).await?;
         self.record_provenance(&state, &mut entry, &desired).await?;
         let hash_matches = sync::hash_matches(
             entry.status.applied.applied_hash.as_deref(),
@@ -263,13 +263,14 @@ impl<P: Ports> Steps<P> {
     }
 
     /// Reads and checks the template and the parameters at the run's
-    /// revision, and stores both by content.
+    /// revision, checks them against the policy, and stores both by
+    /// content.
     async fn store_desired(
         &self,
         state: &RunState,
-        entry: &StackEntry,
+        entry: &mut StackEntry,
     ) -> Result<Desired, StepError> {
-        let spec = &entry.spec;
+        let spec = &entry.spec.clone();
         let (template, from_file, file_label) = self.read_template(state, spec).await?;
         let merged = template::merge_parameters(from_file.parameters.clone(), spec);
         let cfn = self.port(spec).await?;
@@ -289,6 +290,25 @@ impl<P: Ports> Steps<P> {
         );
         let tags = template::merge_tags(from_file.tags.clone(), spec);
         check_tag_count(&tags, spec)?;
+        // Guard, before anything is stored or made. A parameter that is a
+        // secret or `NoEcho` is not given (every one when the template's
+        // `NoEcho`s cannot be read).
+        let hidden = read
+            .values
+            .keys()
+            .filter(|name| {
+                read.secrets.contains_key(*name)
+                    || no_echo.as_ref().is_none_or(|n| n.contains(*name))
+            })
+            .cloned()
+            .collect();
+        let checked = super::policy::Checked {
+            template: &template,
+            values: &read.values,
+            hidden,
+            tags: &tags,
+        };
+        self.check_policy(state, entry, checked).await?;
         let template_sha = sha256_hex(&template);
         let hash = template::desired_hash(
             &template_sha,
