@@ -21,6 +21,8 @@ const MACHINE_OUTPUT: &str = "StateMachineArn";
 const PREFIX_OUTPUT: &str = "StackNamePrefix";
 const ROLES_OUTPUT: &str = "ServiceRoleArns";
 const REQUIRE_OUTPUT: &str = "RequireRoleArn";
+/// The installation's Guard rule source (`-`: none).
+const POLICY_SOURCE_OUTPUT: &str = "PolicySource";
 
 /// What every command but `validate` works with.
 #[derive(Debug, Clone)]
@@ -40,6 +42,9 @@ pub struct Resources {
     /// The installation's policy on stack names and service roles, where
     /// its outputs say it: `apply` and the local runner check it too.
     pub policy: Option<InstallationPolicy>,
+    /// The installation's Guard rules (its output `PolicySource`, else
+    /// `STACKSYNC_POLICY_SOURCE`): `diff` and the local runner check them.
+    pub rules: Option<stacksync::spec::Source>,
 }
 
 pub async fn connect(cli: &Cli) -> Result<Connection> {
@@ -96,8 +101,16 @@ async fn resolve(cli: &Cli, config: &SdkConfig) -> Result<Resources> {
         None => HashMap::new(),
     };
     let policy = policy_of(&outputs)?;
+    // An output cannot be empty: `-` says none.
+    let rules = match outputs.remove(POLICY_SOURCE_OUTPUT) {
+        Some(text) if text.trim() != "-" => Some(text),
+        Some(_) => None,
+        None => std::env::var("STACKSYNC_POLICY_SOURCE").ok(),
+    };
+    let rules = stacksync::guard::policy_source(rules.as_deref().unwrap_or_default())?;
     Ok(Resources {
         policy,
+        rules,
         table: cli
             .table
             .clone()

@@ -7,6 +7,7 @@
 #[macro_use]
 mod output;
 
+mod checkout;
 mod commands;
 mod connect;
 mod deployed;
@@ -92,6 +93,18 @@ pub enum Command {
         /// given that the template does not declare, an IAM resource without its capability.
         #[arg(long)]
         templates: bool,
+        /// Also check each entry's template against the Guard rules (`.guard` files) under
+        /// this folder, and the entry's own `policy:` rules, as a run checks them before any
+        /// change set (implies --templates; no AWS needed for Git sources). Parameters read
+        /// at run time (`{ssm:}`, `{secret:}`, `{fromStack:}`) are given to the rules as
+        /// `****`. A broken blocking rule fails; a warning is shown.
+        #[arg(long, value_name = "DIR")]
+        policy: Option<PathBuf>,
+        /// Read the entries' files (templates, parameter files, own policy folders) from this
+        /// checkout instead of fetching their sources: a pre-commit hook's or a CI job's
+        /// working tree (with --templates or --policy).
+        #[arg(long, value_name = "DIR")]
+        checkout: Option<PathBuf>,
     },
     /// List the registered stacks and their specs.
     List,

@@ -134,7 +134,7 @@ impl Report {
     pub fn violation_message(&self) -> String {
         let broken: Vec<String> = self.violations.iter().map(Finding::line).collect();
         format!(
-            "policy: {} rule{} broken, nothing made: {}",
+            "policy: {} rule{} broken: {}",
             broken.len(),
             plural(broken.len()),
             broken.join("; ")
@@ -164,6 +164,50 @@ pub enum PolicyError {
     /// The template cannot be read as Guard's input.
     #[error("policy: the template cannot be checked: {0}")]
     Input(String),
+}
+
+/// The entry's own rule source (`policy:`), as a source to fetch, and
+/// whether it is the entry's own source (no `git`, no `s3`: read at the
+/// run's revision).
+pub fn entry_policy(spec: &crate::spec::StackSpec) -> Option<(crate::spec::Source, bool)> {
+    let own = spec.policy.as_ref()?;
+    if own.git.is_none() && own.s3.is_none() {
+        let source = crate::spec::Source {
+            path: own.path.clone(),
+            ..spec.source.clone()
+        };
+        return Some((source, true));
+    }
+    Some((own.clone(), false))
+}
+
+/// What a rule set's source gives: its folder (or file), everything under
+/// it; its commit signed as the source says.
+pub fn rules_wanted(source: &crate::spec::Source) -> crate::content::Wanted {
+    let folder = source.path.trim_end_matches('/').to_owned();
+    let mut wanted = crate::content::Wanted::new(vec![(folder, crate::content::Role::Included)]);
+    wanted.signed_by = source.signed_by.clone();
+    wanted
+}
+
+/// The rule files among `files` (their `.guard` files, in path order):
+/// none, or one that is not UTF-8, is refused (`origin` names the set).
+pub fn rule_files(origin: &str, files: Vec<(String, Vec<u8>)>) -> Result<Vec<RuleFile>, String> {
+    let mut rules = files
+        .into_iter()
+        .filter(|(path, _)| path.ends_with(".guard"))
+        .map(|(path, bytes)| match String::from_utf8(bytes) {
+            Ok(text) => Ok(RuleFile { path, text }),
+            Err(_) => Err(format!(
+                "policy: {origin}:{path}: the rule file is not UTF-8"
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if rules.is_empty() {
+        return Err(format!("policy {origin}: no .guard file there"));
+    }
+    rules.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(rules)
 }
 
 /// The installation's policy source (`PolicySource`: a flow mapping with

@@ -166,6 +166,11 @@ pub struct Notice {
     /// A relayed pull request ([`NoticeKind::PullRequestChanged`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pull_request: Option<crate::pull_request::PullRequest>,
+    /// What the run's Guard check found, when it found anything: the
+    /// rules broken (`Reconcile Failed`, `PolicyViolation`) or the
+    /// warnings of a run that went on (`Reconcile Succeeded`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::guard::Report>,
 }
 
 /// The push a `Registry Source Pushed` event relays.
@@ -237,6 +242,18 @@ impl Notice {
                 .map(|r| r.as_str().to_owned()),
             root_cause: status.message.clone().filter(|_| failed),
             removed: kind == NoticeKind::Removed,
+            policy: status
+                .findings
+                .policy
+                .as_ref()
+                .filter(|p| {
+                    matches!(
+                        kind,
+                        NoticeKind::Succeeded | NoticeKind::Failed | NoticeKind::AwaitingApproval
+                    ) && !(p.report.violations.is_empty() && p.report.warnings.is_empty())
+                        && status.run.last_attempted_revision == p.revision
+                })
+                .map(|p| p.report.clone()),
             ..Notice::default()
         }
     }

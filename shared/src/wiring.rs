@@ -224,6 +224,7 @@ pub fn sdk_reviewer(
                 crate::reconcile::review::DEFAULT_WAITING
             },
             per_account: 4,
+            rules: None,
         },
     }
 }

@@ -11,7 +11,9 @@ use stacksync::adapters::s3::S3Store;
 use stacksync::adapters::{s3_client, template_url_base};
 use stacksync::hash::sha256_hex;
 use stacksync::ports::{Blobs, CloudFormationFactory, PortError};
-use stacksync::reconcile::diff::{Diff, MAX_TEMPLATE_BODY, TemplateAt, Waiting, desired, diff};
+use stacksync::reconcile::diff::{
+    Diff, MAX_TEMPLATE_BODY, TemplateAt, Waiting, desired, diff, policy,
+};
 use stacksync::wiring::sdk_sources;
 
 use crate::Output;
@@ -26,8 +28,13 @@ pub async fn run(aws: &Connection, name: &str, reference: Option<&str>, format: 
     let workdir = std::env::temp_dir().join(format!("stacksync-diff-{}", std::process::id()));
     let sources = sdk_sources(&aws.config, endpoint.is_some(), &workdir);
     let wanted = desired(&sources, spec, reference).await;
-    let _ = std::fs::remove_dir_all(&workdir);
-    let wanted = wanted.map_err(|e| format!("{name}: {e}"))?;
+    let wanted = match wanted {
+        Ok(wanted) => wanted,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&workdir);
+            return Err(format!("{name}: {e}"));
+        }
+    };
     let factory = SdkCloudFormationFactory::new(aws.config.clone())
         .for_installation(aws.registry.table().to_owned());
     let cfn = factory
@@ -42,6 +49,9 @@ pub async fn run(aws: &Connection, name: &str, reference: Option<&str>, format: 
         .read_values(&factory, &aws.registry, &cfn)
         .await
         .map_err(|e| format!("{name}: {e}"))?;
+    // The Guard rules a run would check, as it checks them.
+    let policy = policy::check(&sources, aws.resources.rules.as_ref(), spec, &wanted).await;
+    let _ = std::fs::remove_dir_all(&workdir);
     let store = S3Store::new(
         s3_client(&aws.config, endpoint.is_some()),
         &aws.resources.bucket,
@@ -71,7 +81,8 @@ pub async fn run(aws: &Connection, name: &str, reference: Option<&str>, format: 
     if let Some(key) = stored {
         let _ = store.delete(&key).await;
     }
-    let result = result.map_err(|e| format!("{name}: {e}"))?;
+    let mut result = result.map_err(|e| format!("{name}: {e}"))?;
+    result.policy = policy;
     print(name, &result, format)
 }
 
@@ -152,6 +163,20 @@ fn print(name: &str, d: &Diff, format: Output) -> Result {
         Some(status) => format!("{} ({status})", d.stack_name),
     };
     say!("{name}: {what}; the desired state at {at}:");
+    if let Some(policy) = &d.policy {
+        let verdict = if policy.passes() {
+            ""
+        } else {
+            " (a run stops here: nothing is made)"
+        };
+        let mut lines = policy.lines().into_iter();
+        if let Some(first) = lines.next() {
+            say!("  {first}{verdict}");
+        }
+        for line in lines {
+            say!("    {line}");
+        }
+    }
     if d.is_empty() {
         say!("  no changes");
         return Ok(());

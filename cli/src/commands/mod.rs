@@ -29,9 +29,19 @@ use crate::{Cli, Command, SourceCommand};
 pub async fn run(cli: Cli) -> Result {
     let format = cli.output;
     // Checking a file needs no AWS at all (its templates: reading the sources only).
-    if let Command::Validate { file, templates } = &cli.command {
-        if *templates {
-            return validate::validate_templates(&cli, file, format).await;
+    if let Command::Validate {
+        file,
+        templates,
+        policy,
+        checkout,
+    } = &cli.command
+    {
+        if *templates || policy.is_some() || checkout.is_some() {
+            let checks = validate::Checks {
+                policy: policy.as_deref(),
+                checkout: checkout.as_deref(),
+            };
+            return validate::validate_templates(&cli, file, format, checks).await;
         }
         return validate::validate(file, format);
     }

@@ -291,6 +291,8 @@ async fn local_runner(aws: &Connection, speedup: f64) -> Result<LocalRunner> {
     if let Some(policy) = &aws.resources.policy {
         runner.steps.config.policy = policy.clone();
     }
+    // Its Guard rules (`PolicySource`, or STACKSYNC_POLICY_SOURCE) too.
+    runner.steps.config.rules = aws.resources.rules.clone();
     Ok(runner)
 }
 

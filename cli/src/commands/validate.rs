@@ -15,9 +15,11 @@ use std::path::Path;
 use serde::Serialize;
 use stacksync::StackSpec;
 use stacksync::aws::{AwsOptions, check_endpoints, environment, load_config};
+use stacksync::guard;
 use stacksync::manifest::{oversize, parse_manifest};
 use stacksync::ports::SourceFetcher;
 use stacksync::reconcile::diff::desired;
+use stacksync::reconcile::diff::policy::rule_set;
 use stacksync::template;
 use stacksync::wiring::sdk_sources;
 
@@ -51,11 +53,37 @@ struct Problem {
     message: String,
 }
 
-/// `validate -f FILE --templates`: the file, then every entry's template at
-/// its ref. Each problem on one line, naming the file, the entry and the
-/// template (JSON, YAML: listed); an error (exit 1) if there is any.
-pub async fn validate_templates(cli: &Cli, file: &Path, format: Output) -> Result {
+/// What `validate` checks beyond the file: the templates (`--templates`),
+/// against a rule directory too (`--policy DIR`), read from a checkout
+/// rather than their sources (`--checkout DIR`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Checks<'a> {
+    pub policy: Option<&'a Path>,
+    pub checkout: Option<&'a Path>,
+}
+
+/// `validate -f FILE --templates` (or `--policy DIR`): the file, then every
+/// entry's template at its ref, checked as a run checks it before any change
+/// set: what it makes certain to fail, and with `--policy` the Guard rules
+/// of DIR and of the entry's own `policy:` (a reference's value is not read:
+/// rules see `****`). Each problem on one line, naming the file, the entry
+/// and the template (JSON, YAML: listed); an error (exit 1) if there is any.
+/// Warnings are shown and do not fail.
+pub async fn validate_templates(
+    cli: &Cli,
+    file: &Path,
+    format: Output,
+    checks: Checks<'_>,
+) -> Result {
     let specs = read_manifest(file, false)?;
+    let installation = match checks.policy {
+        Some(dir) => {
+            let set = rule_directory(dir)?;
+            guard::parse_all(std::slice::from_ref(&set)).map_err(|e| e.to_string())?;
+            Some(set)
+        }
+        None => None,
+    };
     check_endpoints(cli.endpoint_url.as_deref(), environment())?;
     let config = load_config(&AwsOptions {
         region: cli.region.clone(),
@@ -65,28 +93,65 @@ pub async fn validate_templates(cli: &Cli, file: &Path, format: Output) -> Resul
     .await;
     let workdir = std::env::temp_dir().join(format!("stacksync-validate-{}", std::process::id()));
     let sources = sdk_sources(&config, config.endpoint_url().is_some(), &workdir);
-    let mut problems = Vec::new();
-    for (index, spec) in specs.iter().enumerate() {
-        problems.extend(entry_problems(&sources, index, spec).await);
+    let mut found = Found::default();
+    match checks.checkout {
+        Some(dir) => {
+            let checkout = crate::checkout::Checkout::new(dir)?;
+            for (index, spec) in specs.iter().enumerate() {
+                entry_problems(
+                    &checkout,
+                    &sources,
+                    installation.as_ref(),
+                    index,
+                    spec,
+                    &mut found,
+                )
+                .await;
+            }
+        }
+        None => {
+            for (index, spec) in specs.iter().enumerate() {
+                entry_problems(
+                    &sources,
+                    &sources,
+                    installation.as_ref(),
+                    index,
+                    spec,
+                    &mut found,
+                )
+                .await;
+            }
+        }
     }
     let _ = std::fs::remove_dir_all(&workdir);
     let shown = file.display().to_string();
+    let Found { problems, warnings } = found;
     if format != Output::Table {
         print_structured(
             format,
-            &serde_json::json!({ "file": shown, "entries": specs.len(), "problems": problems }),
+            &serde_json::json!({
+                "file": shown,
+                "entries": specs.len(),
+                "problems": problems,
+                "warnings": warnings,
+            }),
         )?;
     }
-    let lines: Vec<String> = problems
-        .iter()
-        .map(|p| format!("{shown}: stacks[{}] ({}): {}", p.index, p.entry, p.message))
-        .collect();
+    let line = |p: &Problem| format!("{shown}: stacks[{}] ({}): {}", p.index, p.entry, p.message);
+    if format == Output::Table {
+        for w in &warnings {
+            say!("{}", line(w));
+        }
+    }
+    let lines: Vec<String> = problems.iter().map(line).collect();
+    let checked = if installation.is_some() {
+        "their templates too, and the policy"
+    } else {
+        "their templates too"
+    };
     match (lines.len(), format) {
         (0, Output::Table) => {
-            say!(
-                "{shown}: {} entries, all valid, their templates too",
-                specs.len()
-            );
+            say!("{shown}: {} entries, all valid, {checked}", specs.len());
             Ok(())
         }
         (0, _) => Ok(()),
@@ -102,13 +167,54 @@ pub async fn validate_templates(cli: &Cli, file: &Path, format: Output) -> Resul
     }
 }
 
+/// The problems and the policy's warnings found so far.
+#[derive(Debug, Default)]
+struct Found {
+    problems: Vec<Problem>,
+    warnings: Vec<Problem>,
+}
+
+/// The `.guard` files under `dir` (every folder), as one rule set.
+pub fn rule_directory(dir: &Path) -> Result<guard::RuleSet> {
+    fn walk(dir: &Path, prefix: &str, files: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<std::io::Result<_>>()?;
+        entries.sort_by_key(std::fs::DirEntry::file_name);
+        for entry in entries {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            if entry.file_type()?.is_dir() {
+                if name != ".git" {
+                    walk(&entry.path(), &path, files)?;
+                }
+            } else if name.ends_with(".guard") {
+                files.push((path, std::fs::read(entry.path())?));
+            }
+        }
+        Ok(())
+    }
+    let origin = dir.display().to_string();
+    let mut files = Vec::new();
+    walk(dir, "", &mut files).map_err(|e| format!("--policy {origin}: {e}"))?;
+    let files = guard::rule_files(&origin, files)?;
+    Ok(guard::RuleSet { origin, files })
+}
+
 /// What the template of `spec` at its ref makes certain to fail, or why it
-/// could not be read (as a run would fail).
-async fn entry_problems<S: SourceFetcher>(
+/// could not be read (as a run would fail); with `installation` rules, what
+/// the policy finds. `sources`: where the entry's files are read (its source
+/// or a checkout); `remote`: a `policy:` with its own `git` or `s3`.
+async fn entry_problems<S: SourceFetcher, R: SourceFetcher>(
     sources: &S,
+    remote: &R,
+    installation: Option<&guard::RuleSet>,
     index: usize,
     spec: &StackSpec,
-) -> Vec<Problem> {
+    found: &mut Found,
+) {
     let problem = |template: Option<String>, message: String| Problem {
         index,
         entry: spec.name.clone(),
@@ -118,7 +224,7 @@ async fn entry_problems<S: SourceFetcher>(
     let named = Some(spec.source.path.clone()).filter(|p| !p.is_empty());
     let wanted = match desired(sources, spec, None).await {
         Ok(wanted) => wanted,
-        Err(e) => return vec![problem(named, e)],
+        Err(e) => return found.problems.push(problem(named, e)),
     };
     let path = wanted.template_path.clone();
     // What the entry's parameter (or deployment) file gives: the values the
@@ -129,10 +235,46 @@ async fn entry_problems<S: SourceFetcher>(
         .filter(|(name, _)| !spec.parameters.contains_key(*name))
         .map(|(name, v)| (name.clone(), v.clone()))
         .collect();
-    template::check(spec, &path, &wanted.template, &from_file)
-        .into_iter()
-        .map(|message| problem(Some(path.clone()), message))
-        .collect()
+    let certain = template::check(spec, &path, &wanted.template, &from_file);
+    if !certain.is_empty() {
+        found.problems.extend(
+            certain
+                .into_iter()
+                .map(|message| problem(Some(path.clone()), message)),
+        );
+        return;
+    }
+    let Some(installation) = installation else {
+        return;
+    };
+    let mut sets = vec![installation.clone()];
+    if let Some((source, same)) = guard::entry_policy(spec) {
+        let own = if same {
+            rule_set(sources, &source, Some(&wanted.revision)).await
+        } else {
+            rule_set(remote, &source, None).await
+        };
+        match own {
+            Ok(set) => sets.push(set),
+            Err(e) => return found.problems.push(problem(Some(path), e)),
+        }
+    }
+    match wanted.with_literal_values().policy_report(spec, &sets) {
+        Ok(report) => {
+            if !report.passes() {
+                found
+                    .problems
+                    .push(problem(Some(path.clone()), report.violation_message()));
+            }
+            found.warnings.extend(
+                report
+                    .warnings
+                    .iter()
+                    .map(|w| problem(Some(path.clone()), format!("policy warning: {}", w.line()))),
+            );
+        }
+        Err(e) => found.problems.push(problem(Some(path), e.to_string())),
+    }
 }
 
 /// The specs of a stacks file, or every problem found in it. `applying`

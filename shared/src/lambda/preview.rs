@@ -29,13 +29,16 @@ async fn preview() -> Result<(), lambda_runtime::Error> {
     let endpoint = std::env::var("AWS_ENDPOINT_URL")
         .ok()
         .filter(|e| !e.is_empty());
-    let reviewer = crate::wiring::sdk_reviewer(
+    let mut reviewer = crate::wiring::sdk_reviewer(
         &config,
         registry,
         &bucket,
         endpoint.as_deref(),
         super::installation_policy()?,
     );
+    // `PolicySource`: each preview shows what a run's Guard check finds.
+    reviewer.config.rules =
+        crate::guard::policy_source(&std::env::var("STACKSYNC_POLICY_SOURCE").unwrap_or_default())?;
     let (reviewer, table) = (&reviewer, &table);
     serve_invocations(move |event| async move {
         match run_event(&event.payload, table) {

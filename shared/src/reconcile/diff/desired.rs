@@ -108,6 +108,41 @@ impl Desired {
         Ok(self)
     }
 
+    /// The values given as they are, without reading any reference (no
+    /// AWS): a reference's value is masked (`stacksync validate --policy`).
+    pub fn with_literal_values(mut self) -> Self {
+        for (name, value) in &self.merged {
+            match value.text() {
+                Some(text) => {
+                    self.parameters.insert(name.clone(), text.to_owned());
+                }
+                None => {
+                    self.parameters.insert(name.clone(), "****".to_owned());
+                    self.masked.insert(name.clone());
+                }
+            }
+        }
+        self
+    }
+
+    /// The Guard check a run makes of this desired state
+    /// (`crate::guard`): the template as written, the values read (those
+    /// masked are not given) and the tags.
+    pub fn policy_report(
+        &self,
+        spec: &StackSpec,
+        sets: &[crate::guard::RuleSet],
+    ) -> Result<crate::guard::Report, crate::guard::PolicyError> {
+        let input = crate::guard::input(
+            &self.template,
+            spec.effective_stack_name(),
+            &self.parameters,
+            &self.masked,
+            &template::merge_tags(self.file_tags.clone(), spec),
+        )?;
+        crate::guard::check(sets, &input)
+    }
+
     /// The desired state's hash as a run's template-upload computes it
     /// (`template::desired_hash`): equal, and the run asks CloudFormation
     /// for exactly what this preview asked. After [`Desired::read_values`].

@@ -21,7 +21,9 @@ use crate::stack_status::{
 pub use crate::ports::MAX_TEMPLATE_BODY;
 
 mod desired;
+pub mod policy;
 pub use desired::{Desired, desired};
+pub use policy::PolicyChecked;
 
 /// One value that differs between the stack and the desired state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -52,6 +54,10 @@ pub struct Diff {
     /// change: what it changes no resource shows (the template's outputs,
     /// stack tags its resources do not take). A run executes it.
     pub beyond_resources: bool,
+    /// What the Guard rules a run checks find (`None`: no rules apply):
+    /// set by the caller, who has the sources ([`policy::check`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyChecked>,
 }
 
 impl Diff {
@@ -150,6 +156,7 @@ pub async fn diff<C: CloudFormation>(
         settings: existing.map(|s| settings(s, spec)).unwrap_or_default(),
         beyond_resources: to_run && changes.is_empty(),
         changes,
+        policy: None,
     })
 }
 

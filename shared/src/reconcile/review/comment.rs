@@ -29,6 +29,11 @@ pub struct StackReview {
 }
 
 impl StackReview {
+    /// A run after the merge would stop at the policy check.
+    pub fn refused_by_policy(&self) -> bool {
+        matches!(&self.outcome, Ok(d) if d.policy.as_ref().is_some_and(|p| !p.passes()))
+    }
+
     /// `create`, `update`, `nothing`, or `failed`.
     pub fn action(&self) -> &'static str {
         match &self.outcome {
@@ -205,7 +210,11 @@ fn summary(reviews: &[StackReview], head: &str) -> String {
             parts.push(format!("{n} {what}"));
         }
     }
-    let mark = if failed > 0 { "❌" } else { "✅" };
+    let refused = reviews.iter().filter(|r| r.refused_by_policy()).count();
+    if refused > 0 {
+        parts.push(format!("{refused} refused by policy"));
+    }
+    let mark = if failed + refused > 0 { "❌" } else { "✅" };
     format!(
         "### {mark} stacksync preview at `{head}`: {} ({})",
         plural(reviews.len(), "stack"),
@@ -291,6 +300,9 @@ fn details(r: &StackReview, fold: bool) -> String {
 
 fn diff_body(d: &Diff) -> String {
     let mut out = String::new();
+    if let Some(policy) = &d.policy {
+        out.push_str(&policy_section(policy));
+    }
     if d.is_empty() {
         out.push_str("No change: a run after the merge would leave the stack as it is.\n");
         return out;
@@ -325,6 +337,28 @@ fn diff_body(d: &Diff) -> String {
              outputs, say): a run executes it.\n",
         );
     }
+    out
+}
+
+/// What the Guard rules find: a line, then one per finding.
+fn policy_section(policy: &crate::reconcile::diff::PolicyChecked) -> String {
+    let mut lines = policy.lines().into_iter();
+    let Some(first) = lines.next() else {
+        return String::new();
+    };
+    let (mark, after) = if policy.passes() {
+        ("", "")
+    } else {
+        (
+            "❌ ",
+            ": a run after the merge stops here and makes nothing",
+        )
+    };
+    let mut out = format!("{mark}**{}**{after}\n\n", first.replace('*', "\\*"));
+    for line in lines {
+        out.push_str(&format!("- {}\n", line.replace('`', "'")));
+    }
+    out.push('\n');
     out
 }
 

@@ -52,6 +52,9 @@ pub struct ReviewConfig {
     pub waiting: Waiting,
     /// Previews at once in one account (and in all: [`MAX_PARALLEL`]).
     pub per_account: usize,
+    /// The installation's Guard rules (`PolicySource`): each preview
+    /// shows what a run's check would find.
+    pub rules: Option<crate::spec::Source>,
 }
 
 /// A touched stack: its place in the review, its entry, and why its
@@ -345,6 +348,13 @@ where
         let wanted = wanted
             .read_values(&self.cloudformation, &self.registry, &cfn)
             .await?;
+        let policy = crate::reconcile::diff::policy::check(
+            &self.sources,
+            self.config.rules.as_ref(),
+            spec,
+            &wanted,
+        )
+        .await;
         let template = self.template_at(&wanted.template).await?;
         let recorded = entry
             .status
@@ -352,7 +362,7 @@ where
             .seen
             .as_ref()
             .map(|s| s.stack_id.as_str());
-        let diff = crate::reconcile::diff::diff(
+        let mut diff = crate::reconcile::diff::diff(
             &cfn,
             spec,
             &self.config.installation,
@@ -362,6 +372,7 @@ where
             self.config.waiting,
         )
         .await?;
+        diff.policy = policy;
         Ok((diff, wanted.desired_hash(spec)))
     }
 
@@ -498,11 +509,22 @@ pub fn preview_status(
             .filter(|f| !f.problems.is_empty())
             .map(|f| format!("registry source {}", f.source)),
     );
+    // A stack the policy would refuse: the merge's run would fail.
+    let refused: Vec<String> = reviews
+        .iter()
+        .filter(|r| r.refused_by_policy())
+        .map(|r| r.name.clone())
+        .collect();
     let changing = reviews
         .iter()
         .filter(|r| matches!(r.action(), "create" | "update"))
         .count();
-    let (state, description) = if failed.is_empty() {
+    let (state, description) = if !refused.is_empty() && failed.is_empty() {
+        (
+            CommitState::Failure,
+            format!("policy refuses: {}", refused.join(", ")),
+        )
+    } else if failed.is_empty() {
         (
             CommitState::Success,
             format!("{} previewed: {changing} would change", reviews.len()),

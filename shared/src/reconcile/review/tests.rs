@@ -92,6 +92,7 @@ fn world(head_orders: &[u8]) -> World {
                     deadline: Duration::from_secs(5),
                 },
                 per_account: 4,
+                rules: None,
             },
             stacks_files: None,
         },

@@ -235,16 +235,7 @@ impl<P: Ports> Steps<P> {
         if let Some(installation) = &self.config.rules {
             stored.push(self.store_policy(installation, None).await?);
         }
-        if let Some(own) = &entry.spec.policy {
-            let same_source = own.git.is_none() && own.s3.is_none();
-            let source = if same_source {
-                crate::spec::Source {
-                    path: own.path.clone(),
-                    ..entry.spec.source.clone()
-                }
-            } else {
-                own.clone()
-            };
+        if let Some((source, same_source)) = crate::guard::entry_policy(&entry.spec) {
             let at = same_source.then_some(revision);
             stored.push(self.store_policy(&source, at).await?);
         }
@@ -286,8 +277,7 @@ impl<P: Ports> Steps<P> {
                     .map_err(|e| in_policy(fetch_error(e)))?
             }
         };
-        let mut wanted = Wanted::new(vec![(folder.clone(), crate::content::Role::Included)]);
-        wanted.signed_by = source.signed_by.clone();
+        let wanted = crate::guard::rules_wanted(source);
         let key = artifact_key(&location.url, &revision, &wanted.key());
         let origin = format!("{url}@{}", short(&revision));
         if self.blobs.exists(&key).await? {
@@ -298,16 +288,11 @@ impl<P: Ports> Steps<P> {
             .fetch(&location, &revision, &wanted)
             .await
             .map_err(|e| in_policy(fetch_error(e)))?;
-        let rules: Vec<(String, Vec<u8>)> = files
+        let rules: Vec<(String, Vec<u8>)> = crate::guard::rule_files(&origin, files)
+            .map_err(|m| StepError::stalled(StallReason::InvalidPolicy, format!("{m} ({folder})")))?
             .into_iter()
-            .filter(|(path, _)| path.ends_with(".guard"))
+            .map(|f| (f.path, f.text.into_bytes()))
             .collect();
-        if rules.is_empty() {
-            return Err(StepError::stalled(
-                StallReason::InvalidPolicy,
-                format!("policy {origin}: no .guard file under {folder}"),
-            ));
-        }
         let packed = artifact::pack(&rules)
             .map_err(|e| StepError::stalled(StallReason::InvalidPolicy, e.to_string()))?;
         self.blobs

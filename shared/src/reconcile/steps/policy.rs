@@ -145,7 +145,7 @@ impl<P: Ports> Steps<P> {
         } else {
             Err(StepError::stalled(
                 StallReason::PolicyViolation,
-                report.violation_message(),
+                format!("{}; nothing was made", report.violation_message()),
             ))
         }
     }
@@ -228,6 +228,35 @@ mod tests {
         assert_eq!((record.violations, record.warnings), (1, 0));
         assert_eq!(record.revision.as_deref(), Some(HEAD));
         assert_eq!(record.report.violations[0].resources, ["Logs"]);
+    }
+
+    #[tokio::test]
+    async fn the_failed_run_ends_failed_policy_violation_and_its_event_carries_the_findings() {
+        let t = with_rules(ENCRYPTED, None).await;
+        let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+        let err = t.steps.template_upload(state.clone()).await.unwrap_err();
+        let input = crate::reconcile::run::FinalizeInput {
+            state,
+            error: crate::reconcile::run::CaughtError {
+                error: err.name(),
+                cause: err.message().to_owned(),
+            },
+        };
+        t.steps.finalize(input).await.unwrap();
+        let entry = t.entry();
+        assert_eq!(entry.status.phase, crate::status::Phase::Failed);
+        assert_eq!(
+            entry.status.stall_reason,
+            Some(StallReason::PolicyViolation)
+        );
+        assert!(entry.lease.is_none(), "the lease given back");
+        let failed = t.notices.all().pop().unwrap();
+        assert_eq!(t.notices.kinds().last().copied(), Some("Reconcile Failed"));
+        assert_eq!(failed.stall_reason.as_deref(), Some("PolicyViolation"));
+        let policy = failed.policy.clone().expect("the findings in the event");
+        assert_eq!(policy.violations[0].rule, "BUCKET_ENCRYPTED");
+        let detail: serde_json::Value = serde_json::from_str(&failed.detail()).unwrap();
+        assert_eq!(detail["policy"]["violations"][0]["resources"][0], "Logs");
     }
 
     #[tokio::test]

@@ -47,6 +47,7 @@ fn diff(kind: &str, rows: usize) -> Diff {
         }],
         settings: vec![],
         beyond_resources: false,
+        policy: None,
     }
 }
 
@@ -169,4 +170,57 @@ fn after_the_merge_each_stack_has_one_line_before_the_footer() {
     assert_eq!(thrice.matches("<sub>").count(), 1, "{thrice}");
     assert!(thrice.trim_end().ends_with("</sub>"), "{thrice}");
     assert!(thrice.starts_with(&marker("prod")));
+}
+
+#[test]
+fn a_stack_the_policy_refuses_is_marked_in_the_summary_its_section_and_the_status() {
+    use crate::guard::{Finding, Report, Severity};
+    let finding = |rule: &str, severity| Finding {
+        rule: rule.into(),
+        file: "rules@abc:s3.guard".into(),
+        severity,
+        resources: vec!["Logs".into()],
+        message: "encrypt it".into(),
+    };
+    let mut refused = diff("Update", 1);
+    refused.policy = Some(crate::reconcile::diff::PolicyChecked {
+        report: Some(Report {
+            rule_sets: vec!["rules@abc".into()],
+            rules: 2,
+            violations: vec![finding("BUCKET_ENCRYPTED", Severity::Block)],
+            warnings: vec![finding("BUCKET_VERSIONED", Severity::Warn)],
+        }),
+        error: None,
+    });
+    let mut warned = diff("Update", 1);
+    warned.policy = Some(crate::reconcile::diff::PolicyChecked {
+        report: Some(Report {
+            rule_sets: vec!["rules@abc".into()],
+            rules: 2,
+            violations: vec![],
+            warnings: vec![finding("BUCKET_VERSIONED", Severity::Warn)],
+        }),
+        error: None,
+    });
+    let reviews = vec![review("orders", Ok(refused)), review("logs", Ok(warned))];
+    let body = render(&pr(Host::GitHub), "prod", &reviews, 65_536);
+    assert!(
+        body.contains("### ❌ stacksync preview at `0123456789ab`: 2 stacks (2 to update, 1 refused by policy)"),
+        "{body}"
+    );
+    assert!(
+        body.contains("❌ **policy: 1 rule broken, 1 warning (2 rules in 1 rule set)**: a run after the merge stops here and makes nothing"),
+        "{body}"
+    );
+    assert!(
+        body.contains("- ✗ BUCKET_ENCRYPTED on Logs: encrypt it (rules@abc:s3.guard)"),
+        "{body}"
+    );
+    assert!(
+        body.contains("**policy: passed with 1 warning (2 rules in 1 rule set)**"),
+        "{body}"
+    );
+    let status = crate::reconcile::review::preview_status("prod", &pr(Host::GitHub), &reviews, &[]);
+    assert_eq!(status.state, crate::pull_request::CommitState::Failure);
+    assert_eq!(status.description, "policy refuses: orders");
 }
