@@ -90,6 +90,11 @@ export interface StackSyncParameters {
   readonly registrySourceCredentialsArn?: string;
   /** `PreviewForks`: whether pull requests from forks are previewed. @default false */
   readonly previewForks?: boolean;
+  /**
+   * `PolicySource`: the installation's Guard rules, checked on every template before its change set:
+   * `{git: URL, ref: main, path: FOLDER}` or `{s3: "s3://bucket/rules.zip", path: FOLDER}`. @default none
+   */
+  readonly policySource?: string;
 }
 
 export interface StackSyncProps extends StackProps, StackSyncParameters {

@@ -19,6 +19,7 @@ pub mod fleet;
 pub mod function_url;
 pub mod git;
 pub mod git_hosts;
+pub mod guard_rules;
 pub mod harness;
 pub mod http;
 pub mod iam;

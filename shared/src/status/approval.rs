@@ -23,6 +23,10 @@ pub struct AwaitingApproval {
     pub changes: Vec<ResourceChange>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub more: usize,
+    /// What the Guard check of this revision found (its summary, then its
+    /// warnings: a change set that waits broke no blocking rule).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy: Vec<String>,
     /// The execution waiting. Its task token is not here: it is kept where
     /// only the function that answers approvals reads it
     /// ([`crate::naming::approval_token_key`]).

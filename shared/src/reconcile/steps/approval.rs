@@ -67,6 +67,7 @@ impl<P: Ports> Steps<P> {
                 why: request.why.clone(),
                 changes: request.changes.clone(),
                 more: request.more,
+                policy: policy_lines(&entry, &state),
                 run: state.execution.name.clone(),
                 answer_url: self.config.answer_url.clone(),
                 legacy_token: None,
@@ -98,7 +99,22 @@ impl<P: Ports> Steps<P> {
         .await;
         Ok(state)
     }
+}
 
+/// The policy check of the run's revision, as the approval shows it.
+fn policy_lines(entry: &crate::registry::StackEntry, state: &RunState) -> Vec<String> {
+    let Some(record) = entry.status.findings.policy.as_ref() else {
+        return Vec::new();
+    };
+    if record.revision.as_deref() != state.revision() {
+        return Vec::new();
+    }
+    let mut lines = vec![record.report.summary()];
+    lines.extend(record.report.lines());
+    lines
+}
+
+impl<P: Ports> Steps<P> {
     /// Back from the wait with an approval (the run fetched and uploaded
     /// again, so the desired state is today's): executes the approved
     /// change set if the approval still holds (`execute` set); else deletes
