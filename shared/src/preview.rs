@@ -64,6 +64,50 @@ pub fn bounded(mut changes: Vec<ResourceChange>) -> (Vec<ResourceChange>, usize)
     (changes, more)
 }
 
+/// One check CloudFormation made of a change set, besides its rows: a
+/// pre-deployment validation (`DescribeEvents` of the change set), a hook's
+/// result (`ListHookResults`), or a hook that will run when it is executed
+/// (`DescribeChangeSetHooks`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeSetCheck {
+    /// `validation`, `hook`, or `hook to run`.
+    pub kind: String,
+    /// The validation's name or the hook's type.
+    pub name: String,
+    /// What it found: `FAILED`, `SKIPPED`, `HOOK_COMPLETE_FAILED`, …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// `FAIL` (the operation stops) or `WARN` (it goes on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Where: a template path, a logical id, a resource type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl ChangeSetCheck {
+    /// One line: `validation NAME (WARN) at PATH: FAILED: reason`.
+    pub fn line(&self) -> String {
+        let mut line = format!("{} {}", self.kind, self.name);
+        if let Some(mode) = &self.mode {
+            line.push_str(&format!(" ({mode})"));
+        }
+        if let Some(target) = &self.target {
+            line.push_str(&format!(" on {target}"));
+        }
+        match (&self.status, &self.reason) {
+            (Some(status), Some(reason)) => line.push_str(&format!(": {status}: {reason}")),
+            (Some(status), None) => line.push_str(&format!(": {status}")),
+            (None, Some(reason)) => line.push_str(&format!(": {reason}")),
+            (None, None) => {}
+        }
+        line
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -177,6 +177,12 @@ fn print(name: &str, d: &Diff, format: Output) -> Result {
             say!("    {line}");
         }
     }
+    if !d.checks.is_empty() {
+        say!("  CloudFormation's checks:");
+        for check in &d.checks {
+            say!("    {}", check.line());
+        }
+    }
     if d.is_empty() {
         say!("  no changes");
         return Ok(());

@@ -124,6 +124,12 @@ pub async fn validate_templates(
         }
     }
     let _ = std::fs::remove_dir_all(&workdir);
+    report(file, specs.len(), installation.is_some(), found, format)
+}
+
+/// What `validate` found, printed (warnings shown), and an error (exit 1)
+/// naming every problem, if there is any.
+fn report(file: &Path, entries: usize, policy: bool, found: Found, format: Output) -> Result {
     let shown = file.display().to_string();
     let Found { problems, warnings } = found;
     if format != Output::Table {
@@ -131,7 +137,7 @@ pub async fn validate_templates(
             format,
             &serde_json::json!({
                 "file": shown,
-                "entries": specs.len(),
+                "entries": entries,
                 "problems": problems,
                 "warnings": warnings,
             }),
@@ -144,14 +150,14 @@ pub async fn validate_templates(
         }
     }
     let lines: Vec<String> = problems.iter().map(line).collect();
-    let checked = if installation.is_some() {
+    let checked = if policy {
         "their templates too, and the policy"
     } else {
         "their templates too"
     };
     match (lines.len(), format) {
         (0, Output::Table) => {
-            say!("{shown}: {} entries, all valid, {checked}", specs.len());
+            say!("{shown}: {entries} entries, all valid, {checked}");
             Ok(())
         }
         (0, _) => Ok(()),

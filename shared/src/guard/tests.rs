@@ -1,4 +1,5 @@
 use super::*;
+use std::collections::BTreeMap;
 
 const BUCKETS: &str = r#"# Buckets are encrypted and private.
 let buckets = Resources.*[ Type == 'AWS::S3::Bucket' ]

@@ -91,6 +91,8 @@ pub struct OperationEvent {
     pub path: Option<String>,
 }
 
+pub use crate::preview::ChangeSetCheck;
+
 /// Whose events to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventsOf<'a> {
@@ -341,6 +343,16 @@ pub trait ChangeSets: Send + Sync {
         stack: &str,
         name: &str,
     ) -> impl Future<Output = PortResult<Vec<ResourceChange>>> + Send;
+
+    /// CloudFormation's own checks of a ready change set: its
+    /// pre-deployment validations (failures and warnings), its hooks'
+    /// results, the hooks its execution will invoke. `None` where the
+    /// endpoint serves none of them (older regions, the emulators).
+    fn change_set_checks(
+        &self,
+        stack: &str,
+        name: &str,
+    ) -> impl Future<Output = PortResult<Option<Vec<ChangeSetCheck>>>> + Send;
 
     fn execute_change_set(
         &self,

@@ -277,6 +277,10 @@ pub struct ApprovalRequest {
     /// When it asked (epoch ms): the wait is not counted in the run's
     /// `timeout`.
     pub asked_at: i64,
+    /// CloudFormation's own checks of the change set (validations,
+    /// hooks), one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<String>,
 }
 
 /// What `stacksync approve` sends back through the task token.

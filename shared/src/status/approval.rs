@@ -23,10 +23,12 @@ pub struct AwaitingApproval {
     pub changes: Vec<ResourceChange>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub more: usize,
-    /// What the Guard check of this revision found (its summary, then its
-    /// warnings: a change set that waits broke no blocking rule).
+    /// The checks of this change set, one line each: what the Guard check
+    /// of its revision found (its summary, then its warnings: a change set
+    /// that waits broke no blocking rule), then CloudFormation's own
+    /// (pre-deployment validations, hooks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub policy: Vec<String>,
+    pub checks: Vec<String>,
     /// The execution waiting. Its task token is not here: it is kept where
     /// only the function that answers approvals reads it
     /// ([`crate::naming::approval_token_key`]).

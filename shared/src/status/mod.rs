@@ -17,7 +17,7 @@ pub use approval::{
     appended_approval,
 };
 pub use record::{
-    Applied, Approvals, Described, Findings, Inputs, LastRun, MAX_POLICY_FINDINGS,
+    Applied, Approvals, ChecksRecord, Described, Findings, Inputs, LastRun, MAX_POLICY_FINDINGS,
     MAX_PROVENANCE_BYTES, PolicyRecord, Status, Times, bounded_provenance,
 };
 

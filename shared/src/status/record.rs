@@ -153,6 +153,19 @@ pub struct Findings {
     /// What the last Guard check of the stack's template found (runs
     /// check it before any change set): `get NAME` shows it.
     pub policy: Option<PolicyRecord>,
+    /// CloudFormation's own checks of the last change set a run was about
+    /// to execute (pre-deployment validations, hooks), when it made any.
+    pub checks: Option<ChecksRecord>,
+}
+
+/// CloudFormation's checks of one change set, one line each.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChecksRecord {
+    pub change_set: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    pub checks: Vec<crate::preview::ChangeSetCheck>,
 }
 
 /// The most findings of each kind a policy record keeps.

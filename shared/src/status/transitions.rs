@@ -134,6 +134,13 @@ pub fn with_policy(prev: &Status, record: super::PolicyRecord) -> Status {
     status
 }
 
+/// CloudFormation's checks of the change set a run is about to execute.
+pub fn with_checks(prev: &Status, record: super::ChecksRecord) -> Status {
+    let mut status = prev.clone();
+    status.findings.checks = Some(record);
+    status
+}
+
 /// The StackId of the stack a CREATE change set made for itself.
 pub fn with_placeholder(prev: &Status, stack_id: String) -> Status {
     let mut status = prev.clone();

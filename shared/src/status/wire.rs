@@ -87,6 +87,9 @@ pub struct Wire {
     /// The last Guard check of the stack's template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) policy: Option<super::PolicyRecord>,
+    /// CloudFormation's checks of the last change set about to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) checks: Option<super::ChecksRecord>,
     /// The change set waiting for a person's approval, while one waits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) awaiting: Option<AwaitingApproval>,
@@ -176,6 +179,7 @@ impl From<Wire> for Status {
                 out_of_band: w.out_of_band,
                 adoption: w.adoption,
                 policy: w.policy,
+                checks: w.checks,
             },
         }
     }
@@ -204,6 +208,7 @@ impl From<Status> for Wire {
             failures: s.run.failures,
             adoption: s.findings.adoption,
             policy: s.findings.policy,
+            checks: s.findings.checks,
             awaiting: s.approval.awaiting,
             approvals: s.approval.records,
             outputs: s.applied.outputs,

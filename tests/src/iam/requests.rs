@@ -5,9 +5,10 @@
 //! guide ("Controlling access with IAM"):
 //!
 //! - CloudFormation actions are authorized on the stack ARN, change-set
-//!   and drift operations included; `ListStacks` and
-//!   `DescribeStackDriftDetectionStatus` (it names a detection, not a
-//!   stack) only on `*`.
+//!   and drift operations included (`DescribeChangeSetHooks` too);
+//!   `ListStacks`, `DescribeStackDriftDetectionStatus` (it names a
+//!   detection, not a stack) and `ListHookResults` (it names a hook's
+//!   target, and has no resource type) only on `*`.
 //! - `CreateChangeSet`, `DeleteStack` and `ContinueUpdateRollback` with a
 //!   `RoleARN` also need `iam:PassRole` on that role, with
 //!   `iam:PassedToService` = `cloudformation.amazonaws.com` (in every
@@ -47,8 +48,9 @@ const VALUE_READERS: [&str; 3] = ["template-upload", "change-set", "poll-status"
 
 /// The CloudFormation operations known here, each authorized on the stack
 /// ARN alone (plus what [`requests`] adds for roles, tags and templates).
-const ON_STACK: [&str; 16] = [
+const ON_STACK: [&str; 17] = [
     "DescribeStacks",
+    "DescribeChangeSetHooks",
     "DetectStackDrift",
     "DescribeStackResourceDrifts",
     "DescribeEvents",
@@ -335,7 +337,8 @@ fn cloudformation(a: &Asked) -> Result<Vec<Request>, String> {
     let stack = |name: &str| i.stack_arn(region, name);
     let mut out = match (op, &call.stack) {
         // A detection is asked about by its id, not its stack.
-        ("ListStacks" | "DescribeStackDriftDetectionStatus", _) | ("DescribeStacks", None) => {
+        ("ListStacks" | "DescribeStackDriftDetectionStatus" | "ListHookResults", _)
+        | ("DescribeStacks", None) => {
             vec![Request::new(action, "*".to_owned())]
         }
         (op, Some(name)) if ON_STACK.contains(&op) => {

@@ -29,6 +29,7 @@ use crate::ports::{
 };
 
 mod change_sets;
+mod checks;
 mod drift;
 mod events;
 mod factory;
@@ -409,6 +410,14 @@ impl ChangeSets for SdkCloudFormation {
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(port_error("DescribeChangeSet", &e)),
         }
+    }
+
+    async fn change_set_checks(
+        &self,
+        stack: &str,
+        name: &str,
+    ) -> PortResult<Option<Vec<crate::ports::ChangeSetCheck>>> {
+        Ok(checks::change_set_checks(&self.client, stack, name).await)
     }
 
     async fn change_set_changes(&self, stack: &str, name: &str) -> PortResult<Vec<ResourceChange>> {

@@ -392,6 +392,18 @@ impl ChangeSets for ScriptedCloudFormation {
         Ok(self.script().changes.clone())
     }
 
+    async fn change_set_checks(
+        &self,
+        stack: &str,
+        name: &str,
+    ) -> PortResult<Option<Vec<crate::ports::ChangeSetCheck>>> {
+        self.call(
+            FakeCall::cloudformation("DescribeEvents", stack),
+            name.to_owned(),
+        )?;
+        Ok(self.script().checks.clone())
+    }
+
     async fn execute_change_set(&self, stack: &str, name: &str) -> PortResult<()> {
         self.call(
             FakeCall::cloudformation("ExecuteChangeSet", stack),

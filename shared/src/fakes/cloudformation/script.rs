@@ -73,6 +73,8 @@ pub struct Script {
     pub earlier_values: Vec<String>,
     /// What `DescribeEvents` answers; `None`: not served (as the emulator).
     pub operation_events: Option<Vec<OperationEvent>>,
+    /// CloudFormation's checks of a ready change set (`None`: not served).
+    pub checks: Option<Vec<crate::ports::ChangeSetCheck>>,
     /// What ListChangeSets answers; `None`: one change set a killed run of
     /// stacksync left, and one someone else made.
     pub listed_change_sets: Option<Vec<String>>,
@@ -166,6 +168,7 @@ impl Default for Script {
             secrets: BTreeMap::new(),
             earlier_values: Vec::new(),
             operation_events: None,
+            checks: None,
             listed_change_sets: None,
             observer: Observer::default(),
             faults: Faults::default(),

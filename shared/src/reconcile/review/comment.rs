@@ -303,6 +303,13 @@ fn diff_body(d: &Diff) -> String {
     if let Some(policy) = &d.policy {
         out.push_str(&policy_section(policy));
     }
+    if !d.checks.is_empty() {
+        out.push_str("CloudFormation's checks:\n\n");
+        for check in &d.checks {
+            out.push_str(&format!("- {}\n", check.line().replace('`', "'")));
+        }
+        out.push('\n');
+    }
     if d.is_empty() {
         out.push_str("No change: a run after the merge would leave the stack as it is.\n");
         return out;

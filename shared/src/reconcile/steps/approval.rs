@@ -67,7 +67,7 @@ impl<P: Ports> Steps<P> {
                 why: request.why.clone(),
                 changes: request.changes.clone(),
                 more: request.more,
-                policy: policy_lines(&entry, &state),
+                checks: [policy_lines(&entry, &state), request.checks.clone()].concat(),
                 run: state.execution.name.clone(),
                 answer_url: self.config.answer_url.clone(),
                 legacy_token: None,

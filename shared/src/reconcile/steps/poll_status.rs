@@ -6,7 +6,7 @@ use tracing::info;
 
 use super::settings::with_settings;
 use super::{Port, Ports, StepResult, Steps, ready_status, short, wait};
-use crate::ports::{ChangeSets, EventsOf, Stacks, root_cause};
+use crate::ports::{ChangeSetCheck, ChangeSets, EventsOf, Stacks, root_cause};
 use crate::preview::bounded;
 use crate::reconcile::decide::{
     ChangeSetDecision, ChangeSetObservation, ExecutionOutcome, Waiting, decide_after_execute,
@@ -78,7 +78,11 @@ impl<P: Ports> Steps<P> {
             ChangeSetDecision::Wait => wait(state, WaitOn::ChangeSet, &entry.spec),
             ChangeSetDecision::Execute => {
                 state.next = Next::ChangeSet;
-                match self.approval_request(&state, entry, cfn, &name).await? {
+                let checks = self.record_checks(&state, entry, cfn, &name).await?;
+                match self
+                    .approval_request(&state, entry, cfn, &name, checks)
+                    .await?
+                {
                     // Executed only once approved, and only if it still holds.
                     Some(request) => {
                         info!(stack = %state.entry, change_set = %name, why = %request.why, "the change set waits for approval");
@@ -152,14 +156,51 @@ impl<P: Ports> Steps<P> {
         self.finish(state, entry, status, "in sync").await
     }
 
+    /// CloudFormation's own checks of the ready change set (validations,
+    /// hooks), recorded when there are any (and when they differ from the
+    /// last record); one line each. Read as well as the endpoint serves
+    /// them: an error is logged, never the run's.
+    async fn record_checks(
+        &self,
+        state: &RunState,
+        entry: &StackEntry,
+        cfn: &Port<P>,
+        name: &str,
+    ) -> Result<Vec<String>, StepError> {
+        let stack_name = entry.spec.effective_stack_name();
+        let checks = match cfn.change_set_checks(stack_name, name).await {
+            Ok(checks) => checks.unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!(stack = %state.entry, change_set = %name, error = %e, "CloudFormation's checks unread");
+                Vec::new()
+            }
+        };
+        if checks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let lines = checks.iter().map(ChangeSetCheck::line).collect();
+        let record = crate::status::ChecksRecord {
+            change_set: name.to_owned(),
+            revision: state.revision().map(str::to_owned),
+            checks,
+        };
+        if entry.status.findings.checks.as_ref() != Some(&record) {
+            let status = crate::status::transitions::with_checks(&entry.status, record);
+            self.record(state, entry, status).await?;
+        }
+        Ok(lines)
+    }
+
     /// The approval a ready change set must wait for, if the entry's policy
-    /// asks for it given what the change set would do.
+    /// asks for it given what the change set would do; `checks`:
+    /// CloudFormation's, one line each, for the approver to read.
     async fn approval_request(
         &self,
         state: &RunState,
         entry: &StackEntry,
         cfn: &Port<P>,
         name: &str,
+        checks: Vec<String>,
     ) -> Result<Option<ApprovalRequest>, StepError> {
         let spec = &entry.spec;
         if spec.approval == Approval::Never {
@@ -191,6 +232,7 @@ impl<P: Ports> Steps<P> {
             stack: stack.map(|s| (s.stack_id, s.changed_at)),
             timeout_seconds: spec.approval_timeout.as_secs(),
             asked_at: crate::clock::now_millis(),
+            checks,
         }))
     }
 

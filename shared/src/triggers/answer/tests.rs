@@ -25,7 +25,7 @@ fn waiting(approvers: &[&str]) -> Handler {
         why: "approval: always".into(),
         changes: Vec::new(),
         more: 0,
-        policy: Vec::new(),
+        checks: Vec::new(),
         run: "run-1".into(),
         answer_url: Some("https://x.lambda-url.us-east-1.on.aws/".into()),
         legacy_token: None,

@@ -47,6 +47,7 @@ fn diff(kind: &str, rows: usize) -> Diff {
         }],
         settings: vec![],
         beyond_resources: false,
+        checks: Vec::new(),
         policy: None,
     }
 }

@@ -469,3 +469,52 @@ async fn an_execution_the_change_set_reports_failed_ends_the_run() {
         "{err:?}"
     );
 }
+
+/// CloudFormation's own checks of a ready change set (a `WARN` validation,
+/// a hook's result) are recorded once, one line each, and put before the
+/// approver; a run that needs no approval goes on to execute.
+#[tokio::test]
+async fn cloudformation_checks_of_a_ready_change_set_are_recorded_and_shown_to_the_approver() {
+    let warned = crate::ports::ChangeSetCheck {
+        kind: "validation".into(),
+        name: "S3_BUCKET_EMPTINESS".into(),
+        status: Some("FAILED".into()),
+        mode: Some("WARN".into()),
+        target: Some("/Resources/Logs".into()),
+        reason: Some("the bucket holds objects".into()),
+    };
+    let hook = crate::ports::ChangeSetCheck {
+        kind: "hook".into(),
+        name: "Acme::Guard::Hook".into(),
+        status: Some("HOOK_COMPLETE_SUCCEEDED".into()),
+        mode: Some("FAIL".into()),
+        target: None,
+        reason: None,
+    };
+    let (t, state) = created(&[Some(S::UpdateComplete)], |e| {
+        e.spec.approval = crate::spec::Approval::Always;
+    })
+    .await;
+    t.cfn.script().change_set = [ready()].into_iter().collect();
+    t.cfn.script().checks = Some(vec![warned.clone(), hook.clone()]);
+    let state = t.steps.poll_status(state).await.unwrap();
+    assert_eq!(state.next, Next::Approval);
+    let request = state.approval.request.clone().unwrap();
+    assert_eq!(
+        request.checks,
+        [
+            "validation S3_BUCKET_EMPTINESS (WARN) on /Resources/Logs: FAILED: the bucket holds objects",
+            "hook Acme::Guard::Hook (FAIL): HOOK_COMPLETE_SUCCEEDED",
+        ]
+    );
+    let record = t.entry().status.findings.checks.unwrap();
+    assert_eq!(record.checks, [warned, hook]);
+    assert_eq!(record.revision.as_deref(), Some(HEAD));
+
+    // Not served (the emulators): nothing recorded, the run goes on.
+    let (t, state) = created(&[Some(S::UpdateComplete)], |_| {}).await;
+    t.cfn.script().change_set = [ready()].into_iter().collect();
+    let state = t.steps.poll_status(state).await.unwrap();
+    assert_eq!((state.next, state.executes()), (Next::ChangeSet, true));
+    assert!(t.entry().status.findings.checks.is_none());
+}
