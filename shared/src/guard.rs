@@ -23,10 +23,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The longest message a finding keeps (characters).
-const MAX_FINDING_MESSAGE: usize = 300;
+pub(crate) const MAX_FINDING_MESSAGE: usize = 300;
 
 /// The most resources a finding names.
-const MAX_FINDING_RESOURCES: usize = 20;
+pub(crate) const MAX_FINDING_RESOURCES: usize = 20;
 
 /// The root key the stack's name, parameters and tags are given under.
 pub const INPUT_KEY: &str = "StackSync";
@@ -280,20 +280,36 @@ fn label(set: &RuleSet, file: &RuleFile) -> String {
     }
 }
 
-/// A rule broken, as Guard's summary gives it.
-struct Broken {
-    resources: Vec<String>,
-    message: String,
-}
-
-struct Outcome {
-    rules: u32,
-    broken: Vec<(String, Broken)>,
-}
-
-/// One rule file against the data (a JSON document).
+/// One rule file against the data (a JSON document): Guard's summary,
+/// else, when the summary does not read, its whole record tree.
 fn evaluate(set: &RuleSet, file: &RuleFile, data: &str) -> Result<Outcome, PolicyError> {
     let name = label(set, file);
+    let summary = run(&name, &file.text, data, false)?;
+    if summary.trim().is_empty() {
+        // A file with no rules at all (comments only).
+        return Ok(Outcome {
+            rules: 0,
+            broken: Vec::new(),
+        });
+    }
+    // The summary reporter of cfn-guard 3.2.1 returns only the last 8 KB
+    // of a longer report (it reads its `BufWriter`'s buffer, not what it
+    // flushed): such a report does not read, and the record tree, whole
+    // (and much larger), is read instead.
+    if let Ok(summary) = serde_json::from_str::<Value>(&summary) {
+        return Ok(report::from_summary(&summary));
+    }
+    let records = run(&name, &file.text, data, true)?;
+    let records: Value = serde_json::from_str(&records).map_err(|e| PolicyError::Evaluation {
+        file: name.clone(),
+        message: format!("Guard's report did not read: {e}"),
+    })?;
+    Ok(report::from_records(&records))
+}
+
+/// Guard on one rule file: its summary (`verbose` false) or its record
+/// tree, as JSON text.
+fn run(name: &str, rules: &str, data: &str, verbose: bool) -> Result<String, PolicyError> {
     let run = || {
         cfn_guard::run_checks(
             cfn_guard::ValidateInput {
@@ -301,36 +317,21 @@ fn evaluate(set: &RuleSet, file: &RuleFile, data: &str) -> Result<Outcome, Polic
                 file_name: "template",
             },
             cfn_guard::ValidateInput {
-                content: &file.text,
-                file_name: &name,
+                content: rules,
+                file_name: name,
             },
-            false,
+            verbose,
         )
     };
     // Guard is a large engine fed with files anyone may push: a panic in
     // it fails the check, never the step.
     let output = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).map_err(|_| {
         PolicyError::Evaluation {
-            file: name.clone(),
+            file: name.to_owned(),
             message: "Guard's engine stopped on this file (a panic)".into(),
         }
     })?;
-    let output = match output {
-        Ok(output) => output,
-        Err(e) => return Err(engine_error(&name, &e.to_string())),
-    };
-    if output.trim().is_empty() {
-        // A file with no rules at all (comments only).
-        return Ok(Outcome {
-            rules: 0,
-            broken: Vec::new(),
-        });
-    }
-    let summary: Value = serde_json::from_str(&output).map_err(|e| PolicyError::Evaluation {
-        file: name.clone(),
-        message: format!("Guard's report did not read: {e}"),
-    })?;
-    Ok(outcome(&summary))
+    output.map_err(|e| engine_error(name, &e.to_string()))
 }
 
 /// Guard's error, told apart: a parse error names its line and column.
@@ -371,111 +372,6 @@ fn engine_error(file: &str, message: &str) -> PolicyError {
             message: shorten(message.trim()),
         },
     }
-}
-
-/// The rules a Guard summary reports, and the broken ones.
-fn outcome(summary: &Value) -> Outcome {
-    let count = |key: &str| {
-        summary
-            .get(key)
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len)
-    };
-    let rules = count("compliant") + count("not_compliant") + count("not_applicable");
-    let broken = summary
-        .get("not_compliant")
-        .and_then(Value::as_array)
-        .map(|items| items.iter().map(broken).collect())
-        .unwrap_or_default();
-    Outcome {
-        rules: u32::try_from(rules).unwrap_or(u32::MAX),
-        broken,
-    }
-}
-
-fn broken(item: &Value) -> (String, Broken) {
-    let rule = item
-        .get("Rule")
-        .and_then(|r| r.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("default")
-        .to_owned();
-    let mut resources = BTreeSet::new();
-    let mut custom = None;
-    let mut error = None;
-    walk(item, &mut resources, &mut custom, &mut error);
-    let message = custom
-        .or(error)
-        .unwrap_or_else(|| "the rule is not met".into());
-    let mut resources: Vec<String> = resources.into_iter().collect();
-    if resources.len() > MAX_FINDING_RESOURCES {
-        let more = resources.len() - MAX_FINDING_RESOURCES;
-        resources.truncate(MAX_FINDING_RESOURCES);
-        resources.push(format!("and {more} more"));
-    }
-    (rule, Broken { resources, message })
-}
-
-/// Collects the resources the report's paths reach, its first custom
-/// message and its first error message (without the values it quotes).
-fn walk(
-    value: &Value,
-    resources: &mut BTreeSet<String>,
-    custom: &mut Option<String>,
-    error: &mut Option<String>,
-) {
-    match value {
-        Value::Object(map) => {
-            for (key, v) in map {
-                match (key.as_str(), v) {
-                    ("path", Value::String(path)) => {
-                        if let Some(id) = resource_of(path) {
-                            resources.insert(id);
-                        }
-                    }
-                    ("custom_message", Value::String(m)) if custom.is_none() => {
-                        let m = collapse(m);
-                        if !m.is_empty() {
-                            *custom = Some(shorten(&m));
-                        }
-                    }
-                    ("error_message", Value::String(m)) if error.is_none() => {
-                        let m = collapse(m.split("Value traversed to").next().unwrap_or(m));
-                        if !m.is_empty() {
-                            *error = Some(shorten(&m));
-                        }
-                    }
-                    _ => walk(v, resources, custom, error),
-                }
-            }
-        }
-        Value::Array(items) => {
-            for v in items {
-                walk(v, resources, custom, error);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// `/Resources/Bucket/Properties/…` → `Bucket`.
-fn resource_of(path: &str) -> Option<String> {
-    let rest = path.strip_prefix("/Resources/")?;
-    let id = rest.split('/').next()?;
-    let id = id.split('[').next().unwrap_or(id);
-    (!id.is_empty()).then(|| id.to_owned())
-}
-
-fn collapse(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn shorten(text: &str) -> String {
-    if text.chars().count() <= MAX_FINDING_MESSAGE {
-        return text.to_owned();
-    }
-    let cut: String = text.chars().take(MAX_FINDING_MESSAGE - 1).collect();
-    format!("{cut}…")
 }
 
 /// The severities a rule file gives its rules.
@@ -528,7 +424,9 @@ fn severities(text: &str) -> Severities {
 }
 
 mod input;
+mod report;
 pub use input::{input, parse_template};
+use report::{Outcome, shorten};
 
 #[cfg(test)]
 mod tests;

@@ -233,3 +233,32 @@ fn the_installations_policy_source_is_read_and_checked_as_an_entrys_policy() {
         );
     }
 }
+
+/// Guard's summary reporter returns only the last 8 KB of a longer report
+/// (cfn-guard 3.2.1 reads its `BufWriter`'s buffer): the record tree is
+/// read instead, whole, however many resources break a rule.
+#[test]
+fn a_rule_broken_by_many_resources_is_read_whole_and_names_them_within_a_bound() {
+    let mut template = String::from("Resources:\n");
+    for i in 0..40 {
+        template.push_str(&format!(
+            "  Bucket{i:02}:\n    Type: AWS::S3::Bucket\n    Properties:\n      BucketName: b{i}\n"
+        ));
+    }
+    let input = input(
+        template.as_bytes(),
+        "many",
+        &BTreeMap::new(),
+        &BTreeSet::new(),
+        &BTreeMap::new(),
+    )
+    .unwrap();
+    let report = check(&[set(&[("s3.guard", BUCKETS)])], &input).unwrap();
+    let v = &report.violations[0];
+    assert_eq!(v.rule, "BUCKET_ENCRYPTED");
+    assert_eq!(v.resources.len(), MAX_FINDING_RESOURCES + 1);
+    assert_eq!(v.resources[0], "Bucket00");
+    assert_eq!(v.resources.last().map(String::as_str), Some("and 20 more"));
+    assert_eq!(v.message, "Buckets must enable server-side encryption");
+    assert_eq!(report.warnings[0].rule, "BUCKET_VERSIONED");
+}

@@ -186,6 +186,11 @@ pub struct PolicyRecord {
     pub violations: u32,
     #[serde(default)]
     pub warnings: u32,
+    /// What was checked: the template, the values and tags Guard was
+    /// given, and the rule sets (each stored by revision), hashed. A run
+    /// that would check the same again takes this record's answer.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub input_hash: String,
 }
 
 impl PolicyRecord {
@@ -204,12 +209,14 @@ impl PolicyRecord {
             report,
             violations,
             warnings,
+            input_hash: String::new(),
         }
     }
 
     /// Whether `other` found the same (whenever it was made).
     pub fn same_findings(&self, other: &PolicyRecord) -> bool {
         self.revision == other.revision
+            && self.input_hash == other.input_hash
             && self.report == other.report
             && (self.violations, self.warnings) == (other.violations, other.warnings)
     }
