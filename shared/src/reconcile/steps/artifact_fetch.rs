@@ -46,7 +46,7 @@ impl<P: Ports> Steps<P> {
         if let Some(why) = self.config.policy.refuses_spec(&entry.spec) {
             return Err(StepError::stalled(StallReason::NotAllowed, why));
         }
-        self.transport_allowed(&entry)?;
+        self.transport_allowed(&entry.spec.source)?;
         let revision = self.resolve(&state, &entry).await?;
         if !state.trigger.force && entry.status.gave_up_at(entry.spec_version, Some(&revision)) {
             // Nothing changed since the run that gave up: trying again would
@@ -126,8 +126,7 @@ impl<P: Ports> Steps<P> {
     /// runs under the stack's service role. And `file://` always there: a
     /// path on the function's own disk is no source anyone reviews (and
     /// would run `git-upload-pack`, which Lambda has not).
-    fn transport_allowed(&self, entry: &StackEntry) -> Result<(), StepError> {
-        let source = &entry.spec.source;
+    fn transport_allowed(&self, source: &crate::spec::Source) -> Result<(), StepError> {
         let Some(url) = source.git.as_deref() else {
             return Ok(());
         };
@@ -259,6 +258,8 @@ impl<P: Ports> Steps<P> {
             },
             other => other,
         };
+        // Rules weaken as templates do: the same transports only.
+        self.transport_allowed(source).map_err(in_policy)?;
         let revision = match at {
             Some(revision) => revision.to_owned(),
             None => {

@@ -383,6 +383,33 @@ mod tests {
         );
     }
 
+    /// Rules come over authenticated transports only, as templates do: a
+    /// deployed installation refuses an `http://` rule source (anyone on the
+    /// network path could weaken the rules) before reading it.
+    #[tokio::test]
+    async fn a_rule_source_over_an_unauthenticated_transport_is_refused_when_deployed() {
+        let mut t = with_rules(ENCRYPTED, None).await;
+        t.steps.config.local = false;
+        let mut entry = t.entry();
+        entry.spec.policy = Some(crate::spec::Source {
+            git: Some("http://git.example/rules.git".into()),
+            path: "guard".into(),
+            ..Default::default()
+        });
+        t.steps.registry.inner.insert(entry);
+        let fetches = t.steps.sources.calls().1;
+        let err = t.steps.artifact_fetch(t.input("run-1")).await.unwrap_err();
+        assert_eq!(err.name(), "StackSync.Stalled.Unsupported");
+        assert!(
+            err.message()
+                .starts_with("policy http://git.example/rules.git: ")
+                && err.message().contains("is not authenticated"),
+            "{}",
+            err.message()
+        );
+        assert_eq!(t.steps.sources.calls().1, fetches + 1, "the template only");
+    }
+
     #[tokio::test]
     async fn a_policy_folder_without_rules_is_refused() {
         let t = with_rules(ENCRYPTED, None).await;
