@@ -93,36 +93,14 @@ pub async fn validate_templates(
     .await;
     let workdir = std::env::temp_dir().join(format!("stacksync-validate-{}", std::process::id()));
     let sources = sdk_sources(&config, config.endpoint_url().is_some(), &workdir);
-    let mut found = Found::default();
-    match checks.checkout {
+    let installation = installation.as_ref();
+    let found = match checks.checkout {
         Some(dir) => {
             let checkout = crate::checkout::Checkout::new(dir)?;
-            for (index, spec) in specs.iter().enumerate() {
-                entry_problems(
-                    &checkout,
-                    &sources,
-                    installation.as_ref(),
-                    index,
-                    spec,
-                    &mut found,
-                )
-                .await;
-            }
+            every_entry(&checkout, &sources, installation, &specs).await
         }
-        None => {
-            for (index, spec) in specs.iter().enumerate() {
-                entry_problems(
-                    &sources,
-                    &sources,
-                    installation.as_ref(),
-                    index,
-                    spec,
-                    &mut found,
-                )
-                .await;
-            }
-        }
-    }
+        None => every_entry(&sources, &sources, installation, &specs).await,
+    };
     let _ = std::fs::remove_dir_all(&workdir);
     report(file, specs.len(), installation.is_some(), found, format)
 }
@@ -171,6 +149,20 @@ fn report(file: &Path, entries: usize, policy: bool, found: Found, format: Outpu
             lines.join("\n")
         )),
     }
+}
+
+/// Every entry's problems and warnings, in file order.
+async fn every_entry<S: SourceFetcher, R: SourceFetcher>(
+    sources: &S,
+    remote: &R,
+    installation: Option<&guard::RuleSet>,
+    specs: &[StackSpec],
+) -> Found {
+    let mut found = Found::default();
+    for (index, spec) in specs.iter().enumerate() {
+        entry_problems(sources, remote, installation, index, spec, &mut found).await;
+    }
+    found
 }
 
 /// The problems and the policy's warnings found so far.

@@ -50,59 +50,12 @@ fn broken_summary(item: &Value) -> (String, Broken) {
     let mut resources = BTreeSet::new();
     let mut custom = None;
     let mut error = None;
-    walk_summary(item, &mut resources, &mut custom, &mut error);
+    gather(item, &mut resources, &mut custom, &mut error);
     let message = custom
         .or(error)
         .unwrap_or_else(|| "the rule is not met".into());
-    let mut resources: Vec<String> = resources.into_iter().collect();
-    if resources.len() > MAX_FINDING_RESOURCES {
-        let more = resources.len() - MAX_FINDING_RESOURCES;
-        resources.truncate(MAX_FINDING_RESOURCES);
-        resources.push(format!("and {more} more"));
-    }
+    let resources = bounded(resources);
     (rule, Broken { resources, message })
-}
-
-/// Collects the resources the report's paths reach, its first custom
-/// message and its first error message (without the values it quotes).
-fn walk_summary(
-    value: &Value,
-    resources: &mut BTreeSet<String>,
-    custom: &mut Option<String>,
-    error: &mut Option<String>,
-) {
-    match value {
-        Value::Object(map) => {
-            for (key, v) in map {
-                match (key.as_str(), v) {
-                    ("path", Value::String(path)) => {
-                        if let Some(id) = resource_of(path) {
-                            resources.insert(id);
-                        }
-                    }
-                    ("custom_message", Value::String(m)) if custom.is_none() => {
-                        let m = collapse(m);
-                        if !m.is_empty() {
-                            *custom = Some(shorten(&m));
-                        }
-                    }
-                    ("error_message", Value::String(m)) if error.is_none() => {
-                        let m = collapse(m.split("Value traversed to").next().unwrap_or(m));
-                        if !m.is_empty() {
-                            *error = Some(shorten(&m));
-                        }
-                    }
-                    _ => walk_summary(v, resources, custom, error),
-                }
-            }
-        }
-        Value::Array(items) => {
-            for v in items {
-                walk_summary(v, resources, custom, error);
-            }
-        }
-        _ => {}
-    }
 }
 
 /// The rules Guard's record tree reports (its root's `RuleCheck`s, one
@@ -156,13 +109,19 @@ fn broken(nodes: &[&Value]) -> Broken {
     let message = custom
         .or(error)
         .unwrap_or_else(|| "the rule is not met".into());
+    let resources = bounded(resources);
+    Broken { resources, message }
+}
+
+/// At most [`MAX_FINDING_RESOURCES`] resources, then how many more.
+fn bounded(resources: BTreeSet<String>) -> Vec<String> {
     let mut resources: Vec<String> = resources.into_iter().collect();
     if resources.len() > MAX_FINDING_RESOURCES {
         let more = resources.len() - MAX_FINDING_RESOURCES;
         resources.truncate(MAX_FINDING_RESOURCES);
         resources.push(format!("and {more} more"));
     }
-    Broken { resources, message }
+    resources
 }
 
 /// The status a record's container gives it (`FAIL`, `PASS`, `SKIP`), if
@@ -219,7 +178,9 @@ fn walk(
     }
 }
 
-/// The paths and messages of one record's container.
+/// The paths and messages under one record's container (or one rule of
+/// the summary): the resources they reach, the first custom message, the
+/// first of Guard's (without the values it quotes).
 fn gather(
     value: &Value,
     resources: &mut BTreeSet<String>,
@@ -251,7 +212,7 @@ fn gather(
                     // Guard reached (the template's own) are too, and are
                     // not walked.
                     ("value", Value::Object(inner))
-                        if !["from", "status", "custom_message"]
+                        if !["from", "status", "custom_message", "traversed_to", "path"]
                             .iter()
                             .any(|k| inner.contains_key(*k)) => {}
                     _ => gather(v, resources, custom, error),
