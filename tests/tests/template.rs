@@ -121,8 +121,10 @@ fn the_registry_table_has_the_schema_the_code_uses() {
 
 /// Actions with no resource-level permission (the Service Authorization
 /// Reference lists no resource type for them): their statement names `*`.
-const ACTIONS_WITHOUT_RESOURCES: [&str; 4] = [
+const ACTIONS_WITHOUT_RESOURCES: [&str; 5] = [
     "cloudformation:ListStacks",
+    // A change set's hook results: the action has no resource type.
+    "cloudformation:ListHookResults",
     // It names a detection by its id, not a stack.
     "cloudformation:DescribeStackDriftDetectionStatus",
     // They name a task token, not a state machine.
