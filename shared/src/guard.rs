@@ -8,7 +8,8 @@
 //!   `StackSync: {StackName, Parameters, Tags}`, the stack's name and its
 //!   resolved parameters and tags. A macro's output (the SAM transform's
 //!   included) is not seen: CloudFormation expands it, not stacksync.
-//!   A parameter whose value is a secret is given as `****`.
+//!   A parameter whose value is a secret, or that the template marks
+//!   `NoEcho`, is given as `****`.
 //! - **Severity** comes from the rule file: a rule is a warning when the
 //!   comment block right above its `rule NAME` line holds `severity: warn`,
 //!   and every rule of a file is when its first line is `# severity: warn`.
@@ -16,6 +17,9 @@
 //! - **Findings** name the rule, its file, the resources (logical ids) the
 //!   failing clauses reached, and the rule's own message (`<<…>>`), else
 //!   Guard's, without the values it quotes (a parameter may be a secret).
+//! - **Guard's reports** are read from its summary, else (cfn-guard 3.2.1
+//!   returns only the last 8 KB of a longer one) its whole record tree
+//!   (`guard/report.rs`).
 
 use std::collections::BTreeSet;
 

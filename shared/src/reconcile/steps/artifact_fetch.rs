@@ -281,7 +281,9 @@ impl<P: Ports> Steps<P> {
         let wanted = crate::guard::rules_wanted(source);
         let key = artifact_key(&location.url, &revision, &wanted.key());
         let origin = format!("{url}@{}", short(&revision));
-        if self.blobs.exists(&key).await? {
+        // Stored once per revision; a warm function knows it without asking.
+        if self.rule_cache.stored(&key) || self.blobs.exists(&key).await? {
+            self.rule_cache.mark_stored(&key);
             return Ok(PolicyRef { origin, key });
         }
         let files = self
@@ -300,6 +302,7 @@ impl<P: Ports> Steps<P> {
             .put_if_absent(&key, packed, "application/gzip")
             .await?;
         info!(%origin, files = rules.len(), "rule set stored");
+        self.rule_cache.mark_stored(&key);
         Ok(PolicyRef { origin, key })
     }
 }

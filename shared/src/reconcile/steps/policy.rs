@@ -3,7 +3,7 @@
 //! template as written and the resolved parameters and tags, before
 //! anything is stored or made.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use super::{Ports, Steps};
@@ -20,21 +20,50 @@ pub const MAX_RULE_SET_BYTES: u64 = 4 * 1024 * 1024;
 const CACHED_RULE_SETS: usize = 32;
 
 /// Rule sets read, by the key they are stored at (a source, revision and
-/// folder: never another content), so a warm function reads each once.
+/// folder: never another content), so a warm function reads each once;
+/// and the keys known to be stored, so a warm artifact-fetch asks S3 for
+/// none of them again.
 #[derive(Debug, Clone, Default)]
-pub struct RuleCache(Arc<Mutex<HashMap<String, Arc<Vec<RuleFile>>>>>);
+pub struct RuleCache(Arc<Mutex<Cached>>);
+
+#[derive(Debug, Default)]
+struct Cached {
+    sets: HashMap<String, Arc<Vec<RuleFile>>>,
+    stored: HashSet<String>,
+}
 
 impl RuleCache {
     fn get(&self, key: &str) -> Option<Arc<Vec<RuleFile>>> {
-        self.0.lock().ok()?.get(key).cloned()
+        self.0.lock().ok()?.sets.get(key).cloned()
     }
 
     fn put(&self, key: &str, files: Arc<Vec<RuleFile>>) {
-        if let Ok(mut map) = self.0.lock() {
-            if map.len() >= CACHED_RULE_SETS {
-                map.clear();
+        if let Ok(mut cached) = self.0.lock() {
+            if cached.sets.len() >= CACHED_RULE_SETS {
+                cached.sets.clear();
             }
-            map.insert(key.to_owned(), files);
+            cached.sets.insert(key.to_owned(), files);
+        }
+    }
+
+    /// Whether `key` is known to be stored (by this process).
+    pub(super) fn stored(&self, key: &str) -> bool {
+        self.0.lock().is_ok_and(|c| c.stored.contains(key))
+    }
+
+    pub(super) fn mark_stored(&self, key: &str) {
+        if let Ok(mut cached) = self.0.lock() {
+            if cached.stored.len() >= CACHED_RULE_SETS * 8 {
+                cached.stored.clear();
+            }
+            cached.stored.insert(key.to_owned());
+        }
+    }
+
+    /// Forgets everything (a cold start, in tests).
+    pub fn clear(&self) {
+        if let Ok(mut cached) = self.0.lock() {
+            *cached = Cached::default();
         }
     }
 }
@@ -344,12 +373,17 @@ mod tests {
         let again = uploaded(&t).await.unwrap();
         assert_eq!(again.next, Next::ChangeSet);
         assert_eq!(t.steps.sources.calls().1, fetches, "nothing fetched again");
+        assert_eq!(
+            t.steps.blobs.calls("HeadObject"),
+            3,
+            "the artifact's on both runs, the rule set's on the first only: then known stored"
+        );
         // Another function (a cold start) reads the bucket, and says so,
         // once what it checks is new (a tag here).
         let mut entry = t.entry();
         entry.spec.tags.insert("team".into(), "payments".into());
         t.steps.registry.inner.insert(entry);
-        t.steps.rule_cache.0.lock().unwrap().clear();
+        t.steps.rule_cache.clear();
         t.release("run-1").await;
         let err = uploaded(&t).await.unwrap_err();
         assert_eq!(err.name(), "StackSync.Stalled.InvalidPolicy");
@@ -373,7 +407,7 @@ mod tests {
         // The rule set spoiled: a check that ran Guard would fail otherwise.
         let key = &state.fetched.clone().unwrap().policies[0].key;
         t.steps.blobs.inner.put(key, b"not a tar.gz");
-        t.steps.rule_cache.0.lock().unwrap().clear();
+        t.steps.rule_cache.clear();
         let again = t.steps.template_upload(state).await.unwrap_err();
         assert_eq!(again.message(), err.message(), "the same answer");
         assert_eq!(
