@@ -36,9 +36,16 @@ pub fn from_attr(value: &AttributeValue) -> Result<Value, String> {
             Value::Array(items.iter().map(from_attr).collect::<Result<_, _>>()?)
         }
         AttributeValue::M(map) => {
+            // In key order: a DynamoDB map comes as a hash map, in no
+            // order, and serde_json keeps the order keys are inserted in
+            // (`preserve_order`, which Guard's engine turns on). A value
+            // read twice then serializes the same (a stack policy sent to
+            // CloudFormation, a spec printed).
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
             let mut out = Map::new();
-            for (k, v) in map {
-                out.insert(k.clone(), from_attr(v)?);
+            for k in keys {
+                out.insert(k.clone(), from_attr(&map[k])?);
             }
             Value::Object(out)
         }
@@ -276,6 +283,23 @@ pub fn item_key(item: &Item) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// A map read back from DynamoDB (a hash map, in no order) serializes
+    /// in key order, whatever serde_json's map keeps: a stack policy read
+    /// twice is sent to CloudFormation as the same text.
+    #[test]
+    fn a_map_read_back_serializes_in_key_order() {
+        let map: std::collections::HashMap<String, AttributeValue> =
+            ["Resource", "Effect", "Action", "Principal", "Condition"]
+                .iter()
+                .map(|k| ((*k).to_owned(), AttributeValue::S("x".into())))
+                .collect();
+        let value = from_attr(&AttributeValue::M(map)).unwrap();
+        assert_eq!(
+            value.to_string(),
+            r#"{"Action":"x","Condition":"x","Effect":"x","Principal":"x","Resource":"x"}"#
+        );
+    }
     use super::*;
     use serde_json::json;
 

@@ -40,7 +40,9 @@ impl<P: Ports> Steps<P> {
                 .and_then(|text| serde_json::from_str::<Value>(text).ok())
                 .is_some_and(|current| &current == policy);
             if !same {
-                cfn.set_stack_policy(name, &policy.to_string()).await?;
+                // Keys sorted: the same policy is always the same text.
+                let text = crate::hash::canonical(policy.clone()).to_string();
+                cfn.set_stack_policy(name, &text).await?;
                 changed.push("stack policy set");
             }
         }
