@@ -26,7 +26,7 @@ impl Checkout {
     }
 
     /// `path` inside the checkout, links resolved; `None` when not there.
-    fn inside(&self, path: &str, role: Role) -> Result<Option<PathBuf>, FetchError> {
+    fn inside(&self, path: &str) -> Result<Option<PathBuf>, FetchError> {
         let full = self.root.join(path);
         match std::fs::canonicalize(&full) {
             Ok(real) if real.starts_with(&self.root) => Ok(Some(real)),
@@ -35,10 +35,7 @@ impl Checkout {
                 target: real.display().to_string(),
             }
             .into()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let _ = role;
-                Ok(None)
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(unreadable(path, &e)),
         }
     }
@@ -62,7 +59,7 @@ impl Checkout {
                 continue;
             }
             let path = format!("{folder}/{name}");
-            let Some(inner) = self.inside(&path, Role::Included)? else {
+            let Some(inner) = self.inside(&path)? else {
                 continue;
             };
             if inner.is_dir() {
@@ -102,7 +99,7 @@ impl SourceFetcher for Checkout {
     ) -> Result<Files, FetchError> {
         let mut files = Files::new();
         for (path, role) in &wanted.paths {
-            let Some(real) = self.inside(path, *role)? else {
+            let Some(real) = self.inside(path)? else {
                 return Err(ContentError::Missing {
                     path: path.clone(),
                     role: *role,
@@ -122,5 +119,79 @@ impl SourceFetcher for Checkout {
             }
         }
         Ok(files)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn tree() -> (PathBuf, Checkout) {
+        let dir = std::env::temp_dir().join(format!("checkout-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("policies/s3")).unwrap();
+        std::fs::write(dir.join("t.yaml"), "Resources: {}\n").unwrap();
+        std::fs::write(
+            dir.join("policies/tags.guard"),
+            "rule A { Resources exists }\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("policies/s3/b.guard"),
+            "rule B { Resources exists }\n",
+        )
+        .unwrap();
+        let checkout = Checkout::new(&dir).unwrap();
+        (dir, checkout)
+    }
+
+    #[tokio::test]
+    async fn files_and_folders_are_read_inside_the_checkout_and_nowhere_else() {
+        let (dir, checkout) = tree();
+        let source = SourceLocation {
+            url: "https://git.example/infra.git".into(),
+            credentials: None,
+        };
+        assert_eq!(checkout.resolve(&source, "main").await.unwrap(), REVISION);
+        let wanted = Wanted::new(vec![
+            ("t.yaml".into(), Role::Template),
+            ("policies".into(), Role::Included),
+        ]);
+        let files = checkout.fetch(&source, REVISION, &wanted).await.unwrap();
+        let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["policies/s3/b.guard", "policies/tags.guard", "t.yaml"]
+        );
+
+        let missing = Wanted::new(vec![("nope.yaml".into(), Role::Template)]);
+        let err = checkout
+            .fetch(&source, REVISION, &missing)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("nope.yaml is not in the source"),
+            "{err}"
+        );
+        let folder = Wanted::new(vec![("policies".into(), Role::Template)]);
+        let err = checkout
+            .fetch(&source, REVISION, &folder)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("is a folder"), "{err}");
+
+        // A link out of the checkout is refused, not followed.
+        std::os::unix::fs::symlink("/etc/hostname", dir.join("policies/out.guard")).unwrap();
+        let err = checkout
+            .fetch(
+                &source,
+                REVISION,
+                &Wanted::new(vec![("policies".into(), Role::Included)]),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("leaves the source"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
