@@ -259,6 +259,14 @@ impl Source {
         }
     }
 
+    /// The Git ref or S3 version to follow (Git defaults to `main`).
+    pub fn effective_ref(&self) -> Option<&str> {
+        match self.kind() {
+            Some(SourceKind::Git) => Some(self.reference.as_deref().unwrap_or(DEFAULT_GIT_REF)),
+            _ => self.reference.as_deref(),
+        }
+    }
+
     /// The URL of the source, whichever kind it is.
     pub fn url(&self) -> &str {
         self.git.as_deref().or(self.s3.as_deref()).unwrap_or("")
@@ -339,12 +347,7 @@ impl StackSpec {
 
     /// The Git ref or S3 version to follow (Git defaults to `main`).
     pub fn effective_ref(&self) -> Option<&str> {
-        match self.source.kind() {
-            Some(SourceKind::Git) => {
-                Some(self.source.reference.as_deref().unwrap_or(DEFAULT_GIT_REF))
-            }
-            _ => self.source.reference.as_deref(),
-        }
+        self.source.effective_ref()
     }
 
     /// The registered stacks this one waits for: `dependsOn`, and the

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::Desired;
 use crate::guard::{self, Report, RuleSet};
 use crate::ports::{SourceFetcher, SourceLocation};
-use crate::spec::{Source, SourceKind, StackSpec};
+use crate::spec::{Source, StackSpec};
 
 /// What the policy found, or why it could not be checked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -52,13 +52,7 @@ pub async fn rule_set<S: SourceFetcher>(
     let revision = match at {
         Some(revision) => revision.to_owned(),
         None => {
-            let reference = match source.kind() {
-                Some(SourceKind::Git) => source
-                    .reference
-                    .as_deref()
-                    .unwrap_or(crate::spec::DEFAULT_GIT_REF),
-                _ => source.reference.as_deref().unwrap_or_default(),
-            };
+            let reference = source.effective_ref().unwrap_or_default();
             sources
                 .resolve(&location, reference)
                 .await

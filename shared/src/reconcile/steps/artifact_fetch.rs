@@ -263,15 +263,7 @@ impl<P: Ports> Steps<P> {
         let revision = match at {
             Some(revision) => revision.to_owned(),
             None => {
-                let reference = match source.kind() {
-                    Some(crate::spec::SourceKind::Git) => Some(
-                        source
-                            .reference
-                            .as_deref()
-                            .unwrap_or(crate::spec::DEFAULT_GIT_REF),
-                    ),
-                    _ => source.reference.as_deref(),
-                };
+                let reference = source.effective_ref();
                 self.sources
                     .resolve(&location, reference.unwrap_or_default())
                     .await
