@@ -127,11 +127,29 @@ async fn serve(step: StepName) -> Result<(), lambda_runtime::Error> {
         &config,
         &std::env::var("STACKSYNC_EVENT_BUS").unwrap_or_default(),
     );
+    // The events function wakes runs parked on this region's stacks;
+    // poll-status parks them and answers its own token when done waiting.
+    steps.config.stack_events = stack_events(&config);
+    if step == StepName::PollStatus {
+        steps.wakes = crate::ports::Wakes::by(std::sync::Arc::new(
+            crate::adapters::stepfunctions::StepFunctionsTokens::new(aws_sdk_sfn::Client::new(
+                &config,
+            )),
+        ));
+    }
     let steps = &steps;
     serve_invocations(move |event| async move {
         steps.run(step, event.payload).await.map_err(diagnostic)
     })
     .await
+}
+
+/// The region whose CloudFormation stack events reach the events function
+/// (the function's own: the rule is on its default bus), unless
+/// `STACKSYNC_STACK_EVENTS` is `off` (every run then polls).
+fn stack_events(config: &aws_config::SdkConfig) -> Option<String> {
+    let off = std::env::var("STACKSYNC_STACK_EVENTS").is_ok_and(|v| v.trim() == "off");
+    config.region().map(ToString::to_string).filter(|_| !off)
 }
 
 /// What the installation allows its entries, from its parameters
@@ -400,7 +418,8 @@ async fn answer() -> Result<(), lambda_runtime::Error> {
 
 /// Runs the events function (target of the EventBridge rules).
 ///
-/// Environment: `STACKSYNC_TABLE`, `STACKSYNC_STATE_MACHINE_ARN`.
+/// Environment: `STACKSYNC_TABLE`, `STACKSYNC_STATE_MACHINE_ARN`,
+/// `STACKSYNC_BUCKET` (the parked runs' tokens; without it, none is woken).
 pub fn serve_events() -> Result<(), lambda_runtime::Error> {
     block_on(events())
 }
@@ -417,6 +436,7 @@ async fn events() -> Result<(), lambda_runtime::Error> {
             .map(ToString::to_string)
             .unwrap_or_else(|| "us-east-1".into()),
         registry_sources: Some(std::sync::Arc::new(registry_sources)),
+        waker: parked_run_waker(&aws),
     };
     let handler = &handler;
     serve_invocations(move |event| async move {
@@ -432,6 +452,30 @@ async fn events() -> Result<(), lambda_runtime::Error> {
         Ok::<Value, FunctionError>(answer)
     })
     .await
+}
+
+/// Wakes runs parked until their stack's event: their tokens in the bucket
+/// (`STACKSYNC_BUCKET`), answered through Step Functions.
+fn parked_run_waker(
+    aws: &aws_config::SdkConfig,
+) -> Option<std::sync::Arc<dyn crate::triggers::events::wake::WakeParked>> {
+    let bucket = std::env::var("STACKSYNC_BUCKET")
+        .ok()
+        .filter(|b| !b.is_empty())?;
+    let emulator = std::env::var("AWS_ENDPOINT_URL").is_ok_and(|e| !e.is_empty());
+    Some(std::sync::Arc::new(
+        crate::triggers::events::wake::TokenWaker {
+            blobs: crate::adapters::s3::S3Store::new(
+                crate::adapters::s3_client(aws, emulator),
+                &bucket,
+            ),
+            wakes: crate::ports::Wakes::by(std::sync::Arc::new(
+                crate::adapters::stepfunctions::StepFunctionsTokens::new(aws_sdk_sfn::Client::new(
+                    aws,
+                )),
+            )),
+        },
+    ))
 }
 
 /// Serves one function's invocations until the runtime stops, each through

@@ -147,6 +147,14 @@ pub fn approval_answer_key(entry: &str, run: &str) -> String {
     format!("approvals/answers/{}.json", approval_id(entry, run))
 }
 
+/// Where a run parked until its stack's event keeps its task token and the
+/// state it goes on with (`reconcile::steps::park`): written by poll-status
+/// alone, read by the events function alone (the bucket's policy), as a
+/// token answers with any state its holder gives.
+pub fn wait_token_key(entry: &str, run: &str) -> String {
+    format!("waits/tokens/{}.json", approval_id(entry, run))
+}
+
 fn approval_id(entry: &str, run: &str) -> String {
     sha256_hex(format!("{entry}\0{run}").as_bytes())[..40].to_owned()
 }

@@ -79,8 +79,11 @@ pub async fn sdk_steps(
         ),
         notices: crate::ports::Notifier::none(),
         rule_cache: Default::default(),
+        // A deployed function sets who answers parked runs (`crate::lambda`).
+        wakes: crate::ports::Wakes::none(),
         config: StepConfig {
             answer_url: None,
+            stack_events: None,
             rules: None,
             local,
             installation,

@@ -189,6 +189,7 @@ impl Harness<ScriptedCloudFormation> {
             config,
             notices: real.steps.notices,
             rule_cache: real.steps.rule_cache,
+            wakes: real.steps.wakes,
         };
         Harness::with_cloudformation(steps, |_| recorded(cloudformation))
     }
@@ -209,6 +210,7 @@ impl<F: CloudFormationFactory> Harness<F> {
                 config: steps.config,
                 notices: steps.notices,
                 rule_cache: steps.rule_cache,
+                wakes: steps.wakes,
             },
             machine: reconcile_machine().expect("the reconcile definition loads"),
             events: Mutex::new(Vec::new()),
@@ -238,6 +240,18 @@ impl<F: CloudFormationFactory> Harness<F> {
         .await
     }
 
+    /// Runs one execution, its waits sped up `speedup` times (1: real
+    /// time): its execution name (the lease owner) and outcome.
+    pub async fn reconcile_at(&self, name: &str, speedup: f64) -> (String, Outcome) {
+        let input = json!({"stackId": name, "trigger": {"kind": "manual"}});
+        let options = RunOptions {
+            speedup,
+            ..RunOptions::default()
+        };
+        self.execute_with(&self.functions(), name, input, options)
+            .await
+    }
+
     /// Runs one execution with the given input.
     pub async fn reconcile_with(&self, name: &str, input: Value) -> Outcome {
         self.execute(&self.functions(), name, input).await.1
@@ -265,6 +279,16 @@ impl<F: CloudFormationFactory> Harness<F> {
             speedup: 1000.0,
             ..RunOptions::default()
         };
+        self.execute_with(runner, name, input, options).await
+    }
+
+    async fn execute_with<T: TaskRunner>(
+        &self,
+        runner: &T,
+        name: &str,
+        input: Value,
+        options: RunOptions,
+    ) -> (String, Outcome) {
         let execution = unique_name(&format!("run-{name}"));
         let mut seen = Vec::new();
         let mut data = Vec::new();
@@ -282,6 +306,40 @@ impl<F: CloudFormationFactory> Harness<F> {
         self.events.lock().expect("events").extend(seen);
         self.data.lock().expect("data").extend(data);
         (execution, outcome)
+    }
+
+    /// Runs that wait on their stack park until its CloudFormation event,
+    /// as in a deployment whose events function gets them
+    /// ([`Harness::events_handler`] delivers them).
+    pub fn with_stack_events(mut self) -> Self {
+        self.steps.config.stack_events = Some("us-east-1".into());
+        self.steps.wakes = stacksync::ports::Wakes::by(std::sync::Arc::new(
+            crate::parked::LocalWakes(self.steps.registry.clone()),
+        ));
+        self
+    }
+
+    /// The events function of this installation: it wakes the runs parked
+    /// on a stack; its starts are recorded, not made.
+    pub fn events_handler(
+        &self,
+    ) -> stacksync::triggers::events::handler::EventHandler<
+        Registry,
+        stacksync::fakes::RecordingStarter,
+    > {
+        use stacksync::triggers::events::wake::TokenWaker;
+        stacksync::triggers::events::handler::EventHandler {
+            registry: self.steps.registry.clone(),
+            starter: stacksync::fakes::RecordingStarter::new(),
+            region: "us-east-1".into(),
+            registry_sources: None,
+            waker: Some(std::sync::Arc::new(TokenWaker {
+                blobs: self.steps.blobs.clone(),
+                wakes: stacksync::ports::Wakes::by(std::sync::Arc::new(crate::parked::LocalWakes(
+                    self.steps.registry.clone(),
+                ))),
+            })),
+        }
     }
 
     /// The steps as the deployed machine runs them (each as its function).

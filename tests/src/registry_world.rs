@@ -283,5 +283,6 @@ pub fn events_handler(registry: &Registry) -> EventHandler<Registry, RecordingSt
             notices: stacksync::wiring::event_bus(&Emulator::shared().sdk_config(), "default"),
             installation: installation(registry),
         })),
+        waker: None,
     }
 }

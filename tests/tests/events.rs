@@ -80,6 +80,7 @@ impl Setup {
             starter: Executions::new(fleet.sfn.clone(), &fleet.machine),
             region: "us-east-1".into(),
             registry_sources: None,
+            waker: None,
         };
         Setup { fleet, handler, p }
     }

@@ -259,6 +259,7 @@ async fn due_entries_start_for_their_reason_and_the_cap_defers_the_rest_without_
                     owner: "arn:running".into(),
                     expires_at: Timestamp(now + 600_000),
                     taken_at: None,
+                    parked: None,
                 });
             }
             _ => {}

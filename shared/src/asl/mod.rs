@@ -6,7 +6,7 @@
 //! `BooleanEquals`, `NumericEquals`, `NumericGreaterThan`, `NumericLessThan`,
 //! `IsNull`, `IsPresent`), `Wait` (`Seconds`, `SecondsPath`), `Succeed`,
 //! `Fail`; `InputPath`, `Parameters` (with `.$` keys and the `$$` context
-//! object), `ResultPath`, `OutputPath`; `Retry` (`IntervalSeconds`,
+//! object), `ResultPath`, `OutputPath`; the intrinsic function `States.MathAdd` in `Parameters`; `Retry` (`IntervalSeconds`,
 //! `MaxAttempts`, `BackoffRate`, `MaxDelaySeconds`, `JitterStrategy`) and
 //! `Catch` (`ResultPath`). Paths are reference paths (`$`, `$.a.b`,
 //! `$.a[0]`). Anything else in a definition is an error at load time, never

@@ -286,3 +286,30 @@ fn an_execution_can_be_moved_to_another_thread() {
 mod behaviour;
 /// Definitions refused at load, each error naming the state and the field.
 mod malformed;
+
+#[tokio::test]
+async fn states_math_add_sums_paths_and_numbers_and_a_pass_can_put_a_value_back() {
+    let def = json!({"StartAt": "Double", "States": {
+        "Double": {"Type": "Pass", "Parameters": {"seconds.$": "States.MathAdd($.waitSeconds, $.waitSeconds)", "plusOne.$": "States.MathAdd($.waitSeconds, 1)"}, "ResultPath": "$.longer", "Next": "Back"},
+        "Back": {"Type": "Pass", "InputPath": "$.longer.seconds", "ResultPath": "$.waitSeconds", "End": true}
+    }});
+    let (outcome, _, _) = run(def, json!({"waitSeconds": 30})).await;
+    assert_eq!(
+        outcome,
+        Outcome::Succeeded(json!({"waitSeconds": 60, "longer": {"seconds": 60, "plusOne": 31}}))
+    );
+}
+
+#[test]
+fn an_intrinsic_function_the_runner_does_not_know_is_refused_at_load() {
+    let def = json!({"StartAt": "P", "States": {
+        "P": {"Type": "Pass", "Parameters": {"a.$": "States.Format('{}', $.x)"}, "End": true},
+    }});
+    let err = StateMachine::load(&def.to_string(), &BTreeMap::new()).unwrap_err();
+    assert!(err.cause.contains("States.MathAdd"), "{err}");
+    let def = json!({"StartAt": "P", "States": {
+        "P": {"Type": "Pass", "Parameters": {"a.$": "States.MathAdd($.x)"}, "End": true},
+    }});
+    let err = StateMachine::load(&def.to_string(), &BTreeMap::new()).unwrap_err();
+    assert!(err.cause.contains("two arguments"), "{err}");
+}

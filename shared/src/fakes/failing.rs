@@ -174,6 +174,17 @@ impl<T: Leases> Leases for Failing<T> {
         self.inner.renew_lease(name, owner, ttl, now).await
     }
 
+    async fn park(
+        &self,
+        name: &str,
+        parked: &crate::registry::Parked,
+        ttl: Duration,
+        now: EpochMillis,
+    ) -> Result<Lease, RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.park(name, parked, ttl, now).await
+    }
+
     async fn release_lease(&self, name: &str, owner: &str) -> Result<(), RegistryError> {
         self.check_registry("UpdateItem")?;
         self.inner.release_lease(name, owner).await

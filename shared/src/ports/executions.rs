@@ -95,6 +95,75 @@ pub trait TaskTokens: Send + Sync {
     ) -> impl Future<Output = PortResult<bool>> + Send;
 }
 
+/// Answers a parked run's task token: [`TaskTokens`] as an object, for
+/// the steps and the events function (`Wakes`).
+pub trait Wake: Send + Sync {
+    /// Answers `token` with `output` (`SendTaskSuccess`); `Ok(false)`: no
+    /// longer awaited.
+    fn wake<'a>(
+        &'a self,
+        token: &'a str,
+        output: &'a serde_json::Value,
+    ) -> std::pin::Pin<Box<dyn Future<Output = PortResult<bool>> + Send + 'a>>;
+}
+
+impl<T: TaskTokens> Wake for T {
+    fn wake<'a>(
+        &'a self,
+        token: &'a str,
+        output: &'a serde_json::Value,
+    ) -> std::pin::Pin<Box<dyn Future<Output = PortResult<bool>> + Send + 'a>> {
+        Box::pin(async move {
+            let answer = Answer::Success {
+                output: output.clone(),
+            };
+            self.answer_token(token, &answer).await
+        })
+    }
+}
+
+/// Who answers parked runs' tokens, if anyone: Step Functions in a
+/// deployment, the registry's answers for the local runner, nobody (then
+/// no run parks: it polls).
+#[derive(Clone, Default)]
+pub struct Wakes(Option<std::sync::Arc<dyn Wake>>);
+
+impl Wakes {
+    /// Tokens answered by `by`.
+    pub fn by(by: std::sync::Arc<dyn Wake>) -> Self {
+        Self(Some(by))
+    }
+
+    /// Nobody answers: runs poll.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// Whether anyone answers.
+    pub fn is_some(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Answers `token` with `output`; `Ok(false)`: nobody answers here, or
+    /// the token is no longer awaited.
+    pub async fn wake(&self, token: &str, output: &serde_json::Value) -> PortResult<bool> {
+        match &self.0 {
+            Some(by) => by.wake(token, output).await,
+            None => Ok(false),
+        }
+    }
+}
+
+impl std::fmt::Debug for Wakes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Wakes(tokens)"
+        } else {
+            "Wakes(none)"
+        })
+    }
+}
+
 /// Starts reconcile runs.
 pub trait Starter: Send + Sync {
     /// Starts the run of `stack`, named from the stack, the trigger's kind

@@ -26,6 +26,13 @@ pub enum Next {
     ChangeSet,
     /// → Wait `$.waitSeconds`, then poll-status.
     Wait,
+    /// → WaitForEvent: poll-status, given a task token, polls; still
+    /// waiting, it parks the run until CloudFormation's event answers the
+    /// token, or `$.waitSeconds` pass (then it polls again, the wait
+    /// doubled by the machine, at most [`MAX_EVENT_WAIT_SECONDS`]).
+    ///
+    /// [`MAX_EVENT_WAIT_SECONDS`]: crate::reconcile::steps::MAX_EVENT_WAIT_SECONDS
+    WaitEvent,
     /// → delete.
     Delete,
     /// → Wait `$.waitSeconds`, then delete again.
@@ -52,6 +59,18 @@ pub enum WaitOn {
     Execution,
     /// `ContinueUpdateRollback`.
     Rollback,
+}
+
+impl WaitOn {
+    /// Its name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ChangeSet => "change-set",
+            Self::Stack => "stack",
+            Self::Execution => "execution",
+            Self::Rollback => "rollback",
+        }
+    }
 }
 
 /// The execution's state: input of every step, output of every step. A

@@ -18,9 +18,9 @@ pub const STATUS: &str = "SET #status = :status, #watch = :watch";
 pub const STATUS_DUE: &str = "SET #status = :status, #watch = :watch, #nextReconcileAt = :due";
 /// A run's last status, the lease given back, and the entry out of the
 /// scheduler's queue (the health check watches it).
-pub const FINAL_STATUS: &str = "SET #status = :status, #watch = :watch REMOVE #leaseOwner, #leaseExpiresAt, #leaseTakenAt, #nextReconcileAt";
+pub const FINAL_STATUS: &str = "SET #status = :status, #watch = :watch REMOVE #leaseOwner, #leaseExpiresAt, #leaseTakenAt, #leaseParked, #nextReconcileAt";
 /// A run's last status and the lease given back, due again at `:due`.
-pub const FINAL_STATUS_DUE: &str = "SET #status = :status, #watch = :watch, #nextReconcileAt = :due REMOVE #leaseOwner, #leaseExpiresAt, #leaseTakenAt";
+pub const FINAL_STATUS_DUE: &str = "SET #status = :status, #watch = :watch, #nextReconcileAt = :due REMOVE #leaseOwner, #leaseExpiresAt, #leaseTakenAt, #leaseParked";
 /// A new item: only if no item has the key.
 pub const ABSENT: &str = "attribute_not_exists(#pk)";
 /// A source's followers, through the `by-source` index.
@@ -65,14 +65,15 @@ pub const RESUME: &str = "SET #suspended = :flag, #updatedAt = :now, #nextReconc
 pub const LEASE_FREE_EXPIRED_OR_MINE: &str = "attribute_exists(#pk) AND (attribute_not_exists(#leaseOwner) OR #leaseExpiresAt <= :now OR #leaseOwner = :owner)";
 /// Take the lease, from now (a retried first step, a few seconds on, takes
 /// it anew: an expired lease's time must not pass to its new owner).
-pub const TAKE_LEASE: &str =
-    "SET #leaseOwner = :owner, #leaseExpiresAt = :expires, #leaseTakenAt = :now";
+pub const TAKE_LEASE: &str = "SET #leaseOwner = :owner, #leaseExpiresAt = :expires, #leaseTakenAt = :now REMOVE #leaseParked";
 /// Extend the lease.
 pub const EXTEND_LEASE: &str = "SET #leaseExpiresAt = :expires";
 /// The caller holds the lease.
 pub const HOLDS_LEASE: &str = "#leaseOwner = :owner";
 /// Give the lease back.
-pub const DROP_LEASE: &str = "REMOVE #leaseOwner, #leaseExpiresAt, #leaseTakenAt";
+pub const DROP_LEASE: &str = "REMOVE #leaseOwner, #leaseExpiresAt, #leaseTakenAt, #leaseParked";
+/// Extend the lease and record the run parked until its stack's event.
+pub const PARK: &str = "SET #leaseExpiresAt = :expires, #leaseParked = :parked";
 /// The caller holds the lease and the entry is being deleted.
 pub const HOLDS_LEASE_AND_DELETING: &str =
     "#leaseOwner = :owner AND attribute_exists(#deletionRequestedAt)";
@@ -278,8 +279,8 @@ mod tests {
         assert_eq!(found.get("#watch").map(String::as_str), Some("watch"));
         assert_eq!(
             found.len(),
-            6,
-            "status, watch, nextReconcileAt and the three of the lease"
+            7,
+            "status, watch, nextReconcileAt and the four of the lease"
         );
     }
 }

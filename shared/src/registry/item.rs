@@ -252,6 +252,7 @@ pub fn entry_from_item(item: &Item) -> Result<StackEntry, String> {
             owner: owner.to_owned(),
             expires_at: Timestamp(expires),
             taken_at: get_n(item, attr::LEASE_TAKEN_AT)?.map(Timestamp),
+            parked: decode(item, attr::LEASE_PARKED)?,
         }),
         _ => None,
     };

@@ -9,7 +9,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::expr::{self, Write};
 use super::item::{n, s, status_attributes};
@@ -47,6 +47,46 @@ pub struct Lease {
     /// When its owner took it (`None`: taken before this was recorded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub taken_at: Option<Timestamp>,
+    /// Its owner parked until CloudFormation's event about the stack (its
+    /// task token kept where only the events function reads it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parked: Option<Parked>,
+}
+
+/// A run parked until CloudFormation's event about its stack ends its
+/// wait: which execution, since when, on which stack and operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Parked {
+    /// The execution that parked (the lease owner when it did).
+    pub execution: String,
+    /// When it parked: an event from before is an older operation's.
+    pub since: Timestamp,
+    /// What it waits for: `execution`, `stack` or `rollback`.
+    pub on: String,
+    /// The stack's id (ARN), when the run knows it: an event about another
+    /// stack of the same name (deleted, made again) is not this one's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_id: Option<String>,
+}
+
+/// What a parked run keeps for the events function: the token, and the
+/// state its answer carries (the state the run parked with).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParkedToken {
+    pub token: String,
+    pub state: serde_json::Value,
+}
+
+/// The most a kept token may weigh when read back.
+pub const MAX_PARKED_TOKEN_BYTES: u64 = 512 * 1024;
+
+impl Lease {
+    /// The run parked on this lease, if its owner is the one that parked.
+    pub fn parked_run(&self) -> Option<&Parked> {
+        self.parked.as_ref().filter(|p| p.execution == self.owner)
+    }
 }
 
 impl Lease {
@@ -56,6 +96,7 @@ impl Lease {
             owner: owner.to_owned(),
             expires_at: Timestamp(lease_until(now, ttl)),
             taken_at: Some(Timestamp(now)),
+            parked: None,
         }
     }
 
@@ -87,6 +128,15 @@ pub trait Leases: Send + Sync {
         &self,
         name: &str,
         owner: &str,
+        ttl: Duration,
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<Lease>> + Send;
+    /// Extends a lease its owner still holds, as [`Leases::renew_lease`],
+    /// and records its run parked until the stack's event.
+    fn park(
+        &self,
+        name: &str,
+        parked: &Parked,
         ttl: Duration,
         now: EpochMillis,
     ) -> impl Future<Output = Result<Lease>> + Send;
@@ -232,6 +282,37 @@ impl Leases for Registry {
                 Write::Update(expr::EXTEND_LEASE),
                 expr::HOLDS_LEASE,
                 vec![(":owner", s(owner)), (":expires", n(lease.expires_at.0))],
+            )
+            .await?;
+        if renewed {
+            Ok(lease)
+        } else {
+            Err(self.lease_not_held(name, owner).await)
+        }
+    }
+
+    async fn park(
+        &self,
+        name: &str,
+        parked: &Parked,
+        ttl: Duration,
+        now: EpochMillis,
+    ) -> Result<Lease> {
+        let owner = &parked.execution;
+        let lease = Lease {
+            parked: Some(parked.clone()),
+            ..Lease::new(owner, now, ttl)
+        };
+        let renewed = self
+            .write_if(
+                stack_key(name),
+                Write::Update(expr::PARK),
+                expr::HOLDS_LEASE,
+                vec![
+                    (":owner", s(owner)),
+                    (":expires", n(lease.expires_at.0)),
+                    (":parked", super::item::to_attr_of(parked)),
+                ],
             )
             .await?;
         if renewed {

@@ -98,6 +98,8 @@ pub mod attr {
     pub const LEASE_EXPIRES_AT: &str = "leaseExpiresAt";
     /// When the lease's owner took it.
     pub const LEASE_TAKEN_AT: &str = "leaseTakenAt";
+    /// The lease holder parked until its stack's event (`registry::Parked`).
+    pub const LEASE_PARKED: &str = "leaseParked";
     pub const NEXT_RECONCILE_AT: &str = "nextReconcileAt";
     pub const SCHED_SHARD: &str = "schedShard";
     pub const SOURCE_KEY: &str = "sourceKey";

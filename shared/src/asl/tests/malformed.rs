@@ -117,7 +117,7 @@ fn paths_are_checked_at_load() {
         refusal_of(
             json!({"Type": "Pass", "Parameters": {"f.$": "States.Format('x')"}, "End": true})
         ),
-        r#"state S: field Parameters.f.$ is not a reference path: "States.Format('x')""#
+        r#"state S: field Parameters.f.$ "States.Format('x')": the local runner knows one intrinsic function, States.MathAdd"#
     );
 }
 

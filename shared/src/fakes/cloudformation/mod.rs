@@ -235,6 +235,11 @@ impl Stacks for ScriptedCloudFormation {
             FakeCall::cloudformation("DescribeStacks", stack),
             stack.to_owned(),
         )?;
+        // Asked by id, as by name: the one stack.
+        let stack = match stack.strip_prefix("arn:") {
+            Some(arn) => arn.split('/').nth(1).unwrap_or(stack),
+            None => stack,
+        };
         let status = self.next_stack();
         let s = self.script();
         let tags = s.stack_tags(stack);

@@ -5,7 +5,7 @@
 
 use tracing::{info, warn};
 
-use super::{Port, Ports, StepResult, Steps, short, wait};
+use super::{Port, Ports, StepResult, Steps, short};
 use crate::naming::change_set_name;
 use crate::ownership::Owner;
 use crate::ports::{Blobs as _, ChangeSetRequest, ChangeSets, Created, StackInfo, Stacks};
@@ -60,7 +60,7 @@ impl<P: Ports> Steps<P> {
                 self.create(state, &entry, &cfn, (kind, adopting), cleanup_review)
                     .await
             }
-            StackDecision::Wait => wait(state, WaitOn::Stack, &entry.spec),
+            StackDecision::Wait => self.wait(state, WaitOn::Stack, &entry.spec),
             StackDecision::InSync => {
                 let seen = self
                     .observe_if_there(&cfn, &entry.spec, stack.as_ref())
@@ -91,7 +91,7 @@ impl<P: Ports> Steps<P> {
                     .await?;
                 let mut state = state;
                 state.budgets.rollback_continues += 1;
-                wait(state, WaitOn::Rollback, &entry.spec)
+                self.wait(state, WaitOn::Rollback, &entry.spec)
             }
             StackDecision::DeleteAndRecreate => self.delete_and_recreate(state, &entry).await,
             StackDecision::Stalled { reason, message } => Err(StepError::stalled(reason, message)),
@@ -174,7 +174,7 @@ impl<P: Ports> Steps<P> {
         if let Some(change_set) = state.change_set.as_mut() {
             change_set.execute = false;
         }
-        wait(state, WaitOn::Execution, &entry.spec)
+        self.wait(state, WaitOn::Execution, &entry.spec)
     }
 
     /// Before an adopting change set runs: what it will do to the stack,
@@ -302,7 +302,7 @@ impl<P: Ports> Steps<P> {
                     adopting,
                     ..ChangeSetInHand::named(name)
                 });
-                wait(state, WaitOn::ChangeSet, &entry.spec)
+                self.wait(state, WaitOn::ChangeSet, &entry.spec)
             }
             Created::NothingToChange => {
                 let stack = cfn.describe_stack(stack_name).await?;

@@ -26,6 +26,7 @@ pub mod finalize;
 mod name;
 mod notify;
 mod parameters;
+pub mod park;
 pub mod policy;
 pub mod poll_status;
 pub mod retrying;
@@ -60,8 +61,10 @@ pub const MAX_POLL_SECONDS: u64 = 60;
 pub type StepResult = Result<RunState, StepError>;
 
 pub use name::StepName;
-pub use waits::next_poll_seconds;
-use waits::{wait, within_budget};
+use waits::within_budget;
+pub use waits::{
+    EVENT_WAIT_POLL_INTERVALS, MAX_EVENT_WAIT_SECONDS, first_event_wait, next_poll_seconds,
+};
 
 /// Settings read once at start.
 #[derive(Debug, Clone)]
@@ -85,6 +88,11 @@ pub struct StepConfig {
     /// The installation's Guard rules (`PolicySource`), checked on every
     /// stack's template before its change set; an entry's `policy:` adds.
     pub rules: Option<crate::spec::Source>,
+    /// The region whose CloudFormation events reach this installation's
+    /// events function (`STACKSYNC_STACK_EVENTS`): a run waiting on a stack
+    /// there (in the installation's own account) parks until the stack's
+    /// event wakes it. `None`: every run polls (the local runner).
+    pub stack_events: Option<String>,
 }
 
 /// The ports the steps use, named once: a deployment's (DynamoDB, S3, the
@@ -129,6 +137,9 @@ pub struct Steps<P: Ports> {
     pub notices: crate::ports::Notifier,
     /// The Guard rule sets read so far (by revision).
     pub rule_cache: policy::RuleCache,
+    /// Who answers a parked run's token when the run finds its stack
+    /// settled as it parks (Step Functions; the registry's answers locally).
+    pub wakes: crate::ports::Wakes,
 }
 
 impl<P: Ports> std::fmt::Debug for Steps<P> {
@@ -159,6 +170,9 @@ impl<P: Ports> Steps<P> {
             }
             other => Err(other),
         };
+        if step == StepName::PollStatus && input.get("taskToken").is_some() {
+            return self.park_step(input).await;
+        }
         let state = match step {
             StepName::ArtifactFetch => {
                 let state = parse(input)?;

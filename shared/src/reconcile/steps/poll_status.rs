@@ -5,7 +5,7 @@
 use tracing::info;
 
 use super::settings::with_settings;
-use super::{Port, Ports, StepResult, Steps, ready_status, short, wait};
+use super::{Port, Ports, StepResult, Steps, ready_status, short};
 use crate::ports::{ChangeSetCheck, ChangeSets, EventsOf, Stacks, root_cause};
 use crate::preview::bounded;
 use crate::reconcile::decide::{
@@ -31,7 +31,7 @@ impl<P: Ports> Steps<P> {
                 match decide_waiting(stack.as_ref().map(|s| &s.status)) {
                     Waiting::Wait => {
                         let on = state.wait.on.unwrap_or(WaitOn::Stack);
-                        wait(state, on, &entry.spec)
+                        self.wait(state, on, &entry.spec)
                     }
                     Waiting::Decide => {
                         state.wait.on = None;
@@ -75,7 +75,7 @@ impl<P: Ports> Steps<P> {
         });
         info!(stack = %state.entry, change_set = %name, ?decision, "change set polled");
         match decision {
-            ChangeSetDecision::Wait => wait(state, WaitOn::ChangeSet, &entry.spec),
+            ChangeSetDecision::Wait => self.wait(state, WaitOn::ChangeSet, &entry.spec),
             ChangeSetDecision::Execute => {
                 state.next = Next::ChangeSet;
                 let checks = self.record_checks(&state, entry, cfn, &name).await?;
@@ -97,7 +97,7 @@ impl<P: Ports> Steps<P> {
                 }
                 Ok(state)
             }
-            ChangeSetDecision::WaitForStack => wait(state, WaitOn::Execution, &entry.spec),
+            ChangeSetDecision::WaitForStack => self.wait(state, WaitOn::Execution, &entry.spec),
             ChangeSetDecision::CheckStack => self.after_execution(state, entry, cfn).await,
             ChangeSetDecision::Empty => self.empty_change_set(state, entry, cfn, &name).await,
             ChangeSetDecision::Failed { reason } => {
@@ -259,15 +259,22 @@ impl<P: Ports> Steps<P> {
         let target = state
             .change_set
             .as_ref()
-            .and_then(|c| c.stack_id.as_deref())
-            .unwrap_or(stack_name);
-        let stack = cfn.describe_stack(target).await?;
+            .and_then(|c| c.stack_id.clone())
+            .unwrap_or_else(|| stack_name.to_owned());
+        let stack = cfn.describe_stack(&target).await?;
+        // The stack's id, for the events about it (a stack of the same name
+        // made again is another).
+        if let (Some(stack), Some(in_hand)) = (&stack, state.change_set.as_mut()) {
+            in_hand
+                .stack_id
+                .get_or_insert_with(|| stack.stack_id.clone());
+        }
         let outcome = decide_after_execute(
             change_set.as_ref().map(|cs| cs.execution),
             stack.as_ref().map(|s| &s.status),
         );
         match outcome {
-            ExecutionOutcome::Wait => wait(state, WaitOn::Execution, spec),
+            ExecutionOutcome::Wait => self.wait(state, WaitOn::Execution, spec),
             ExecutionOutcome::Succeeded => {
                 let changed = match &stack {
                     Some(stack) => self.apply_settings(cfn, spec, stack).await?,
@@ -297,7 +304,7 @@ impl<P: Ports> Steps<P> {
                     .as_ref()
                     .map(|s| s.status.to_string())
                     .unwrap_or_else(|| "gone".into());
-                let reason = self.failure_reason(cfn, target, &state, stack).await?;
+                let reason = self.failure_reason(cfn, &target, &state, stack).await?;
                 let message = match execution_failed.and_then(|cs| cs.reason.as_deref()) {
                     Some(why) => format!(
                         "the change set's execution failed ({why}); the stack is {status}: {reason}"

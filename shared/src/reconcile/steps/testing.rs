@@ -64,6 +64,7 @@ impl Test {
                 config: StepConfig {
                     answer_url: None,
                     rules: None,
+                    stack_events: None,
                     local: false,
                     installation: crate::fakes::TEST_INSTALLATION.into(),
                     policy: Default::default(),
@@ -71,6 +72,7 @@ impl Test {
                 },
                 notices: crate::ports::Notifier::to(notices.clone()),
                 rule_cache: Default::default(),
+                wakes: crate::ports::Wakes::none(),
             },
             cfn,
             notices,

@@ -13,22 +13,57 @@ pub fn next_poll_seconds(current: u64, first: u64) -> u64 {
     (base + base.div_ceil(2)).min(MAX_POLL_SECONDS.max(first))
 }
 
+/// The longest wait of a run parked for CloudFormation's event before it
+/// polls anyway (the fallback, for an event lost or late).
+pub const MAX_EVENT_WAIT_SECONDS: u64 = 300;
+
+/// The first fallback wait of a parked run, in poll intervals: an event
+/// normally ends the wait long before; polling sooner would cost more
+/// Lambda invocations than the polling it replaces (BENCHMARKS.md).
+pub const EVENT_WAIT_POLL_INTERVALS: u64 = 6;
+
+/// The first fallback wait of a run parked for `spec`'s stack.
+pub fn first_event_wait(spec: &StackSpec) -> u64 {
+    let poll = spec.poll_interval.as_secs().max(1);
+    (poll * EVENT_WAIT_POLL_INTERVALS).clamp(poll, MAX_EVENT_WAIT_SECONDS.max(poll))
+}
+
 /// `next` = wait for `on`: the first poll interval, then longer; unless
-/// the run is past its deadline or poll budget, which ends it.
+/// the run is past its deadline or poll budget, which ends it. `events`:
+/// CloudFormation's events about the stack reach this installation, so a
+/// wait on the stack (not on a change set being made: CloudFormation sends
+/// no event for that) parks the run until one comes ([`Next::WaitEvent`]).
 pub(super) fn wait(
     mut state: RunState,
     on: WaitOn,
     spec: &StackSpec,
+    events: bool,
 ) -> Result<RunState, StepError> {
     within_budget(&state, spec, &waiting_for(&state, on))?;
     let first = spec.poll_interval.as_secs();
-    state.wait.seconds = if state.wait.on == Some(on) {
-        next_poll_seconds(state.wait.seconds, first)
+    let same = state.wait.on == Some(on);
+    if events && on != WaitOn::ChangeSet {
+        // The machine doubles the wait each time it runs out; a run woken
+        // early (an event about something else) keeps the one it had.
+        let first = first_event_wait(spec);
+        state.wait.seconds = if same && state.next == Next::WaitEvent {
+            state
+                .wait
+                .seconds
+                .clamp(first, MAX_EVENT_WAIT_SECONDS.max(first))
+        } else {
+            first
+        };
+        state.next = Next::WaitEvent;
     } else {
-        first
-    };
+        state.wait.seconds = if same {
+            next_poll_seconds(state.wait.seconds, first)
+        } else {
+            first
+        };
+        state.next = Next::Wait;
+    }
     state.wait.on = Some(on);
-    state.next = Next::Wait;
     state.wait.polls += 1;
     Ok(state)
 }

@@ -193,14 +193,49 @@ async fn leases<R: Entries + Leases>(r: &R, label: &str) {
         .await
         .unwrap_or_else(|e| panic!("{label}: {e}"));
     assert_eq!(renewed.expires_at, Timestamp(NOW + 60_010), "{label}");
+    // Its holder parks until the stack's event; nobody else may.
+    let parked = super::Parked {
+        execution: "run-1".into(),
+        since: Timestamp(NOW + 10),
+        on: "execution".into(),
+        stack_id: Some("arn:aws:cloudformation:us-east-1:1:stack/alpha/1".into()),
+    };
+    let stranger = super::Parked {
+        execution: "run-2".into(),
+        ..parked.clone()
+    };
+    assert!(
+        matches!(
+            r.park("alpha", &stranger, TTL, NOW + 10).await,
+            Err(RegistryError::LeaseNotHeld { .. })
+        ),
+        "{label}"
+    );
+    r.park("alpha", &parked, TTL, NOW + 10)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    r.renew_lease("alpha", "run-1", TTL, NOW + 10)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let lease = r.get("alpha").await.ok().flatten().and_then(|e| e.lease);
+    assert_eq!(
+        lease.as_ref().and_then(|l| l.parked_run()),
+        Some(&parked),
+        "{label}: parked, and still after a renewal"
+    );
     // Once run out, another run may take it.
     let taken = r.acquire_lease("alpha", "run-2", TTL, NOW + 60_010).await;
     assert!(taken.is_ok(), "{label}: an expired lease: {taken:?}");
     let held = r.get("alpha").await.ok().flatten().and_then(|e| e.lease);
     assert_eq!(
-        held.and_then(|l| l.taken_at),
+        held.as_ref().and_then(|l| l.taken_at),
         Some(Timestamp(NOW + 60_010)),
         "{label}: since when the new owner holds it"
+    );
+    assert_eq!(
+        held.and_then(|l| l.parked),
+        None,
+        "{label}: the last owner's park went with its lease"
     );
     assert!(
         matches!(

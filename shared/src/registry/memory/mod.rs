@@ -216,9 +216,25 @@ impl Leases for MemoryRegistry {
         let taken_at = entry.lease.as_ref().and_then(|l| l.taken_at);
         let lease = Lease {
             taken_at,
+            parked: entry.lease.as_ref().and_then(|l| l.parked.clone()),
             ..Lease::new(owner, now, ttl)
         };
         entry.lease = Some(lease.clone());
+        Ok(lease)
+    }
+
+    async fn park(
+        &self,
+        name: &str,
+        parked: &crate::registry::Parked,
+        ttl: Duration,
+        now: EpochMillis,
+    ) -> Result<Lease> {
+        let mut lease = self.renew_lease(name, &parked.execution, ttl, now).await?;
+        lease.parked = Some(parked.clone());
+        if let Some(entry) = self.state().entries.get_mut(name) {
+            entry.lease = Some(lease.clone());
+        }
         Ok(lease)
     }
 

@@ -30,6 +30,7 @@ use crate::stack_status::StackStatus;
 
 mod detail;
 pub mod handler;
+pub mod wake;
 
 use detail::{codecommit, execution_ended, object_created, stack_status_change};
 

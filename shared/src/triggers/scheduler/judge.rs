@@ -357,6 +357,7 @@ mod tests {
             owner: "run-1".into(),
             expires_at: Timestamp(NOW + 60_000),
             taken_at: None,
+            parked: None,
         });
         assert_eq!(
             judge_due(&held, NOW),
