@@ -21,7 +21,7 @@ use crate::clock::now_millis;
 use crate::naming::wait_token_key;
 use crate::ports::{Blobs as _, Stacks as _};
 use crate::reconcile::run::{Next, RunState, StallReason, StepError, WaitOn};
-use crate::registry::{Leases as _, Parked, ParkedToken, lease_ttl};
+use crate::registry::{LEASE_TTL, Leases as _, Parked, ParkedToken};
 use crate::spec::StackSpec;
 use crate::status::Timestamp;
 
@@ -106,8 +106,10 @@ impl<P: Ports> Steps<P> {
                 .unwrap_or_default(),
             stack_id: stack_id.clone(),
         };
+        // Held through the longest fallback wait (300 s), as for the
+        // longest `pollInterval`.
         self.registry
-            .park(&polled.entry, &parked, lease_ttl(&entry.spec), now)
+            .park(&polled.entry, &parked, LEASE_TTL, now)
             .await?;
         // An event between the poll and the park found nobody parked.
         let cfn = self.port(&entry.spec).await?;
@@ -253,6 +255,28 @@ mod tests {
             "it polls again, and then ends"
         );
         assert!(t.entry().lease.unwrap().parked.is_some());
+    }
+
+    #[test]
+    fn the_machines_cap_on_the_fallback_wait_is_the_steps_and_the_lease_outlasts_it() {
+        let asl: Value = serde_json::from_str(crate::reconcile::asl_runner::RECONCILE_ASL).unwrap();
+        let states = &asl["States"];
+        let cap = &states["CapWait"]["Choices"][0];
+        assert_eq!(cap["Variable"], "$.longer.seconds");
+        assert_eq!(
+            cap["NumericGreaterThan"],
+            super::super::MAX_EVENT_WAIT_SECONDS
+        );
+        assert_eq!(
+            states["LongestWait"]["Result"],
+            super::super::MAX_EVENT_WAIT_SECONDS
+        );
+        assert_eq!(
+            states["WaitForEvent"]["TimeoutSecondsPath"],
+            "$.waitSeconds"
+        );
+        // A parked run's lease: a step, a retry's backoff, a margin, and the wait.
+        assert!(LEASE_TTL.as_secs() >= 420 + super::super::MAX_EVENT_WAIT_SECONDS);
     }
 
     #[tokio::test]
