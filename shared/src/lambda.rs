@@ -137,6 +137,14 @@ async fn serve(step: StepName) -> Result<(), lambda_runtime::Error> {
             )),
         ));
     }
+    // The steps that end runs `Ready` (but for change-set's rare in-sync
+    // ends, whose dependents the scheduler starts) start the dependents they
+    // make due, on the machine their own execution runs on.
+    if matches!(step, StepName::TemplateUpload | StepName::PollStatus) {
+        steps.starter = crate::ports::RunStarter::by(std::sync::Arc::new(
+            crate::adapters::stepfunctions::MachineStarter::new(aws_sdk_sfn::Client::new(&config)),
+        ));
+    }
     let steps = &steps;
     serve_invocations(move |event| async move {
         steps.run(step, event.payload).await.map_err(diagnostic)

@@ -81,6 +81,7 @@ pub async fn sdk_steps(
         rule_cache: Default::default(),
         // A deployed function sets who answers parked runs (`crate::lambda`).
         wakes: crate::ports::Wakes::none(),
+        starter: crate::ports::RunStarter::none(),
         config: StepConfig {
             answer_url: None,
             stack_events: None,

@@ -190,6 +190,7 @@ impl Harness<ScriptedCloudFormation> {
             notices: real.steps.notices,
             rule_cache: real.steps.rule_cache,
             wakes: real.steps.wakes,
+            starter: real.steps.starter,
         };
         Harness::with_cloudformation(steps, |_| recorded(cloudformation))
     }
@@ -211,6 +212,7 @@ impl<F: CloudFormationFactory> Harness<F> {
                 notices: steps.notices,
                 rule_cache: steps.rule_cache,
                 wakes: steps.wakes,
+                starter: steps.starter,
             },
             machine: reconcile_machine().expect("the reconcile definition loads"),
             events: Mutex::new(Vec::new()),

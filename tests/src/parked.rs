@@ -36,3 +36,68 @@ impl TaskTokens for LocalWakes {
             .map_err(|e| PortError::Transient(e.to_string()))
     }
 }
+
+/// Runs started by a run's end (its dependents), handed to the test as
+/// Step Functions would start them: the test runs each (`Harness`), in turn.
+#[derive(Debug)]
+pub struct ChannelStarter {
+    to: tokio::sync::mpsc::UnboundedSender<(String, stacksync::ports::Trigger)>,
+    names: std::sync::Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl ChannelStarter {
+    /// The starter, and where its starts arrive: (stack, trigger).
+    pub fn new() -> (
+        Self,
+        tokio::sync::mpsc::UnboundedReceiver<(String, stacksync::ports::Trigger)>,
+    ) {
+        let (to, from) = tokio::sync::mpsc::unbounded_channel();
+        let starter = Self {
+            to,
+            names: std::sync::Mutex::default(),
+        };
+        (starter, from)
+    }
+}
+
+impl stacksync::ports::StartOn for ChannelStarter {
+    fn start_on<'a>(
+        &'a self,
+        machine: &'a str,
+        stack: &'a str,
+        trigger: &'a stacksync::ports::Trigger,
+        key: &'a str,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = PortResult<stacksync::ports::Started>> + Send + 'a>,
+    > {
+        Box::pin(async move {
+            if recording() {
+                record(Call {
+                    service: "states".into(),
+                    operation: "StartExecution".into(),
+                    region: "us-east-1".into(),
+                    status: 200,
+                    target: Some(machine.to_owned()),
+                    ..Call::default()
+                });
+            }
+            let name = stacksync::naming::execution_name(stack, trigger.kind.as_str(), key);
+            let new = self
+                .names
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(name.clone());
+            if new {
+                self.to
+                    .send((stack.to_owned(), trigger.clone()))
+                    .map_err(|e| PortError::Transient(e.to_string()))?;
+            }
+            Ok(stacksync::ports::Started {
+                stack: stack.to_owned(),
+                execution_arn: format!("local:{name}"),
+                execution_name: name,
+                new,
+            })
+        })
+    }
+}

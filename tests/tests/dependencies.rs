@@ -504,3 +504,116 @@ async fn values_are_read_in_the_account_of_the_stack_that_holds_them() {
 stacksync_testkit::scenarios!(
     a_chain_converges_in_order_and_only_a_changed_output_runs_what_reads_it
 );
+
+/// A run that ends `Ready` starts the dependents it makes due itself, on
+/// its own machine: network → database → app, the first started by hand,
+/// each next one by the run before it, no scheduler run in between.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chain_runs_each_stack_the_moment_the_one_before_is_ready_without_the_scheduler() {
+    use stacksync::ports::{RunStarter, TriggerKind};
+    use stacksync_testkit::parked::ChannelStarter;
+    let mut h = Harness::new("upstream").await;
+    let (starter, mut starts) = ChannelStarter::new();
+    h.steps.starter = RunStarter::by(std::sync::Arc::new(starter));
+    let chain = Chain::new("upstream");
+    h.apply(&chain.stacks("10", "a")).await;
+
+    let mut ran = vec![chain.net.clone()];
+    let outcome = h.reconcile(&chain.net).await;
+    assert!(matches!(outcome, Outcome::Succeeded(_)), "{outcome:?}");
+    // Each start was made by the run before it, as it ended: it is there
+    // the moment that run is over.
+    while let Ok((stack, trigger)) = starts.try_recv() {
+        assert_eq!(trigger.kind, TriggerKind::Upstream, "{stack}");
+        let input = serde_json::json!({"stackId": stack, "trigger": trigger});
+        let outcome = h.reconcile_with(&stack, input).await;
+        assert!(
+            matches!(outcome, Outcome::Succeeded(_)),
+            "{stack}: {outcome:?}"
+        );
+        ran.push(stack);
+    }
+    assert_eq!(
+        ran,
+        [chain.net.clone(), chain.db.clone(), chain.app.clone()]
+    );
+    for name in chain.names() {
+        assert_eq!(h.entry(name).await.status.phase, Phase::Ready, "{name}");
+    }
+    assert_eq!(
+        Emulator::shared().stack_parameters(&chain.app).await["Endpoint"],
+        "db.vpc-10"
+    );
+
+    // A change of the network's output: the database, then the app, again
+    // each started by the run before it.
+    chain.push_new_output();
+    let outcome = h.reconcile(&chain.net).await;
+    assert!(matches!(outcome, Outcome::Succeeded(_)), "{outcome:?}");
+    let mut again = Vec::new();
+    while let Ok((stack, trigger)) = starts.try_recv() {
+        let input = serde_json::json!({"stackId": stack, "trigger": trigger});
+        assert!(matches!(
+            h.reconcile_with(&stack, input).await,
+            Outcome::Succeeded(_)
+        ));
+        again.push(stack);
+    }
+    assert_eq!(again, [chain.db.clone(), chain.app.clone()]);
+    assert_eq!(
+        Emulator::shared().stack_parameters(&chain.app).await["Endpoint"],
+        "db.net-10"
+    );
+
+    // A stack registered while the network is suspended waits for it; the
+    // network resumed, its run ends in sync (no change set: template-upload
+    // ends it) and starts the one that waited.
+    use stacksync::registry::Specs;
+    h.steps
+        .registry
+        .set_suspended(&chain.net, true, now_millis())
+        .await
+        .unwrap();
+    let extra = format!("{}x", chain.app);
+    h.apply(&format!(
+        "{}  - name: {extra}\n    source: {{git: '{}', path: db.yaml}}\n    \
+         parameters: {{Vpc: {{fromStack: {}, output: VpcId}}}}\n",
+        chain.stacks("10", "a"),
+        chain.repo.file_url(),
+        chain.net
+    ))
+    .await;
+    assert_eq!(
+        h.entry(&extra).await.status.inputs.waiting_for,
+        [chain.net.as_str()]
+    );
+    h.steps
+        .registry
+        .set_suspended(&chain.net, false, now_millis())
+        .await
+        .unwrap();
+    h.take_states();
+    assert!(matches!(
+        h.reconcile(&chain.net).await,
+        Outcome::Succeeded(_)
+    ));
+    assert!(
+        h.take_states().iter().all(|s| s != "ChangeSet"),
+        "ended in sync by template-upload"
+    );
+    let (stack, trigger) = starts.try_recv().expect("started as the network ended");
+    assert_eq!(
+        (stack.as_str(), trigger.kind),
+        (extra.as_str(), TriggerKind::Upstream)
+    );
+    let input = serde_json::json!({"stackId": stack, "trigger": trigger});
+    assert!(matches!(
+        h.reconcile_with(&stack, input).await,
+        Outcome::Succeeded(_)
+    ));
+    assert_eq!(
+        Emulator::shared().stack_parameters(&extra).await["Vpc"],
+        "net-10"
+    );
+    assert!(starts.try_recv().is_err(), "nothing else to start");
+}

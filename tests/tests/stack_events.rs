@@ -39,6 +39,8 @@ async fn setup(
 ) {
     let fake = ScriptedCloudFormation::with_stack(&[None]);
     fake.script().after_execute = after.to_vec();
+    // The change set is ready at once: no wait before the stack's.
+    fake.script().change_set = [stacksync::fakes::ready()].into_iter().collect();
     let h = Harness::with_port("events", fake.clone())
         .await
         .with_stack_events();
@@ -104,10 +106,11 @@ fn woken(answer: &Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_stacks_event_ends_the_wait_and_stale_or_early_events_end_nothing() {
     let (h, fake, name) = setup(&[Some(S::CreateInProgress)]).await;
-    // Waits sped up 5 times: the fallback poll comes 6 s after the park.
+    // In real time: the fallback poll would come 30 s after the park, long
+    // after the events below (however slow the machine).
     let run = tokio::spawn({
         let (h, name) = (h.clone(), name.clone());
-        async move { h.reconcile_at(&name, 5.0).await }
+        async move { h.reconcile_at(&name, 1.0).await }
     });
     let park = parked(&h, &name).await;
     assert_eq!(park.on, "execution");

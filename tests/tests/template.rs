@@ -243,6 +243,14 @@ fn the_state_machine_is_wired_to_every_function() {
         machine["Properties"]["DefinitionUri"].as_str(),
         Some("statemachine/reconcile.asl.json")
     );
+    // The steps start dependents on the machine with the installation's tag
+    // (the IAM conformance test gives its requests that tag).
+    let tag = &machine["Properties"]["Tags"]["stacksync:installation"];
+    assert_eq!(
+        serde_yaml_ng::to_string(tag).unwrap().trim(),
+        "!Ref RegistryTable",
+        "{tag:?}"
+    );
 }
 
 /// The managed policies a function's role carries (`Policies` entries that

@@ -256,6 +256,35 @@ impl Starter for Executions {
     }
 }
 
+/// Starts runs on the machine a step's own execution runs on (its
+/// dependents, the moment it ends `Ready`).
+#[derive(Debug, Clone)]
+pub struct MachineStarter {
+    client: Client,
+}
+
+impl MachineStarter {
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+impl crate::ports::StartOn for MachineStarter {
+    fn start_on<'a>(
+        &'a self,
+        machine: &'a str,
+        stack: &'a str,
+        trigger: &'a Trigger,
+        key: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = PortResult<Started>> + Send + 'a>> {
+        Box::pin(async move {
+            Executions::new(self.client.clone(), machine)
+                .start(stack, trigger, key)
+                .await
+        })
+    }
+}
+
 /// Answers a task token (an execution waiting for approval): with
 /// `output` (`SendTaskSuccess`), or failed with `error` and `cause`
 /// (`SendTaskFailure`). `Ok(false)`: the token is no longer awaited

@@ -89,3 +89,16 @@ impl crate::ports::TaskTokens for RecordingTokens {
         Ok(true)
     }
 }
+
+/// On any machine: the machines asked for are not told apart here.
+impl crate::ports::StartOn for RecordingStarter {
+    fn start_on<'a>(
+        &'a self,
+        _machine: &'a str,
+        stack: &'a str,
+        trigger: &'a Trigger,
+        key: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = PortResult<Started>> + Send + 'a>> {
+        Box::pin(self.start(stack, trigger, key))
+    }
+}

@@ -20,6 +20,8 @@ pub enum TriggerKind {
     Webhook,
     /// An EventBridge event (CodeCommit push, S3 object).
     Event,
+    /// A stack this one depends on ended `Ready` and started it.
+    Upstream,
 }
 
 impl TriggerKind {
@@ -30,6 +32,7 @@ impl TriggerKind {
             Self::Schedule => "schedule",
             Self::Webhook => "webhook",
             Self::Event => "event",
+            Self::Upstream => "upstream",
         }
     }
 }
@@ -164,6 +167,85 @@ impl std::fmt::Debug for Wakes {
     }
 }
 
+/// Starts reconcile runs on a state machine named by the caller: a step
+/// starts its stack's dependents on the machine its own execution runs on.
+pub trait StartOn: Send + Sync {
+    /// Starts the run of `stack` on `machine`, as [`Starter::start`].
+    fn start_on<'a>(
+        &'a self,
+        machine: &'a str,
+        stack: &'a str,
+        trigger: &'a Trigger,
+        key: &'a str,
+    ) -> std::pin::Pin<Box<dyn Future<Output = PortResult<Started>> + Send + 'a>>;
+}
+
+/// Who starts a finished run's dependents, if anyone (none: the local
+/// runner, whose dependents the scheduler or the next `sync` runs).
+#[derive(Clone, Default)]
+pub struct RunStarter(Option<std::sync::Arc<dyn StartOn>>);
+
+impl RunStarter {
+    /// Runs started by `by`.
+    pub fn by(by: std::sync::Arc<dyn StartOn>) -> Self {
+        Self(Some(by))
+    }
+
+    /// Nobody starts runs here.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// Starts the run of `stack` on the machine of `execution_arn` (an
+    /// execution's ARN, or a local run's id); `Ok(None)`: nobody starts
+    /// runs here, or the id names no machine.
+    pub async fn start(
+        &self,
+        execution_arn: &str,
+        stack: &str,
+        trigger: &Trigger,
+        key: &str,
+    ) -> PortResult<Option<Started>> {
+        let (Some(by), Some(machine)) = (&self.0, state_machine_of(execution_arn)) else {
+            return Ok(None);
+        };
+        by.start_on(&machine, stack, trigger, key).await.map(Some)
+    }
+}
+
+impl std::fmt::Debug for RunStarter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "RunStarter(machine)"
+        } else {
+            "RunStarter(none)"
+        })
+    }
+}
+
+/// The state machine of an execution: `arn:P:states:R:A:execution:M:N` is
+/// of `arn:P:states:R:A:stateMachine:M`; a local run (`local:N`) is of the
+/// machine `local` (the local runner's one definition).
+pub fn state_machine_of(execution_arn: &str) -> Option<String> {
+    let parts: Vec<&str> = execution_arn.split(':').collect();
+    match parts.as_slice() {
+        ["local", name] if !name.is_empty() => Some("local".to_owned()),
+        [
+            "arn",
+            partition,
+            "states",
+            region,
+            account,
+            "execution",
+            machine,
+            name,
+        ] if !machine.is_empty() && !name.is_empty() => Some(format!(
+            "arn:{partition}:states:{region}:{account}:stateMachine:{machine}"
+        )),
+        _ => None,
+    }
+}
+
 /// Starts reconcile runs.
 pub trait Starter: Send + Sync {
     /// Starts the run of `stack`, named from the stack, the trigger's kind
@@ -175,4 +257,26 @@ pub trait Starter: Send + Sync {
         trigger: &Trigger,
         key: &str,
     ) -> impl Future<Output = PortResult<Started>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_executions_machine_is_read_from_its_arn() {
+        assert_eq!(
+            super::state_machine_of(
+                "arn:aws-cn:states:cn-north-1:123456789012:execution:Reconcile-x1:orders_manual_ab"
+            ),
+            Some("arn:aws-cn:states:cn-north-1:123456789012:stateMachine:Reconcile-x1".into())
+        );
+        assert_eq!(
+            super::state_machine_of("local:orders_manual_ab").as_deref(),
+            Some("local")
+        );
+        assert_eq!(super::state_machine_of("orders_manual_ab"), None);
+        assert_eq!(
+            super::state_machine_of("arn:aws:states:us-east-1:1:stateMachine:Reconcile"),
+            None
+        );
+    }
 }

@@ -28,7 +28,10 @@ pub mod stacks_files;
 pub use blobs::{Blobs, Stored};
 pub use cloudformation::*;
 pub use drift::DriftDetections;
-pub use executions::{Answer, Started, Starter, TaskTokens, Trigger, TriggerKind, Wake, Wakes};
+pub use executions::{
+    Answer, RunStarter, StartOn, Started, Starter, TaskTokens, Trigger, TriggerKind, Wake, Wakes,
+    state_machine_of,
+};
 pub use git_host::{CommitStatus, GitHost, HostRepository, Posted};
 pub use notices::{Notices, Notifier};
 pub use secrets::{Accepted, SecretStore};

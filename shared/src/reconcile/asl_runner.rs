@@ -77,3 +77,28 @@ where
 
 /// How often the local runner looks for a task token's answer.
 pub const ANSWER_POLL: Duration = Duration::from_millis(250);
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::RECONCILE_ASL;
+    use crate::reconcile::steps::MAX_EVENT_WAIT_SECONDS;
+    use crate::registry::LEASE_TTL;
+
+    #[test]
+    fn the_machines_cap_on_the_fallback_wait_is_the_steps_and_the_lease_outlasts_it() {
+        let asl: Value = serde_json::from_str(RECONCILE_ASL).unwrap();
+        let states = &asl["States"];
+        let cap = &states["CapWait"]["Choices"][0];
+        assert_eq!(cap["Variable"], "$.longer.seconds");
+        assert_eq!(cap["NumericGreaterThan"], MAX_EVENT_WAIT_SECONDS);
+        assert_eq!(states["LongestWait"]["Result"], MAX_EVENT_WAIT_SECONDS);
+        assert_eq!(
+            states["WaitForEvent"]["TimeoutSecondsPath"],
+            "$.waitSeconds"
+        );
+        // A parked run's lease: a step, a retry's backoff, a margin, and the wait.
+        assert!(LEASE_TTL.as_secs() >= 420 + MAX_EVENT_WAIT_SECONDS);
+    }
+}

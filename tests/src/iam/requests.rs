@@ -430,8 +430,13 @@ fn cloudformation(a: &Asked) -> Result<Vec<Request>, String> {
 fn states(a: &Asked) -> Result<Vec<Request>, String> {
     let (i, region, op, action) = (a.i, a.region, a.op, a.action.as_str());
     Ok(match op {
+        // The machine carries the installation's tag (template.yaml's
+        // `ReconcileStateMachine`, checked by tests/tests/template.rs): the
+        // steps that start dependents are granted it by that tag.
         "StartExecution" | "DescribeStateMachine" | "ListExecutions" => {
-            vec![Request::new(action, i.state_machine_arn(region))]
+            let mut request = Request::new(action, i.state_machine_arn(region));
+            request.add(&format!("aws:ResourceTag/{INSTALLATION_TAG}"), &i.table);
+            vec![request]
         }
         // A task token is answered on no resource (IAM has none for it).
         "SendTaskSuccess" | "SendTaskFailure" => vec![Request::new(action, "*".to_owned())],

@@ -1,8 +1,31 @@
 //! What a run's end sets going once its status is written: the decision is
 //! here, as a value (`finish` carries it out, tests assert on it).
 
+use crate::clock::EpochMillis;
 use crate::notice::NoticeKind;
+use crate::registry::StackEntry;
 use crate::status::Phase;
+
+/// The most dependents one run's end starts itself; the others it made due
+/// are the scheduler's next run's (the cap of a trigger's parallel starts).
+pub const MAX_DEPENDENT_STARTS: usize = 32;
+
+/// Whether a dependent the end of its upstream's run made due is started by
+/// that run at once, as the scheduler would start it; else why not (it is
+/// due: the scheduler looks at it again). Not while a run holds it (that
+/// run looks again as it ends), nor while it is suspended.
+pub fn start_dependent(entry: &StackEntry, now: EpochMillis) -> Result<(), &'static str> {
+    if entry.lease.as_ref().is_some_and(|l| l.is_live(now)) {
+        return Err("a run holds it");
+    }
+    if entry.is_suspended() && entry.deletion_requested_at.is_none() {
+        return Err("suspended");
+    }
+    if entry.unsupported.is_some() {
+        return Err("written by a later version of stacksync");
+    }
+    Ok(())
+}
 
 /// One thing a run's end sets going, after its final write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

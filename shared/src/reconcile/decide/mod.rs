@@ -16,7 +16,7 @@ mod end;
 pub mod sync;
 
 pub use approval::{Approved, approval_holds, approval_needed, pull_request_holds};
-pub use end::{Effect, effects_of_end};
+pub use end::{Effect, MAX_DEPENDENT_STARTS, effects_of_end, start_dependent};
 pub use sync::{AtAppliedHash, hash_matches, tags_differing};
 
 use crate::duration::Duration;

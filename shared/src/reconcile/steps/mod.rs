@@ -140,6 +140,9 @@ pub struct Steps<P: Ports> {
     /// Who answers a parked run's token when the run finds its stack
     /// settled as it parks (Step Functions; the registry's answers locally).
     pub wakes: crate::ports::Wakes,
+    /// Who starts a run's dependents the moment it ends `Ready`, on the
+    /// machine it runs on (none: the scheduler starts them).
+    pub starter: crate::ports::RunStarter,
 }
 
 impl<P: Ports> std::fmt::Debug for Steps<P> {
@@ -378,7 +381,8 @@ impl<P: Ports> Steps<P> {
         for effect in effects {
             match effect {
                 Effect::WakeDependents => {
-                    self.wake_dependents(&state.entry, &status.applied.outputs)
+                    let by = Some(&state.execution);
+                    self.wake_dependents(&state.entry, &status.applied.outputs, by)
                         .await;
                 }
                 Effect::RecheckUpstream => {

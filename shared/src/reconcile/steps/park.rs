@@ -257,28 +257,6 @@ mod tests {
         assert!(t.entry().lease.unwrap().parked.is_some());
     }
 
-    #[test]
-    fn the_machines_cap_on_the_fallback_wait_is_the_steps_and_the_lease_outlasts_it() {
-        let asl: Value = serde_json::from_str(crate::reconcile::asl_runner::RECONCILE_ASL).unwrap();
-        let states = &asl["States"];
-        let cap = &states["CapWait"]["Choices"][0];
-        assert_eq!(cap["Variable"], "$.longer.seconds");
-        assert_eq!(
-            cap["NumericGreaterThan"],
-            super::super::MAX_EVENT_WAIT_SECONDS
-        );
-        assert_eq!(
-            states["LongestWait"]["Result"],
-            super::super::MAX_EVENT_WAIT_SECONDS
-        );
-        assert_eq!(
-            states["WaitForEvent"]["TimeoutSecondsPath"],
-            "$.waitSeconds"
-        );
-        // A parked run's lease: a step, a retry's backoff, a margin, and the wait.
-        assert!(LEASE_TTL.as_secs() >= 420 + super::super::MAX_EVENT_WAIT_SECONDS);
-    }
-
     #[tokio::test]
     async fn without_events_a_run_polls_as_before() {
         let (mut t, _, _) = executing(&[Some(S::CreateInProgress)]).await;

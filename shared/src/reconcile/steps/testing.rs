@@ -73,6 +73,7 @@ impl Test {
                 notices: crate::ports::Notifier::to(notices.clone()),
                 rule_cache: Default::default(),
                 wakes: crate::ports::Wakes::none(),
+                starter: crate::ports::RunStarter::none(),
             },
             cfn,
             notices,

@@ -8,7 +8,9 @@ use tracing::info;
 
 use super::{Ports, Steps, due, short};
 use crate::clock::now_millis;
-use crate::reconcile::run::{RunState, StepError};
+use crate::ports::{Trigger, TriggerKind};
+use crate::reconcile::decide::{MAX_DEPENDENT_STARTS, start_dependent};
+use crate::reconcile::run::{Execution, RunState, StepError};
 use crate::registry::StackEntry;
 use crate::registry::{Dependents as _, Entries as _, Schedule as _};
 use crate::status::{StallReason, Status, Timestamp, transitions};
@@ -144,7 +146,12 @@ impl<P: Ports> Steps<P> {
     /// stack's outputs before), so a word lost here is given again by the
     /// next run that ends `Ready`. One dependent that cannot be read or
     /// marked stops none of the others (each is logged).
-    pub(super) async fn wake_dependents(&self, name: &str, outputs: &BTreeMap<String, String>) {
+    pub(super) async fn wake_dependents(
+        &self,
+        name: &str,
+        outputs: &BTreeMap<String, String>,
+        by: Option<&Execution>,
+    ) {
         let dependents = match self.registry.dependents(name).await {
             Ok(dependents) => dependents,
             Err(e) => {
@@ -152,9 +159,57 @@ impl<P: Ports> Steps<P> {
                 return;
             }
         };
+        let mut started = 0;
         for dependent in dependents {
-            if let Err(e) = self.wake_one(name, outputs, &dependent).await {
-                tracing::warn!(stack = name, dependent = %dependent, error = %e, "could not make a dependent stack due");
+            match self.wake_one(name, outputs, &dependent).await {
+                Ok(true) if started < MAX_DEPENDENT_STARTS => {
+                    if let Some(by) = by
+                        && self.start_dependent(name, &dependent, by).await
+                    {
+                        started += 1;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(stack = name, dependent = %dependent, error = %e, "could not make a dependent stack due");
+                }
+            }
+        }
+    }
+
+    /// Starts `dependent`, just made due, on the machine `by` runs on, as
+    /// the scheduler would start it ([`start_dependent`]); whether a run
+    /// was started. A start that fails is the scheduler's to make (the
+    /// stack is due).
+    async fn start_dependent(&self, name: &str, dependent: &str, by: &Execution) -> bool {
+        let Some(arn) = by.arn.as_deref() else {
+            return false;
+        };
+        let entry = match self.registry.get(dependent).await {
+            Ok(Some(entry)) => entry,
+            Ok(None) => return false,
+            Err(e) => {
+                tracing::warn!(stack = name, dependent, error = %e, "could not read a dependent stack; the scheduler starts it");
+                return false;
+            }
+        };
+        if let Err(why) = start_dependent(&entry, now_millis()) {
+            info!(
+                stack = name,
+                dependent, why, "dependent left to the scheduler"
+            );
+            return false;
+        }
+        let trigger = Trigger::of(TriggerKind::Upstream);
+        match self.starter.start(arn, dependent, &trigger, &by.name).await {
+            Ok(Some(started)) => {
+                info!(stack = name, dependent, execution = %started.execution_name, new = started.new, "started a dependent stack");
+                started.new
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(stack = name, dependent, error = %e, "could not start a dependent stack; the scheduler starts it");
+                false
             }
         }
     }
@@ -164,15 +219,15 @@ impl<P: Ports> Steps<P> {
         name: &str,
         outputs: &BTreeMap<String, String>,
         dependent: &str,
-    ) -> Result<(), crate::registry::RegistryError> {
+    ) -> Result<bool, crate::registry::RegistryError> {
         // Not there (yet: an apply registers its dependencies before the
         // entry; or no more): left for a later look.
         let Some(entry) = self.registry.get(dependent).await? else {
-            return Ok(());
+            return Ok(false);
         };
         if !entry.spec.upstream().contains(&name) {
             self.registry.remove_dependent(name, dependent).await?;
-            return Ok(());
+            return Ok(false);
         }
         let reads = stale_reads(&entry, name, outputs);
         let waits = entry.status.inputs.waiting_for.iter().any(|w| w == name)
@@ -180,11 +235,11 @@ impl<P: Ports> Steps<P> {
                 .settled(&entry.status.inputs.waiting_for, Some(name))
                 .await?;
         if reads.is_empty() && !waits {
-            return Ok(());
+            return Ok(false);
         }
         let marked = self.registry.mark_due(dependent, now_millis()).await?;
         info!(stack = name, dependent = %dependent, outputs = ?reads, waited = waits, marked, "made a dependent stack due");
-        Ok(())
+        Ok(true)
     }
 
     /// Whether every stack of `names` (but `except`) is settled now.
@@ -318,7 +373,7 @@ mod tests {
         // net ends Ready with its first outputs: orders waits for it (and
         // has read nothing of it yet).
         let first = BTreeMap::from([("VpcId".to_owned(), "vpc-1".to_owned())]);
-        t.steps.wake_dependents("net", &first).await;
+        t.steps.wake_dependents("net", &first, None).await;
         assert!(due(now_millis()).await);
 
         // orders runs, Ready, having read vpc-1; net changes an output
@@ -333,7 +388,7 @@ mod tests {
             ("VpcId".to_owned(), "vpc-1".to_owned()),
             ("Other".to_owned(), "x".to_owned()),
         ]);
-        t.steps.wake_dependents("net", &more).await;
+        t.steps.wake_dependents("net", &more, None).await;
         assert!(
             !due(i64::MAX - 1).await,
             "an output nobody reads changed: nothing"
@@ -341,16 +396,16 @@ mod tests {
         // VpcId changes: orders is due; and again at net's next Ready run
         // should this word be lost (orders has not read vpc-2 yet).
         let changed = BTreeMap::from([("VpcId".to_owned(), "vpc-2".to_owned())]);
-        t.steps.wake_dependents("net", &changed).await;
+        t.steps.wake_dependents("net", &changed, None).await;
         assert!(due(now_millis()).await);
         registry.insert(ready.clone());
-        t.steps.wake_dependents("net", &changed).await;
+        t.steps.wake_dependents("net", &changed, None).await;
         assert!(due(now_millis()).await, "compared with what orders read");
 
         // An entry that no longer depends on net is forgotten, not run.
         ready.spec.parameters.clear();
         registry.insert(ready);
-        t.steps.wake_dependents("net", &first).await;
+        t.steps.wake_dependents("net", &first, None).await;
         assert!(registry.dependents("net").await.unwrap().is_empty());
     }
 }
