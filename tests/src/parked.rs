@@ -101,3 +101,32 @@ impl stacksync::ports::StartOn for ChannelStarter {
         })
     }
 }
+
+/// Starts recorded in memory (`RecordingStarter`), each recorded for the IAM
+/// test as the `StartExecution` it stands for, under the calling function.
+#[derive(Debug, Clone)]
+pub struct RecordedStarts(pub std::sync::Arc<stacksync::fakes::RecordingStarter>);
+
+impl stacksync::ports::StartOn for RecordedStarts {
+    fn start_on<'a>(
+        &'a self,
+        machine: &'a str,
+        stack: &'a str,
+        trigger: &'a stacksync::ports::Trigger,
+        key: &'a str,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = PortResult<stacksync::ports::Started>> + Send + 'a>,
+    > {
+        if recording() {
+            record(Call {
+                service: "states".into(),
+                operation: "StartExecution".into(),
+                region: "us-east-1".into(),
+                status: 200,
+                target: Some(machine.to_owned()),
+                ..Call::default()
+            });
+        }
+        self.0.start_on(machine, stack, trigger, key)
+    }
+}

@@ -231,3 +231,111 @@ async fn where_drift_aware_change_sets_are_refused_the_template_is_applied_and_t
     let revert = entry.status.findings.drift.unwrap().revert.unwrap();
     assert!(revert.reapplied && revert.state == RevertState::Applied);
 }
+
+/// A detection's end is read on its event, not at the next scheduled run,
+/// and the revert it makes due is started at once; the event delivered
+/// again, or one of a detection stacksync did not start, does nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_detections_event_records_its_findings_at_once_and_starts_the_revert() {
+    use stacksync::fakes::{RecordingStarter, stack_id};
+    use stacksync::ports::{RunStarter, TriggerKind};
+    use stacksync::triggers::drift::DriftEventAnswer;
+    use stacksync::triggers::events::{Detail, from_value};
+    use stacksync_testkit::iam::as_function;
+    use std::sync::Arc;
+
+    let mut t = Drifting::new("drift-event", "    drift: {action: revert}\n").await;
+    let starter = Arc::new(RecordingStarter::new());
+    t.drift.config.reverts = Some((
+        "arn:aws:states:us-east-1:123456789012:stateMachine:reconcile".into(),
+        RunStarter::by(Arc::new(stacksync_testkit::parked::RecordedStarts(
+            starter.clone(),
+        ))),
+    ));
+    assert_eq!(t.later(MINUTES).await.started, 1);
+    let id = t
+        .entry()
+        .await
+        .status
+        .findings
+        .drift
+        .unwrap()
+        .detection
+        .unwrap()
+        .id;
+    t.calls();
+    t.finds("DRIFTED", vec![queue_drift()]);
+    let event = |detection: &str| {
+        serde_json::json!({
+            "version": "0", "id": "e-1", "account": "123456789012", "region": "us-east-1",
+            "time": "2026-11-26T12:00:00Z",
+            "detail-type": "CloudFormation Drift Detection Status Change",
+            "source": "aws.cloudformation",
+            "resources": [stack_id(&t.name, 1)],
+            "detail": {
+                "stack-id": stack_id(&t.name, 1),
+                "stack-drift-detection-id": detection,
+                "status-details": {"stack-drift-status": "DRIFTED", "detection-status": "DETECTION_COMPLETE"},
+                "drift-detection-details": {"drifted-stack-resource-count": 1}
+            }
+        })
+    };
+    let handle = |detection: String| {
+        let event = from_value(event(&detection)).unwrap();
+        let Detail::DriftDetectionChange(change) = event.detail else {
+            panic!("{event:?}")
+        };
+        let drift = &t.drift;
+        let now = t.now + MINUTES;
+        async move {
+            as_function("drift", drift.on_detection_event(&change, "us-east-1", now))
+                .await
+                .unwrap()
+        }
+    };
+    let answer = handle(id.clone()).await;
+    let DriftEventAnswer::Read {
+        report,
+        revert_started,
+        ..
+    } = &answer
+    else {
+        panic!("{answer:?}")
+    };
+    assert_eq!(
+        (report.recorded, report.detected, report.reverts),
+        (1, 1, 1)
+    );
+    assert!(revert_started.is_some(), "{answer:?}");
+    assert_eq!(
+        t.calls(),
+        [
+            "DescribeStackDriftDetectionStatus",
+            "DescribeStackResourceDrifts"
+        ],
+        "no listing: the event named the stack and the detection"
+    );
+    let started = starter.started();
+    assert_eq!(started.len(), 1);
+    assert_eq!(
+        (started[0].1.as_str(), started[0].2.kind),
+        (t.name.as_str(), TriggerKind::Event)
+    );
+    let record = t.entry().await.status.findings.drift.unwrap();
+    assert!(
+        record.detection.is_none() && !record.resources.is_empty(),
+        "{record:?}"
+    );
+    assert_eq!(t.notices.kinds(), ["Drift Detected"]);
+
+    // Again (EventBridge delivers at least once), and someone else's detection.
+    for detection in [id, "someone-elses".to_owned()] {
+        let answer = handle(detection).await;
+        assert!(
+            matches!(answer, DriftEventAnswer::Ignored { .. }),
+            "{answer:?}"
+        );
+    }
+    assert!(t.calls().is_empty());
+    assert_eq!(starter.started().len(), 1, "nothing started twice");
+}

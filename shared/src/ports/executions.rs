@@ -211,6 +211,21 @@ impl RunStarter {
         };
         by.start_on(&machine, stack, trigger, key).await.map(Some)
     }
+
+    /// Starts the run of `stack` on `machine` (its ARN); `Ok(None)`: nobody
+    /// starts runs here.
+    pub async fn start_on(
+        &self,
+        machine: &str,
+        stack: &str,
+        trigger: &Trigger,
+        key: &str,
+    ) -> PortResult<Option<Started>> {
+        match &self.0 {
+            Some(by) => by.start_on(machine, stack, trigger, key).await.map(Some),
+            None => Ok(None),
+        }
+    }
 }
 
 impl std::fmt::Debug for RunStarter {

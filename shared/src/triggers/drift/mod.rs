@@ -47,6 +47,9 @@ use crate::stack_status::StackStatus;
 use crate::status::{Phase, Timestamp};
 use crate::triggers::scheduler::health::{Target, describe_target, list_stacks};
 
+mod event;
+pub use event::DriftEventAnswer;
+
 /// Every listing made, by account and region.
 pub type Listings = BTreeMap<Target, BTreeMap<String, StackSummary>>;
 
@@ -60,6 +63,10 @@ pub struct Config {
     pub installation: String,
     /// Where drift notices go.
     pub notices: Notifier,
+    /// The reconcile machine (its ARN), and who starts runs on it: a
+    /// detection's end read on its event starts the revert it makes due
+    /// at once; `None`: the scheduler starts it.
+    pub reverts: Option<(String, crate::ports::RunStarter)>,
 }
 
 impl Default for Config {
@@ -68,6 +75,7 @@ impl Default for Config {
             max_detections: 10,
             installation: String::new(),
             notices: Notifier::none(),
+            reverts: None,
         }
     }
 }

@@ -69,6 +69,7 @@ fn fleet(names: &[String], drift: &DriftSpec, cap: usize) -> Test {
             max_detections: cap,
             installation: "test".into(),
             notices: Notifier::to(notices.clone()),
+            reverts: None,
         },
     };
     Test { s, notices }

@@ -4,7 +4,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    Detail, EventError, ExecutionEnded, ObjectCreated, StackStatusChange, deserialize, malformed,
+    Detail, DriftDetectionChange, EventError, ExecutionEnded, ObjectCreated, StackStatusChange,
+    deserialize, malformed,
 };
 use crate::triggers::RefMoved;
 use crate::triggers::webhook::parse::form_decode;
@@ -200,6 +201,47 @@ pub(super) fn stack_status_change(detail: Value) -> Result<StackStatusChange, Ev
         status: d.status_details.status,
         status_reason: non_empty(d.status_details.status_reason),
         client_request_token: non_empty(d.client_request_token),
+    })
+}
+
+#[derive(Deserialize)]
+struct DriftDetail {
+    #[serde(rename = "stack-id")]
+    stack_id: String,
+    #[serde(rename = "stack-drift-detection-id")]
+    detection_id: String,
+    #[serde(rename = "status-details")]
+    status_details: DriftStatusDetails,
+}
+
+#[derive(Deserialize)]
+struct DriftStatusDetails {
+    #[serde(rename = "detection-status")]
+    detection_status: String,
+    #[serde(default, rename = "stack-drift-status")]
+    stack_drift: Option<String>,
+}
+
+pub(super) fn drift_detection_change(detail: Value) -> Result<DriftDetectionChange, EventError> {
+    let d: DriftDetail = deserialize(detail, "detail")?;
+    let stack_name = stack_name_of(&d.stack_id).ok_or_else(|| {
+        malformed(
+            "detail.stack-id",
+            format!("{:?} is not a stack ARN", d.stack_id),
+        )
+    })?;
+    if d.detection_id.trim().is_empty() {
+        return Err(malformed(
+            "detail.stack-drift-detection-id",
+            "expected the detection's id",
+        ));
+    }
+    Ok(DriftDetectionChange {
+        stack_name,
+        stack_id: d.stack_id,
+        detection_id: d.detection_id,
+        detection_status: d.status_details.detection_status,
+        stack_drift: d.status_details.stack_drift.filter(|s| !s.is_empty()),
     })
 }
 

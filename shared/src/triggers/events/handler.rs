@@ -175,6 +175,12 @@ impl<R: Entries + Schedule + Leases, X: Starter> EventHandler<R, X> {
                 return self.stack_changed(event, change, now).await;
             }
             Detail::ExecutionEnded(ended) => return self.execution_ended(ended, now).await,
+            // The drift function's (its role reads drift; its rule sends it there).
+            Detail::DriftDetectionChange(_) => {
+                return Ok(EventAnswer::Ignored {
+                    reason: "a drift detection's end is the drift function's to read".into(),
+                });
+            }
             Detail::CodeCommitPush(moved) | Detail::RegistrySourcePushed(moved) => {
                 let mut starts = Starts::default();
                 // A CodeCommit event is AWS's own; a relayed push only

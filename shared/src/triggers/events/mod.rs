@@ -12,6 +12,8 @@
 //!   decoded here, as AWS Lambda Powertools does for this very event.
 //! - `aws.cloudformation` "CloudFormation Stack Status Change": a managed
 //!   stack changed, possibly out of band.
+//! - `aws.cloudformation` "CloudFormation Drift Detection Status Change": a
+//!   detection ended; the drift function reads its findings at once.
 //! - `aws.states` "Step Functions Execution Status Change": a reconcile
 //!   execution ended `ABORTED`, `TIMED_OUT` or `FAILED`. The first two skip
 //!   the machine's `Catch`, so no step released the stack: the handler does.
@@ -32,7 +34,9 @@ mod detail;
 pub mod handler;
 pub mod wake;
 
-use detail::{codecommit, execution_ended, object_created, stack_status_change};
+use detail::{
+    codecommit, drift_detection_change, execution_ended, object_created, stack_status_change,
+};
 
 /// `source` and `detail-type` of a CodeCommit repository event.
 pub const CODECOMMIT: (&str, &str) = ("aws.codecommit", "CodeCommit Repository State Change");
@@ -41,6 +45,12 @@ pub const S3_OBJECT_CREATED: (&str, &str) = ("aws.s3", "Object Created");
 /// `source` and `detail-type` of a CloudFormation stack status event.
 pub const STACK_STATUS_CHANGE: (&str, &str) =
     ("aws.cloudformation", "CloudFormation Stack Status Change");
+/// `source` and `detail-type` of a CloudFormation drift detection's status
+/// event (taken by the drift function, not the events function).
+pub const DRIFT_DETECTION_STATUS_CHANGE: (&str, &str) = (
+    "aws.cloudformation",
+    "CloudFormation Drift Detection Status Change",
+);
 /// `source` and `detail-type` of a Step Functions execution's status event.
 pub const EXECUTION_STATUS_CHANGE: (&str, &str) =
     ("aws.states", "Step Functions Execution Status Change");
@@ -75,6 +85,8 @@ pub enum Detail {
     StackStatusChange(StackStatusChange),
     /// A reconcile execution ended without succeeding.
     ExecutionEnded(ExecutionEnded),
+    /// A drift detection's status changed.
+    DriftDetectionChange(DriftDetectionChange),
     /// A Git push that moved a registry source, relayed by the webhook
     /// (its commit only announced: the source's ref is read again).
     RegistrySourcePushed(RefMoved),
@@ -142,6 +154,29 @@ impl StackStatusChange {
     }
 }
 
+/// A drift detection's new status ("Drift Detection Status Change event
+/// detail" of the CloudFormation user guide).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriftDetectionChange {
+    /// The stack's ARN.
+    pub stack_id: String,
+    /// The stack's name, from its ARN.
+    pub stack_name: String,
+    /// The detection's id (`DetectStackDrift`'s answer).
+    pub detection_id: String,
+    /// `DETECTION_IN_PROGRESS`, `DETECTION_COMPLETE`, `DETECTION_FAILED`.
+    pub detection_status: String,
+    /// `DRIFTED`, `IN_SYNC`, …, when the detection says.
+    pub stack_drift: Option<String>,
+}
+
+impl DriftDetectionChange {
+    /// Whether the detection has ended (complete or failed).
+    pub fn ended(&self) -> bool {
+        self.detection_status != "DETECTION_IN_PROGRESS"
+    }
+}
+
 /// A reconcile execution that ended without succeeding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutionEnded {
@@ -167,8 +202,9 @@ pub enum EventError {
     /// A `source` / `detail-type` pair stacksync does not handle.
     #[error(
         "unexpected EventBridge event: detail-type {detail_type:?} from source {event_source:?}; \
-         stacksync handles {:?}, {:?}, {:?} and {:?}",
-        CODECOMMIT.1, S3_OBJECT_CREATED.1, STACK_STATUS_CHANGE.1, EXECUTION_STATUS_CHANGE.1
+         stacksync handles {:?}, {:?}, {:?}, {:?} and {:?}",
+        CODECOMMIT.1, S3_OBJECT_CREATED.1, STACK_STATUS_CHANGE.1, DRIFT_DETECTION_STATUS_CHANGE.1,
+        EXECUTION_STATUS_CHANGE.1
     )]
     Unexpected {
         /// The event's `source`.
@@ -201,6 +237,8 @@ pub fn from_value(value: Value) -> Result<AwsEvent, EventError> {
         Detail::ObjectCreated(object_created(envelope.detail)?)
     } else if kind == STACK_STATUS_CHANGE {
         Detail::StackStatusChange(stack_status_change(envelope.detail)?)
+    } else if kind == DRIFT_DETECTION_STATUS_CHANGE {
+        Detail::DriftDetectionChange(drift_detection_change(envelope.detail)?)
     } else if kind == EXECUTION_STATUS_CHANGE {
         execution_ended(envelope.detail)?
     } else if kind == REGISTRY_SOURCE_PUSHED {

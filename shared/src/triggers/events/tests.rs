@@ -25,6 +25,11 @@ fn fixture(name: &str) -> &'static str {
                 "../../../../tests/fixtures/events/cloudformation-stack-status-change.json"
             )
         }
+        "cloudformation-drift-detection-status-change" => {
+            include_str!(
+                "../../../../tests/fixtures/events/cloudformation-drift-detection-status-change.json"
+            )
+        }
         "stepfunctions-execution-aborted" => {
             include_str!("../../../../tests/fixtures/events/stepfunctions-execution-aborted.json")
         }
@@ -362,4 +367,34 @@ fn a_relayed_push_is_checked_field_by_field() {
             .to_string();
         assert!(error.contains(field), "{field}: {error}");
     }
+}
+
+#[test]
+fn a_drift_detections_end_is_read_with_its_id_and_a_malformed_one_says_where() {
+    let e = event("cloudformation-drift-detection-status-change");
+    let Detail::DriftDetectionChange(change) = &e.detail else {
+        panic!("{e:?}")
+    };
+    assert_eq!(change.stack_name, "acme-network");
+    assert_eq!(change.detection_id, "7a1b2c3d-4e5f-11ef-9a8b-0a1b2c3d4e5f");
+    assert_eq!(change.stack_drift.as_deref(), Some("DRIFTED"));
+    assert!(change.ended());
+    let running = edited("cloudformation-drift-detection-status-change", |v| {
+        v["detail"]["status-details"]["detection-status"] = "DETECTION_IN_PROGRESS".into();
+    })
+    .unwrap();
+    assert!(matches!(running.detail, Detail::DriftDetectionChange(ref c) if !c.ended()));
+    let err = edited("cloudformation-drift-detection-status-change", |v| {
+        v["detail"]["stack-drift-detection-id"] = "".into();
+    })
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "malformed EventBridge event at detail.stack-drift-detection-id: expected the detection's id"
+    );
+    let err = edited("cloudformation-drift-detection-status-change", |v| {
+        v["detail"]["stack-id"] = "acme-network".into();
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("detail.stack-id"), "{err}");
 }
