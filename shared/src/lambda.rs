@@ -202,7 +202,16 @@ async fn webhook() -> Result<(), lambda_runtime::Error> {
         preview_forks: std::env::var("STACKSYNC_PREVIEW_FORKS")
             .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true")),
     };
+    // `STACKSYNC_DELIVERY_QUEUE_URL`: deliveries are queued and answered at
+    // once; this function consumes the queue too.
+    let queue = match std::env::var("STACKSYNC_DELIVERY_QUEUE_URL") {
+        Ok(url) if !url.trim().is_empty() => crate::ports::DeliveryQueue::to(std::sync::Arc::new(
+            crate::adapters::sqs::SqsQueue::new(aws_sdk_sqs::Client::new(&config), url.trim()),
+        )),
+        _ => crate::ports::DeliveryQueue::default(),
+    };
     let webhook = Webhook {
+        queue,
         registry,
         starter,
         secrets: Secrets::new(location, &config),
@@ -210,6 +219,9 @@ async fn webhook() -> Result<(), lambda_runtime::Error> {
     };
     let webhook = &webhook;
     serve_invocations(move |event| async move {
+        if let Some(records) = sqs_records(&event.payload) {
+            return Ok::<Value, FunctionError>(consume_batch(webhook, records).await);
+        }
         let response = match function_url_request(&event.payload) {
             Ok((headers, body)) => {
                 webhook
@@ -501,6 +513,42 @@ async fn events() -> Result<(), lambda_runtime::Error> {
         Ok::<Value, FunctionError>(answer)
     })
     .await
+}
+
+/// The messages of an SQS event (`Records` from `aws:sqs`), if it is one.
+fn sqs_records(payload: &Value) -> Option<&Vec<Value>> {
+    let records = payload.get("Records")?.as_array()?;
+    records
+        .iter()
+        .all(|r| r["eventSource"] == "aws:sqs")
+        .then_some(records)
+}
+
+/// Consumes one batch of queued deliveries: the messages that failed are
+/// named (`batchItemFailures`), so SQS gives only those again (and keeps
+/// them in the dead-letter queue after its tries).
+async fn consume_batch<R, X, K>(
+    webhook: &crate::triggers::webhook::handler::Webhook<R, X, K>,
+    records: &[Value],
+) -> Value
+where
+    R: crate::registry::Entries + crate::registry::Deliveries + crate::registry::RegistrySources,
+    X: crate::ports::Starter,
+    K: crate::ports::SecretStore,
+{
+    let mut failures = Vec::new();
+    for record in records {
+        let id = record["messageId"].as_str().unwrap_or_default();
+        let body = record["body"].as_str().unwrap_or_default();
+        match webhook.consume(body, crate::clock::now_millis()).await {
+            Ok(answer) => tracing::info!(message = id, answer = ?answer, "queued delivery handled"),
+            Err(e) => {
+                tracing::error!(message = id, error = %e, "queued delivery not handled; SQS gives it again");
+                failures.push(json!({"itemIdentifier": id}));
+            }
+        }
+    }
+    json!({"batchItemFailures": failures})
 }
 
 /// Wakes runs parked until their stack's event: their tokens in the bucket

@@ -211,6 +211,7 @@ async fn wired(
     }))
     .await;
     let webhook = Webhook {
+        queue: Default::default(),
         registry: h.steps.registry.clone(),
         starter: RecordingStarter::new(),
         secrets: stacksync::adapters::secrets::Secrets::new(

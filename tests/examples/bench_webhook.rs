@@ -77,6 +77,7 @@ async fn main() {
         .await
         .expect("secret");
     let webhook = Webhook {
+        queue: Default::default(),
         registry: Registry::new(emulator.dynamodb(), h.steps.registry.table()),
         starter: Executions::new(sfn, &machine),
         secrets: Secrets::new(SecretLocation::SecretsManager(secret_id.clone()), &config),
@@ -144,6 +145,7 @@ async fn main() {
     .await;
     let far = through_proxy(&proxy, std::time::Duration::from_secs(30));
     let slow = Webhook {
+        queue: Default::default(),
         registry: Registry::new(emulator.dynamodb(), h.steps.registry.table()),
         starter: Executions::new(aws_sdk_sfn::Client::new(&far), &machine),
         secrets: Secrets::new(SecretLocation::SecretsManager(secret_id), &config),

@@ -92,6 +92,7 @@ impl World {
         }))
         .await;
         let webhook = Webhook {
+            queue: Default::default(),
             registry: registry.clone(),
             starter: RecordingStarter::new(),
             secrets: Secrets::new(SecretLocation::Fixed(vec![SECRET.into()]), &config),

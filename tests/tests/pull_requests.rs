@@ -120,6 +120,7 @@ impl World {
         }))
         .await;
         let webhook = Webhook {
+            queue: Default::default(),
             registry: h.steps.registry.clone(),
             starter: RecordingStarter::new(),
             secrets: stacksync::adapters::secrets::Secrets::new(

@@ -77,6 +77,7 @@ impl Setup {
             .await
             .unwrap();
         let webhook = Webhook {
+            queue: Default::default(),
             registry: Registry::new(emulator.dynamodb(), harness.steps.registry.table()),
             starter: Executions::new(sfn.clone(), &machine),
             // No pause between forced reads: the tests send bad signatures
@@ -440,6 +441,7 @@ async fn a_missing_secret_is_answered_as_a_bad_signature() {
     let s = Setup::new("webhook-nosecret", &stacks(&p)).await;
     let config = Emulator::shared().sdk_config();
     let webhook = Webhook {
+        queue: Default::default(),
         registry: Registry::new(
             Emulator::shared().dynamodb(),
             s._harness.steps.registry.table(),
@@ -466,4 +468,91 @@ async fn a_missing_secret_is_answered_as_a_bad_signature() {
         )
     );
     assert!(s.executions().await.is_empty());
+}
+
+/// Through the queue (SQS in the emulator): the delivery is answered once
+/// queued, having started nothing; the consumer (this function, on the
+/// queue's messages) starts the stacks; a message given again, and the
+/// sender's redelivery, start nothing twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_queued_push_is_answered_at_once_and_its_stacks_started_by_the_consumer() {
+    use stacksync::adapters::sqs::SqsQueue;
+    use stacksync::ports::DeliveryQueue;
+    let p = unique_name("whq").replace('-', "x");
+    let mut stacks = stacks(&p);
+    // Past one batch of 32 starts.
+    for i in 0..40 {
+        stacks.push_str(&format!(
+            "  - {{name: {p}-many{i}, source: {{git: 'https://github.com/acme/infra', path: m{i}.yaml}}}}\n"
+        ));
+    }
+    let mut s = Setup::new("webhook-queue", &stacks).await;
+    let sqs = aws_sdk_sqs::Client::new(&Emulator::shared().sdk_config());
+    let url = sqs
+        .create_queue()
+        .queue_name(unique_name("deliveries"))
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    Arc::get_mut(&mut s.webhook).unwrap().queue =
+        DeliveryQueue::to(Arc::new(SqsQueue::new(sqs.clone(), &url)));
+    let webhook = s.webhook.clone();
+    let (headers, body) = fixture("github-push");
+    let raw = serde_json::to_vec(&body).unwrap();
+    let headers = signed(&headers, &raw, SECRET);
+
+    let answer = as_function("webhook", webhook.handle(&headers, &raw, now_millis())).await;
+    assert_eq!(
+        (answer.status, answer.body["result"].as_str()),
+        (202, Some("queued")),
+        "{}",
+        answer.body
+    );
+    assert!(
+        s.executions().await.is_empty(),
+        "nothing started before the answer"
+    );
+    let replay = as_function("webhook", webhook.handle(&headers, &raw, now_millis())).await;
+    assert_eq!(replay.body["result"], "duplicate", "{}", replay.body);
+
+    // The consumer, as Lambda's poller hands it the messages.
+    let mut consumed = Vec::new();
+    loop {
+        let out = sqs
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .unwrap();
+        let messages = out.messages.unwrap_or_default();
+        if messages.is_empty() {
+            break;
+        }
+        for m in messages {
+            let body = m.body.unwrap();
+            let answer = as_function("webhook", webhook.consume(&body, now_millis()))
+                .await
+                .unwrap();
+            consumed.push(serde_json::to_value(answer).unwrap());
+            // Given again (SQS delivers at least once): nothing new.
+            let again = as_function("webhook", webhook.consume(&body, now_millis()))
+                .await
+                .unwrap();
+            assert_eq!(serde_json::to_value(again).unwrap()["started"], 0);
+            sqs.delete_message()
+                .queue_url(&url)
+                .receipt_handle(m.receipt_handle.unwrap())
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+    // Queued twice (the replay too); started once.
+    assert_eq!(consumed.len(), 2, "{consumed:?}");
+    assert_eq!(consumed[0]["started"], 42, "{consumed:?}");
+    assert_eq!(consumed[1]["started"], 0, "{consumed:?}");
+    assert_eq!(s.executions().await.len(), 42, "each following stack once");
 }

@@ -96,6 +96,7 @@ impl Setup {
             .await
             .unwrap();
         let webhook = Webhook {
+            queue: Default::default(),
             registry: Registry::new(emulator.dynamodb(), harness.steps.registry.table()),
             starter: Executions::new(sfn.clone(), &machine),
             secrets: Secrets::new(SecretLocation::SecretsManager(secret_id), &config),

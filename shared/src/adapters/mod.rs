@@ -12,6 +12,7 @@ pub mod s3;
 pub mod s3_source;
 pub mod secrets;
 pub mod sources;
+pub mod sqs;
 pub mod stepfunctions;
 
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;

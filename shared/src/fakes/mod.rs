@@ -21,6 +21,7 @@ mod cloudformation;
 mod failing;
 mod git_host;
 mod notices;
+mod queue;
 mod sources;
 mod starter;
 
@@ -33,6 +34,7 @@ pub use cloudformation::{
 pub use failing::Failing;
 pub use git_host::MemoryGitHost;
 pub use notices::MemoryNotices;
+pub use queue::MemoryQueue;
 pub use sources::MemorySources;
 pub use starter::{RecordingStarter, RecordingTokens};
 

@@ -21,6 +21,7 @@ pub mod drift;
 mod executions;
 pub mod git_host;
 mod notices;
+mod queue;
 pub mod secrets;
 pub mod source;
 pub mod stacks_files;
@@ -34,6 +35,7 @@ pub use executions::{
 };
 pub use git_host::{CommitStatus, GitHost, HostRepository, Posted};
 pub use notices::{Notices, Notifier};
+pub use queue::{DeliveryQueue, Enqueue};
 pub use secrets::{Accepted, SecretStore};
 pub use source::{FetchError, Files, SourceFetcher, SourceLocation};
 

@@ -99,12 +99,40 @@ pub async fn start_ref_followers<R: Entries, X: Starter>(
     kind: TriggerKind,
     starts: &mut Starts,
 ) -> Result<(), TriggerError> {
-    start_followers(
+    start_ref_followers_up_to(
+        MAX_STARTS_PER_TRIGGER,
+        registry,
+        starter,
+        moved,
+        kind,
+        starts,
+    )
+    .await
+}
+
+/// [`start_ref_followers`], at most `cap` started (the rest left to the
+/// scheduler): the queue's consumer answers nobody, and starts more.
+pub async fn start_ref_followers_up_to<R: Entries, X: Starter>(
+    cap: usize,
+    registry: &R,
+    starter: &X,
+    moved: &RefMoved,
+    kind: TriggerKind,
+    starts: &mut Starts,
+) -> Result<(), TriggerError> {
+    let start = Start {
+        kind,
+        revision: &moved.commit,
+        pinned: true,
+        naming: &moved.commit,
+        cap,
+    };
+    start_found(
+        START_CONCURRENCY,
         registry,
         starter,
         &moved.named_keys(),
-        kind,
-        &moved.commit,
+        start,
         starts,
     )
     .await?;
@@ -123,6 +151,7 @@ pub async fn start_ref_followers<R: Entries, X: Starter>(
             revision: &moved.commit,
             pinned: false,
             naming: &naming,
+            cap,
         },
         starts,
     )
@@ -202,6 +231,10 @@ impl TriggerError {
 /// scheduler, which sees the source moved and starts them on its next runs.
 pub const MAX_STARTS_PER_TRIGGER: usize = 1_000;
 
+/// The most executions the queue's consumer starts for one queued delivery:
+/// it answers nobody, so it may start more than a trigger that answers.
+pub const MAX_STARTS_PER_QUEUED_DELIVERY: usize = 10_000;
+
 /// How many executions a trigger starts at once: a push to a source with
 /// hundreds of followers is answered well within a sender's timeout
 /// (GitHub gives 10 s), and Step Functions' `StartExecution` quota (a
@@ -247,6 +280,7 @@ pub async fn start_followers_at<R: Entries, X: Starter>(
         revision,
         pinned: true,
         naming: revision,
+        cap: MAX_STARTS_PER_TRIGGER,
     };
     start_found(concurrency, registry, starter, keys, start, starts).await
 }
@@ -260,6 +294,8 @@ struct Start<'a> {
     revision: &'a str,
     pinned: bool,
     naming: &'a str,
+    /// The most started; the rest are left to the scheduler.
+    cap: usize,
 }
 
 /// The followers of `keys` to start (each once), the suspended ones and
@@ -267,6 +303,7 @@ struct Start<'a> {
 async fn followers_to_start<R: Entries>(
     registry: &R,
     keys: &[String],
+    cap: usize,
     starts: &mut Starts,
 ) -> Result<Vec<String>, TriggerError> {
     let mut seen = BTreeSet::new();
@@ -284,7 +321,7 @@ async fn followers_to_start<R: Entries>(
                 });
                 continue;
             }
-            if to_start.len() >= MAX_STARTS_PER_TRIGGER {
+            if to_start.len() >= cap {
                 starts.skipped.push(Skipped {
                     stack: entry.name,
                     execution: None,
@@ -312,9 +349,10 @@ async fn start_found<R: Entries, X: Starter>(
         revision,
         pinned,
         naming,
+        cap,
     } = start;
 
-    let to_start = followers_to_start(registry, keys, starts).await?;
+    let to_start = followers_to_start(registry, keys, cap, starts).await?;
     let trigger = Trigger {
         revision: pinned.then(|| revision.to_owned()),
         ..Trigger::of(kind)

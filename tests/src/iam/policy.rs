@@ -203,6 +203,8 @@ impl<'a> Resolver<'a> {
             ("AWS::Serverless::StateMachine" | "AWS::StepFunctions::StateMachine", "Arn") => {
                 i.state_machine_arn(r)
             }
+            ("AWS::SQS::Queue", "Arn") => format!("arn:{p}:sqs:{r}:{a}:{name}"),
+            ("AWS::SQS::Queue", "QueueName") => name.to_owned(),
             ("AWS::Logs::LogGroup", "Arn") => format!("arn:{p}:logs:{r}:{a}:log-group:{name}:*"),
             ("AWS::IAM::Role", "Arn") => format!("arn:{p}:iam::{a}:role/{name}"),
             ("AWS::Lambda::Function" | "AWS::Serverless::Function", "Arn") => {

@@ -266,6 +266,7 @@ pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>
         "codecommit" => codecommit(&a),
         "ssm" => ssm(&a),
         "sts" => sts(&a),
+        "sqs" => sqs(&a),
         _ => a.unknown(),
     }
 }
@@ -440,6 +441,22 @@ fn states(a: &Asked) -> Result<Vec<Request>, String> {
         }
         // A task token is answered on no resource (IAM has none for it).
         "SendTaskSuccess" | "SendTaskFailure" => vec![Request::new(action, "*".to_owned())],
+        _ => return a.unknown(),
+    })
+}
+
+/// SQS: the webhook's delivery queue (template.yaml's `DeliveryQueue`,
+/// named by its logical id here as every resource the template names not).
+fn sqs(a: &Asked) -> Result<Vec<Request>, String> {
+    let (i, region, op, action) = (a.i, a.region, a.op, a.action.as_str());
+    Ok(match op {
+        "SendMessage" => vec![Request::new(
+            action,
+            format!(
+                "arn:{}:sqs:{region}:{}:deliveryqueue",
+                i.partition, i.account
+            ),
+        )],
         _ => return a.unknown(),
     })
 }

@@ -23,7 +23,10 @@ use crate::triggers::{Starts, TriggerError, start_ref_followers};
 
 mod counted;
 mod pull_request;
+mod queued;
 mod refusal;
+
+pub use queued::{ConsumeError, Queued};
 
 pub use refusal::{Caller, NOT_SIGNED, NOT_UNDERSTOOD, Refusal};
 
@@ -94,6 +97,13 @@ pub enum Answer {
         /// Refs relayed.
         relayed: usize,
     },
+    /// Put on the queue: its consumer starts what follows the push (or
+    /// hands the pull request to the preview function).
+    #[serde(rename = "queued")]
+    Queued {
+        #[serde(rename = "deliveryId")]
+        delivery_id: String,
+    },
     /// Every follower was started for this revision before.
     #[serde(rename = "nothing new to start")]
     NothingNew {
@@ -116,6 +126,9 @@ pub struct Webhook<R, X, K> {
     /// such a push's stacks are started here and the source is left to
     /// the scheduler.
     pub registry_sources: Option<Relay>,
+    /// Where verified deliveries are queued for the consumer (answered at
+    /// once); none: their stacks are started before the answer.
+    pub queue: crate::ports::DeliveryQueue,
 }
 
 /// The bus a push that moved a registry source, and a pull request's
@@ -225,6 +238,9 @@ impl<R: Entries + Deliveries + RegistrySources, X: Starter, K: SecretStore> Webh
             };
             return caller.refuse(refusal);
         }
+        if let Some(queue) = self.queue.get() {
+            return self.queue_push(queue, &delivery, now).await;
+        }
         match self.start(&delivery, now).await {
             Ok((status, answer)) => Response::answer(status, &answer),
             // Nothing is recorded: the sender's retry (or a redelivery)
@@ -326,47 +342,58 @@ impl<R: Entries + Deliveries + RegistrySources, X: Starter, K: SecretStore> Webh
         {
             return Ok((200, Answer::Duplicate { delivery_id }));
         }
-        let (started, skipped) = (starts.started.len(), starts.skipped.len());
         tracing::info!(
             delivery = %delivery_id,
             started = ?starts.started.iter().map(|s| s.stack.as_str()).collect::<Vec<_>>(),
             skipped = ?starts.skipped.iter().map(|s| (s.stack.as_str(), s.reason)).collect::<Vec<_>>(),
             "webhook delivery handled"
         );
-        Ok(if starts.is_empty() && relayed > 0 {
-            (
-                202,
-                Answer::Relayed {
-                    delivery_id,
-                    relayed,
-                },
-            )
-        } else if starts.is_empty() {
-            (
-                200,
-                Answer::NoFollower {
-                    sources: delivery.source_keys(),
-                },
-            )
-        } else if started == 0 {
-            (
-                202,
-                Answer::NothingNew {
-                    delivery_id,
-                    started,
-                    skipped,
-                },
-            )
-        } else {
-            (
-                202,
-                Answer::Started {
-                    delivery_id,
-                    started,
-                    skipped,
-                },
-            )
-        })
+        Ok(answer_of(
+            &starts,
+            relayed,
+            delivery_id,
+            delivery.source_keys(),
+        ))
+    }
+}
+
+/// The answer (and its status) for the starts made for a delivery, and the
+/// refs relayed to the events function.
+pub(super) fn answer_of(
+    starts: &Starts,
+    relayed: usize,
+    delivery_id: String,
+    sources: Vec<String>,
+) -> (u16, Answer) {
+    let (started, skipped) = (starts.started.len(), starts.skipped.len());
+    if starts.is_empty() && relayed > 0 {
+        (
+            202,
+            Answer::Relayed {
+                delivery_id,
+                relayed,
+            },
+        )
+    } else if starts.is_empty() {
+        (200, Answer::NoFollower { sources })
+    } else if started == 0 {
+        (
+            202,
+            Answer::NothingNew {
+                delivery_id,
+                started,
+                skipped,
+            },
+        )
+    } else {
+        (
+            202,
+            Answer::Started {
+                delivery_id,
+                started,
+                skipped,
+            },
+        )
     }
 }
 

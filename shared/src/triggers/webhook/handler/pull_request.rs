@@ -42,6 +42,9 @@ impl<R: Entries + Deliveries + RegistrySources, X: Starter, K: SecretStore> Webh
         if pr.fork && pr.state == PrState::Open && !relay.preview_forks {
             return ignored(FORK_NOT_PREVIEWED);
         }
+        if let Some(queue) = self.queue.get() {
+            return self.queue_pull_request(queue, delivery, now).await;
+        }
         match self.followed(pr).await {
             Ok(true) => {}
             Ok(false) => {
@@ -61,13 +64,7 @@ impl<R: Entries + Deliveries + RegistrySources, X: Starter, K: SecretStore> Webh
                 );
             }
         }
-        let notice = Notice {
-            kind: Some(NoticeKind::PullRequestChanged),
-            installation: relay.installation.clone(),
-            revision: Some(pr.head_commit.clone()),
-            pull_request: Some(pr.clone()),
-            ..Notice::default()
-        };
+        let notice = previewed(pr, &relay.installation);
         if let Err(e) = relay.bus.try_send(&notice).await {
             tracing::error!(error = %e, pr = %pr.label(), "the pull request could not be handed to the preview function");
             return Response::error(
@@ -95,7 +92,10 @@ impl<R: Entries + Deliveries + RegistrySources, X: Starter, K: SecretStore> Webh
 
     /// Whether any registered stack, or any registry source, follows the
     /// pull request's base repository and branch.
-    async fn followed(&self, pr: &PullRequest) -> Result<bool, crate::registry::RegistryError> {
+    pub(super) async fn followed(
+        &self,
+        pr: &PullRequest,
+    ) -> Result<bool, crate::registry::RegistryError> {
         let keys = pr.base_keys();
         for key in &keys {
             if !self.registry.followers(key).await?.is_empty() {
@@ -104,6 +104,17 @@ impl<R: Entries + Deliveries + RegistrySources, X: Starter, K: SecretStore> Webh
         }
         let sources = self.registry.registry_sources().await?;
         Ok(sources.iter().any(|s| keys.contains(&s.spec.key())))
+    }
+}
+
+/// The `Pull Request Changed` event the preview function takes.
+pub(super) fn previewed(pr: &PullRequest, installation: &str) -> Notice {
+    Notice {
+        kind: Some(NoticeKind::PullRequestChanged),
+        installation: installation.to_owned(),
+        revision: Some(pr.head_commit.clone()),
+        pull_request: Some(pr.clone()),
+        ..Notice::default()
     }
 }
 

@@ -4,6 +4,7 @@ use super::*;
 
 mod capture;
 mod pull_requests;
+mod queued;
 mod refusals;
 
 #[test]
@@ -41,6 +42,7 @@ mod on_fakes {
 
     fn webhook<R>(registry: R) -> Webhook<R, RecordingStarter, FixedSecrets> {
         Webhook {
+            queue: Default::default(),
             registry,
             starter: RecordingStarter::new(),
             secrets: FixedSecrets(vec![SECRET.into()]),
@@ -233,6 +235,7 @@ mod on_fakes {
     #[tokio::test]
     async fn a_secret_limited_to_some_repositories_signs_for_no_other() {
         let w = Webhook {
+            queue: Default::default(),
             registry: registry(),
             starter: RecordingStarter::new(),
             secrets: Limited(vec!["https://git.example/other.git".into()]),
@@ -243,6 +246,7 @@ mod on_fakes {
         assert_eq!(refused.status, 403, "{:?}", refused.body);
         assert!(w.starter.started().is_empty());
         let w = Webhook {
+            queue: Default::default(),
             secrets: Limited(vec!["https://git.example/INFRA".into()]),
             ..w
         };

@@ -34,6 +34,7 @@ fn webhook(
     registry.insert(entry);
     let bus = Arc::new(MemoryNotices::default());
     let w = Webhook {
+        queue: Default::default(),
         registry,
         starter: RecordingStarter::new(),
         secrets: FixedSecrets(vec![SECRET.into()]),
@@ -142,6 +143,7 @@ impl SecretStore for AcmeOnly {
 async fn a_pull_request_of_a_repository_the_secret_does_not_allow_is_refused() {
     let (w, bus) = webhook("master", false);
     let w = Webhook {
+        queue: Default::default(),
         registry: w.registry,
         starter: w.starter,
         secrets: AcmeOnly,

@@ -108,6 +108,7 @@ async fn a_limited_secret_starts_no_other_repository_named_in_another_github_url
         "master",
     ));
     let w = Webhook {
+        queue: Default::default(),
         registry,
         starter: RecordingStarter::new(),
         secrets: Secret(Some(vec!["https://github.com/Codertocat/Hello-World"])),
@@ -147,6 +148,7 @@ async fn a_limited_secret_starts_no_other_repository_named_in_bitbucket_links() 
         "feature/webhook",
     ));
     let w = Webhook {
+        queue: Default::default(),
         registry,
         starter: RecordingStarter::new(),
         secrets: Secret(Some(vec!["https://bitbucket.org/nfalco79/test-repos"])),
@@ -172,6 +174,7 @@ async fn every_refusal_logs_one_line_with_its_status_reason_sender_and_delivery(
         "master",
     ));
     let w = Webhook {
+        queue: Default::default(),
         registry,
         starter: RecordingStarter::new(),
         secrets: Secret(Some(vec!["https://github.com/acme/other"])),
@@ -257,6 +260,7 @@ async fn every_refusal_logs_one_line_with_its_status_reason_sender_and_delivery(
 #[tokio::test]
 async fn before_the_signature_is_checked_an_answer_tells_nothing_of_what_is_accepted() {
     let w = Webhook {
+        queue: Default::default(),
         registry: MemoryRegistry::new(),
         starter: RecordingStarter::new(),
         secrets: FixedSecrets(vec![SECRET.into()]),
@@ -303,6 +307,7 @@ async fn before_the_signature_is_checked_an_answer_tells_nothing_of_what_is_acce
 async fn a_secret_that_cannot_be_read_is_answered_as_a_bad_signature_and_logged_as_an_error() {
     let (lines, _guard) = capture();
     let w = Webhook {
+        queue: Default::default(),
         registry: MemoryRegistry::new(),
         starter: RecordingStarter::new(),
         secrets: Secret(None),
@@ -354,6 +359,7 @@ async fn two_copies_of_one_push_count_the_one_start_between_them() {
         "master",
     ));
     let w = Webhook {
+        queue: Default::default(),
         registry,
         starter: Idempotent::default(),
         secrets: FixedSecrets(vec![SECRET.into()]),
