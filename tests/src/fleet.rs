@@ -152,44 +152,7 @@ impl Fleet {
 
     /// Writes entries as they are, 25 per `BatchWriteItem`, 8 calls at a time.
     pub async fn write(&self, entries: &[StackEntry]) {
-        let client = Emulator::shared().dynamodb();
-        let mut tasks = tokio::task::JoinSet::new();
-        for chunk in entries.chunks(25) {
-            let requests: Vec<WriteRequest> = chunk
-                .iter()
-                .map(|e| {
-                    WriteRequest::builder()
-                        .put_request(
-                            PutRequest::builder()
-                                .set_item(Some(entry_item(e)))
-                                .build()
-                                .expect("put request"),
-                        )
-                        .build()
-                })
-                .collect();
-            let (client, table) = (client.clone(), self.registry.table().to_owned());
-            tasks.spawn(async move {
-                let mut pending = requests;
-                while !pending.is_empty() {
-                    let out = client
-                        .batch_write_item()
-                        .request_items(&table, pending)
-                        .send()
-                        .await
-                        .expect("batch written");
-                    pending = out
-                        .unprocessed_items()
-                        .and_then(|u| u.get(&table))
-                        .cloned()
-                        .unwrap_or_default();
-                }
-            });
-            while tasks.len() >= 8 {
-                tasks.join_next().await;
-            }
-        }
-        while tasks.join_next().await.is_some() {}
+        write_entries(self.registry.table(), entries).await;
     }
 
     /// CloudFormation where stack `name` of this fleet lives.
@@ -403,4 +366,48 @@ pub fn steady_entry(name: &str, url: &str, head: &str, now: EpochMillis) -> Stac
         owner: None,
         reviewed: None,
     }
+}
+
+/// Writes entries into the emulator's table `table` as they are, 25 per
+/// `BatchWriteItem`, 8 calls at a time (moto's transactions copy the table:
+/// large registries are written this way).
+pub async fn write_entries(table: &str, entries: &[StackEntry]) {
+    let client = Emulator::shared().dynamodb();
+    let mut tasks = tokio::task::JoinSet::new();
+    for chunk in entries.chunks(25) {
+        let requests: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|e| {
+                WriteRequest::builder()
+                    .put_request(
+                        PutRequest::builder()
+                            .set_item(Some(entry_item(e)))
+                            .build()
+                            .expect("put request"),
+                    )
+                    .build()
+            })
+            .collect();
+        let (client, table) = (client.clone(), table.to_owned());
+        tasks.spawn(async move {
+            let mut pending = requests;
+            while !pending.is_empty() {
+                let out = client
+                    .batch_write_item()
+                    .request_items(&table, pending)
+                    .send()
+                    .await
+                    .expect("batch written");
+                pending = out
+                    .unprocessed_items()
+                    .and_then(|u| u.get(&table))
+                    .cloned()
+                    .unwrap_or_default();
+            }
+        });
+        while tasks.len() >= 8 {
+            tasks.join_next().await;
+        }
+    }
+    while tasks.join_next().await.is_some() {}
 }

@@ -5,10 +5,10 @@ use std::sync::{Mutex, PoisonError};
 
 use crate::ports::{Blobs, PortError, PortResult, Stored};
 
-/// Objects by key, each with every version it had.
-#[derive(Debug, Default)]
+/// Objects by key, each with every version it had (its clones share them).
+#[derive(Debug, Default, Clone)]
 pub struct MemoryBlobs {
-    objects: Mutex<Objects>,
+    objects: std::sync::Arc<Mutex<Objects>>,
 }
 
 #[derive(Debug, Default)]

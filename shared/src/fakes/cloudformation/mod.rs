@@ -191,6 +191,14 @@ impl ScriptedCloudFormation {
 
     fn next_stack(&self) -> Option<StackStatus> {
         let mut s = self.script();
+        if let Some(at) = s.settles_at {
+            if std::time::Instant::now() >= at {
+                while s.stack.len() > 1 {
+                    s.stack.pop_front();
+                }
+            }
+            return s.stack.front().cloned().flatten();
+        }
         if s.stack.len() > 1 {
             s.stack.pop_front().flatten()
         } else {
@@ -416,6 +424,7 @@ impl ChangeSets for ScriptedCloudFormation {
         )?;
         let mut s = self.script();
         s.stack = s.after_execute.iter().cloned().collect();
+        s.settles_at = s.operation_lasts.map(|d| std::time::Instant::now() + d);
         s.changed_at += 1000;
         s.change_set = [ChangeSetInfo {
             execution: ExecutionStatus::ExecuteComplete,

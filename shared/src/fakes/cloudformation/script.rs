@@ -83,6 +83,12 @@ pub struct Script {
     /// Failures planned for the n-th call of an operation, and the calls
     /// counted ([`super::ScriptedCloudFormation::fail`]).
     pub faults: Faults,
+    /// How long an executed change set's operation lasts in real time
+    /// (`None`: one status per describe): DescribeStacks answers the first
+    /// of `after_execute` until it has passed, then the last.
+    pub operation_lasts: Option<std::time::Duration>,
+    /// When the operation under way settles ([`Script::operation_lasts`]).
+    pub settles_at: Option<std::time::Instant>,
 }
 
 impl Script {
@@ -172,6 +178,8 @@ impl Default for Script {
             listed_change_sets: None,
             observer: Observer::default(),
             faults: Faults::default(),
+            operation_lasts: None,
+            settles_at: None,
         }
     }
 }

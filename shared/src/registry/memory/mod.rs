@@ -45,10 +45,10 @@ impl State {
     }
 }
 
-/// The registry, in memory.
-#[derive(Debug, Default)]
+/// The registry, in memory (its clones share it).
+#[derive(Debug, Default, Clone)]
 pub struct MemoryRegistry {
-    state: Mutex<State>,
+    state: std::sync::Arc<Mutex<State>>,
 }
 
 impl MemoryRegistry {
