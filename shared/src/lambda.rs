@@ -365,13 +365,6 @@ async fn drift() -> Result<(), lambda_runtime::Error> {
         &aws,
         &std::env::var("STACKSYNC_EVENT_BUS").unwrap_or_default(),
     );
-    // A revert a detection's event makes due is started at once.
-    if let Ok(machine) = required("STACKSYNC_STATE_MACHINE_ARN") {
-        let starter = crate::ports::RunStarter::by(std::sync::Arc::new(
-            crate::adapters::stepfunctions::MachineStarter::new(aws_sdk_sfn::Client::new(&aws)),
-        ));
-        config.reverts = Some((machine, starter));
-    }
     let pass = DriftPass {
         registry,
         cloudformation: crate::adapters::cloudformation::SdkCloudFormationFactory::new(aws)
@@ -380,44 +373,10 @@ async fn drift() -> Result<(), lambda_runtime::Error> {
         config,
     };
     let pass = &pass;
-    serve_invocations(move |event| async move {
-        // A detection's end (its own rule), else the schedule's run.
-        let now = crate::clock::now_millis();
-        if event.payload["detail-type"] == crate::triggers::events::DRIFT_DETECTION_STATUS_CHANGE.1
-        {
-            return drift_event_answer(pass, event.payload, now).await;
-        }
-        drift_answer(pass.run(now).await)
+    serve_invocations(move |_event| async move {
+        drift_answer(pass.run(crate::clock::now_millis()).await)
     })
     .await
-}
-
-/// The drift function's answer to a detection's event: rejected (not worth
-/// a retry) when malformed; an error to retry when the registry failed.
-async fn drift_event_answer<R, F>(
-    pass: &crate::triggers::drift::DriftPass<R, F>,
-    payload: Value,
-    now: crate::clock::EpochMillis,
-) -> Result<Value, FunctionError>
-where
-    R: crate::registry::Entries + crate::registry::Schedule + crate::registry::DriftRecords,
-    F: crate::ports::CloudFormationFactory,
-{
-    use crate::triggers::events::{Detail, from_value};
-    let event = match from_value(payload) {
-        Ok(event) => event,
-        Err(e) => {
-            tracing::error!(error = %e, "event rejected");
-            return Ok(json!({"result": "rejected", "error": e.to_string()}));
-        }
-    };
-    let Detail::DriftDetectionChange(change) = &event.detail else {
-        return Ok(json!({"result": "ignored", "reason": "not a drift detection's event"}));
-    };
-    let answer =
-        errors::drift_event_answer(pass.on_detection_event(change, &event.region, now).await)?;
-    tracing::info!(%answer, "drift detection event handled");
-    Ok(answer)
 }
 
 /// Runs the approval function (behind an IAM-authorised Function URL).
@@ -489,6 +448,7 @@ async fn events() -> Result<(), lambda_runtime::Error> {
     use crate::triggers::events::{from_value, handler::EventHandler};
     let (aws, registry, starter) = trigger_parts().await?;
     let registry_sources = registry_source_applier(&aws, &registry)?;
+    let drift = std::sync::Arc::new(drift_on_events(&aws, &registry)?);
     let handler = EventHandler {
         registry,
         starter,
@@ -498,6 +458,7 @@ async fn events() -> Result<(), lambda_runtime::Error> {
             .unwrap_or_else(|| "us-east-1".into()),
         registry_sources: Some(std::sync::Arc::new(registry_sources)),
         waker: parked_run_waker(&aws),
+        drift: Some(drift),
     };
     let handler = &handler;
     serve_invocations(move |event| async move {
@@ -549,6 +510,40 @@ where
         }
     }
     json!({"batchItemFailures": failures})
+}
+
+/// The findings of a drift detection that ended, read on its event, and the
+/// revert they make due started (`STACKSYNC_STATE_MACHINE_ARN`): the events
+/// function's, as the drift function (whose role reads every resource)
+/// starts no execution.
+fn drift_on_events(
+    aws: &aws_config::SdkConfig,
+    registry: &Registry,
+) -> Result<
+    crate::triggers::drift::DriftPass<
+        Registry,
+        crate::adapters::cloudformation::SdkCloudFormationFactory,
+    >,
+    lambda_runtime::Error,
+> {
+    let mut config = crate::triggers::drift::Config {
+        installation: registry.table().to_owned(),
+        notices: crate::wiring::event_bus(
+            aws,
+            &std::env::var("STACKSYNC_EVENT_BUS").unwrap_or_default(),
+        ),
+        ..Default::default()
+    };
+    let starter = crate::ports::RunStarter::by(std::sync::Arc::new(
+        crate::adapters::stepfunctions::MachineStarter::new(aws_sdk_sfn::Client::new(aws)),
+    ));
+    config.reverts = Some((required("STACKSYNC_STATE_MACHINE_ARN")?, starter));
+    Ok(crate::triggers::drift::DriftPass {
+        registry: registry.clone(),
+        cloudformation: crate::adapters::cloudformation::SdkCloudFormationFactory::new(aws.clone())
+            .for_installation(config.installation.clone()),
+        config,
+    })
 }
 
 /// Wakes runs parked until their stack's event: their tokens in the bucket

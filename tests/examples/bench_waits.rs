@@ -165,6 +165,7 @@ async fn one_run(operation_s: f64, events: bool, i: usize) -> Figures {
         starter: RecordingStarter::new(),
         region: "us-east-1".into(),
         registry_sources: None,
+        drift: None,
         waker: Some(Arc::new(TokenWaker {
             blobs,
             wakes: Wakes::by(Arc::new(SharedTokens(tokens.clone()))),

@@ -335,6 +335,7 @@ impl<F: CloudFormationFactory> Harness<F> {
             starter: stacksync::fakes::RecordingStarter::new(),
             region: "us-east-1".into(),
             registry_sources: None,
+            drift: None,
             waker: Some(std::sync::Arc::new(TokenWaker {
                 blobs: self.steps.blobs.clone(),
                 wakes: stacksync::ports::Wakes::by(std::sync::Arc::new(crate::parked::LocalWakes(

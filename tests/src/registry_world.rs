@@ -285,5 +285,6 @@ pub fn events_handler(registry: &Registry) -> EventHandler<Registry, RecordingSt
             installation: installation(registry),
         })),
         waker: None,
+        drift: None,
     }
 }

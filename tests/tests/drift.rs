@@ -232,8 +232,8 @@ async fn where_drift_aware_change_sets_are_refused_the_template_is_applied_and_t
     assert!(revert.reapplied && revert.state == RevertState::Applied);
 }
 
-/// A detection's end is read on its event, not at the next scheduled run,
-/// and the revert it makes due is started at once; the event delivered
+/// A detection's end is read on its event (by the events function), not at
+/// the next scheduled run, and the revert it makes due is started at once; the event delivered
 /// again, or one of a detection stacksync did not start, does nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_detections_event_records_its_findings_at_once_and_starts_the_revert() {
@@ -288,9 +288,14 @@ async fn a_detections_event_records_its_findings_at_once_and_starts_the_revert()
         let drift = &t.drift;
         let now = t.now + MINUTES;
         async move {
-            as_function("drift", drift.on_detection_event(&change, "us-east-1", now))
-                .await
-                .unwrap()
+            // The events function's, as deployed (the drift function, whose
+            // role reads every resource, starts no execution).
+            as_function(
+                "events",
+                drift.on_detection_event(&change, "us-east-1", now),
+            )
+            .await
+            .unwrap()
         }
     };
     let answer = handle(id.clone()).await;

@@ -81,6 +81,7 @@ impl Setup {
             region: "us-east-1".into(),
             registry_sources: None,
             waker: None,
+            drift: None,
         };
         Setup { fleet, handler, p }
     }

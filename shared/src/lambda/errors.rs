@@ -145,16 +145,6 @@ pub(super) fn drift_answer(
     answer_of(&report)
 }
 
-/// The drift function's answer to a detection's event.
-pub(super) fn drift_event_answer(
-    read: Result<crate::triggers::drift::DriftEventAnswer, RegistryError>,
-) -> Result<Value, FunctionError> {
-    let answer = read.map_err(|e| {
-        FunctionError::registry("the drift event could not be read against the registry", e)
-    })?;
-    answer_of(&answer)
-}
-
 /// The events function's answer to one event it could read.
 pub(super) fn events_answer(
     handled: Result<crate::triggers::events::handler::EventAnswer, TriggerError>,

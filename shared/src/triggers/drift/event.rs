@@ -1,6 +1,7 @@
 //! A drift detection's end, read on CloudFormation's event (`CloudFormation
-//! Drift Detection Status Change`, sent to the drift function by its own
-//! rule) rather than at the next scheduled run: the detection must be the
+//! Drift Detection Status Change`, taken by the events function: the drift
+//! function, whose role reads every resource, starts no execution) rather
+//! than at the next scheduled run: the detection must be the
 //! one stacksync started for the stack (its id recorded); it is asked about
 //! by its id (the event only says that something changed), its findings are
 //! read and recorded as the scheduled run would, and a revert it makes due
@@ -152,5 +153,35 @@ fn watched_of(entry: &StackEntry) -> Watched {
         lease_expires_at: entry.lease.as_ref().map(|l| l.expires_at.0),
         next_reconcile_at: entry.status.times.next_reconcile_at.map(|t| t.0),
         drift: entry.status.findings.drift.as_ref().map(|d| d.watch()),
+    }
+}
+
+/// A drift detection's event read, as an object (the events handler's).
+pub trait DriftEvents: Send + Sync + std::fmt::Debug {
+    /// [`DriftPass::on_detection_event`].
+    fn on_event<'a>(
+        &'a self,
+        change: &'a DriftDetectionChange,
+        region: &'a str,
+        now: EpochMillis,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<DriftEventAnswer, RegistryError>> + Send + 'a>,
+    >;
+}
+
+impl<R, F> DriftEvents for DriftPass<R, F>
+where
+    R: Entries + Schedule + DriftRecords + std::fmt::Debug,
+    F: CloudFormationFactory + std::fmt::Debug,
+{
+    fn on_event<'a>(
+        &'a self,
+        change: &'a DriftDetectionChange,
+        region: &'a str,
+        now: EpochMillis,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<DriftEventAnswer, RegistryError>> + Send + 'a>,
+    > {
+        Box::pin(self.on_detection_event(change, region, now))
     }
 }

@@ -48,7 +48,7 @@ use crate::status::{Phase, Timestamp};
 use crate::triggers::scheduler::health::{Target, describe_target, list_stacks};
 
 mod event;
-pub use event::DriftEventAnswer;
+pub use event::{DriftEventAnswer, DriftEvents};
 
 /// Every listing made, by account and region.
 pub type Listings = BTreeMap<Target, BTreeMap<String, StackSummary>>;

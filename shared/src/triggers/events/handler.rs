@@ -57,6 +57,11 @@ pub enum EventAnswer {
         #[serde(rename = "stackName")]
         stack_name: String,
     },
+    /// A drift detection's end, read.
+    #[serde(rename = "drift detection read")]
+    Drift {
+        drift: crate::triggers::drift::DriftEventAnswer,
+    },
     /// A reconcile execution ended without releasing its stack: released.
     #[serde(rename = "released")]
     Released { stack: String, execution: String },
@@ -154,6 +159,9 @@ pub struct EventHandler<R, X> {
     /// Wakes the runs parked until their stack's event; `None`: runs here
     /// poll (they park only where someone wakes them).
     pub waker: Option<std::sync::Arc<dyn super::wake::WakeParked>>,
+    /// Reads the findings of a drift detection that ended, and starts the
+    /// revert they make due; `None`: the scheduled drift run reads them.
+    pub drift: Option<std::sync::Arc<dyn crate::triggers::drift::DriftEvents>>,
 }
 
 impl<R: Entries + Schedule + Leases, X: Starter> EventHandler<R, X> {
@@ -175,11 +183,14 @@ impl<R: Entries + Schedule + Leases, X: Starter> EventHandler<R, X> {
                 return self.stack_changed(event, change, now).await;
             }
             Detail::ExecutionEnded(ended) => return self.execution_ended(ended, now).await,
-            // The drift function's (its role reads drift; its rule sends it there).
-            Detail::DriftDetectionChange(_) => {
-                return Ok(EventAnswer::Ignored {
-                    reason: "a drift detection's end is the drift function's to read".into(),
-                });
+            Detail::DriftDetectionChange(change) => {
+                let Some(drift) = &self.drift else {
+                    return Ok(EventAnswer::Ignored {
+                        reason: "drift findings are read by the scheduled drift run here".into(),
+                    });
+                };
+                let read = drift.on_event(change, &event.region, now).await?;
+                return Ok(EventAnswer::Drift { drift: read });
             }
             Detail::CodeCommitPush(moved) | Detail::RegistrySourcePushed(moved) => {
                 let mut starts = Starts::default();

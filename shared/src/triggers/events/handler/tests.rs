@@ -110,6 +110,7 @@ mod handler {
             region: "us-east-1".into(),
             registry_sources: None,
             waker: None,
+            drift: None,
         }
     }
 
@@ -208,6 +209,7 @@ mod handler {
             region: "us-east-1".into(),
             registry_sources: None,
             waker: None,
+            drift: None,
         };
         h.registry.fail(
             "Query",
@@ -250,6 +252,7 @@ async fn an_execution_that_ended_holding_its_stack_is_made_to_let_go() {
         region: "us-east-1".into(),
         registry_sources: None,
         waker: None,
+        drift: None,
     };
     let aborted = |name: &str| AwsEvent {
         id: "e-1".into(),
