@@ -113,8 +113,19 @@ struct Figures {
     events: usize,
 }
 
-async fn one_run(operation_s: f64, events: bool, i: usize) -> Figures {
-    let name = format!("bench{i}");
+/// One installation in memory with `name` registered, whose operation
+/// lasts `operation_s` (simulated): its steps, its events handler, its
+/// CloudFormation and the tokens its runs wait on.
+async fn installation(
+    name: &str,
+    operation_s: f64,
+    events: bool,
+) -> (
+    BenchSteps,
+    EventHandler<MemoryRegistry, RecordingStarter>,
+    ScriptedCloudFormation,
+    Arc<Tokens>,
+) {
     let registry = MemoryRegistry::new();
     let yaml = format!(
         "stacks:\n  - name: {name}\n    source: {{git: '{URL}', path: t.yaml}}\n    pollInterval: 5s\n"
@@ -171,6 +182,13 @@ async fn one_run(operation_s: f64, events: bool, i: usize) -> Figures {
             wakes: Wakes::by(Arc::new(SharedTokens(tokens.clone()))),
         })),
     };
+    (steps, handler, cfn, tokens)
+}
+
+async fn one_run(operation_s: f64, events: bool, i: usize) -> Figures {
+    let name = format!("bench{i}");
+    let (steps, handler, cfn, tokens) = installation(&name, operation_s, events).await;
+    let registry = steps.registry.clone();
     // CloudFormation: the stack's event, `DELIVERY_S` after the operation ends.
     let delivered = Arc::new(Mutex::new(0usize));
     let deliver = {
