@@ -10,24 +10,32 @@ use stacksync::registry::{Answers, Registry};
 use crate::iam::call::Call;
 use crate::iam::record::{record, recording};
 
+/// Records a Step Functions call made in the function's stead (Step
+/// Functions itself is not called here), for the IAM test.
+fn record_states(operation: &str, target: Option<&str>) {
+    if recording() {
+        record(Call {
+            service: "states".into(),
+            operation: operation.to_owned(),
+            region: "us-east-1".into(),
+            status: 200,
+            target: target.map(str::to_owned),
+            ..Call::default()
+        });
+    }
+}
+
 /// Task tokens answered into `registry`'s answers.
 #[derive(Debug, Clone)]
 pub struct LocalWakes(pub Registry);
 
 impl TaskTokens for LocalWakes {
     async fn answer_token(&self, token: &str, answer: &Answer) -> PortResult<bool> {
-        if recording() {
-            record(Call {
-                service: "states".into(),
-                operation: match answer {
-                    Answer::Success { .. } => "SendTaskSuccess".into(),
-                    Answer::Failure { .. } => "SendTaskFailure".into(),
-                },
-                region: "us-east-1".into(),
-                status: 200,
-                ..Call::default()
-            });
-        }
+        let operation = match answer {
+            Answer::Success { .. } => "SendTaskSuccess",
+            Answer::Failure { .. } => "SendTaskFailure",
+        };
+        record_states(operation, None);
         // Step Functions' own write, not the caller's: outside its function.
         let (registry, token, answer) = (self.0.clone(), token.to_owned(), answer.clone());
         tokio::spawn(async move { registry.answer(&token, &answer, now_millis()).await })
@@ -71,16 +79,7 @@ impl stacksync::ports::StartOn for ChannelStarter {
         Box<dyn std::future::Future<Output = PortResult<stacksync::ports::Started>> + Send + 'a>,
     > {
         Box::pin(async move {
-            if recording() {
-                record(Call {
-                    service: "states".into(),
-                    operation: "StartExecution".into(),
-                    region: "us-east-1".into(),
-                    status: 200,
-                    target: Some(machine.to_owned()),
-                    ..Call::default()
-                });
-            }
+            record_states("StartExecution", Some(machine));
             let name = stacksync::naming::execution_name(stack, trigger.kind.as_str(), key);
             let new = self
                 .names
@@ -117,16 +116,7 @@ impl stacksync::ports::StartOn for RecordedStarts {
     ) -> std::pin::Pin<
         Box<dyn std::future::Future<Output = PortResult<stacksync::ports::Started>> + Send + 'a>,
     > {
-        if recording() {
-            record(Call {
-                service: "states".into(),
-                operation: "StartExecution".into(),
-                region: "us-east-1".into(),
-                status: 200,
-                target: Some(machine.to_owned()),
-                ..Call::default()
-            });
-        }
+        record_states("StartExecution", Some(machine));
         self.0.start_on(machine, stack, trigger, key)
     }
 }
