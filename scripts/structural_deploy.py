@@ -269,6 +269,22 @@ def main(path):
         problems.append(f"PreviewFunction's environment is {preview_env}")
     if webhook_env.get("STACKSYNC_PREVIEW_FORKS") != {"Ref": "PreviewForks"}:
         problems.append(f"the webhook does not read PreviewForks: {webhook_env}")
+    # The webhook queues its deliveries and consumes the queue: its own
+    # messages only, a failed one given again alone, then kept in the
+    # dead-letter queue.
+    if webhook_env.get("STACKSYNC_DELIVERY_QUEUE_URL") != {"Ref": "DeliveryQueue"}:
+        problems.append(f"the webhook does not queue to DeliveryQueue: {webhook_env}")
+    mappings = [r["Properties"] for r in plain["Resources"].values()
+                if r["Type"] == "AWS::Lambda::EventSourceMapping"]
+    consumer = [m for m in mappings if m.get("EventSourceArn") == {"Fn::GetAtt": ["DeliveryQueue", "Arn"]}]
+    if len(consumer) != 1 or consumer[0].get("FunctionName") != {"Ref": "WebhookFunction"} \
+            or consumer[0].get("FunctionResponseTypes") != ["ReportBatchItemFailures"]:
+        problems.append(f"the delivery queue's consumer is {consumer}")
+    redrive = plain["Resources"]["DeliveryQueue"]["Properties"].get("RedrivePolicy", {})
+    if redrive.get("deadLetterTargetArn") != {"Fn::GetAtt": ["DeliveryDeadLetterQueue", "Arn"]}:
+        problems.append(f"the delivery queue keeps no dead letters: {redrive}")
+    if "DeliveryQueue" not in resources or "DeliveryDeadLetterQueue" not in resources:
+        problems.append("the delivery queues are not deployed")
 
     if not outputs.get("AnswerUrl", "").startswith("http"):
         problems.append(f"AnswerUrl output is {outputs.get('AnswerUrl')!r}")
@@ -291,6 +307,13 @@ def main(path):
         "EventsFunctionStackStatusChange": ("Events", {"pattern": {
             "source": ["aws.cloudformation"], "detail-type": ["CloudFormation Stack Status Change"],
             "detail": {"stack-id": [{"prefix": f"arn:aws:cloudformation:{region}:123456789012:stack/acme-"}]},
+        }}),
+        # A drift detection that ended: its findings read at once (by the
+        # events function: the drift function starts no execution).
+        "EventsFunctionDetectionEnded": ("Events", {"pattern": {
+            "source": ["aws.cloudformation"], "detail-type": ["CloudFormation Drift Detection Status Change"],
+            "detail": {"stack-id": [{"prefix": f"arn:aws:cloudformation:{region}:123456789012:stack/acme-"}],
+                       "status-details": {"detection-status": ["DETECTION_COMPLETE", "DETECTION_FAILED"]}},
         }}),
         # Pushes the webhook relays (a registry source moved): this
         # installation's own, on its bus.
@@ -370,7 +393,7 @@ def main(path):
         sys.exit("structural deploy: " + "; ".join(problems))
     print(f"structural deploy: {len(resources)} resources created in the emulator; "
           "7 step functions, the webhook (URL in the outputs), the answer function (IAM-authorised URL), the scheduler and the drift function (schedule rules) and the events function "
-          "(5 EventBridge rules: CodeCommit, S3, stack changes, ended executions, relayed pushes; the example notification rule not made without its topic), the preview function (2 rules: relayed pull requests, runs a push started), table with 4 indexes, bucket, state machine calling the 7 functions, "
+          "(6 EventBridge rules: CodeCommit, S3, stack changes, drift detections ended, ended executions, relayed pushes; the example notification rule not made without its topic), the preview function (2 rules: relayed pull requests, runs a push started), table with 4 indexes, bucket, state machine calling the 7 functions, "
           "an execution started by the StateMachineArn output")
 
 
@@ -391,7 +414,8 @@ def _events_filtered(session, endpoint, region, resources):
         saved[rule["Name"]] = targets
         if targets:
             events.remove_targets(Rule=rule["Name"], Ids=[t["Id"] for t in targets])
-    for logical in ("EventsFunctionStackStatusChange", "EventsFunctionS3ObjectCreated"):
+    for logical in ("EventsFunctionStackStatusChange", "EventsFunctionS3ObjectCreated",
+                    "EventsFunctionDetectionEnded"):
         events.put_targets(Rule=resources[logical]["PhysicalResourceId"], Targets=[{"Id": "probe", "Arn": queue_arn}])
     def stack_change(name):
         arn = f"arn:aws:cloudformation:{region}:123456789012:stack/{name}/5e3f7c20-1a2b-11ef-8c3d-0a1b2c3d4e5f"
@@ -402,7 +426,18 @@ def _events_filtered(session, endpoint, region, resources):
         return {"Source": "aws.s3", "DetailType": "Object Created", "Resources": [f"arn:aws:s3:::{bucket}"],
                 "Detail": json.dumps({"bucket": {"name": bucket}, "object": {"key": "infra.zip"}})}
 
+    def detection_ended(name, status):
+        arn = f"arn:aws:cloudformation:{region}:123456789012:stack/{name}/5e3f7c20-1a2b-11ef-8c3d-0a1b2c3d4e5f"
+        return {"Source": "aws.cloudformation", "DetailType": "CloudFormation Drift Detection Status Change",
+                "Resources": [arn], "Detail": json.dumps({
+                    "stack-id": arn, "stack-drift-detection-id": "7a1b2c3d-4e5f-11ef-9a8b-0a1b2c3d4e5f",
+                    "status-details": {"stack-drift-status": "DRIFTED", "detection-status": status},
+                    "drift-detection-details": {"drifted-stack-resource-count": 1}})}
+
     sent = {
+        "acme-drifted": (detection_ended("acme-drifted", "DETECTION_COMPLETE"), True),
+        "acme-detecting": (detection_ended("acme-detecting", "DETECTION_IN_PROGRESS"), False),
+        "other-team-drifted": (detection_ended("other-team-drifted", "DETECTION_COMPLETE"), False),
         "acme-network": (stack_change("acme-network"), True),
         "other-team-app": (stack_change("other-team-app"), False),
         "acme-sources": (new_object("acme-sources"), True),
