@@ -116,6 +116,10 @@ pub struct Execution {
     pub spec_version: u64,
     /// How the run ended, in words.
     pub outcome: Option<String>,
+    /// The definition it runs on has `WaitForEvent` (its `Start` says so):
+    /// an execution started before it (a deploy does not move a running
+    /// execution to the new definition) never parks, it polls.
+    pub parks: bool,
 }
 
 /// How a run waits.

@@ -35,6 +35,9 @@ pub struct Wire {
     /// local run), for the events a run puts on the bus.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) execution_arn: Option<String>,
+    /// `Start` of a definition with `WaitForEvent` sets it (`Execution::parks`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) parks: bool,
     #[serde(default)]
     pub(super) next: Next,
     /// How long the next Wait state waits.
@@ -155,6 +158,7 @@ impl From<Wire> for RunState {
             execution: Execution {
                 name: w.execution,
                 arn: w.execution_arn,
+                parks: w.parks,
                 started_at: w.started_at,
                 spec_version: w.spec_version,
                 outcome: w.outcome,
@@ -199,6 +203,7 @@ impl From<RunState> for Wire {
             execution: s.execution.name,
             file_tags: u.file_tags,
             execution_arn: s.execution.arn,
+            parks: s.execution.parks,
             next: s.next,
             wait_seconds: s.wait.seconds,
             spec_version: s.execution.spec_version,

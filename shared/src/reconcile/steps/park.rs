@@ -49,7 +49,9 @@ impl<P: Ports> Steps<P> {
     /// `next` = wait for `on` ([`super::waits::wait`]), parked until the
     /// stack's event where its events reach this installation.
     pub(super) fn wait(&self, state: RunState, on: WaitOn, spec: &StackSpec) -> super::StepResult {
-        super::waits::wait(state, on, spec, self.events_reach(spec))
+        // Only on a definition that has `WaitForEvent` (`Execution::parks`).
+        let parks = state.execution.parks && self.events_reach(spec);
+        super::waits::wait(state, on, spec, parks)
     }
 
     /// The step on its JSON input (`{state, taskToken}`): the Lambda's
@@ -166,13 +168,31 @@ mod tests {
         let tokens = Arc::new(RecordingTokens::default());
         t.steps.config.stack_events = Some("us-east-1".into());
         t.steps.wakes = Wakes::by(tokens.clone());
-        let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+        let mut input = t.input("run-1");
+        input.execution.parks = true;
+        let state = t.steps.artifact_fetch(input).await.unwrap();
         let state = t.steps.template_upload(state).await.unwrap();
         let state = t.steps.change_set(state).await.unwrap();
         let state = t.steps.poll_status(state).await.unwrap();
         assert!(state.executes(), "{state:?}");
         let state = t.steps.change_set(state).await.unwrap();
         (t, tokens, state)
+    }
+
+    /// A run of a definition without `WaitForEvent` (an execution a deploy
+    /// left running on the one before): it polls, events or not.
+    #[tokio::test]
+    async fn an_execution_of_an_older_definition_polls() {
+        let (t, _, mut state) = executing(&[Some(S::CreateInProgress)]).await;
+        state.execution.parks = false;
+        state.next = Next::Wait;
+        let state = t.steps.poll_status(state).await.unwrap();
+        assert_eq!(
+            (state.next, state.wait.on),
+            (Next::Wait, Some(WaitOn::Execution))
+        );
+        let wire = serde_json::to_value(&state).unwrap();
+        assert!(wire.get("parks").is_none(), "{wire}");
     }
 
     fn input(state: &RunState, token: &str) -> Value {
