@@ -9,7 +9,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::json;
 use stacksync::adapters::secrets::{SecretLocation, Secrets};
 use stacksync::adapters::sqs::SqsQueue;
 use stacksync::adapters::stepfunctions::Executions;
@@ -19,29 +18,13 @@ use stacksync::ports::DeliveryQueue;
 use stacksync::registry::StackEntry;
 use stacksync::triggers::webhook::Headers;
 use stacksync::triggers::webhook::handler::Webhook;
-use stacksync::triggers::webhook::verify::sign;
 use stacksync_testkit::fleet::write_entries;
 use stacksync_testkit::{Emulator, unique_name};
 
 const DELIVERIES: usize = 200;
 
 fn push(i: usize, repo: &str) -> (Headers, Vec<u8>) {
-    let body = json!({
-        "ref": "refs/heads/main",
-        "after": format!("{:040x}", i + 1),
-        "head_commit": {"id": format!("{:040x}", i + 1)},
-        "repository": {
-            "full_name": format!("acme/{repo}"),
-            "clone_url": format!("https://github.com/acme/{repo}.git"),
-            "html_url": format!("https://github.com/acme/{repo}")
-        }
-    });
-    let raw = serde_json::to_vec(&body).expect("json");
-    let mut headers = Headers::new();
-    headers.insert("X-GitHub-Event", "push");
-    headers.insert("X-GitHub-Delivery", format!("queue-{repo}-{i}"));
-    headers.insert("X-Hub-Signature-256", sign(b"bench-secret", &raw));
-    (headers, raw)
+    stacksync_testkit::pushes::github_push(i, repo, "queue")
 }
 
 fn at(sorted: &[f64], q: f64) -> f64 {

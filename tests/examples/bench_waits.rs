@@ -28,7 +28,7 @@ use stacksync::fakes::{
 use stacksync::manifest::parse_manifest;
 use stacksync::ports::{Answer, PortResult, TaskTokens, Wakes};
 use stacksync::reconcile::asl_runner::reconcile_machine;
-use stacksync::reconcile::steps::{StepConfig, StepName, Steps, With};
+use stacksync::reconcile::steps::{StepConfig, Steps, With};
 use stacksync::registry::Specs;
 use stacksync::registry::memory::MemoryRegistry;
 use stacksync::registry::plan::plan_apply;
@@ -81,13 +81,9 @@ struct Runner<'a> {
 }
 
 impl TaskRunner for Runner<'_> {
+    /// The steps as the local runner calls them (`asl_runner`).
     async fn run(&self, resource: &str, input: Value) -> Result<Value, AslError> {
-        let function = resource.strip_prefix("local:").unwrap_or(resource);
-        let step = StepName::of_function(function)
-            .ok_or_else(|| AslError::new("States.TaskFailed", function.to_owned()))?;
-        Box::pin(self.steps.run(step, input))
-            .await
-            .map_err(|e| AslError::new(e.name(), e.message()))
+        Box::pin(TaskRunner::run(self.steps, resource, input)).await
     }
 
     async fn wait_for_token(&self, token: &str, timeout: Duration) -> Result<Value, AslError> {

@@ -7,14 +7,12 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use serde_json::json;
 use stacksync::adapters::secrets::{SecretLocation, Secrets};
 use stacksync::adapters::stepfunctions::Executions;
 use stacksync::clock::now_millis;
 use stacksync::registry::Registry;
 use stacksync::triggers::webhook::Headers;
 use stacksync::triggers::webhook::handler::Webhook;
-use stacksync::triggers::webhook::verify::sign;
 use stacksync_testkit::faults::{Fault, FaultPlan, FaultProxy};
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::reliability::through_proxy;
@@ -26,25 +24,7 @@ const FOLLOWING: usize = 3;
 
 /// A signed GitHub push of commit `i` to `acme/REPO`'s main branch.
 fn push_to(i: usize, repo: &str) -> (Headers, Vec<u8>) {
-    let body = json!({
-        "ref": "refs/heads/main",
-        "after": format!("{:040x}", i + 1),
-        "deleted": false,
-        "head_commit": {"id": format!("{:040x}", i + 1)},
-        "repository": {
-            "full_name": format!("acme/{repo}"),
-            "clone_url": format!("https://github.com/acme/{repo}.git"),
-            "ssh_url": format!("git@github.com:acme/{repo}.git"),
-            "html_url": format!("https://github.com/acme/{repo}")
-        }
-    });
-    let raw = serde_json::to_vec(&body).expect("json");
-    let mut headers = Headers::new();
-    headers.insert("X-GitHub-Event", "push");
-    headers.insert("X-GitHub-Delivery", format!("bench-{repo}-{i}"));
-    headers.insert("Content-Type", "application/json");
-    headers.insert("X-Hub-Signature-256", sign(b"bench-secret", &raw));
-    (headers, raw)
+    stacksync_testkit::pushes::github_push(i, repo, "bench")
 }
 
 #[tokio::main]

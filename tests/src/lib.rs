@@ -27,6 +27,7 @@ pub mod listener;
 pub mod logs;
 pub mod parked;
 pub mod private_sources;
+pub mod pushes;
 pub mod registry_world;
 pub mod reliability;
 pub mod scripted;

@@ -125,6 +125,18 @@ impl<T: TaskTokens> Wake for T {
     }
 }
 
+/// What a parked run keeps for the events function: the token, and the
+/// state its answer carries (the state the run parked with).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParkedToken {
+    pub token: String,
+    pub state: serde_json::Value,
+}
+
+/// The most a kept token may weigh when read back.
+pub const MAX_PARKED_TOKEN_BYTES: u64 = 512 * 1024;
+
 /// Who answers parked runs' tokens, if anyone: Step Functions in a
 /// deployment, the registry's answers for the local runner, nobody (then
 /// no run parks: it polls).

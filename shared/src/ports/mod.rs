@@ -30,8 +30,8 @@ pub use blobs::{Blobs, Stored};
 pub use cloudformation::*;
 pub use drift::DriftDetections;
 pub use executions::{
-    Answer, RunStarter, StartOn, Started, Starter, TaskTokens, Trigger, TriggerKind, Wake, Wakes,
-    state_machine_of,
+    Answer, MAX_PARKED_TOKEN_BYTES, ParkedToken, RunStarter, StartOn, Started, Starter, TaskTokens,
+    Trigger, TriggerKind, Wake, Wakes, state_machine_of,
 };
 pub use git_host::{CommitStatus, GitHost, HostRepository, Posted};
 pub use notices::{Notices, Notifier};

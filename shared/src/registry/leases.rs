@@ -70,18 +70,6 @@ pub struct Parked {
     pub stack_id: Option<String>,
 }
 
-/// What a parked run keeps for the events function: the token, and the
-/// state its answer carries (the state the run parked with).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ParkedToken {
-    pub token: String,
-    pub state: serde_json::Value,
-}
-
-/// The most a kept token may weigh when read back.
-pub const MAX_PARKED_TOKEN_BYTES: u64 = 512 * 1024;
-
 impl Lease {
     /// The run parked on this lease, if its owner is the one that parked.
     pub fn parked_run(&self) -> Option<&Parked> {

@@ -56,9 +56,7 @@ pub use deliveries::Deliveries;
 pub use dependents::Dependents;
 pub use drift::DriftRecords;
 pub use followers::Follower;
-pub use leases::{
-    LEASE_TTL, Lease, Leases, MAX_PARKED_TOKEN_BYTES, Parked, ParkedToken, lease_ttl,
-};
+pub use leases::{LEASE_TTL, Lease, Leases, Parked, lease_ttl};
 pub use refusals::ApprovalRecords;
 pub use reviews::Reviews;
 pub use schedule::{Schedule, SourceRecord, Watched};

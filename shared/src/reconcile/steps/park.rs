@@ -16,12 +16,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::info;
 
-use super::{Ports, StepName, Steps};
+use super::{Port, Ports, StepName, Steps};
 use crate::clock::now_millis;
 use crate::naming::wait_token_key;
+use crate::ports::ParkedToken;
 use crate::ports::{Blobs as _, Stacks as _};
 use crate::reconcile::run::{Next, RunState, StallReason, StepError, WaitOn};
-use crate::registry::{LEASE_TTL, Leases as _, Parked, ParkedToken};
+use crate::registry::StackEntry;
+use crate::registry::{LEASE_TTL, Leases as _, Parked};
 use crate::spec::StackSpec;
 use crate::status::Timestamp;
 
@@ -72,14 +74,15 @@ impl<P: Ports> Steps<P> {
     /// Polls; answers its own token when the wait is over, else parks.
     pub async fn park(&self, input: ParkInput) -> Result<RunState, StepError> {
         let ParkInput { state, task_token } = input;
-        let polled = match self.poll_status(state.clone()).await {
-            Ok(polled) => polled,
+        let (polled, entry, cfn) = match self.poll_keeping(state.clone()).await {
+            Ok(kept) => kept,
             // This run's end, written by an earlier attempt: it is over.
             Err(StepError::Ended { outcome }) => {
                 let mut over = state;
                 over.next = Next::Done;
                 over.execution.outcome = Some(outcome);
-                over
+                self.answer_own(&task_token, &over).await?;
+                return Ok(over);
             }
             Err(e) => return Err(self.retrying(StepName::PollStatus, &state, e).await),
         };
@@ -87,7 +90,6 @@ impl<P: Ports> Steps<P> {
             self.answer_own(&task_token, &polled).await?;
             return Ok(polled);
         }
-        let entry = self.entry(&polled).await?;
         let stack_id = polled.change_set.as_ref().and_then(|c| c.stack_id.clone());
         let kept = ParkedToken {
             token: task_token.clone(),
@@ -114,7 +116,6 @@ impl<P: Ports> Steps<P> {
             .park(&polled.entry, &parked, LEASE_TTL, now)
             .await?;
         // An event between the poll and the park found nobody parked.
-        let cfn = self.port(&entry.spec).await?;
         let target = stack_id
             .as_deref()
             .unwrap_or(entry.spec.effective_stack_name());
@@ -129,6 +130,18 @@ impl<P: Ports> Steps<P> {
             info!(stack = %polled.entry, seconds = polled.wait.seconds, "parked until the stack's event");
         }
         Ok(polled)
+    }
+
+    /// Polls as poll-status does, keeping the entry it read and its port for
+    /// the park (one read of each).
+    async fn poll_keeping(
+        &self,
+        state: RunState,
+    ) -> Result<(RunState, StackEntry, Port<P>), StepError> {
+        let entry = self.resume(&state).await?;
+        let cfn = self.port(&entry.spec).await?;
+        let polled = self.poll(state, &entry, &cfn).await?;
+        Ok((polled, entry, cfn))
     }
 
     /// Ends the run's own wait with `state`. A token no longer awaited

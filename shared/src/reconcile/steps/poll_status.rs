@@ -20,9 +20,19 @@ use crate::stack_status::ExecutionStatus;
 use crate::status::StallReason;
 
 impl<P: Ports> Steps<P> {
-    pub async fn poll_status(&self, mut state: RunState) -> StepResult {
+    pub async fn poll_status(&self, state: RunState) -> StepResult {
         let entry = self.resume(&state).await?;
         let cfn = self.port(&entry.spec).await?;
+        self.poll(state, &entry, &cfn).await
+    }
+
+    /// Polls for `entry`'s run (its lease renewed), through `cfn`.
+    pub(super) async fn poll(
+        &self,
+        mut state: RunState,
+        entry: &StackEntry,
+        cfn: &Port<P>,
+    ) -> StepResult {
         match state.wait.on {
             None | Some(WaitOn::Stack) | Some(WaitOn::Rollback) => {
                 let stack = cfn
@@ -40,8 +50,8 @@ impl<P: Ports> Steps<P> {
                     }
                 }
             }
-            Some(WaitOn::ChangeSet) => self.poll_change_set(state, &entry, &cfn).await,
-            Some(WaitOn::Execution) => self.after_execution(state, &entry, &cfn).await,
+            Some(WaitOn::ChangeSet) => self.poll_change_set(state, entry, cfn).await,
+            Some(WaitOn::Execution) => self.after_execution(state, entry, cfn).await,
         }
     }
 

@@ -12,7 +12,8 @@ use super::StackStatusChange;
 use crate::clock::EpochMillis;
 use crate::naming::wait_token_key;
 use crate::ports::{Blobs, PortError, PortResult, Wakes};
-use crate::registry::{MAX_PARKED_TOKEN_BYTES, Parked, ParkedToken};
+use crate::ports::{MAX_PARKED_TOKEN_BYTES, ParkedToken};
+use crate::registry::Parked;
 
 /// How much earlier than the park an event may be stamped and still wake
 /// it: EventBridge stamps events to the second.
