@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use stacksync::content::{ContentError, MAX_WANTED_FILES, Role, Wanted, check_file};
+use stacksync::content::{ContentError, Limits, Role, Wanted, check_file};
 use stacksync::ports::{FetchError, Files, PortError, SourceFetcher, SourceLocation};
 
 /// What a checkout "resolves" every ref to.
@@ -48,7 +48,13 @@ impl Checkout {
     }
 
     /// Every file under `folder` (as `folder/…`), in path order.
-    fn walk(&self, folder: &str, real: &Path, files: &mut Files) -> Result<(), FetchError> {
+    fn walk(
+        &self,
+        folder: &str,
+        real: &Path,
+        files: &mut Files,
+        limits: Limits,
+    ) -> Result<(), FetchError> {
         let mut names: Vec<_> = std::fs::read_dir(real)
             .map_err(|e| unreadable(folder, &e))?
             .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
@@ -63,13 +69,14 @@ impl Checkout {
                 continue;
             };
             if inner.is_dir() {
-                self.walk(&path, &inner, files)?;
+                self.walk(&path, &inner, files, limits)?;
             } else {
                 self.read(&path, &inner, files)?;
             }
-            if files.len() > MAX_WANTED_FILES {
+            if files.len() > limits.files {
                 return Err(ContentError::TooMuch {
-                    limit: format!("{MAX_WANTED_FILES} files"),
+                    limit: format!("{} files", limits.files),
+                    hint: limits.hint,
                 }
                 .into());
             }
@@ -107,7 +114,7 @@ impl SourceFetcher for Checkout {
                 .into());
             };
             match (real.is_dir(), role) {
-                (true, Role::Included) => self.walk(path, &real, &mut files)?,
+                (true, Role::Included) => self.walk(path, &real, &mut files, wanted.limits)?,
                 (true, _) => {
                     return Err(ContentError::Folder {
                         path: path.clone(),

@@ -71,6 +71,29 @@ pub struct Wanted {
     /// When not empty, the commit must carry an SSH signature by one of
     /// these keys (OpenSSH public keys; `source.signedBy`).
     pub signed_by: Vec<String>,
+    /// How much the fetch may take, all paths together.
+    pub limits: Limits,
+}
+
+/// How many files and bytes one fetch may take, and what a message about
+/// going over says to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub files: usize,
+    pub bytes: u64,
+    /// Said after "over N files": where the excess comes from.
+    pub hint: &'static str,
+}
+
+impl Default for Limits {
+    /// What a stack's own files (template, parameter file, `source.include`) may take.
+    fn default() -> Self {
+        Self {
+            files: MAX_WANTED_FILES,
+            bytes: MAX_WANTED_BYTES,
+            hint: "source.include may list too much",
+        }
+    }
 }
 
 impl Wanted {
@@ -105,6 +128,7 @@ impl Wanted {
         paths.push((normal(template), Role::Template));
         let mut wanted = Self::new(paths);
         wanted.signed_by = self.signed_by.clone();
+        wanted.limits = self.limits;
         wanted
     }
 
@@ -115,6 +139,7 @@ impl Wanted {
         Self {
             paths,
             signed_by: Vec::new(),
+            limits: Limits::default(),
         }
     }
 
@@ -171,10 +196,8 @@ pub enum ContentError {
         "{path} is {size} bytes, over the limit of {limit} bytes for a file taken from a source"
     )]
     FileTooLarge { path: String, size: u64, limit: u64 },
-    #[error(
-        "the files a run takes from the source are over {limit} (source.include may list too much)"
-    )]
-    TooMuch { limit: String },
+    #[error("the files a run takes from the source are over {limit} ({hint})")]
+    TooMuch { limit: String, hint: &'static str },
     #[error("{path} is a symbolic link to {target:?}, which leaves the source")]
     LinkEscapes { path: String, target: String },
     #[error("{path}: more than {MAX_LINK_HOPS} symbolic links in a row (a loop?)")]
@@ -272,9 +295,24 @@ pub fn check_file(path: &str, bytes: &[u8]) -> Result<(), ContentError> {
 pub struct Budget {
     files: usize,
     bytes: u64,
+    limits: Limits,
 }
 
 impl Budget {
+    /// A budget of `limits`.
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            files: 0,
+            bytes: 0,
+            limits,
+        }
+    }
+
+    /// The limits it keeps.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
     /// Counts one more file of `size` bytes at `path`.
     pub fn take(&mut self, path: &str, size: u64) -> Result<(), ContentError> {
         if size > MAX_FILE_BYTES {
@@ -286,14 +324,17 @@ impl Budget {
         }
         self.files += 1;
         self.bytes += size;
-        if self.files > MAX_WANTED_FILES {
+        let limits = self.limits;
+        if self.files > limits.files {
             return Err(ContentError::TooMuch {
-                limit: format!("{MAX_WANTED_FILES} files"),
+                limit: format!("{} files", limits.files),
+                hint: limits.hint,
             });
         }
-        if self.bytes > MAX_WANTED_BYTES {
+        if self.bytes > limits.bytes {
             return Err(ContentError::TooMuch {
-                limit: format!("{MAX_WANTED_BYTES} bytes"),
+                limit: format!("{} bytes", limits.bytes),
+                hint: limits.hint,
             });
         }
         Ok(())

@@ -39,6 +39,7 @@ pub mod manifest;
 pub mod naming;
 pub mod notice;
 pub mod ownership;
+pub mod package;
 pub mod parameters;
 pub mod partition;
 pub mod ports;

@@ -96,7 +96,7 @@ impl Listing {
     /// The entries to read for `wanted`, each within the run's budget.
     pub fn locate(&self, wanted: &Wanted) -> Result<Vec<Located>, ContentError> {
         let mut found = Vec::new();
-        let mut budget = Budget::default();
+        let mut budget = Budget::new(wanted.limits);
         for (path, role) in &wanted.paths {
             let missing = || ContentError::Missing {
                 path: path.clone(),
@@ -109,7 +109,7 @@ impl Listing {
                     size,
                 }),
                 (folder, Node::Folder) if *role == Role::Included => {
-                    found.extend(self.under(path, &folder)?);
+                    found.extend(self.under(path, &folder, wanted.limits)?);
                 }
                 (_, Node::Folder) => {
                     return Err(ContentError::Folder {
@@ -127,7 +127,12 @@ impl Listing {
     }
 
     /// Every file under `folder` (links followed), named under `name`.
-    fn under(&self, name: &str, folder: &str) -> Result<Vec<Located>, ContentError> {
+    fn under(
+        &self,
+        name: &str,
+        folder: &str,
+        limits: crate::content::Limits,
+    ) -> Result<Vec<Located>, ContentError> {
         let prefix = format!("{folder}/");
         let mut found = Vec::new();
         for (path, node) in self.nodes.range(prefix.clone()..) {
@@ -152,9 +157,10 @@ impl Listing {
                     });
                 }
             }
-            if found.len() > crate::content::MAX_WANTED_FILES {
+            if found.len() > limits.files {
                 return Err(ContentError::TooMuch {
-                    limit: format!("{} files", crate::content::MAX_WANTED_FILES),
+                    limit: format!("{} files", limits.files),
+                    hint: limits.hint,
                 });
             }
         }

@@ -11,7 +11,7 @@ use gix::object::tree::EntryKind;
 
 use super::Error;
 use crate::content::{
-    Budget, ContentError, MAX_LINK_HOPS, Role, Wanted, check_file, entry_name, link_target,
+    Budget, ContentError, Limits, MAX_LINK_HOPS, Role, Wanted, check_file, entry_name, link_target,
 };
 use crate::ports::source::Files;
 
@@ -49,7 +49,7 @@ pub(super) fn take(
     mut fetch_blobs: impl FnMut(&[ObjectId]) -> Result<(), Error>,
 ) -> Result<Files, Error> {
     let mut files = BTreeMap::new();
-    let mut budget = Budget::default();
+    let mut budget = Budget::new(wanted.limits);
     let mut pending: Vec<Pending> = wanted
         .paths
         .iter()
@@ -109,7 +109,7 @@ fn step(
         })?,
         Lookup::Submodule => Err(ContentError::Submodule { path: item.name })?,
         Lookup::Folder(tree) if item.role == Role::Included => {
-            next.extend(folder(repo, tree, &item)?);
+            next.extend(folder(repo, tree, &item, budget.limits())?);
             Ok(())
         }
         Lookup::Folder(_) => Err(ContentError::Folder {
@@ -167,7 +167,12 @@ fn step(
 }
 
 /// Every file under an included folder, as paths still to take.
-fn folder(repo: &gix::Repository, tree: ObjectId, item: &Pending) -> Result<Vec<Pending>, Error> {
+fn folder(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    item: &Pending,
+    limits: Limits,
+) -> Result<Vec<Pending>, Error> {
     let mut recorder = gix::traverse::tree::Recorder::default();
     repo.find_tree(tree)
         .map_err(gix::Error::from_error)?
@@ -186,9 +191,10 @@ fn folder(repo: &gix::Repository, tree: ObjectId, item: &Pending) -> Result<Vec<
             path: format!("{}/{relative}", item.path),
             hops: item.hops,
         });
-        if found.len() > crate::content::MAX_WANTED_FILES {
+        if found.len() > limits.files {
             Err(ContentError::TooMuch {
-                limit: format!("{} files", crate::content::MAX_WANTED_FILES),
+                limit: format!("{} files", limits.files),
+                hint: limits.hint,
             })?;
         }
     }
