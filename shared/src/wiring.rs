@@ -90,6 +90,7 @@ pub async fn sdk_steps(
             installation,
             // A deployed function sets its installation's (`crate::lambda`).
             policy: Default::default(),
+            bucket: bucket.to_owned(),
             template_url_base: template_url_base(
                 bucket,
                 &region,

@@ -155,6 +155,7 @@ async fn installation(
         sources,
         config: StepConfig {
             template_url_base: "https://bucket.s3.us-east-1.amazonaws.com".into(),
+            bucket: "bucket".into(),
             local: true,
             installation: stacksync::fakes::TEST_INSTALLATION.into(),
             policy: Default::default(),

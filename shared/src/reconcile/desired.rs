@@ -6,7 +6,8 @@
 //! reads them out of it (template-upload); a preview (`stacksync diff`,
 //! `validate --templates`) reads them from the source. Both through here.
 
-use crate::content::{Role, Wanted, normal};
+use crate::content::{ContentError, Limits, Role, Wanted, normal};
+use crate::package;
 use crate::ports::{FetchError, SourceFetcher, SourceLocation};
 use crate::spec::StackSpec;
 use crate::template::{self, FileValues, MAX_PARAMETER_FILE_BYTES, MAX_TEMPLATE_BYTES};
@@ -58,7 +59,115 @@ pub async fn fetch<S: SourceFetcher>(
             );
         }
     }
+    let root = match deployment_file_alone(spec) {
+        Some(file) => {
+            let bytes = file_among(&files, file).unwrap_or_default();
+            template::deployment_template_path(file, bytes).map_err(FetchFailed::Invalid)?
+        }
+        None => spec.source.path.clone(),
+    };
+    let asked: Vec<String> = wanted.paths.iter().map(|(p, _)| p.clone()).collect();
+    referenced(
+        sources,
+        &source,
+        revision,
+        &wanted.signed_by,
+        &normal(&root),
+        asked,
+        &mut files,
+    )
+    .await?;
     Ok(files)
+}
+
+fn file_among<'a>(files: &'a [(String, Vec<u8>)], path: &str) -> Option<&'a [u8]> {
+    let path = normal(path);
+    files
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map(|(_, b)| b.as_slice())
+}
+
+/// Whether `path` is among the paths fetched (as itself, or under a folder).
+fn covered(asked: &[String], path: &str) -> bool {
+    asked.iter().any(|q| {
+        q == path || (path.starts_with(q.as_str()) && path.as_bytes().get(q.len()) == Some(&b'/'))
+    })
+}
+
+/// Fetches the paths the template at `root` names (`crate::package`), and
+/// those its nested templates name, in rounds, all within the packaging
+/// limits. A path no template can take (outside the source, the root
+/// folder, a cycle) is left for the packager to refuse with its message;
+/// a template that does not read is left for [`read`].
+async fn referenced<S: SourceFetcher>(
+    sources: &S,
+    source: &SourceLocation,
+    revision: &str,
+    signed_by: &[String],
+    root: &str,
+    mut asked: Vec<String>,
+    files: &mut Vec<(String, Vec<u8>)>,
+) -> Result<(), FetchFailed> {
+    let mut templates = vec![root.to_owned()];
+    let mut taken = (0usize, 0u64);
+    for _round in 0..=package::MAX_NESTING {
+        let mut sites = Vec::new();
+        for path in templates.drain(..) {
+            let Some(bytes) = file_among(files, &path) else {
+                continue;
+            };
+            match package::references(&path, bytes) {
+                Ok(found) => sites.extend(found),
+                Err(package::PackageError::Template { .. }) if path == root => return Ok(()),
+                Err(e) => return Err(FetchFailed::Invalid(e.to_string())),
+            }
+        }
+        sites.retain(|site| !site.path.is_empty() && !covered(&asked, &site.path));
+        sites.dedup_by(|a, b| a.path == b.path);
+        if sites.is_empty() {
+            return Ok(());
+        }
+        let mut wanted = Wanted::new(
+            sites
+                .iter()
+                .map(|site| (site.path.clone(), Role::Included))
+                .collect(),
+        );
+        wanted.signed_by = signed_by.to_vec();
+        wanted.limits = Limits {
+            files: package::MAX_PACKAGED_FILES.saturating_sub(taken.0),
+            bytes: package::MAX_PACKAGED_BYTES.saturating_sub(taken.1),
+            hint: "the templates name too many local files: keep large artifacts in S3",
+        };
+        let more = sources
+            .fetch(source, revision, &wanted)
+            .await
+            .map_err(|e| named(e, &sites))?;
+        taken.0 += more.len();
+        taken.1 += more.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
+        asked.extend(wanted.paths.into_iter().map(|(p, _)| p));
+        templates = sites
+            .iter()
+            .filter(|s| s.nested())
+            .map(|s| s.path.clone())
+            .collect();
+        files.extend(more);
+    }
+    Ok(())
+}
+
+/// A referenced path that is not there, told with where it is named.
+fn named(e: FetchError, sites: &[package::Site]) -> FetchFailed {
+    if let FetchError::Content(ContentError::Missing { path, .. }) = &e
+        && let Some(site) = sites.iter().find(|s| s.path == *path)
+    {
+        return FetchFailed::Invalid(format!(
+            "{} names {path}, which is not in the source",
+            site.at
+        ));
+    }
+    FetchFailed::Source(e)
 }
 
 /// The deployment file, when it alone says where the template is.
@@ -136,6 +245,25 @@ pub fn read(
         template,
         from_file,
     })
+}
+
+/// The desired template packaged ([`crate::package`]) for `destination`:
+/// `all` gives every file fetched, read only when the template names a
+/// local file (else the template is as it is, and nothing to store).
+pub fn packaged(
+    files: &DesiredFiles,
+    all: impl FnOnce() -> Result<Vec<(String, Vec<u8>)>, String>,
+    destination: &package::Destination,
+) -> Result<package::Packaged, String> {
+    let path = &files.template_path;
+    let named = package::references(path, &files.template).map_err(|e| e.to_string())?;
+    if named.is_empty() {
+        return Ok(package::Packaged {
+            template: files.template.clone(),
+            ..Default::default()
+        });
+    }
+    package::package(path, &files.template, &all()?, destination).map_err(|e| e.to_string())
 }
 
 /// `file` for [`read`] over files fetched from the source (paths

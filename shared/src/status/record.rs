@@ -135,7 +135,15 @@ pub struct Inputs {
     /// output → value as recorded ([`crate::parameters::output_record`]).
     /// A stack whose outputs are no longer these makes this one due.
     pub read_outputs: BTreeMap<String, BTreeMap<String, String>>,
+    /// The local files the last run's templates named, packaged
+    /// ([`crate::package`]): where each was named, its path, its key
+    /// (`stacksync get NAME --explain`; `diff` says which changed). At most
+    /// [`MAX_PACKAGED_RECORDED`].
+    pub packaged: Vec<crate::package::Artifact>,
 }
+
+/// Most packaged artifacts a status records (the item is bounded).
+pub const MAX_PACKAGED_RECORDED: usize = 100;
 
 /// What was found about the stack besides what runs do to it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -120,10 +120,13 @@ pub fn with_inputs(
     prev: &Status,
     provenance: Vec<crate::parameters::Provenance>,
     read_outputs: BTreeMap<String, BTreeMap<String, String>>,
+    mut packaged: Vec<crate::package::Artifact>,
 ) -> Status {
     let mut status = prev.clone();
     status.inputs.provenance = provenance;
     status.inputs.read_outputs = read_outputs;
+    packaged.truncate(super::MAX_PACKAGED_RECORDED);
+    status.inputs.packaged = packaged;
     status
 }
 

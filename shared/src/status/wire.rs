@@ -118,6 +118,9 @@ pub struct Wire {
     /// A stack whose outputs are no longer these makes this one due.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub(super) read_outputs: BTreeMap<String, BTreeMap<String, String>>,
+    /// The local files the last run's templates named, packaged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) packaged: Vec<crate::package::Artifact>,
     /// What the last drift detection found ([`crate::drift`]): written
     /// outside runs, carried by them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -173,6 +176,7 @@ impl From<Wire> for Status {
                 provenance: w.provenance,
                 waiting_for: w.waiting_for,
                 read_outputs: w.read_outputs,
+                packaged: w.packaged,
             },
             findings: Findings {
                 drift: w.drift,
@@ -215,6 +219,7 @@ impl From<Status> for Wire {
             provenance: s.inputs.provenance,
             waiting_for: s.inputs.waiting_for,
             read_outputs: s.inputs.read_outputs,
+            packaged: s.inputs.packaged,
             drift: s.findings.drift,
             placeholder: s.run.placeholder,
             retrying: s.run.retrying,

@@ -71,6 +71,9 @@ pub use waits::{
 pub struct StepConfig {
     /// Template URLs are this + `/` + key (`adapters::template_url_base`).
     pub template_url_base: String,
+    /// The installation's bucket: what a packaged template names
+    /// (`s3://bucket/key`, `S3Bucket`).
+    pub bucket: String,
     /// The local runner: `http://` and `git://` sources are fetched without
     /// `source.insecure` (a deployed installation refuses them).
     pub local: bool,

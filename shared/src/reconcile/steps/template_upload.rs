@@ -96,6 +96,8 @@ struct Desired {
     provenance: Vec<Provenance>,
     /// The other stacks' outputs read (stack → output → recorded value).
     read_outputs: BTreeMap<String, BTreeMap<String, String>>,
+    /// The local files the templates named, packaged.
+    packaged: Vec<crate::package::Artifact>,
 }
 
 fn invalid(e: impl std::fmt::Display) -> StepError {
@@ -186,13 +188,17 @@ impl<P: Ports> Steps<P> {
         desired: &Desired,
     ) -> Result<(), StepError> {
         let bounded = crate::status::bounded_provenance(desired.provenance.clone());
+        let mut packaged = desired.packaged.clone();
+        packaged.truncate(crate::status::MAX_PACKAGED_RECORDED);
         if entry.status.inputs.provenance != bounded
             || entry.status.inputs.read_outputs != desired.read_outputs
+            || entry.status.inputs.packaged != packaged
         {
             let status = crate::status::transitions::with_inputs(
                 &entry.status,
                 desired.provenance.clone(),
                 desired.read_outputs.clone(),
+                packaged,
             );
             self.record(state, entry, status.clone()).await?;
             entry.status = status;
@@ -235,7 +241,14 @@ impl<P: Ports> Steps<P> {
         &self,
         state: &RunState,
         spec: &StackSpec,
-    ) -> Result<(Vec<u8>, template::FileValues, Option<String>), StepError> {
+    ) -> Result<
+        (
+            crate::package::Packaged,
+            template::FileValues,
+            Option<String>,
+        ),
+        StepError,
+    > {
         let key = state
             .fetched
             .as_ref()
@@ -259,7 +272,12 @@ impl<P: Ports> Steps<P> {
         if !problems.is_empty() {
             return Err(invalid(format!("{} ({at})", problems.join("; "))));
         }
-        Ok((files.template, files.from_file, files.file_label))
+        let all = || {
+            artifact::read_all(&archive, artifact::MAX_UNPACKED_BYTES).map_err(|e| e.to_string())
+        };
+        let packaged = desired::packaged(&files, all, &self.destination(spec))
+            .map_err(|e| invalid(format!("{e} ({at})")))?;
+        Ok((packaged, files.from_file, files.file_label))
     }
 
     /// Reads and checks the template and the parameters at the run's
@@ -271,7 +289,8 @@ impl<P: Ports> Steps<P> {
         entry: &mut StackEntry,
     ) -> Result<Desired, StepError> {
         let spec = &entry.spec.clone();
-        let (template, from_file, file_label) = self.read_template(state, spec).await?;
+        let (packaged, from_file, file_label) = self.read_template(state, spec).await?;
+        let template = packaged.template;
         let merged = template::merge_parameters(from_file.parameters.clone(), spec);
         let cfn = self.port(spec).await?;
         let read = values::read_values(&self.cloudformation, &self.registry, &cfn, &merged)
@@ -309,6 +328,7 @@ impl<P: Ports> Steps<P> {
             tags: &tags,
         };
         self.check_policy(state, entry, checked).await?;
+        self.store_objects(packaged.objects).await?;
         let template_sha = sha256_hex(&template);
         let hash = template::desired_hash(
             &template_sha,
@@ -334,6 +354,7 @@ impl<P: Ports> Steps<P> {
             file_tags: from_file.tags,
             provenance,
             read_outputs,
+            packaged: packaged.artifacts,
         })
     }
 

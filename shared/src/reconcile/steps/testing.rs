@@ -69,6 +69,7 @@ impl Test {
                     installation: crate::fakes::TEST_INSTALLATION.into(),
                     policy: Default::default(),
                     template_url_base: "https://bucket.s3.us-east-1.amazonaws.com".into(),
+                    bucket: "bucket".into(),
                 },
                 notices: crate::ports::Notifier::to(notices.clone()),
                 rule_cache: Default::default(),

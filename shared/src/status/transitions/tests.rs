@@ -192,6 +192,11 @@ fn transitions() -> Vec<(&'static str, Status)> {
                 &b,
                 Vec::new(),
                 BTreeMap::from([("db".into(), BTreeMap::new())]),
+                vec![crate::package::Artifact {
+                    at: "t.yaml: resource Fn property Code".into(),
+                    path: "src".into(),
+                    key: "templates/packages/ab".into(),
+                }],
             ),
         ),
         (
@@ -276,7 +281,7 @@ const TABLE: &[(&str, &str, &str)] = &[
         "",
     ),
     ("with_approval", "approvals", "awaiting"),
-    ("with_inputs", "readOutputs", "provenance"),
+    ("with_inputs", "readOutputs packaged", "provenance"),
     ("with_placeholder", "placeholder", ""),
     ("adopting", "adoption", ""),
     ("retrying", "retrying", ""),

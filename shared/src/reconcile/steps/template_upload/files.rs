@@ -1,6 +1,6 @@
 //! What template-upload makes of the values the desired state gives
 //! (`reconcile::desired` reads the files): the other stacks' outputs read,
-//! and the count of tags.
+//! and the count of tags; where packaged objects go, and their storing.
 
 use std::collections::BTreeMap;
 
@@ -44,4 +44,39 @@ pub(super) fn check_tag_count(
         )));
     }
     Ok(())
+}
+
+impl<P: super::Ports> super::Steps<P> {
+    /// Where a stack's packaged objects go: beside its templates (under its
+    /// account's prefix for a stack in another account, which may read only
+    /// those).
+    pub(super) fn destination(&self, spec: &StackSpec) -> crate::package::Destination {
+        crate::package::Destination {
+            bucket: self.config.bucket.clone(),
+            url_base: self.config.template_url_base.clone(),
+            prefix: crate::naming::template_key("", spec.target_account()),
+        }
+    }
+
+    /// Stores the packaged objects, each unless there already: their keys
+    /// name their content, so one there holds these bytes (only
+    /// template-upload writes under `templates/`). Nested templates are
+    /// checked byte for byte, as the template is.
+    pub(super) async fn store_objects(
+        &self,
+        objects: Vec<crate::package::Object>,
+    ) -> Result<(), StepError> {
+        use crate::ports::Blobs as _;
+        for object in objects {
+            if object.content_type == "text/plain" {
+                self.store(&object.key, object.bytes, object.content_type)
+                    .await?;
+            } else if !self.blobs.exists(&object.key).await? {
+                self.blobs
+                    .put_if_absent(&object.key, object.bytes, object.content_type)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
 }
