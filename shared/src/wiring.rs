@@ -214,6 +214,7 @@ pub fn sdk_reviewer(
         hosts: crate::adapters::git_host::GitHosts::new(credentials),
         config: crate::reconcile::review::ReviewConfig {
             installation,
+            bucket: bucket.to_owned(),
             template_url_base: template_url_base(
                 bucket,
                 &region,

@@ -12,7 +12,7 @@ use stacksync::adapters::{s3_client, template_url_base};
 use stacksync::hash::sha256_hex;
 use stacksync::ports::{Blobs, CloudFormationFactory, PortError};
 use stacksync::reconcile::diff::{
-    Diff, MAX_TEMPLATE_BODY, TemplateAt, Waiting, desired, diff, policy,
+    Diff, MAX_TEMPLATE_BODY, TemplateAt, Waiting, desired, diff, packaged_files, policy,
 };
 use stacksync::wiring::sdk_sources;
 
@@ -45,17 +45,22 @@ pub async fn run(aws: &Connection, name: &str, reference: Option<&str>, format: 
         )
         .await
         .map_err(|e| format!("{name}: {e}"))?;
-    let wanted = wanted
+    let mut wanted = wanted
         .read_values(&factory, &aws.registry, &cfn)
         .await
         .map_err(|e| format!("{name}: {e}"))?;
-    // The Guard rules a run would check, as it checks them.
-    let policy = policy::check(&sources, aws.resources.rules.as_ref(), spec, &wanted).await;
-    let _ = std::fs::remove_dir_all(&workdir);
     let store = S3Store::new(
         s3_client(&aws.config, endpoint.is_some()),
         &aws.resources.bucket,
     );
+    // Packaged as a run packages it, its objects under `previews/`.
+    let objects = wanted
+        .package(&preview_destination(aws, &store))
+        .map_err(|e| format!("{name}: {e}"))?;
+    // The Guard rules a run would check, as it checks them.
+    let policy = policy::check(&sources, aws.resources.rules.as_ref(), spec, &wanted).await;
+    let _ = std::fs::remove_dir_all(&workdir);
+    store_objects(aws, name, &store, objects).await?;
     let (template, stored) = template_at(aws, name, &store, &wanted.template).await?;
     let waiting = Waiting {
         poll: Duration::from_secs(if endpoint.is_some() { 1 } else { 3 }),
@@ -83,7 +88,62 @@ pub async fn run(aws: &Connection, name: &str, reference: Option<&str>, format: 
     }
     let mut result = result.map_err(|e| format!("{name}: {e}"))?;
     result.policy = policy;
+    result.packaged = packaged_files(&wanted.packaged, &entry.status.inputs.packaged);
     print(name, &result, format)
+}
+
+/// Where a preview's packaged objects go: `previews/` in the installation's
+/// bucket (which expires them after a day), never `templates/`.
+fn preview_destination(aws: &Connection, store: &S3Store) -> stacksync::package::Destination {
+    let region = aws
+        .config
+        .region()
+        .map(|r| r.to_string())
+        .unwrap_or_default();
+    stacksync::package::Destination {
+        bucket: store.bucket().to_owned(),
+        url_base: template_url_base(
+            store.bucket(),
+            &region,
+            aws.config.endpoint_url(),
+            std::env::var("STACKSYNC_TEMPLATE_URL_BASE").ok().as_deref(),
+        ),
+        prefix: "previews/".into(),
+    }
+}
+
+/// Stores a preview's packaged objects, each unless there already (their
+/// keys name their content); the bucket made first with an emulator.
+async fn store_objects(
+    aws: &Connection,
+    name: &str,
+    store: &S3Store,
+    objects: Vec<stacksync::package::Object>,
+) -> Result {
+    if objects.is_empty() {
+        return Ok(());
+    }
+    if aws.config.endpoint_url().is_some() {
+        store.ensure_bucket().await.map_err(|e| {
+            format!(
+                "{name}: the bucket {:?} could not be made: {e}",
+                store.bucket()
+            )
+        })?;
+    }
+    for object in objects {
+        let there = store
+            .exists(&object.key)
+            .await
+            .map_err(|e| put_failed(name, store.bucket(), &object.key, &e))?;
+        if !there {
+            store
+                .put(&object.key, object.bytes, object.content_type)
+                .await
+                .map_err(|e| put_failed(name, store.bucket(), &object.key, &e))?;
+        }
+    }
+    Ok(())
 }
 
 /// Where the preview's change set reads the template: in the request, or,
@@ -181,6 +241,17 @@ fn print(name: &str, d: &Diff, format: Output) -> Result {
         say!("  CloudFormation's checks:");
         for check in &d.checks {
             say!("    {}", check.line());
+        }
+    }
+    if !d.packaged.is_empty() {
+        say!("  local files packaged:");
+        for f in &d.packaged {
+            let changed = if f.changed {
+                "changed"
+            } else {
+                "as the last run"
+            };
+            say!("    {} ({}): {changed}", f.path, f.at);
         }
     }
     if d.is_empty() {

@@ -170,7 +170,8 @@ fn report(format: Output, name: &str, action: &str, detail: &str) -> Result {
 
 /// What `get --explain` prints: where each parameter and tag of the last
 /// run came from (values masked where they are secrets or `NoEcho`), the
-/// stack's outputs, what it depends on and what depends on it.
+/// stack's outputs, what it depends on and what depends on it, and the
+/// local files its templates named, packaged.
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Explained<'a> {
@@ -183,6 +184,9 @@ struct Explained<'a> {
     dependents: Vec<&'a str>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     waiting_for: &'a [String],
+    /// The local files the last run's templates named, packaged.
+    #[serde(skip_serializing_if = "<[stacksync::package::Artifact]>::is_empty")]
+    packaged: &'a [stacksync::package::Artifact],
 }
 
 #[derive(serde::Serialize)]
@@ -217,6 +221,7 @@ fn explain_entry(entry: &StackEntry, all: &[StackEntry], format: Output) -> Resu
         depends_on: entry.spec.upstream(),
         dependents: stacksync::registry::graph::dependents_of(&entry.name, all),
         waiting_for: &entry.status.inputs.waiting_for,
+        packaged: &entry.status.inputs.packaged,
     };
     if format != Output::Table {
         return print_structured(format, &explained);
@@ -251,6 +256,12 @@ fn explain_entry(entry: &StackEntry, all: &[StackEntry], format: Output) -> Resu
     }
     if !explained.waiting_for.is_empty() {
         println!("waiting for: {}", explained.waiting_for.join(", "));
+    }
+    if !explained.packaged.is_empty() {
+        println!("packaged (local files the templates name, stored by content):");
+        for a in explained.packaged {
+            println!("  {:<32} {:<48} {}", a.path, a.at, a.key);
+        }
     }
     Ok(())
 }

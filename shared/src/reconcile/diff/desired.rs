@@ -34,6 +34,11 @@ pub struct Desired {
     /// What a run hashes of each parameter (a secret's hash, never its
     /// value), once read: [`Desired::desired_hash`].
     pub parameter_hashes: BTreeMap<String, String>,
+    /// The files fetched, kept only while the template names local files
+    /// still to package ([`Desired::package`]).
+    pub files: Vec<(String, Vec<u8>)>,
+    /// What [`Desired::package`] packaged.
+    pub packaged: Vec<crate::package::Artifact>,
 }
 
 /// Reads the desired state of `spec` at `reference` (default: the spec's
@@ -57,6 +62,9 @@ pub async fn desired<S: SourceFetcher>(
         })?;
     let at = format!("at {}", &revision[..revision.len().min(12)]);
     let read = desired::read(spec, desired::among(&files), &at)?;
+    let names_files = !crate::package::references(&read.template_path, &read.template)
+        .map_err(|e| format!("{e} ({at})"))?
+        .is_empty();
     let template = read.template;
     let merged = template::merge_parameters(read.from_file.parameters.clone(), spec);
     // Unreadable here: every value masked.
@@ -78,10 +86,32 @@ pub async fn desired<S: SourceFetcher>(
         file_tags: read.from_file.tags,
         template,
         parameter_hashes: BTreeMap::new(),
+        files: if names_files { files } else { Vec::new() },
+        packaged: Vec::new(),
     })
 }
 
 impl Desired {
+    /// Packages the template as a run would ([`crate::package`]), for
+    /// `destination`: the template becomes the packaged one (what the
+    /// preview's change set and Guard see), and the objects to store first
+    /// are returned (none when the template names no local file).
+    pub fn package(
+        &mut self,
+        destination: &crate::package::Destination,
+    ) -> Result<Vec<crate::package::Object>, String> {
+        if self.files.is_empty() {
+            return Ok(Vec::new());
+        }
+        let files = std::mem::take(&mut self.files);
+        let packaged =
+            crate::package::package(&self.template_path, &self.template, &files, destination)
+                .map_err(|e| e.to_string())?;
+        self.template = packaged.template;
+        self.packaged = packaged.artifacts;
+        Ok(packaged.objects)
+    }
+
     /// Reads the parameters' references as a run reads them (secrets in
     /// the stack's account and region through `port`, other stacks'
     /// outputs from CloudFormation).

@@ -62,6 +62,42 @@ pub struct Diff {
     /// set by the caller, who has the sources ([`policy::check`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicyChecked>,
+    /// The local files the templates name, packaged, and whether each
+    /// differs from what the last run packaged ([`packaged_files`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub packaged: Vec<PackagedFile>,
+}
+
+/// A local file (or folder) a template names, as a preview packaged it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PackagedFile {
+    pub path: String,
+    /// Where it is named: `parent.yaml: resource Fn property Code`.
+    pub at: String,
+    /// Its content differs from what the last run packaged there (or the
+    /// last run packaged nothing there).
+    pub changed: bool,
+}
+
+/// Each file the preview packaged, and whether its content is other than
+/// the last run's (`recorded`: `status.packaged`). Compared by content:
+/// the last part of a key is its SHA-256, whatever the prefix.
+pub fn packaged_files(
+    desired: &[crate::package::Artifact],
+    recorded: &[crate::package::Artifact],
+) -> Vec<PackagedFile> {
+    let content = |key: &str| key.rsplit('/').next().unwrap_or(key).to_owned();
+    desired
+        .iter()
+        .map(|a| PackagedFile {
+            path: a.path.clone(),
+            at: a.at.clone(),
+            changed: !recorded
+                .iter()
+                .any(|r| r.at == a.at && content(&r.key) == content(&a.key)),
+        })
+        .collect()
 }
 
 impl Diff {
@@ -178,6 +214,7 @@ pub async fn diff<C: CloudFormation>(
         changes,
         checks,
         policy: None,
+        packaged: Vec::new(),
     })
 }
 

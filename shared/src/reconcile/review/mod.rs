@@ -49,6 +49,8 @@ pub struct ReviewConfig {
     /// Where a template over CloudFormation's body limit is read from
     /// (the installation's bucket: `naming::template_url`).
     pub template_url_base: String,
+    /// The installation's bucket: what a packaged template names.
+    pub bucket: String,
     pub waiting: Waiting,
     /// Previews at once in one account (and in all: [`MAX_PARALLEL`]).
     pub per_account: usize,
@@ -345,9 +347,25 @@ where
             )
             .await
             .map_err(|e| e.to_string())?;
-        let wanted = wanted
+        let mut wanted = wanted
             .read_values(&self.cloudformation, &self.registry, &cfn)
             .await?;
+        let objects = wanted.package(&crate::package::Destination {
+            bucket: self.config.bucket.clone(),
+            url_base: self.config.template_url_base.clone(),
+            prefix: "previews/".into(),
+        })?;
+        for object in objects {
+            let there = self.blobs.exists(&object.key).await;
+            if !matches!(there, Ok(true)) {
+                self.blobs
+                    .put(&object.key, object.bytes, object.content_type)
+                    .await
+                    .map_err(|e| {
+                        format!("{} could not be stored for the preview: {e}", object.key)
+                    })?;
+            }
+        }
         let policy = crate::reconcile::diff::policy::check(
             &self.sources,
             self.config.rules.as_ref(),
@@ -373,6 +391,8 @@ where
         )
         .await?;
         diff.policy = policy;
+        diff.packaged =
+            crate::reconcile::diff::packaged_files(&wanted.packaged, &entry.status.inputs.packaged);
         Ok((diff, wanted.desired_hash(spec)))
     }
 

@@ -87,6 +87,7 @@ fn world(head_orders: &[u8]) -> World {
             config: ReviewConfig {
                 installation: TEST_INSTALLATION.into(),
                 template_url_base: "https://b.s3.amazonaws.com".into(),
+                bucket: "b".into(),
                 waiting: Waiting {
                     poll: Duration::from_millis(1),
                     deadline: Duration::from_secs(5),

@@ -49,6 +49,7 @@ fn diff(kind: &str, rows: usize) -> Diff {
         beyond_resources: false,
         checks: Vec::new(),
         policy: None,
+        packaged: Vec::new(),
     }
 }
 
