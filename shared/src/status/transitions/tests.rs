@@ -67,6 +67,7 @@ fn stored() -> Value {
         "provenance": [{"kind": "parameter", "name": "Size", "from": "stacks.yaml", "value": "1"}],
         "waitingFor": ["network"],
         "readOutputs": {"network": {"VpcId": "vpc-before"}},
+        "packaged": [{"at": "t.yaml: resource Fn property Code", "path": "old", "key": "templates/packages/00"}],
         "drift": {"checkedAt": "2027-01-15T06:00:00.000Z", "stackDrift": "IN_SYNC", "rev": 4},
         "placeholder": "arn:aws:cloudformation:us-east-1:1:stack/s/placeholder",
         "retrying": {
