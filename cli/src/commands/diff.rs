@@ -213,6 +213,21 @@ fn put_failed(name: &str, bucket: &str, key: &str, e: &PortError) -> String {
     }
 }
 
+/// The local files the templates name, each said changed or not.
+fn print_packaged(d: &Diff) {
+    if !d.packaged.is_empty() {
+        say!("  local files packaged:");
+        for f in &d.packaged {
+            let changed = if f.changed {
+                "changed"
+            } else {
+                "as the last run"
+            };
+            say!("    {} ({}): {changed}", f.path, f.at);
+        }
+    }
+}
+
 fn print(name: &str, d: &Diff, format: Output) -> Result {
     if format != Output::Table {
         return print_structured(format, &json!({ "stack": name, "diff": d }));
@@ -243,17 +258,7 @@ fn print(name: &str, d: &Diff, format: Output) -> Result {
             say!("    {}", check.line());
         }
     }
-    if !d.packaged.is_empty() {
-        say!("  local files packaged:");
-        for f in &d.packaged {
-            let changed = if f.changed {
-                "changed"
-            } else {
-                "as the last run"
-            };
-            say!("    {} ({}): {changed}", f.path, f.at);
-        }
-    }
+    print_packaged(d);
     if d.is_empty() {
         say!("  no changes");
         return Ok(());

@@ -69,10 +69,8 @@ pub use waits::{
 /// Settings read once at start.
 #[derive(Debug, Clone)]
 pub struct StepConfig {
-    /// Template URLs are this + `/` + key (`adapters::template_url_base`).
+    /// Template URLs: this + `/` + key; `bucket`: the installation's (packaged templates name it).
     pub template_url_base: String,
-    /// The installation's bucket: what a packaged template names
-    /// (`s3://bucket/key`, `S3Bucket`).
     pub bucket: String,
     /// The local runner: `http://` and `git://` sources are fetched without
     /// `source.insecure` (a deployed installation refuses them).

@@ -8,12 +8,10 @@ use std::collections::BTreeMap;
 use super::parameters::{provenance, value_error};
 use super::settings::with_settings;
 use super::{Port, Ports, StepResult, Steps, short};
-use crate::artifact;
 use crate::hash::sha256_hex;
 use crate::naming::{parameters_key, template_key};
 use crate::parameters::{self, Provenance};
-use crate::reconcile::{desired, values};
-use crate::spec::StackSpec;
+use crate::reconcile::values;
 use tracing::{info, warn};
 
 use crate::clock::now_millis;
@@ -233,51 +231,6 @@ impl<P: Ports> Steps<P> {
             return Ok(AsLeft::Changed(found(Change::Updated)));
         }
         Ok(AsLeft::Same(now))
-    }
-
-    /// The template at the run's revision, checked, with the parameter (or
-    /// deployment) file's values and how messages name that file.
-    async fn read_template(
-        &self,
-        state: &RunState,
-        spec: &StackSpec,
-    ) -> Result<
-        (
-            crate::package::Packaged,
-            template::FileValues,
-            Option<String>,
-        ),
-        StepError,
-    > {
-        let key = state
-            .fetched
-            .as_ref()
-            .and_then(|f| f.artifact_key.as_deref())
-            .ok_or_else(|| StepError::missing("template-upload", "artifactKey"))?;
-        let archive = self
-            .blobs
-            .get(key, artifact::MAX_UNPACKED_BYTES)
-            .await
-            .map_err(StepError::port(StallReason::ArtifactUnavailable))?;
-        let at = format!("at {}", short(state.revision().unwrap_or_default()));
-        let files = desired::read(spec, desired::in_artifact(&archive), &at).map_err(invalid)?;
-        // What the template makes certain to fail, as `validate --templates`
-        // says it: before any value is read or anything made.
-        let problems = template::check(
-            spec,
-            &files.template_path,
-            &files.template,
-            &files.from_file.parameters,
-        );
-        if !problems.is_empty() {
-            return Err(invalid(format!("{} ({at})", problems.join("; "))));
-        }
-        let all = || {
-            artifact::read_all(&archive, artifact::MAX_UNPACKED_BYTES).map_err(|e| e.to_string())
-        };
-        let packaged = desired::packaged(&files, all, &self.destination(spec))
-            .map_err(|e| invalid(format!("{e} ({at})")))?;
-        Ok((packaged, files.from_file, files.file_label))
     }
 
     /// Reads and checks the template and the parameters at the run's

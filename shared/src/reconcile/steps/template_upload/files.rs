@@ -4,10 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use super::invalid;
-use crate::parameters;
-use crate::reconcile::run::StepError;
+use super::{invalid, short};
+use crate::ports::Blobs as _;
+use crate::reconcile::desired;
+use crate::reconcile::run::{RunState, StepError};
 use crate::spec::StackSpec;
+use crate::status::StallReason;
+use crate::{artifact, parameters, template};
 
 /// The other stacks' outputs among the parameters, as read (each as the
 /// registry records an output), by stack and output.
@@ -47,6 +50,51 @@ pub(super) fn check_tag_count(
 }
 
 impl<P: super::Ports> super::Steps<P> {
+    /// The template at the run's revision, checked, with the parameter (or
+    /// deployment) file's values and how messages name that file.
+    pub(super) async fn read_template(
+        &self,
+        state: &RunState,
+        spec: &StackSpec,
+    ) -> Result<
+        (
+            crate::package::Packaged,
+            template::FileValues,
+            Option<String>,
+        ),
+        StepError,
+    > {
+        let key = state
+            .fetched
+            .as_ref()
+            .and_then(|f| f.artifact_key.as_deref())
+            .ok_or_else(|| StepError::missing("template-upload", "artifactKey"))?;
+        let archive = self
+            .blobs
+            .get(key, artifact::MAX_UNPACKED_BYTES)
+            .await
+            .map_err(StepError::port(StallReason::ArtifactUnavailable))?;
+        let at = format!("at {}", short(state.revision().unwrap_or_default()));
+        let files = desired::read(spec, desired::in_artifact(&archive), &at).map_err(invalid)?;
+        // What the template makes certain to fail, as `validate --templates`
+        // says it: before any value is read or anything made.
+        let problems = template::check(
+            spec,
+            &files.template_path,
+            &files.template,
+            &files.from_file.parameters,
+        );
+        if !problems.is_empty() {
+            return Err(invalid(format!("{} ({at})", problems.join("; "))));
+        }
+        let all = || {
+            artifact::read_all(&archive, artifact::MAX_UNPACKED_BYTES).map_err(|e| e.to_string())
+        };
+        let packaged = desired::packaged(&files, all, &self.destination(spec))
+            .map_err(|e| invalid(format!("{e} ({at})")))?;
+        Ok((packaged, files.from_file, files.file_label))
+    }
+
     /// Where a stack's packaged objects go: beside its templates (under its
     /// account's prefix for a stack in another account, which may read only
     /// those).
@@ -66,7 +114,6 @@ impl<P: super::Ports> super::Steps<P> {
         &self,
         objects: Vec<crate::package::Object>,
     ) -> Result<(), StepError> {
-        use crate::ports::Blobs as _;
         for object in objects {
             if object.content_type == "text/plain" {
                 self.store(&object.key, object.bytes, object.content_type)
