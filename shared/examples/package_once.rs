@@ -2,8 +2,8 @@
 //! it, alone in a process so that its wall time and peak memory can be
 //! measured (`scripts/bench package`): every file of the folder read (as
 //! the step reads the run's artifact), the template packaged
-//! (`stacksync::package`), each object stored unless there (HEAD, then
-//! PUT) in the bucket at the endpoint. Prints the time of each part.
+//! (`stacksync::package`), each object stored unless there (HEAD; then
+//! made again and PUT) in the bucket at the endpoint. Prints the time of each part.
 //!
 //! Usage: package_once DIR TEMPLATE BUCKET ENDPOINT
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a measuring tool: fail loudly
@@ -51,8 +51,7 @@ fn main() {
         url_base: format!("{endpoint}/{bucket}"),
         prefix: "templates/".into(),
     };
-    let packaged = stacksync::package::package(template, &bytes, &files, &destination).unwrap();
-    drop(files);
+    let packaged = stacksync::package::package(template, &bytes, files, &destination).unwrap();
     let packed = started.elapsed();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -67,11 +66,12 @@ fn main() {
         let store = S3Store::new(stacksync::adapters::s3_client(&config, true), bucket);
         store.ensure_bucket().await.unwrap();
         let mut stored = 0usize;
-        for object in packaged.objects {
+        for object in &packaged.objects {
             if !store.exists(&object.key).await.unwrap() {
-                stored += object.bytes.len();
+                let bytes = packaged.bytes(object).unwrap();
+                stored += bytes.len();
                 store
-                    .put_if_absent(&object.key, object.bytes, object.content_type)
+                    .put_if_absent(&object.key, bytes, object.content_type)
                     .await
                     .unwrap();
             }

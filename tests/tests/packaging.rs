@@ -11,6 +11,7 @@
 use base64::Engine;
 use stacksync::asl::Outcome;
 use stacksync::status::{Phase, StallReason};
+use stacksync_testkit::backend::Backend;
 use stacksync_testkit::git::{GitDaemon, GitRepo};
 use stacksync_testkit::harness::Harness;
 use stacksync_testkit::{Emulator, unique_name};
@@ -210,15 +211,17 @@ fn key_of(status: &stacksync::status::Status, path: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn nested_stacks_code_and_a_layer_are_packaged_created_and_updated_by_content() {
-    let h = Harness::new("pack").await;
+    let h = Backend::Moto.harness("pack").await;
     let repo = GitRepo::new("pack");
     let daemon = GitDaemon::serve(&repo);
     repo.commit(&app(), "app");
     let name = stack_name("pack");
     h.apply(&entry(&name, &daemon.url(&repo), "app/parent.yaml"))
         .await;
-    let change_sets = || Emulator::shared().recorded("CreateChangeSet", &name);
-    Emulator::shared().start_recording();
+    let change_sets = || {
+        h.cloudformation_calls
+            .count_of("cloudformation:CreateChangeSet")
+    };
 
     let (outcome, status) = run(&h, &name).await;
     assert!(

@@ -54,13 +54,13 @@ pub async fn run(aws: &Connection, name: &str, reference: Option<&str>, format: 
         &aws.resources.bucket,
     );
     // Packaged as a run packages it, its objects under `previews/`.
-    let objects = wanted
+    let packaged = wanted
         .package(&preview_destination(aws, &store))
         .map_err(|e| format!("{name}: {e}"))?;
     // The Guard rules a run would check, as it checks them.
     let policy = policy::check(&sources, aws.resources.rules.as_ref(), spec, &wanted).await;
     let _ = std::fs::remove_dir_all(&workdir);
-    store_objects(aws, name, &store, objects).await?;
+    store_objects(aws, name, &store, packaged).await?;
     let (template, stored) = template_at(aws, name, &store, &wanted.template).await?;
     let waiting = Waiting {
         poll: Duration::from_secs(if endpoint.is_some() { 1 } else { 3 }),
@@ -113,14 +113,15 @@ fn preview_destination(aws: &Connection, store: &S3Store) -> stacksync::package:
 }
 
 /// Stores a preview's packaged objects, each unless there already (their
-/// keys name their content); the bucket made first with an emulator.
+/// keys name their content), made just before; the bucket made first with
+/// an emulator.
 async fn store_objects(
     aws: &Connection,
     name: &str,
     store: &S3Store,
-    objects: Vec<stacksync::package::Object>,
+    packaged: stacksync::package::Packaged,
 ) -> Result {
-    if objects.is_empty() {
+    if packaged.objects.is_empty() {
         return Ok(());
     }
     if aws.config.endpoint_url().is_some() {
@@ -131,17 +132,16 @@ async fn store_objects(
             )
         })?;
     }
-    for object in objects {
-        let there = store
-            .exists(&object.key)
-            .await
-            .map_err(|e| put_failed(name, store.bucket(), &object.key, &e))?;
-        if !there {
-            store
-                .put(&object.key, object.bytes, object.content_type)
-                .await
-                .map_err(|e| put_failed(name, store.bucket(), &object.key, &e))?;
+    for object in &packaged.objects {
+        let failed = |e: &PortError| put_failed(name, store.bucket(), &object.key, e);
+        if store.exists(&object.key).await.map_err(|e| failed(&e))? {
+            continue;
         }
+        let bytes = packaged.bytes(object).map_err(|e| format!("{name}: {e}"))?;
+        store
+            .put(&object.key, bytes, object.content_type)
+            .await
+            .map_err(|e| failed(&e))?;
     }
     Ok(())
 }

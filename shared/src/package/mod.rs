@@ -26,9 +26,10 @@ pub use sites::{Kind, Site, folder_of};
 
 /// Most files the paths a stack's templates name may hold, all together.
 pub const MAX_PACKAGED_FILES: usize = 5_000;
-/// Most bytes those files may hold, all together (Lambda's own limit for
-/// unzipped code is 250 MB; bigger artifacts belong in S3, built by CI).
-pub const MAX_PACKAGED_BYTES: u64 = 128 * 1024 * 1024;
+/// Most bytes those files may hold, all together: template-upload (256 MB
+/// of memory) holds the run's artifact, these files and one zip at a time.
+/// Bigger code belongs in S3, built by CI (README "No build step").
+pub const MAX_PACKAGED_BYTES: u64 = 64 * 1024 * 1024;
 /// Deepest chain of nested templates followed.
 pub const MAX_NESTING: usize = 10;
 
@@ -87,12 +88,27 @@ impl Destination {
     }
 }
 
-/// An object to store.
+/// An object to store: its key, and how its bytes are made again
+/// ([`Packaged::bytes`]) when it must be stored, so that a packager holds
+/// one zip at a time, not all of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
     pub key: String,
-    pub bytes: Vec<u8>,
     pub content_type: &'static str,
+    made: Made,
+}
+
+/// How an object's bytes are made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Made {
+    /// A nested template, packaged (small: kept).
+    Kept(Vec<u8>),
+    /// A file, as it is.
+    File(String),
+    /// A file zipped alone, named as it is.
+    ZippedFile(String),
+    /// A folder zipped.
+    Folder(String),
 }
 
 /// One local path packaged: where it was named, what, and the key it got.
@@ -115,6 +131,29 @@ pub struct Packaged {
     pub objects: Vec<Object>,
     /// What was packaged, in the order found.
     pub artifacts: Vec<Artifact>,
+    /// The source's files the objects are made of.
+    files: Vec<(String, Vec<u8>)>,
+}
+
+impl Packaged {
+    /// A template that names no local file: as it is.
+    pub fn as_is(template: Vec<u8>) -> Self {
+        Self {
+            template,
+            ..Self::default()
+        }
+    }
+
+    /// The bytes of one of [`Packaged::objects`], made again: the same
+    /// bytes its key names.
+    pub fn bytes(&self, object: &Object) -> Result<Vec<u8>, PackageError> {
+        let files: BTreeMap<&str, &[u8]> = self
+            .files
+            .iter()
+            .map(|(p, b)| (p.as_str(), b.as_slice()))
+            .collect();
+        made(&files, &object.made, &object.key)
+    }
 }
 
 /// The local paths the template at `path` names (not those of the nested
@@ -139,7 +178,7 @@ fn parse(path: &str, bytes: &[u8], at: &str) -> Result<Value, PackageError> {
 pub fn package(
     path: &str,
     template: &[u8],
-    files: &[(String, Vec<u8>)],
+    files: Vec<(String, Vec<u8>)>,
     destination: &Destination,
 ) -> Result<Packaged, PackageError> {
     let mut packager = Packager {
@@ -152,8 +191,52 @@ pub fn package(
         out: Packaged::default(),
     };
     let root = packager.template(path, template, None)?;
-    packager.out.template = root;
-    Ok(packager.out)
+    let mut out = packager.out;
+    out.template = root;
+    out.files = files;
+    Ok(out)
+}
+
+/// An object's bytes, from the files.
+fn made(files: &BTreeMap<&str, &[u8]>, made: &Made, at: &str) -> Result<Vec<u8>, PackageError> {
+    let missing = |path: &str| PackageError::Missing {
+        at: at.to_owned(),
+        path: path.to_owned(),
+    };
+    let archive = |entries: &[(&str, &[u8])]| {
+        zip::zip(entries).map_err(|message| PackageError::Archive {
+            at: at.to_owned(),
+            message,
+        })
+    };
+    match made {
+        Made::Kept(bytes) => Ok(bytes.clone()),
+        Made::File(path) => files
+            .get(path.as_str())
+            .map(|b| b.to_vec())
+            .ok_or_else(|| missing(path)),
+        Made::ZippedFile(path) => {
+            let bytes = files.get(path.as_str()).ok_or_else(|| missing(path))?;
+            let name = path.rsplit('/').next().unwrap_or(path);
+            archive(&[(name, bytes)])
+        }
+        Made::Folder(path) => archive(&under(files, path)),
+    }
+}
+
+/// The files under `folder` (names relative to it).
+fn under<'a>(files: &BTreeMap<&'a str, &'a [u8]>, folder: &str) -> Vec<(&'a str, &'a [u8])> {
+    let prefix = format!("{folder}/");
+    let mut found = Vec::new();
+    let from = (Bound::Included(prefix.as_str()), Bound::Unbounded);
+    for (path, bytes) in files.range::<str, _>(from) {
+        let path: &'a str = path;
+        let Some(name) = path.strip_prefix(prefix.as_str()) else {
+            break;
+        };
+        found.push((name, *bytes));
+    }
+    found
 }
 
 struct Packager<'a> {
@@ -208,13 +291,14 @@ impl<'a> Packager<'a> {
             let bytes = self.file(site)?;
             let packaged = self.template(&site.path, bytes, Some(&site.at))?;
             let key = destination.template_key(&sha256_hex(&packaged));
-            self.keep(site, &key, packaged, "text/plain");
+            self.keep(site, &key, Made::Kept(packaged), "text/plain");
             let url = crate::naming::template_url(&destination.url_base, &key, None);
             return Ok(Value::String(url));
         }
-        let (bytes, content_type) = self.object(site)?;
-        let key = destination.object_key(&sha256_hex(&bytes));
-        self.keep(site, &key, bytes, content_type);
+        let (how, content_type) = self.object(site)?;
+        // Made once for its key, dropped: made again only to be stored.
+        let key = destination.object_key(&sha256_hex(&made(&self.files, &how, &site.at)?));
+        self.keep(site, &key, how, content_type);
         Ok(match site.kind.form() {
             rules::Form::Mapping { bucket, key: name } => serde_json::json!({
                 bucket: destination.bucket,
@@ -226,7 +310,7 @@ impl<'a> Packager<'a> {
         })
     }
 
-    fn keep(&mut self, site: &Site, key: &str, bytes: Vec<u8>, content_type: &'static str) {
+    fn keep(&mut self, site: &Site, key: &str, made: Made, content_type: &'static str) {
         self.out.artifacts.push(Artifact {
             at: site.at.clone(),
             path: site.path.clone(),
@@ -235,8 +319,8 @@ impl<'a> Packager<'a> {
         if !self.out.objects.iter().any(|o| o.key == key) {
             self.out.objects.push(Object {
                 key: key.to_owned(),
-                bytes,
                 content_type,
+                made,
             });
         }
     }
@@ -261,53 +345,32 @@ impl<'a> Packager<'a> {
 
     /// The files under `folder` (names relative to it).
     fn folder(&self, folder: &str) -> Vec<(&'a str, &'a [u8])> {
-        let prefix = format!("{folder}/");
-        let mut found = Vec::new();
-        let from = (Bound::Included(prefix.as_str()), Bound::Unbounded);
-        for (path, bytes) in self.files.range::<str, _>(from) {
-            let path: &'a str = path;
-            let Some(name) = path.strip_prefix(prefix.as_str()) else {
-                break;
-            };
-            found.push((name, *bytes));
-        }
-        found
+        under(&self.files, folder)
     }
 
-    /// A site's object: a folder zipped; a file as it is, or zipped alone
-    /// where the property wants a zip.
-    fn object(&self, site: &Site) -> Result<(Vec<u8>, &'static str), PackageError> {
-        let archive = |files: &[(&str, &[u8])]| {
-            zip::zip(files).map_err(|message| PackageError::Archive {
-                at: site.at.clone(),
-                message,
-            })
-        };
+    /// How a site's object is made: a folder zipped; a file as it is, or
+    /// zipped alone where the property wants a zip.
+    fn object(&self, site: &Site) -> Result<(Made, &'static str), PackageError> {
         if site.path.is_empty() {
             return Err(PackageError::WholeSource {
                 at: site.at.clone(),
             });
         }
         if let Some(bytes) = self.files.get(site.path.as_str()) {
-            if site.kind.force_zip() && !zip::is_zip(bytes) {
-                let name = site.path.rsplit('/').next().unwrap_or(&site.path);
-                return Ok((archive(&[(name, bytes)])?, "application/zip"));
-            }
-            let kind = if zip::is_zip(bytes) {
-                "application/zip"
-            } else {
-                "application/octet-stream"
-            };
-            return Ok((bytes.to_vec(), kind));
+            let path = site.path.clone();
+            return Ok(match (zip::is_zip(bytes), site.kind.force_zip()) {
+                (true, _) => (Made::File(path), "application/zip"),
+                (false, true) => (Made::ZippedFile(path), "application/zip"),
+                (false, false) => (Made::File(path), "application/octet-stream"),
+            });
         }
-        let files = self.folder(&site.path);
-        if files.is_empty() {
+        if self.folder(&site.path).is_empty() {
             return Err(PackageError::Missing {
                 at: site.at.clone(),
                 path: site.path.clone(),
             });
         }
-        Ok((archive(&files)?, "application/zip"))
+        Ok((Made::Folder(site.path.clone()), "application/zip"))
     }
 }
 

@@ -76,13 +76,7 @@ fn repo() -> Vec<(String, Vec<u8>)> {
 
 fn packaged() -> Packaged {
     let repo = repo();
-    package(
-        "stack/parent.yaml",
-        PARENT.as_bytes(),
-        &repo,
-        &destination(),
-    )
-    .unwrap()
+    package("stack/parent.yaml", PARENT.as_bytes(), repo, &destination()).unwrap()
 }
 
 fn json(bytes: &[u8]) -> Value {
@@ -146,9 +140,10 @@ fn each_property_takes_the_form_the_cli_gives_it() {
     let nested = out.objects.iter().find(|o| o.key == key).unwrap();
     assert_eq!(
         nested.key,
-        destination().template_key(&sha256_hex(&nested.bytes))
+        destination().template_key(&sha256_hex(&out.bytes(nested).unwrap()))
     );
-    let api = json(&nested.bytes)["Resources"]["Api"]["Properties"]["DefinitionUri"].clone();
+    let api = json(&out.bytes(nested).unwrap())["Resources"]["Api"]["Properties"]["DefinitionUri"]
+        .clone();
     assert!(
         api.as_str()
             .unwrap()
@@ -161,9 +156,10 @@ fn each_property_takes_the_form_the_cli_gives_it() {
         .unwrap()
         .to_owned();
     let layer = out.objects.iter().find(|o| o.key == layer).unwrap();
-    assert_eq!(layer.bytes, b"PK\x03\x04not really");
+    assert_eq!(out.bytes(layer).unwrap(), b"PK\x03\x04not really");
     let code = out.objects.iter().find(|o| o.key == code["S3Key"]).unwrap();
-    let mut zipped = ::zip::ZipArchive::new(std::io::Cursor::new(code.bytes.clone())).unwrap();
+    let mut zipped =
+        ::zip::ZipArchive::new(std::io::Cursor::new(out.bytes(code).unwrap())).unwrap();
     assert_eq!(zipped.len(), 2);
     assert_eq!(zipped.by_index(0).unwrap().name().unwrap(), "index.py");
     assert_eq!(zipped.by_index(1).unwrap().name().unwrap(), "lib/util.py");
@@ -192,7 +188,7 @@ fn packaging_is_deterministic_and_follows_content_only() {
     let b = package(
         "stack/parent.yaml",
         PARENT.as_bytes(),
-        &changed,
+        changed,
         &destination(),
     )
     .unwrap();
@@ -213,7 +209,7 @@ fn packaging_is_deterministic_and_follows_content_only() {
     let c = package(
         "stack/parent.yaml",
         PARENT.as_bytes(),
-        &unrelated,
+        unrelated,
         &destination(),
     )
     .unwrap();
@@ -223,7 +219,7 @@ fn packaging_is_deterministic_and_follows_content_only() {
 #[test]
 fn a_template_that_names_no_local_file_is_left_byte_for_byte() {
     let plain = b"Resources:\n  Q: {Type: AWS::SQS::Queue}  # a comment\n";
-    let out = package("t.yaml", plain, &[], &destination()).unwrap();
+    let out = package("t.yaml", plain, Vec::new(), &destination()).unwrap();
     assert_eq!(out.template, plain);
     assert!(out.objects.is_empty() && out.artifacts.is_empty());
 }
@@ -236,7 +232,7 @@ Resources:
   B: {Type: AWS::Serverless::Function, Properties: {CodeUri: ./src/}}
 ";
     let repo = files(&[("src/a.js", "1")]);
-    let out = package("t.yaml", template.as_bytes(), &repo, &destination()).unwrap();
+    let out = package("t.yaml", template.as_bytes(), repo.clone(), &destination()).unwrap();
     assert_eq!(out.objects.len(), 1);
     assert_eq!(out.artifacts.len(), 2);
 }
@@ -258,7 +254,7 @@ Resources:
     let err = package(
         "t.yaml",
         template.as_bytes(),
-        &files(&[("t.yaml", template)]),
+        files(&[("t.yaml", template)]),
         &destination(),
     )
     .unwrap_err();
@@ -284,7 +280,7 @@ fn includes_foreach_metadata_and_nested_properties_are_found() {
         ("jobs/etl.py", "etl"),
         ("snippets/api.yaml", "a: 1"),
     ]);
-    let out = package("t.json", template.as_bytes(), &repo, &destination()).unwrap();
+    let out = package("t.json", template.as_bytes(), repo.clone(), &destination()).unwrap();
     let root = json(&out.template);
     assert!(
         root["Metadata"]["AWS::ServerlessRepo::Application"]["ReadmeUrl"]
@@ -308,7 +304,8 @@ fn includes_foreach_metadata_and_nested_properties_are_found() {
     assert_eq!(code["S3Bucket"], "bucket");
     // A lone file where a zip is wanted is zipped, named as it was.
     let object = out.objects.iter().find(|o| o.key == code["S3Key"]).unwrap();
-    let mut zipped = ::zip::ZipArchive::new(std::io::Cursor::new(object.bytes.clone())).unwrap();
+    let mut zipped =
+        ::zip::ZipArchive::new(std::io::Cursor::new(out.bytes(object).unwrap())).unwrap();
     assert_eq!(zipped.by_index(0).unwrap().name().unwrap(), "fn.py");
 }
 
@@ -329,7 +326,13 @@ fn hostile_and_broken_references_are_refused_with_where_they_are() {
         ),
     ];
     for (template, expected) in cases {
-        let err = package("stack/t.yaml", template.as_bytes(), &[], &destination()).unwrap_err();
+        let err = package(
+            "stack/t.yaml",
+            template.as_bytes(),
+            Vec::new(),
+            &destination(),
+        )
+        .unwrap_err();
         let text = err.to_string();
         assert!(text.contains(expected), "{text}");
         assert!(
@@ -348,12 +351,18 @@ fn cycles_folders_and_broken_nested_templates_are_refused() {
     };
     let (a, b) = (nests("b.yaml"), nests("a.yaml"));
     let repo = files(&[("a.yaml", &a), ("b.yaml", &b), ("dir/x.yaml", "x")]);
-    let err = package("a.yaml", a.as_bytes(), &repo, &destination()).unwrap_err();
+    let err = package("a.yaml", a.as_bytes(), repo.clone(), &destination()).unwrap_err();
     assert_eq!(
         err.to_string(),
         "nested templates form a cycle: a.yaml → b.yaml → a.yaml"
     );
-    let err = package("t.yaml", nests("dir").as_bytes(), &repo, &destination()).unwrap_err();
+    let err = package(
+        "t.yaml",
+        nests("dir").as_bytes(),
+        repo.clone(),
+        &destination(),
+    )
+    .unwrap_err();
     assert!(
         err.to_string()
             .contains("a folder: a nested template must be a file"),
@@ -362,7 +371,7 @@ fn cycles_folders_and_broken_nested_templates_are_refused() {
     let err = package(
         "t.yaml",
         nests("dir/x.yaml").as_bytes(),
-        &repo,
+        repo.clone(),
         &destination(),
     )
     .unwrap_err();
@@ -373,7 +382,7 @@ fn cycles_folders_and_broken_nested_templates_are_refused() {
         "{err}"
     );
     let remote = nests("https://s3.amazonaws.com/b/k.yaml");
-    let out = package("t.yaml", remote.as_bytes(), &repo, &destination()).unwrap();
+    let out = package("t.yaml", remote.as_bytes(), repo.clone(), &destination()).unwrap();
     assert_eq!(out.template, remote.as_bytes(), "a URL is left alone");
 }
 
@@ -389,7 +398,7 @@ fn nesting_deeper_than_the_limit_is_refused() {
     }
     repo.sort();
     let root = repo.iter().find(|(p, _)| p == "t0.yaml").unwrap().1.clone();
-    let err = package("t0.yaml", &root, &repo, &destination()).unwrap_err();
+    let err = package("t0.yaml", &root, repo.clone(), &destination()).unwrap_err();
     assert!(
         err.to_string()
             .starts_with("nested templates go deeper than 10"),

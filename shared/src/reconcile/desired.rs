@@ -258,12 +258,9 @@ pub fn packaged(
     let path = &files.template_path;
     let named = package::references(path, &files.template).map_err(|e| e.to_string())?;
     if named.is_empty() {
-        return Ok(package::Packaged {
-            template: files.template.clone(),
-            ..Default::default()
-        });
+        return Ok(package::Packaged::as_is(files.template.clone()));
     }
-    package::package(path, &files.template, &all()?, destination).map_err(|e| e.to_string())
+    package::package(path, &files.template, all()?, destination).map_err(|e| e.to_string())
 }
 
 /// `file` for [`read`] over files fetched from the source (paths

@@ -94,22 +94,22 @@ pub async fn desired<S: SourceFetcher>(
 impl Desired {
     /// Packages the template as a run would ([`crate::package`]), for
     /// `destination`: the template becomes the packaged one (what the
-    /// preview's change set and Guard see), and the objects to store first
-    /// are returned (none when the template names no local file).
+    /// preview's change set and Guard see); the objects to store first are
+    /// in what is returned (none when the template names no local file).
     pub fn package(
         &mut self,
         destination: &crate::package::Destination,
-    ) -> Result<Vec<crate::package::Object>, String> {
+    ) -> Result<crate::package::Packaged, String> {
         if self.files.is_empty() {
-            return Ok(Vec::new());
+            return Ok(crate::package::Packaged::as_is(self.template.clone()));
         }
         let files = std::mem::take(&mut self.files);
         let packaged =
-            crate::package::package(&self.template_path, &self.template, &files, destination)
+            crate::package::package(&self.template_path, &self.template, files, destination)
                 .map_err(|e| e.to_string())?;
-        self.template = packaged.template;
-        self.packaged = packaged.artifacts;
-        Ok(packaged.objects)
+        self.template.clone_from(&packaged.template);
+        self.packaged.clone_from(&packaged.artifacts);
+        Ok(packaged)
     }
 
     /// Reads the parameters' references as a run reads them (secrets in

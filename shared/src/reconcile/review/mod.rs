@@ -350,22 +350,22 @@ where
         let mut wanted = wanted
             .read_values(&self.cloudformation, &self.registry, &cfn)
             .await?;
-        let objects = wanted.package(&crate::package::Destination {
+        let packaged = wanted.package(&crate::package::Destination {
             bucket: self.config.bucket.clone(),
             url_base: self.config.template_url_base.clone(),
             prefix: "previews/".into(),
         })?;
-        for object in objects {
-            let there = self.blobs.exists(&object.key).await;
-            if !matches!(there, Ok(true)) {
-                self.blobs
-                    .put(&object.key, object.bytes, object.content_type)
-                    .await
-                    .map_err(|e| {
-                        format!("{} could not be stored for the preview: {e}", object.key)
-                    })?;
+        for object in &packaged.objects {
+            if matches!(self.blobs.exists(&object.key).await, Ok(true)) {
+                continue;
             }
+            let bytes = packaged.bytes(object).map_err(|e| e.to_string())?;
+            self.blobs
+                .put(&object.key, bytes, object.content_type)
+                .await
+                .map_err(|e| format!("{} could not be stored for the preview: {e}", object.key))?;
         }
+        drop(packaged);
         let policy = crate::reconcile::diff::policy::check(
             &self.sources,
             self.config.rules.as_ref(),

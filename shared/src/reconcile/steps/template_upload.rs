@@ -242,8 +242,8 @@ impl<P: Ports> Steps<P> {
         entry: &mut StackEntry,
     ) -> Result<Desired, StepError> {
         let spec = &entry.spec.clone();
-        let (packaged, from_file, file_label) = self.read_template(state, spec).await?;
-        let template = packaged.template;
+        let (mut packaged, from_file, file_label) = self.read_template(state, spec).await?;
+        let template = std::mem::take(&mut packaged.template);
         let merged = template::merge_parameters(from_file.parameters.clone(), spec);
         let cfn = self.port(spec).await?;
         let read = values::read_values(&self.cloudformation, &self.registry, &cfn, &merged)
@@ -281,7 +281,7 @@ impl<P: Ports> Steps<P> {
             tags: &tags,
         };
         self.check_policy(state, entry, checked).await?;
-        self.store_objects(packaged.objects).await?;
+        self.store_objects(&packaged).await?;
         let template_sha = sha256_hex(&template);
         let hash = template::desired_hash(
             &template_sha,
@@ -307,7 +307,7 @@ impl<P: Ports> Steps<P> {
             file_tags: from_file.tags,
             provenance,
             read_outputs,
-            packaged: packaged.artifacts,
+            packaged: std::mem::take(&mut packaged.artifacts),
         })
     }
 

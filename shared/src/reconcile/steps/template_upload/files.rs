@@ -109,18 +109,23 @@ impl<P: super::Ports> super::Steps<P> {
     /// Stores the packaged objects, each unless there already: their keys
     /// name their content, so one there holds these bytes (only
     /// template-upload writes under `templates/`). Nested templates are
-    /// checked byte for byte, as the template is.
+    /// checked byte for byte, as the template is. Each object is made just
+    /// before it is stored, and dropped after.
     pub(super) async fn store_objects(
         &self,
-        objects: Vec<crate::package::Object>,
+        packaged: &crate::package::Packaged,
     ) -> Result<(), StepError> {
-        for object in objects {
-            if object.content_type == "text/plain" {
-                self.store(&object.key, object.bytes, object.content_type)
-                    .await?;
-            } else if !self.blobs.exists(&object.key).await? {
+        for object in &packaged.objects {
+            let text = object.content_type == "text/plain";
+            if !text && self.blobs.exists(&object.key).await? {
+                continue;
+            }
+            let bytes = packaged.bytes(object).map_err(invalid)?;
+            if text {
+                self.store(&object.key, bytes, object.content_type).await?;
+            } else {
                 self.blobs
-                    .put_if_absent(&object.key, object.bytes, object.content_type)
+                    .put_if_absent(&object.key, bytes, object.content_type)
                     .await?;
             }
         }
