@@ -87,9 +87,15 @@ fn entry(name: &str, url: &str, path: &str) -> String {
     )
 }
 
-fn app() -> Vec<(&'static str, &'static [u8])> {
+/// The parent without its function (nor the output naming it).
+fn without_function(parent: &str) -> String {
+    let (head, _) = parent.split_once("  Fn:\n").unwrap();
+    head.to_owned()
+}
+
+fn app(parent: &'static [u8]) -> Vec<(&'static str, &'static [u8])> {
     vec![
-        ("app/parent.yaml", PARENT.as_bytes()),
+        ("app/parent.yaml", parent),
         ("app/nested/network.yaml", NETWORK.as_bytes()),
         ("app/nested/storage.yaml", STORAGE.as_bytes()),
         (
@@ -111,8 +117,8 @@ async fn run<F: stacksync::ports::CloudFormationFactory>(
 }
 
 /// The nested stack a parent's resource made: its id, status and resources.
-async fn nested(parent: &str, logical: &str) -> (String, String, Vec<String>) {
-    let cfn = Emulator::shared().cloudformation();
+async fn nested(backend: Backend, parent: &str, logical: &str) -> (String, String, Vec<String>) {
+    let cfn = backend.cloudformation();
     let resource = cfn
         .describe_stack_resource()
         .stack_name(parent)
@@ -148,8 +154,8 @@ async fn nested(parent: &str, logical: &str) -> (String, String, Vec<String>) {
 }
 
 /// The function's code hash, as Lambda reports it (base64 of SHA-256).
-async fn code_sha(parent: &str) -> String {
-    let cfn = Emulator::shared().cloudformation();
+async fn code_sha(backend: Backend, parent: &str) -> String {
+    let cfn = backend.cloudformation();
     let resource = cfn
         .describe_stack_resource()
         .stack_name(parent)
@@ -163,13 +169,23 @@ async fn code_sha(parent: &str) -> String {
         .physical_resource_id()
         .unwrap()
         .to_owned();
-    let scope = "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/lambda/aws4_request, SignedHeaders=host, Signature=0";
-    let body = Emulator::shared().raw_request(
-        "GET",
-        &format!("/2015-03-31/functions/{function}"),
-        &[("Authorization", scope)],
-        "",
-    );
+    let endpoint = backend.endpoint();
+    let address = endpoint.trim_start_matches("http://").to_owned();
+    let path = format!("/2015-03-31/functions/{function}");
+    let body = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let scope = "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/lambda/aws4_request, SignedHeaders=host, Signature=0";
+        let mut stream = std::net::TcpStream::connect(&address).unwrap();
+        let request = format!(
+            "GET {path} HTTP/1.0\r\nHost: {address}\r\nAuthorization: {scope}\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default()
+    })
+    .await
+    .unwrap();
     let got: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("{body}"));
     got["Configuration"]["CodeSha256"]
         .as_str()
@@ -186,8 +202,8 @@ fn sha_b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(raw)
 }
 
-async fn object(bucket: &str, key: &str) -> Vec<u8> {
-    let got = Emulator::shared()
+async fn object(backend: Backend, bucket: &str, key: &str) -> Vec<u8> {
+    let got = backend
         .s3()
         .get_object()
         .bucket(bucket)
@@ -209,21 +225,16 @@ fn key_of(status: &stacksync::status::Status, path: &str) -> String {
         .clone()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn nested_stacks_code_and_a_layer_are_packaged_created_and_updated_by_content() {
-    let h = Backend::Moto.harness("pack").await;
-    let repo = GitRepo::new("pack");
-    let daemon = GitDaemon::serve(&repo);
-    repo.commit(&app(), "app");
-    let name = stack_name("pack");
-    h.apply(&entry(&name, &daemon.url(&repo), "app/parent.yaml"))
-        .await;
-    let change_sets = || {
-        h.cloudformation_calls
-            .count_of("cloudformation:CreateChangeSet")
-    };
-
-    let (outcome, status) = run(&h, &name).await;
+/// The first run: the stack and its nested stacks created from the
+/// packaged objects, the function running the stored zip. The code stored,
+/// and the network stack as made.
+async fn created(
+    backend: Backend,
+    h: &Harness<stacksync::adapters::cloudformation::SdkCloudFormationFactory>,
+    name: &str,
+    functions: bool,
+) -> (Vec<u8>, (String, String, Vec<String>)) {
+    let (outcome, status) = run(h, name).await;
     assert!(
         matches!(outcome, Outcome::Succeeded(_)),
         "{outcome:?} {:?}",
@@ -252,18 +263,25 @@ async fn nested_stacks_code_and_a_layer_are_packaged_created_and_updated_by_cont
                 "app/parent.yaml: resource Layer property Content"
             ),
             ("app/src", "app/parent.yaml: resource Fn property Code"),
-        ]
+        ][..packaged.len().max(3)]
     );
+    assert_eq!(packaged.len(), if functions { 4 } else { 3 });
     let bucket = h.steps.config.bucket.clone();
-    let code = object(&bucket, &key_of(&status, "app/src")).await;
+    let code = if functions {
+        object(backend, &bucket, &key_of(&status, "app/src")).await
+    } else {
+        Vec::new()
+    };
     let sha = sha_b64(&code);
-    assert_eq!(
-        code_sha(&name).await,
-        sha,
-        "the function runs the zip stored by content"
-    );
-    let network = nested(&name, "Network").await;
-    let storage = nested(&name, "Storage").await;
+    if functions {
+        assert_eq!(
+            code_sha(backend, name).await,
+            sha,
+            "the function runs the zip stored by content"
+        );
+    }
+    let network = nested(backend, name, "Network").await;
+    let storage = nested(backend, name, "Storage").await;
     assert_eq!(
         (network.1.as_str(), network.2.clone()),
         ("CREATE_COMPLETE", vec!["Queue".to_owned()])
@@ -272,6 +290,45 @@ async fn nested_stacks_code_and_a_layer_are_packaged_created_and_updated_by_cont
         (storage.1.as_str(), storage.2.clone()),
         ("CREATE_COMPLETE", vec!["Topic".to_owned()])
     );
+    (code, network)
+}
+
+stacksync_testkit::scenarios!(
+    nested_stacks_code_and_a_layer_are_packaged_created_and_updated_by_content
+);
+
+async fn nested_stacks_code_and_a_layer_are_packaged_created_and_updated_by_content(
+    backend: Backend,
+) {
+    let h = backend.harness("pack").await;
+    let repo = GitRepo::new("pack");
+    let daemon = GitDaemon::serve(&repo);
+    // LocalStack's Lambda installs a runtime from the internet to create a
+    // function, which this machine lacks: there, the parent has none.
+    let functions = backend == Backend::Moto;
+    if !functions {
+        backend.skip(
+            "nested_stacks_code_and_a_layer_are_packaged_created_and_updated_by_content (the function)",
+            "LocalStack's Lambda installs its runtime from the internet to create a function",
+        );
+    }
+    let parent: &'static [u8] = if functions {
+        PARENT.as_bytes()
+    } else {
+        Box::leak(without_function(PARENT).into_bytes().into_boxed_slice())
+    };
+    repo.commit(&app(parent), "app");
+    let name = stack_name("pack");
+    h.apply(&entry(&name, &daemon.url(&repo), "app/parent.yaml"))
+        .await;
+    let change_sets = || {
+        h.cloudformation_calls
+            .count_of("cloudformation:CreateChangeSet")
+    };
+
+    let (code, network) = created(backend, &h, &name, functions).await;
+    let sha = sha_b64(&code);
+    let bucket = h.steps.config.bucket.clone();
     assert_eq!(change_sets(), 1);
 
     // A nested template edited: the parent updates, the other nested stack
@@ -287,10 +344,29 @@ async fn nested_stacks_code_and_a_layer_are_packaged_created_and_updated_by_cont
         status.message
     );
     assert_eq!(change_sets(), 2);
-    assert_eq!(nested(&name, "Network").await, network, "untouched");
-    let storage_now = nested(&name, "Storage").await;
-    assert_eq!(storage_now.2, ["Audit", "Topic"], "{storage_now:?}");
-    assert_eq!(code_sha(&name).await, sha, "the code did not change");
+    assert_eq!(
+        nested(backend, &name, "Network").await,
+        network,
+        "untouched"
+    );
+    let storage_now = nested(backend, &name, "Storage").await;
+    if backend == Backend::Moto {
+        assert_eq!(storage_now.2, ["Audit", "Topic"], "{storage_now:?}");
+    } else {
+        // The parent's change set ran (its TemplateURL is another object);
+        // LocalStack leaves the nested stack as it was.
+        backend.skip(
+            "nested_stacks_code_and_a_layer_are_packaged_created_and_updated_by_content (the nested stack's update)",
+            "LocalStack keeps a nested stack as it was when its parent's TemplateURL changes (AWS updates it)",
+        );
+    }
+    if functions {
+        assert_eq!(
+            code_sha(backend, &name).await,
+            sha,
+            "the code did not change"
+        );
+    }
 
     // A code file edited: a new object, the function's code replaced.
     repo.commit(
@@ -306,18 +382,22 @@ async fn nested_stacks_code_and_a_layer_are_packaged_created_and_updated_by_cont
         "{outcome:?} {:?}",
         status.message
     );
-    assert_eq!(change_sets(), 3);
-    let new_code = object(&bucket, &key_of(&status, "app/src")).await;
-    assert_ne!(new_code, code);
-    let new_sha = sha_b64(&new_code);
-    assert_eq!(code_sha(&name).await, new_sha, "was {sha}");
+    // (Where the template names no code, the edit touches nothing it names.)
+    let made = if functions { 3 } else { 2 };
+    assert_eq!(change_sets(), made);
+    if functions {
+        let new_code = object(backend, &bucket, &key_of(&status, "app/src")).await;
+        assert_ne!(new_code, code);
+        let new_sha = sha_b64(&new_code);
+        assert_eq!(code_sha(backend, &name).await, new_sha, "was {sha}");
+    }
 
     // An unrelated commit: the same objects, the same template, no change set.
     repo.commit(&[("README.md", b"v2".as_slice())], "docs");
     let (outcome, after) = run(&h, &name).await;
     assert!(matches!(outcome, Outcome::Succeeded(_)), "{outcome:?}");
     assert_eq!(after.phase, Phase::Ready);
-    assert_eq!(change_sets(), 3, "in sync: nothing to change");
+    assert_eq!(change_sets(), made, "in sync: nothing to change");
     assert_eq!(after.inputs.packaged, status.inputs.packaged);
 }
 
