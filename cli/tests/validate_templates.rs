@@ -161,3 +161,57 @@ fn validate_templates_finds_a_missing_parameter_and_a_missing_capability_at_the_
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn validate_templates_refuses_local_paths_a_run_would_refuse() {
+    let repo = GitRepo::new("vtpack");
+    let missing = b"Resources:\n  Fn:\n    Type: AWS::Serverless::Function\n    Properties:\n      CodeUri: ./build/orders\n";
+    let cycle = b"Resources:\n  Child:\n    Type: AWS::CloudFormation::Stack\n    Properties:\n      TemplateURL: cycle.yaml\n";
+    let fine = b"Resources:\n  Fn:\n    Type: AWS::Serverless::Function\n    Properties:\n      CodeUri: src/\n";
+    repo.commit(
+        &[
+            ("app/missing.yaml", missing.as_slice()),
+            ("app/cycle.yaml", cycle.as_slice()),
+            ("app/fine.yaml", fine.as_slice()),
+            (
+                "app/src/index.js",
+                b"exports.handler = async () => 1;\n".as_slice(),
+            ),
+        ],
+        "local paths",
+    );
+    let local = repo.file_url();
+    let dir = std::env::temp_dir().join(unique_name("vtpack-file"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("stacks.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "stacks:\n  - name: missing\n    source: {{git: '{local}', path: app/missing.yaml}}\n  \
+             - name: cycle\n    source: {{git: '{local}', path: app/cycle.yaml}}\n  \
+             - name: fine\n    source: {{git: '{local}', path: app/fine.yaml}}\n"
+        ),
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    let out = validate(&file, &["--templates"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "error: 2 problems in the templates:".to_owned(),
+            format!(
+                "{file}: stacks[0] (missing): app/missing.yaml: resource Fn property CodeUri \
+                 names app/build/orders, which is not in the source"
+            ),
+            format!(
+                "{file}: stacks[1] (cycle): nested templates form a cycle: app/cycle.yaml → \
+                 app/cycle.yaml"
+            ),
+        ],
+        "{err}"
+    );
+    assert!(!err.contains("(fine)"), "{err}");
+}

@@ -242,6 +242,17 @@ async fn entry_problems<S: SourceFetcher, R: SourceFetcher>(
         );
         return;
     }
+    // What a run packages, packaged here too (nothing stored: the keys are
+    // the content's), so the rules see the template a run checks.
+    let mut wanted = wanted;
+    let packaged = wanted.package(&stacksync::package::Destination {
+        bucket: "stacksync-artifacts".into(),
+        url_base: "https://stacksync-artifacts.s3.amazonaws.com".into(),
+        prefix: "templates/".into(),
+    });
+    if let Err(e) = packaged {
+        return found.problems.push(problem(Some(path), e));
+    }
     let Some(installation) = installation else {
         return;
     };
