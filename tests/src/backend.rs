@@ -93,7 +93,24 @@ impl Backend {
         stacksync::adapters::s3_client(&self.sdk_config(), true)
     }
 
-    /// The stack's status; `None` when there is no such stack.
+    /// An object's bytes (it must be there).
+    pub async fn object(self, bucket: &str, key: &str) -> Vec<u8> {
+        let out = self
+            .s3()
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+            .expect("object read");
+        out.body
+            .collect()
+            .await
+            .expect("body read")
+            .into_bytes()
+            .to_vec()
+    }
+
     pub async fn stack_status(self, stack: &str) -> Option<String> {
         let out = self
             .cloudformation()

@@ -302,7 +302,7 @@ async fn a_template_object_overwritten_in_the_bucket_is_not_deployed(backend: Ba
         ["Queue"],
         "the template from Git"
     );
-    assert_eq!(object(backend, &bucket, &key).await, OURS, "written again");
+    assert_eq!(backend.object(&bucket, &key).await, OURS, "written again");
 }
 
 /// The object is written over after template-upload compared it and before
@@ -333,7 +333,7 @@ async fn a_template_overwritten_between_the_check_and_the_change_set_is_not_depl
     assert!(!ok(&outcome), "{outcome:?}");
     let key = stacksync::naming::template_key(&stacksync::hash::sha256_hex(OURS), None);
     assert_eq!(
-        object(backend, &bucket, &key).await,
+        backend.object(&bucket, &key).await,
         SUBSTITUTED,
         "the race happened"
     );
@@ -347,7 +347,7 @@ async fn a_template_overwritten_between_the_check_and_the_change_set_is_not_depl
 
     assert!(ok(&h.reconcile(&name).await));
     assert_eq!(resources_of(backend, &name).await, ["Queue"], "from Git");
-    assert_eq!(object(backend, &bucket, &key).await, OURS, "stored again");
+    assert_eq!(backend.object(&bucket, &key).await, OURS, "stored again");
 }
 
 /// Runs the steps, writing over the stored template as soon as
@@ -380,18 +380,6 @@ async fn put_object(backend: Backend, bucket: &str, key: &str, body: &[u8]) {
         .send()
         .await
         .unwrap();
-}
-
-async fn object(backend: Backend, bucket: &str, key: &str) -> Vec<u8> {
-    let out = backend
-        .s3()
-        .get_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .unwrap();
-    out.body.collect().await.unwrap().into_bytes().to_vec()
 }
 
 /// Issue "Real payloads and real templates" (8): a CREATE change set that

@@ -10,6 +10,7 @@ use std::process::Command;
 
 use serde_json::Value;
 use stacksync::package::{Destination, package};
+use stacksync_testkit::backend::Backend;
 use stacksync_testkit::{Emulator, repo_root, unique_name};
 
 /// Every kind of property the CLI packages that a template of one stack
@@ -176,18 +177,6 @@ fn normalized(value: &Value, bucket: &str) -> Value {
     }
 }
 
-async fn object(bucket: &str, key: &str) -> Vec<u8> {
-    let got = Emulator::shared()
-        .s3()
-        .get_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .unwrap();
-    got.body.collect().await.unwrap().into_bytes().to_vec()
-}
-
 fn parse(bytes: &[u8]) -> Value {
     stacksync::guard::parse_template(bytes).unwrap()
 }
@@ -225,6 +214,8 @@ async fn stacksync_packages_a_repository_as_aws_cloudformation_package_does() {
     let out = Command::new(aws_cli())
         .current_dir(&root)
         .envs(emulator.env())
+        .env_remove("AWS_ENDPOINT_URL_S3")
+        .env_remove("AWS_ENDPOINT_URL_CLOUDFORMATION")
         .args([
             "cloudformation",
             "package",
@@ -260,7 +251,7 @@ async fn stacksync_packages_a_repository_as_aws_cloudformation_package_does() {
         .as_str()
         .unwrap();
     let key = url.split_once(&format!("/{bucket}/")).unwrap().1;
-    let nested_theirs = parse(&object(&bucket, key).await);
+    let nested_theirs = parse(&Backend::Moto.object(&bucket, key).await);
     let our_url = mine["Resources"]["Network"]["Properties"]["TemplateURL"]
         .as_str()
         .unwrap();
@@ -281,7 +272,7 @@ async fn stacksync_packages_a_repository_as_aws_cloudformation_package_does() {
     let our_zip = ours.objects.iter().find(|o| o.key == our_code).unwrap();
     assert_eq!(
         zip_names(&ours.bytes(our_zip).unwrap()),
-        zip_names(&object(&bucket, code_key).await)
+        zip_names(&Backend::Moto.object(&bucket, code_key).await)
     );
     assert_eq!(
         zip_names(&ours.bytes(our_zip).unwrap()),

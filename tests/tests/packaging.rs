@@ -202,18 +202,6 @@ fn sha_b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(raw)
 }
 
-async fn object(backend: Backend, bucket: &str, key: &str) -> Vec<u8> {
-    let got = backend
-        .s3()
-        .get_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .unwrap();
-    got.body.collect().await.unwrap().into_bytes().to_vec()
-}
-
 fn key_of(status: &stacksync::status::Status, path: &str) -> String {
     status
         .inputs
@@ -268,7 +256,7 @@ async fn created(
     assert_eq!(packaged.len(), if functions { 4 } else { 3 });
     let bucket = h.steps.config.bucket.clone();
     let code = if functions {
-        object(backend, &bucket, &key_of(&status, "app/src")).await
+        backend.object(&bucket, &key_of(&status, "app/src")).await
     } else {
         Vec::new()
     };
@@ -386,7 +374,7 @@ async fn nested_stacks_code_and_a_layer_are_packaged_created_and_updated_by_cont
     let made = if functions { 3 } else { 2 };
     assert_eq!(change_sets(), made);
     if functions {
-        let new_code = object(backend, &bucket, &key_of(&status, "app/src")).await;
+        let new_code = backend.object(&bucket, &key_of(&status, "app/src")).await;
         assert_ne!(new_code, code);
         let new_sha = sha_b64(&new_code);
         assert_eq!(code_sha(backend, &name).await, new_sha, "was {sha}");
