@@ -186,7 +186,14 @@ impl<P: Ports> Steps<P> {
         let spec = &entry.spec;
         let source = SourceLocation::of(&spec.source);
         let wanted = Wanted::of(spec);
-        let key = artifact_key(&source.url, revision, &wanted.key());
+        // "-referenced": the artifact holds what the templates name too
+        // (`desired::fetch`); one an earlier version stored at this key
+        // without them is never re-used.
+        let key = artifact_key(
+            &source.url,
+            revision,
+            &format!("{}-referenced", wanted.key()),
+        );
         if self.blobs.exists(&key).await? {
             info!(stack = %state.entry, %revision, "artifact re-used");
             return Ok(key);

@@ -334,6 +334,8 @@ impl<P: Ports> Steps<P> {
 
 #[cfg(test)]
 mod checks_tests;
+#[cfg(test)]
+mod package_tests;
 
 #[cfg(test)]
 mod tests {
