@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """A generated monorepo for the fetch benchmark (scripts/bench fetch).
 
-Usage: gen_repo.py DIR FILES COMMITS
+Usage: gen_repo.py DIR FILES COMMITS [KB]
 
 Makes a bare repository at DIR whose `main` has COMMITS commits adding
-FILES files in all (about 4 KB each, of hex text: it packs to about half
+FILES files in all (about KB kilobytes each, 4 by default, of hex text: it packs to about half
 its size, as source code does), with a CloudFormation template at
 stacks/app/template.yaml changed by the last commit. Written through
 `git fast-import`, so 30,000 files take seconds.
@@ -23,6 +23,7 @@ def blob(data):
 
 def main():
     target, files, commits = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    kb = int(sys.argv[4]) if len(sys.argv) > 4 else 4
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", target], check=True)
     rng = random.Random(42)
     stream = []
@@ -37,7 +38,7 @@ def main():
         if c == commits - 1:
             stream.append(b"M 100644 inline stacks/app/template.yaml\n" + blob(TEMPLATE + b"# v2\n"))
         for _ in range(per_commit):
-            content = ("%x" % rng.getrandbits(4000 * 4)).encode()
+            content = ("%x" % rng.getrandbits(1000 * kb * 4)).encode()
             path = "src/mod%03d/dir%02d/file%05d.txt" % (n % 300, n % 17, n)
             stream.append(b"M 100644 inline " + path.encode() + b"\n" + blob(content))
             n += 1

@@ -168,6 +168,9 @@ pub(super) fn fetch(
     let commit =
         ObjectId::from_hex(revision.as_bytes()).map_err(|e| Error::Refused(e.to_string()))?;
     let repo = init_bare(dir)?;
+    // The pack gix maps, out of the resident set as it is read (a server
+    // without filters sends every blob of the commit).
+    let _pager = super::pages::Pager::start(dir);
     let (mut transport, mut handshake) = connect(url, auth, timeouts)?;
     // Protocol v0 servers check wants against their refs: a blob is
     // never one, so the filter (and the second round) is for v2 only.

@@ -14,6 +14,7 @@
 //! has connect and read timeouts well under a function's timeout.
 
 mod fetch;
+mod pages;
 mod signed;
 mod ssh;
 mod transport;
