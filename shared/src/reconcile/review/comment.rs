@@ -310,6 +310,19 @@ fn diff_body(d: &Diff) -> String {
         }
         out.push('\n');
     }
+    let changed: Vec<&str> = d
+        .packaged
+        .iter()
+        .filter(|f| f.changed)
+        .map(|f| f.path.as_str())
+        .collect();
+    if !changed.is_empty() {
+        let list: Vec<String> = changed.iter().map(|p| format!("`{}`", cell(p))).collect();
+        out.push_str(&format!(
+            "Local files packaged, changed since the last run: {}\n\n",
+            list.join(", ")
+        ));
+    }
     if d.is_empty() {
         out.push_str("No change: a run after the merge would leave the stack as it is.\n");
         return out;

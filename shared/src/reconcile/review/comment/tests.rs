@@ -106,6 +106,34 @@ fn a_comment_has_its_marker_a_summary_a_table_and_the_rows() {
 }
 
 #[test]
+fn the_local_files_a_change_packages_anew_are_named() {
+    let mut changed = diff("Update", 1);
+    changed.packaged = vec![
+        crate::reconcile::diff::PackagedFile {
+            path: "src/orders".into(),
+            at: "t.yaml: resource Fn property Code".into(),
+            changed: true,
+        },
+        crate::reconcile::diff::PackagedFile {
+            path: "nested/network.yaml".into(),
+            at: "t.yaml: resource Network property TemplateURL".into(),
+            changed: false,
+        },
+    ];
+    let body = render(
+        &pr(Host::GitHub),
+        "prod",
+        &[review("orders", Ok(changed))],
+        65_536,
+    );
+    assert!(
+        body.contains("Local files packaged, changed since the last run: `src/orders`\n"),
+        "{body}"
+    );
+    assert!(!body.contains("nested/network.yaml"), "{body}");
+}
+
+#[test]
 fn bitbucket_gets_no_html_and_an_empty_review_says_nothing_changes() {
     let body = render(
         &pr(Host::Bitbucket),
