@@ -110,10 +110,15 @@ async fn referenced<S: SourceFetcher>(
     files: &mut Vec<(String, Vec<u8>)>,
 ) -> Result<(), FetchFailed> {
     let mut templates = vec![root.to_owned()];
+    let mut parsed: Vec<String> = Vec::new();
     let mut taken = (0usize, 0u64);
     for _round in 0..=package::MAX_NESTING {
         let mut sites = Vec::new();
         for path in templates.drain(..) {
+            if parsed.contains(&path) {
+                continue;
+            }
+            parsed.push(path.clone());
             let Some(bytes) = file_among(files, &path) else {
                 continue;
             };
@@ -123,36 +128,39 @@ async fn referenced<S: SourceFetcher>(
                 Err(e) => return Err(FetchFailed::Invalid(e.to_string())),
             }
         }
-        sites.retain(|site| !site.path.is_empty() && !covered(&asked, &site.path));
-        sites.dedup_by(|a, b| a.path == b.path);
-        if sites.is_empty() {
-            return Ok(());
-        }
-        let mut wanted = Wanted::new(
-            sites
-                .iter()
-                .map(|site| (site.path.clone(), Role::Included))
-                .collect(),
-        );
-        wanted.signed_by = signed_by.to_vec();
-        wanted.limits = Limits {
-            files: package::MAX_PACKAGED_FILES.saturating_sub(taken.0),
-            bytes: package::MAX_PACKAGED_BYTES.saturating_sub(taken.1),
-            hint: "the templates name too many local files: keep large artifacts in S3",
-        };
-        let more = sources
-            .fetch(source, revision, &wanted)
-            .await
-            .map_err(|e| named(e, &sites))?;
-        taken.0 += more.len();
-        taken.1 += more.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
-        asked.extend(wanted.paths.into_iter().map(|(p, _)| p));
+        // Every nested template is read next round, fetched now or before
+        // (a folder that holds it, `source.include`).
         templates = sites
             .iter()
-            .filter(|s| s.nested())
+            .filter(|s| s.nested() && !parsed.contains(&s.path))
             .map(|s| s.path.clone())
             .collect();
-        files.extend(more);
+        sites.retain(|site| !site.path.is_empty() && !covered(&asked, &site.path));
+        if !sites.is_empty() {
+            let mut wanted = Wanted::new(
+                sites
+                    .iter()
+                    .map(|site| (site.path.clone(), Role::Included))
+                    .collect(),
+            );
+            wanted.signed_by = signed_by.to_vec();
+            wanted.limits = Limits {
+                files: package::MAX_PACKAGED_FILES.saturating_sub(taken.0),
+                bytes: package::MAX_PACKAGED_BYTES.saturating_sub(taken.1),
+                hint: "the templates name too many local files: keep large artifacts in S3",
+            };
+            let more = sources
+                .fetch(source, revision, &wanted)
+                .await
+                .map_err(|e| named(e, &sites))?;
+            taken.0 += more.len();
+            taken.1 += more.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
+            asked.extend(wanted.paths.into_iter().map(|(p, _)| p));
+            files.extend(more);
+        }
+        if templates.is_empty() {
+            return Ok(());
+        }
     }
     Ok(())
 }

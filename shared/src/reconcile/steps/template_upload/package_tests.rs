@@ -83,3 +83,30 @@ async fn a_path_the_template_names_that_is_missing_stalls_the_run_and_stores_not
     );
     assert!(t.cfn.operations().is_empty(), "nothing made");
 }
+
+#[tokio::test]
+async fn a_nested_template_fetched_with_an_included_folder_has_its_own_paths_fetched_too() {
+    let t = Test::with_entry(|e| e.spec.source.include = vec!["nested".into()]).await;
+    let parent: &[u8] = b"Resources:\n  N:\n    Type: AWS::CloudFormation::Stack\n    Properties:\n      TemplateURL: nested/n.yaml\n";
+    let nested: &[u8] = b"Resources:\n  Fn:\n    Type: AWS::Serverless::Function\n    Properties:\n      CodeUri: ../src\n";
+    t.steps.sources.commit(
+        URL,
+        "main",
+        "feedface",
+        &[
+            ("t.yaml", parent),
+            ("nested/n.yaml", nested),
+            ("src/index.js", b"exports.h = 1"),
+        ],
+    );
+    uploaded(&t).await.unwrap();
+    let packaged: Vec<String> = t
+        .entry()
+        .status
+        .inputs
+        .packaged
+        .iter()
+        .map(|a| a.path.clone())
+        .collect();
+    assert_eq!(packaged, ["src", "nested/n.yaml"]);
+}
