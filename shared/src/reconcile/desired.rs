@@ -36,43 +36,38 @@ pub async fn fetch<S: SourceFetcher>(
         .fetch(&source, revision, &wanted)
         .await
         .map_err(FetchFailed::Source)?;
-    if let Some(file) = deployment_file_alone(spec) {
-        let normal = normal(file);
-        let bytes = files
-            .iter()
-            .find(|(p, _)| *p == normal)
-            .map(|(_, b)| b.as_slice())
-            .unwrap_or_default();
-        let template =
-            template::deployment_template_path(file, bytes).map_err(FetchFailed::Invalid)?;
-        let template = crate::content::normal(&template);
-        if !files.iter().any(|(p, _)| *p == template) {
-            let more = Wanted {
-                signed_by: wanted.signed_by.clone(),
-                ..Wanted::new(vec![(template, Role::Template)])
-            };
-            files.extend(
-                sources
-                    .fetch(&source, revision, &more)
-                    .await
-                    .map_err(FetchFailed::Source)?,
-            );
-        }
-    }
+    let mut asked: Vec<String> = wanted.paths.iter().map(|(p, _)| p.clone()).collect();
+    // The template: the spec's, or the one a deployment file alone names,
+    // fetched once that is known (the same revision, the same signature check).
     let root = match deployment_file_alone(spec) {
         Some(file) => {
             let bytes = file_among(&files, file).unwrap_or_default();
-            template::deployment_template_path(file, bytes).map_err(FetchFailed::Invalid)?
+            let named =
+                template::deployment_template_path(file, bytes).map_err(FetchFailed::Invalid)?;
+            let template = normal(&named);
+            if file_among(&files, &template).is_none() {
+                let more = Wanted {
+                    signed_by: wanted.signed_by.clone(),
+                    ..Wanted::new(vec![(template.clone(), Role::Template)])
+                };
+                files.extend(
+                    sources
+                        .fetch(&source, revision, &more)
+                        .await
+                        .map_err(FetchFailed::Source)?,
+                );
+                asked.push(template.clone());
+            }
+            template
         }
-        None => spec.source.path.clone(),
+        None => normal(&spec.source.path),
     };
-    let asked: Vec<String> = wanted.paths.iter().map(|(p, _)| p.clone()).collect();
     referenced(
         sources,
         &source,
         revision,
         &wanted.signed_by,
-        &normal(&root),
+        &root,
         asked,
         &mut files,
     )
