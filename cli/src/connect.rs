@@ -23,6 +23,8 @@ const ROLES_OUTPUT: &str = "ServiceRoleArns";
 const REQUIRE_OUTPUT: &str = "RequireRoleArn";
 /// The installation's Guard rule source (`-`: none).
 const POLICY_SOURCE_OUTPUT: &str = "PolicySource";
+/// The role that reads fleets' organizational units (`-`: none).
+const ORGANIZATIONS_ROLE_OUTPUT: &str = "OrganizationsRoleArn";
 
 /// What every command but `validate` works with.
 #[derive(Debug, Clone)]
@@ -45,6 +47,10 @@ pub struct Resources {
     /// The installation's Guard rules (its output `PolicySource`, else
     /// `STACKSYNC_POLICY_SOURCE`): `diff` and the local runner check them.
     pub rules: Option<stacksync::spec::Source>,
+    /// The role through which fleets' organizational units are read (its
+    /// output `OrganizationsRoleArn`, else `STACKSYNC_ORGANIZATIONS_ROLE_ARN`;
+    /// none: the caller's own credentials).
+    pub organizations_role: Option<String>,
 }
 
 pub async fn connect(cli: &Cli) -> Result<Connection> {
@@ -108,9 +114,16 @@ async fn resolve(cli: &Cli, config: &SdkConfig) -> Result<Resources> {
         None => std::env::var("STACKSYNC_POLICY_SOURCE").ok(),
     };
     let rules = stacksync::guard::policy_source(rules.as_deref().unwrap_or_default())?;
+    let organizations_role = match outputs.remove(ORGANIZATIONS_ROLE_OUTPUT) {
+        Some(role) => Some(role).filter(|r| r.trim() != "-"),
+        None => std::env::var(stacksync::wiring::ORGANIZATIONS_ROLE_ENV)
+            .ok()
+            .filter(|r| !r.is_empty()),
+    };
     Ok(Resources {
         policy,
         rules,
+        organizations_role,
         table: cli
             .table
             .clone()

@@ -110,8 +110,11 @@ pub enum Command {
     List,
     /// Show one registered stack: spec, status, lease.
     Get {
-        /// The entry's name.
+        /// The entry's name (a fleet's: the fleet and its targets).
         name: String,
+        /// One target of the fleet NAME: ACCOUNT/REGION.
+        #[arg(long, value_name = "ACCOUNT/REGION")]
+        target: Option<String>,
         /// Where each parameter and tag of the last run came from (the
         /// entry, a parameter or deployment file, SSM, Secrets Manager,
         /// another stack's output), with secrets and `NoEcho` values
@@ -243,7 +246,7 @@ pub enum Command {
     },
     /// A table of every stack's sync status (or only the named ones).
     Status {
-        /// Entries to show (default: all).
+        /// Entries to show (default: all); a fleet's name shows its targets.
         names: Vec<String>,
     },
     /// What the last drift detection found of a stack: each drifted

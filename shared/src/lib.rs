@@ -30,6 +30,7 @@ pub mod drift;
 pub mod duration;
 #[cfg(any(test, feature = "fakes"))]
 pub mod fakes;
+pub mod fleet;
 pub mod guard;
 pub mod hash;
 #[cfg(feature = "lambda")]

@@ -234,3 +234,31 @@ pub fn sdk_reviewer(
         },
     }
 }
+
+/// The environment variable (and the installation's output
+/// `OrganizationsRoleArn`) naming the role through which fleets'
+/// organizational units are read; none: the caller's own credentials.
+pub const ORGANIZATIONS_ROLE_ENV: &str = "STACKSYNC_ORGANIZATIONS_ROLE_ARN";
+
+/// AWS Organizations, read through `role` when given (a role in the
+/// management account, or in a delegated administrator's), else with
+/// `config`'s own credentials.
+pub async fn organizations(
+    config: &aws_config::SdkConfig,
+    role: Option<&str>,
+) -> crate::adapters::organizations::SdkOrganizations {
+    let mut builder = aws_sdk_organizations::config::Builder::from(config);
+    if let Some(role) = role.filter(|r| !r.is_empty() && *r != "-") {
+        let provider = aws_config::sts::AssumeRoleProvider::builder(role)
+            .session_name("stacksync-organizations")
+            .configure(config)
+            .build()
+            .await;
+        builder = builder.credentials_provider(
+            aws_sdk_organizations::config::SharedCredentialsProvider::new(provider),
+        );
+    }
+    crate::adapters::organizations::SdkOrganizations::new(aws_sdk_organizations::Client::from_conf(
+        builder.build(),
+    ))
+}

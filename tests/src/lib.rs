@@ -25,6 +25,7 @@ pub mod http;
 pub mod iam;
 pub mod listener;
 pub mod logs;
+pub mod organizations;
 pub mod parked;
 pub mod private_sources;
 pub mod pushes;

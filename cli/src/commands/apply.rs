@@ -10,10 +10,12 @@ use stacksync::StackSpec;
 use stacksync::clock::now_millis;
 use stacksync::ownership::InstallationPolicy;
 use stacksync::registry::plan::{
-    Action, Change, Plan, PlanConflict, plan_apply_at, prune_needs_confirmation,
+    Action, Change, Plan, PlanConflict, Writer, prune_needs_confirmation,
 };
 use stacksync::registry::specs::{MAX_TRANSACTION_ITEMS, batches};
+use stacksync::registry::targets::{Units, expand_all, plan_with_fleets, written_as};
 use stacksync::registry::{Applied, ApplyStopped, Registry, Specs, apply_plan};
+use stacksync::triggers::fleets::{read_units, record_fleets};
 
 use super::validate::read_manifest;
 use crate::Output;
@@ -70,7 +72,8 @@ struct ApplyReport<'a> {
 }
 
 /// Plans the changes `file` makes to the registry, writes them (unless
-/// `dry_run`) and prints them. Returns the file's specs, for `sync`.
+/// `dry_run`) and prints them. Returns the file's specs, each fleet's
+/// targets in its place, for `sync`.
 pub async fn apply_file(
     aws: &Connection,
     file: &Path,
@@ -80,17 +83,24 @@ pub async fn apply_file(
 ) -> Result<Vec<StackSpec>> {
     let registry = &aws.registry;
     let desired = read_manifest(file, !dry_run)?;
+    let outcome = if dry_run { "" } else { "; nothing was applied" };
+    let units = fleet_units(aws, file, &desired).await?;
+    let expanded = expand_all(&desired, &units)
+        .map_err(|c| format!("{}{outcome}", conflicts_message(file, &desired, &[c])))?;
     if let Some(policy) = &aws.resources.policy {
-        allowed_by(policy, file, &desired, dry_run)?;
+        allowed_by(policy, file, &desired, &expanded, dry_run)?;
     }
     let current = registry.list().await.map_err(|e| e.to_string())?;
     let home = registry.region();
-    let plan = plan_apply_at(&desired, &current, prune.enabled(), home.as_deref()).map_err(
-        |conflicts| {
-            let outcome = if dry_run { "" } else { "; nothing was applied" };
-            format!("{}{outcome}", conflicts_message(file, &desired, &conflicts))
-        },
-    )?;
+    let plan = plan_with_fleets(
+        &desired,
+        &units,
+        &current,
+        prune.enabled(),
+        home.as_deref(),
+        Writer::Cli,
+    )
+    .map_err(|conflicts| format!("{}{outcome}", conflicts_message(file, &desired, &conflicts)))?;
     // A prune takes only the CLI's own entries: the guard counts those.
     let registered = current
         .iter()
@@ -104,6 +114,9 @@ pub async fn apply_file(
     }
     if !dry_run {
         write(registry, &plan, file).await?;
+        record_fleets(registry, &desired, &units, prune.enabled(), now_millis())
+            .await
+            .map_err(|e| format!("{}: {e}", file.display()))?;
     }
     if format == Output::Table {
         print_plan(&plan, dry_run, registry.table());
@@ -117,7 +130,38 @@ pub async fn apply_file(
             },
         )?;
     }
-    Ok(desired)
+    Ok(expanded)
+}
+
+/// The accounts of the file's fleets' organizational units, read through
+/// the installation's Organizations role (its output `OrganizationsRoleArn`,
+/// else `STACKSYNC_ORGANIZATIONS_ROLE_ARN`, else the caller's credentials).
+/// A unit that cannot be read stops the apply: its targets are not guessed.
+async fn fleet_units(aws: &Connection, file: &Path, desired: &[StackSpec]) -> Result<Units> {
+    let fleets: Vec<&StackSpec> = desired
+        .iter()
+        .filter(|s| {
+            s.targets
+                .as_ref()
+                .is_some_and(|t| !t.organizational_units.is_empty())
+        })
+        .collect();
+    if fleets.is_empty() {
+        return Ok(Units::new());
+    }
+    let organizations =
+        stacksync::wiring::organizations(&aws.config, aws.resources.organizations_role.as_deref())
+            .await;
+    read_units(Some(&organizations), &fleets)
+        .await
+        .map_err(|problems| {
+            problems
+                .iter()
+                .map(|p| format!("{}: {p}", file.display()))
+                .collect::<Vec<_>>()
+                .join("\n")
+                + "; nothing was applied"
+        })
 }
 
 /// Writes the plan: one transaction while it fits one, else batch by batch
@@ -159,13 +203,14 @@ fn allowed_by(
     policy: &InstallationPolicy,
     file: &Path,
     desired: &[StackSpec],
+    expanded: &[StackSpec],
     dry_run: bool,
 ) -> Result {
-    let refused: Vec<String> = desired
+    let refused: Vec<String> = expanded
         .iter()
-        .enumerate()
-        .filter_map(|(index, spec)| {
+        .filter_map(|spec| {
             let why = policy.refuses_spec(spec)?;
+            let index = written_as(&spec.name, desired).unwrap_or(0);
             Some(format!(
                 "{}: stacks[{index}] ({}): {why}",
                 file.display(),
@@ -186,7 +231,7 @@ fn conflicts_message(file: &Path, desired: &[StackSpec], conflicts: &[PlanConfli
     conflicts
         .iter()
         .map(|c| {
-            let index = desired.iter().position(|s| s.name == c.name).unwrap_or(0);
+            let index = written_as(&c.name, desired).unwrap_or(0);
             format!(
                 "{}: stacks[{index}] ({}): field {}: {}",
                 file.display(),

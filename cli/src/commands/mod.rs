@@ -15,6 +15,7 @@ mod apply;
 mod approval;
 mod diff;
 mod drift;
+mod fleet;
 mod registry;
 mod run;
 mod source;
@@ -58,9 +59,11 @@ pub async fn run(cli: Cli) -> Result {
             .await
             .map(drop),
         Command::List => registry::list(&aws.registry, format).await,
-        Command::Get { name, explain } => {
-            registry::get(&aws.registry, &name, explain, format).await
-        }
+        Command::Get {
+            name,
+            target,
+            explain,
+        } => registry::get(&aws.registry, &name, target.as_deref(), explain, format).await,
         Command::Delete { name, force } => {
             registry::delete(&aws.registry, &name, force, format).await
         }

@@ -61,7 +61,34 @@ fn flags(e: &StackEntry) -> Vec<&'static str> {
     flags
 }
 
-pub async fn get(registry: &Registry, name: &str, explain: bool, format: Output) -> Result {
+pub async fn get(
+    registry: &Registry,
+    name: &str,
+    target: Option<&str>,
+    explain: bool,
+    format: Output,
+) -> Result {
+    let name = &super::fleet::entry_name(name, target)?;
+    let plain = registry
+        .get(name)
+        .await
+        .map_err(|e| e.to_string())?
+        .is_some();
+    if target.is_none() && !plain {
+        let all = registry.list().await.map_err(|e| e.to_string())?;
+        let named = [name.clone()];
+        if let Some((fleet, targets)) = super::fleet::fleets_named(registry, &named, &all)
+            .await?
+            .get(name)
+        {
+            let format = if format == Output::Json {
+                format
+            } else {
+                Output::Yaml
+            };
+            return print_structured(format, &super::fleet::FleetView { fleet, targets });
+        }
+    }
     let entry = registered(registry, name).await?;
     if explain {
         let all = registry.list().await.map_err(|e| e.to_string())?;

@@ -21,10 +21,12 @@ pub async fn status(registry: &Registry, names: &[String], format: Output) -> Re
             item.detail
         );
     }
+    // A fleet's name stands for its targets.
+    let fleets = super::fleet::fleets_named(registry, names, &entries).await?;
     if !names.is_empty() {
         let missing: Vec<String> = names
             .iter()
-            .filter(|n| !entries.iter().any(|e| &e.name == *n))
+            .filter(|n| !entries.iter().any(|e| &e.name == *n) && !fleets.contains_key(*n))
             .map(|n| format!("{n:?}"))
             .collect();
         if !missing.is_empty() {
@@ -34,9 +36,20 @@ pub async fn status(registry: &Registry, names: &[String], format: Output) -> Re
                 registry.table()
             ));
         }
-        entries.retain(|e| names.contains(&e.name));
+        entries.retain(|e| {
+            names.contains(&e.name) || fleets.values().any(|(_, t)| t.contains(&e.name))
+        });
     }
     print_status(&entries, format)?;
+    if format == Output::Table {
+        for (fleet, targets) in fleets.values() {
+            let rows: Vec<&StackEntry> = entries
+                .iter()
+                .filter(|e| targets.contains(&e.name))
+                .collect();
+            say!("{}", super::fleet::summary(fleet, &rows));
+        }
+    }
     // The registry sources, as a section of the table (`source list -o
     // json` has them structured: the JSON of `status` stays the stacks').
     if format == Output::Table && names.is_empty() {

@@ -8,6 +8,7 @@ pub mod credentials;
 pub mod eventbridge;
 pub mod git;
 pub mod git_host;
+pub mod organizations;
 pub mod s3;
 pub mod s3_source;
 pub mod secrets;

@@ -422,6 +422,40 @@ impl<T: crate::registry::RegistrySources> crate::registry::RegistrySources for F
     }
 }
 
+impl<T: crate::registry::Fleets> crate::registry::Fleets for Failing<T> {
+    async fn fleets(&self) -> Result<Vec<crate::registry::Fleet>, RegistryError> {
+        self.check_registry("Query")?;
+        self.inner.fleets().await
+    }
+
+    async fn due_fleets(
+        &self,
+        now: crate::clock::EpochMillis,
+    ) -> Result<Vec<crate::registry::Fleet>, RegistryError> {
+        self.check_registry("Query")?;
+        self.inner.due_fleets(now).await
+    }
+
+    async fn fleet(&self, name: &str) -> Result<Option<crate::registry::Fleet>, RegistryError> {
+        self.check_registry("GetItem")?;
+        self.inner.fleet(name).await
+    }
+
+    async fn put_fleet(
+        &self,
+        fleet: &crate::registry::Fleet,
+        expected: Option<u64>,
+    ) -> Result<bool, RegistryError> {
+        self.check_registry("PutItem")?;
+        self.inner.put_fleet(fleet, expected).await
+    }
+
+    async fn remove_fleet(&self, name: &str, version: u64) -> Result<bool, RegistryError> {
+        self.check_registry("DeleteItem")?;
+        self.inner.remove_fleet(name, version).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

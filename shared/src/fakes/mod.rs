@@ -21,6 +21,7 @@ mod cloudformation;
 mod failing;
 mod git_host;
 mod notices;
+mod organizations;
 mod queue;
 mod sources;
 mod starter;
@@ -34,6 +35,7 @@ pub use cloudformation::{
 pub use failing::Failing;
 pub use git_host::MemoryGitHost;
 pub use notices::MemoryNotices;
+pub use organizations::MemoryOrganizations;
 pub use queue::MemoryQueue;
 pub use sources::MemorySources;
 pub use starter::{RecordingStarter, RecordingTokens};

@@ -21,6 +21,7 @@ pub mod drift;
 mod executions;
 pub mod git_host;
 mod notices;
+pub mod organizations;
 mod queue;
 pub mod secrets;
 pub mod source;
@@ -35,6 +36,7 @@ pub use executions::{
 };
 pub use git_host::{CommitStatus, GitHost, HostRepository, Posted};
 pub use notices::{Notices, Notifier};
+pub use organizations::Organizations;
 pub use queue::{DeliveryQueue, Enqueue};
 pub use secrets::{Accepted, SecretStore};
 pub use source::{FetchError, Files, SourceFetcher, SourceLocation};

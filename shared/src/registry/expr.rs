@@ -221,6 +221,31 @@ impl Registry {
         }
     }
 
+    /// A whole item, if `condition` holds of the one it replaces: `true` if
+    /// it was written.
+    pub(super) async fn put_if(
+        &self,
+        item: HashMap<String, AttributeValue>,
+        condition: &str,
+        vals: Values,
+    ) -> Result<bool> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names(&[condition])))
+            .set_expression_attribute_values(values(vals))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failure(&e) => Ok(false),
+            Err(e) => Err(self.aws_error("PutItem", e)),
+        }
+    }
+
     /// Runs a query of `index` to its end (or until `limit` items).
     pub(super) async fn query_all(
         &self,

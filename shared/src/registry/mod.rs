@@ -24,6 +24,7 @@ pub mod deliveries;
 pub mod dependents;
 pub mod drift;
 pub mod expr;
+pub mod fleets;
 pub mod followers;
 pub mod graph;
 pub mod item;
@@ -35,6 +36,7 @@ pub mod schedule;
 pub mod schema;
 pub mod specs;
 pub mod stacks_sources;
+pub mod targets;
 pub mod writer;
 
 #[cfg(any(test, feature = "fakes"))]
@@ -55,6 +57,7 @@ pub use answers::{Answer, Answers};
 pub use deliveries::Deliveries;
 pub use dependents::Dependents;
 pub use drift::DriftRecords;
+pub use fleets::{Fleet, Fleets, UnitsRead};
 pub use followers::Follower;
 pub use leases::{LEASE_TTL, Lease, Leases, Parked, lease_ttl};
 pub use refusals::ApprovalRecords;

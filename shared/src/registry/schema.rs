@@ -85,6 +85,7 @@ pub fn claim_key(spec: &crate::spec::StackSpec, home: Option<&str>) -> String {
 pub mod attr {
     pub const NAME: &str = "name";
     pub const SPEC: &str = "spec";
+    pub const FLEET: &str = "fleet";
     pub const SPEC_VERSION: &str = "specVersion";
     pub const SPEC_HASH: &str = "specHash";
     pub const SCHEMA_VERSION: &str = "schemaVersion";

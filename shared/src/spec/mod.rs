@@ -14,6 +14,7 @@ use crate::duration::Duration;
 mod deploy;
 mod deps;
 mod drift;
+mod targets;
 mod value;
 
 pub use deploy::{
@@ -25,6 +26,7 @@ pub use drift::{
     DEFAULT_DRIFT_INTERVAL, DriftAction, DriftSpec, MAX_DRIFT_INTERVAL, MAX_IGNORE_RULES,
     MIN_DRIFT_INTERVAL,
 };
+pub use targets::{Override, TargetOf, Targets};
 pub use value::{ParameterValue, ValueRef};
 
 /// Default `interval` (the longest an out-of-band change may go unnoticed; the
@@ -198,6 +200,20 @@ pub struct StackSpec {
     /// entry's own source at the run's revision. Never fewer rules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Source>,
+    /// Many accounts and regions (a fleet): one stack per target, each
+    /// with an entry of its own (`NAME-ACCOUNT-REGION`). Instead of
+    /// `region`; `assumeRoleArn` (and `roleArn`) name `{account}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets: Option<Targets>,
+    /// How often the scheduler reads a fleet's organizational units again
+    /// (default 1h): a new account gets its stacks, a removed account's
+    /// entries are pruned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets_interval: Option<Duration>,
+    /// The fleet, account and region of an entry stacksync made from a
+    /// fleet's; refused in a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_of: Option<TargetOf>,
 }
 
 /// Where a template comes from: a Git repository or an S3 archive.
@@ -448,59 +464,7 @@ fn default_retry_interval() -> Duration {
 }
 
 #[cfg(test)]
-pub(crate) mod fixtures {
-    use super::*;
-
-    /// A minimal valid spec, for tests to adjust.
-    pub fn spec(name: &str) -> StackSpec {
-        StackSpec {
-            name: name.to_owned(),
-            stack_name: None,
-            region: None,
-            role_arn: None,
-            assume_role_arn: None,
-            source: Source {
-                git: Some("https://github.com/acme/infra.git".to_owned()),
-                s3: None,
-                reference: None,
-                path: "stacks/queue.yaml".to_owned(),
-                deployment_file: None,
-                credentials_secret: None,
-                include: Vec::new(),
-                insecure: false,
-                signed_by: Vec::new(),
-            },
-            parameters: BTreeMap::new(),
-            parameter_file: None,
-            tags: BTreeMap::new(),
-            depends_on: Vec::new(),
-            capabilities: vec![],
-            interval: DEFAULT_INTERVAL,
-            poll_interval: DEFAULT_POLL_INTERVAL,
-            retry_interval: DEFAULT_RETRY_INTERVAL,
-            timeout: DEFAULT_TIMEOUT,
-            max_polls: DEFAULT_MAX_POLLS,
-            max_attempts: DEFAULT_MAX_ATTEMPTS,
-            on_failed_create: OnFailedCreate::Delete,
-            on_stack_failure: None,
-            include_nested_stacks: false,
-            import_existing_resources: false,
-            deployment_config: None,
-            adopt: false,
-            approval: Approval::Never,
-            approvers: Vec::new(),
-            approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
-            suspend: false,
-            destroy_on_delete: false,
-            termination_protection: false,
-            stack_policy: None,
-            notification_arns: vec![],
-            rollback: None,
-            drift: DriftSpec::default(),
-            policy: None,
-        }
-    }
-}
+pub(crate) mod fixtures;
 
 #[cfg(test)]
 mod tests {

@@ -20,6 +20,7 @@
 pub mod answer;
 pub mod drift;
 pub mod events;
+pub mod fleets;
 pub mod registry_source;
 pub mod scheduler;
 pub mod webhook;

@@ -17,11 +17,19 @@ use crate::spec::StackSpec;
 /// `roleArn` (CloudFormation's service role) and `assumeRoleArn` (the role
 /// stacksync assumes to reach the stack's account).
 pub(super) fn check_roles(spec: &StackSpec, errors: &mut Errors) {
+    // A fleet's roles name `{account}`: checked with an account in place.
+    let sample = |arn: &str| {
+        if spec.targets.is_some() {
+            arn.replace(crate::fleet::ACCOUNT_PLACEHOLDER, "123456789012")
+        } else {
+            arn.to_owned()
+        }
+    };
     if let Some(arn) = &spec.role_arn {
-        errors.check("roleArn", iam_role_arn(arn));
+        errors.check("roleArn", iam_role_arn(&sample(arn)));
     }
     if let Some(arn) = &spec.assume_role_arn {
-        errors.check("assumeRoleArn", iam_role_arn(arn));
+        errors.check("assumeRoleArn", iam_role_arn(&sample(arn)));
     }
 }
 

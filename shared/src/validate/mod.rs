@@ -26,6 +26,7 @@ mod inputs;
 mod names;
 mod settings;
 mod source;
+mod targets;
 
 pub use arns::{Arn, iam_role_arn, parse_arn, secret_arn};
 pub use inputs::{MAX_PARAMETER_VALUE_BYTES, MAX_PARAMETERS, MAX_TAGS, tag};
@@ -71,6 +72,7 @@ pub fn validate_spec(spec: &StackSpec) -> Vec<FieldError> {
     settings::check_rollback(spec.rollback.as_ref(), &mut errors);
     settings::check_approvers(&spec.approvers, &mut errors);
     deploy::check_deployment(spec, &mut errors);
+    targets::check_targets(spec, &mut errors);
     check_stored_size(spec, &mut errors);
     errors.0
 }

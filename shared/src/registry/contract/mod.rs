@@ -15,6 +15,7 @@ use crate::status::{Phase, Status, Timestamp};
 mod bulk;
 mod claims;
 mod drift;
+mod fleets;
 mod owned;
 mod reviews;
 mod sources;
@@ -50,7 +51,8 @@ where
         + Deliveries
         + DriftRecords
         + super::RegistrySources
-        + super::Reviews,
+        + super::Reviews
+        + super::Fleets,
 {
     specs(registry, label).await;
     leases(registry, label).await;
@@ -66,6 +68,7 @@ where
     claims::claims(registry, label).await;
     owned::registry_sources(registry, label).await;
     reviews::reviews(registry, label).await;
+    fleets::fleets(registry, label).await;
 }
 
 async fn specs<R: Entries + Specs>(r: &R, label: &str) {

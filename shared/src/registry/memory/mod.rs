@@ -37,6 +37,8 @@ pub(super) struct State {
     pub(super) dependents: BTreeMap<String, std::collections::BTreeSet<String>>,
     /// Registry sources, by name.
     pub(super) registry_sources: BTreeMap<String, crate::registry_source::RegistrySource>,
+    /// Fleets, by name.
+    pub(super) fleets: BTreeMap<String, super::fleets::Fleet>,
 }
 
 impl State {

@@ -72,6 +72,16 @@ pub(super) async fn read_files<S: SourceFetcher>(
                             stack.name
                         ));
                     }
+                    // Fleets need the organization read and their targets
+                    // owned by file and commit: not yet for a source.
+                    if stack.targets.is_some() {
+                        problems.push(format!(
+                            "{path}: stacks[{index}] ({}): field targets: a fleet is applied \
+                             with `stacksync apply` for now; a registry source does not expand \
+                             fleets yet",
+                            stack.name
+                        ));
+                    }
                     read.specs.push(stack);
                     read.files.push(path.clone());
                     read.indexes.push(index);

@@ -500,3 +500,24 @@ async fn two_readers_of_one_commit_record_it_once_and_write_nothing_twice() {
         (SourceState::Ready, Some("c1"))
     );
 }
+
+#[tokio::test]
+async fn a_fleet_in_a_source_is_refused_and_nothing_of_its_commit_written() {
+    let world = World::new();
+    world.add(&spec("platform", "stacks.yaml")).await;
+    let fleet = "stacks:\n  - name: web\n    source: { path: ./w.yaml }\n  - name: base\n    \
+                 source: { path: ./b.yaml }\n    assumeRoleArn: 'arn:aws:iam::{account}:role/d'\n    \
+                 targets: { accounts: ['111122223333'], regions: [us-east-1] }\n";
+    world.push("c1", &[("stacks.yaml", fleet.to_owned())]);
+    let Outcome::Failed { problems, .. } = world.sync("platform").await else {
+        panic!("a fleet is refused")
+    };
+    assert_eq!(
+        problems,
+        [
+            "stacks.yaml: stacks[1] (base): field targets: a fleet is applied with `stacksync \
+          apply` for now; a registry source does not expand fleets yet"
+        ]
+    );
+    assert!(world.registry.get("web").await.unwrap().is_none());
+}

@@ -7,6 +7,8 @@
 //!    unfinished) is read and applied, so the entries a commit adds,
 //!    changes or prunes are due before the queue is read, and started by
 //!    this run. One whose ref has not moved costs no fetch and no write.
+//!    Then the **fleets** ([`crate::triggers::fleets`]) whose units are due
+//!    to be read again are read, and their targets' entries written.
 //! 1. **Due entries**: the scheduler index (`nextReconcileAt` ≤ now, a query
 //!    per shard, oldest first). An entry is due because it is new, its spec
 //!    changed, it was removed or resumed, its retry interval after a failure
@@ -38,13 +40,15 @@
 //!
 //! An idle run — nothing due, no source moved, every stack fine — makes a
 //! query per shard of the due and watch indexes, one for the sources and
-//! one for the registry sources (ten in all; more only past 1 MB of an
+//! one for the registry sources, one for the fleets due (eleven in all; more only past 1 MB of an
 //! index), one ref listing per source and one `ListStacks` per account and
 //! region, and no write, no fetch, no start, no per-stack call.
 
+mod fleets;
 pub mod health;
 pub mod judge;
 mod registry_sources;
+mod timing;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -62,6 +66,7 @@ use crate::seen::Change;
 use crate::source::source_key;
 use crate::triggers::TriggerError;
 use judge::{Candidate, DueAction, FollowerAction, Reason, choose, judge_due, judge_follower};
+pub use timing::Timing;
 
 /// How the scheduler paces itself.
 #[derive(Debug, Clone)]
@@ -88,6 +93,8 @@ pub struct Config {
     pub notices: crate::ports::Notifier,
     /// What registry sources are applied under (region, policy, name).
     pub installation: crate::triggers::registry_source::Installation,
+    /// Where fleets' organizational units are read (none: they cannot be).
+    pub organizations: Option<std::sync::Arc<dyn crate::ports::Organizations>>,
 }
 
 impl Default for Config {
@@ -101,6 +108,7 @@ impl Default for Config {
             period: None,
             notices: crate::ports::Notifier::none(),
             installation: Default::default(),
+            organizations: None,
         }
     }
 }
@@ -133,6 +141,8 @@ pub struct Report {
     /// What reading each registry source whose ref moved did (applied,
     /// held, failed), by name: an idle source is not in it.
     pub registry_source_outcomes: Vec<(String, crate::triggers::registry_source::Outcome)>,
+    /// What reading each due fleet's units did, by name.
+    pub fleets_read: Vec<(String, crate::triggers::fleets::Reread)>,
     /// Source items forgotten (no follower left).
     pub sources_forgotten: usize,
     /// Due items that could not be read (their keys): skipped, never
@@ -154,36 +164,6 @@ pub struct Report {
     /// Where the run's time went.
     #[serde(skip)]
     pub timing: Timing,
-}
-
-/// Where one run's time went (wall clock). Every phase but `own_work` is
-/// waiting on a call (DynamoDB, Git, CloudFormation, Step Functions) with
-/// the little work around it; `own_work` is the rest: judging every stack
-/// against its listing, choosing what to start.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Timing {
-    /// Reading the due entries and the source records (DynamoDB).
-    pub queue: Duration,
-    /// Listing the sources' heads (Git) and reading moved ones' followers.
-    pub sources: Duration,
-    /// Reading the watch index (DynamoDB).
-    pub watch_read: Duration,
-    /// Listing the stacks of each account and region (CloudFormation).
-    pub listing: Duration,
-    /// Starting executions and the writes around them, postponing, and
-    /// recording source heads.
-    pub starting: Duration,
-    /// The run, from first call to report.
-    pub total: Duration,
-}
-
-impl Timing {
-    /// The time not spent waiting on a call.
-    pub fn own_work(&self) -> Duration {
-        self.total.saturating_sub(
-            self.queue + self.sources + self.watch_read + self.listing + self.starting,
-        )
-    }
 }
 
 /// One execution started.
@@ -242,7 +222,11 @@ fn judge_due_entries(due: &[StackEntry], now: EpochMillis) -> (Vec<Candidate>, V
 
 impl<R, X, S, F> Scheduler<R, X, S, F>
 where
-    R: Entries + Schedule + crate::registry::Specs + crate::registry::RegistrySources,
+    R: Entries
+        + Schedule
+        + crate::registry::Specs
+        + crate::registry::RegistrySources
+        + crate::registry::Fleets,
     X: Starter,
     S: SourceFetcher + Clone + 'static,
     F: CloudFormationFactory,
@@ -256,6 +240,7 @@ where
         // Registry sources first: the entries a commit adds or changes are
         // written (and due) before the queue is read, so this run starts them.
         let (mut heads, listed) = self.apply_registry_sources(now, &mut report).await?;
+        self.reread_fleets(now, &mut report).await?;
         let Due {
             entries: due,
             unreadable,

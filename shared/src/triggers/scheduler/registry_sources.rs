@@ -14,7 +14,7 @@ use crate::triggers::registry_source::{Outcome, sync_source};
 
 impl<R, X, S, F> Scheduler<R, X, S, F>
 where
-    R: Entries + Schedule + Specs + RegistrySources,
+    R: Entries + Schedule + Specs + RegistrySources + crate::registry::Fleets,
     X: Starter,
     S: SourceFetcher + Clone + 'static,
     F: CloudFormationFactory,

@@ -303,3 +303,45 @@ async fn a_registry_that_cannot_be_read_fails_the_run() {
         .fail("Query", 1, PortError::Transient("throttled".into()));
     assert!(failing.run(NOW).await.is_err());
 }
+
+#[tokio::test]
+async fn a_fleets_new_account_is_written_and_started_in_the_same_run() {
+    use crate::fakes::MemoryOrganizations;
+    use crate::registry::Fleets;
+    let mut s = scheduler(&[], "h1").await;
+    let org = MemoryOrganizations::default();
+    org.put_unit("r-ab12", "ou-ab12-cd34ef56");
+    let text = format!(
+        "stacks:\n  - name: fleet\n    source: {{ git: '{URL}', path: f.yaml }}\n    assumeRoleArn: \
+         'arn:aws:iam::{{account}}:role/deploy'\n    targets: {{ organizationalUnits: \
+         [ou-ab12-cd34ef56], regions: [us-east-1] }}\n"
+    );
+    let desired = crate::manifest::parse_manifest("stacks.yaml", &text).unwrap();
+    let units = crate::registry::targets::Units::from([("ou-ab12-cd34ef56".to_owned(), vec![])]);
+    crate::triggers::fleets::record_fleets(&s.registry, &desired, &units, false, NOW - 7_200_000)
+        .await
+        .unwrap();
+    // Without a reader: said, and the fleet waits for its next interval.
+    let report = s.run(NOW).await.unwrap();
+    assert!(
+        report
+            .errors
+            .iter()
+            .any(|e| e.contains("no AWS Organizations reader")),
+        "{report:?}"
+    );
+    assert!(s.registry.due_fleets(NOW).await.unwrap().is_empty());
+
+    org.put_account("ou-ab12-cd34ef56", "111122223333");
+    s.config.organizations = Some(std::sync::Arc::new(org));
+    let later = NOW + 3_600_000;
+    let report = s.run(later).await.unwrap();
+    assert_eq!(report.fleets_read.len(), 1, "{report:?}");
+    assert_eq!(
+        started(&report).first().map(|s| (s.0, s.1)),
+        Some(("fleet-111122223333-us-east-1", Reason::New)),
+        "{report:?}"
+    );
+    // Read once per interval: the next run reads nothing.
+    assert!(s.run(later + 60_000).await.unwrap().fleets_read.is_empty());
+}

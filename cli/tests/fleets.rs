@@ -1,0 +1,231 @@
+//! Fleets through the `stacksync` binary, against the emulator (moto's
+//! Organizations, CloudFormation in several accounts through
+//! `assumeRoleArn`, two regions): an entry over two organizational units
+//! and two regions makes one stack per account and region, each with its
+//! own entry and status; an account that joins a unit gets its stacks at
+//! the next read of the units, one that leaves has them deleted
+//! (`destroyOnDelete`); a unit that cannot be read stops the apply.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::{Cli, stderr, stdout};
+use stacksync::clock::now_millis;
+use stacksync::registry::{Fleets, Registry, Specs};
+use stacksync::triggers::fleets::{Reread, reread};
+use stacksync_testkit::git::GitRepo;
+use stacksync_testkit::organizations::Organization;
+use stacksync_testkit::{Emulator, unique_name};
+
+const TEMPLATE: &[u8] = b"Parameters:\n  Size: {Type: String, Default: large}\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\nOutputs:\n  Size: {Value: !Ref Size}\n";
+const REGIONS: [&str; 2] = ["us-east-1", "eu-west-1"];
+
+fn role(account: &str) -> String {
+    format!("arn:aws:iam::{account}:role/stacksync-target")
+}
+
+/// The stack `name` in `account` and `region`: its status and its output
+/// `Size` (`None`: there is none).
+async fn stack(account: &str, region: &str, name: &str) -> Option<(String, String)> {
+    let config = Emulator::shared().assumed_config(&role(account)).await;
+    let config = config
+        .to_builder()
+        .region(aws_config::Region::new(region.to_owned()))
+        .build();
+    let out = aws_sdk_cloudformation::Client::new(&config)
+        .describe_stacks()
+        .stack_name(name)
+        .send()
+        .await
+        .ok()?;
+    let stack = out.stacks().first()?;
+    let status = stack.stack_status()?.as_str().to_owned();
+    if status == "DELETE_COMPLETE" {
+        return None;
+    }
+    let size = stack
+        .outputs()
+        .iter()
+        .find(|o| o.output_key() == Some("Size"))
+        .and_then(|o| o.output_value())
+        .unwrap_or_default()
+        .to_owned();
+    Some((status, size))
+}
+
+struct World {
+    cli: Cli,
+    registry: Registry,
+    bucket: String,
+}
+
+impl World {
+    fn run(&self, args: &[&str]) -> Output {
+        let mut all = vec!["--bucket", self.bucket.as_str()];
+        all.extend_from_slice(args);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
+        cmd.args(&all)
+            .env("STACKSYNC_TABLE", &self.cli.table)
+            .env("STACKSYNC_SPEEDUP", "1000")
+            .env_remove("AWS_PROFILE");
+        for (k, v) in Emulator::shared().env() {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    }
+
+    /// Reads the fleet's units as the scheduler does, an interval later.
+    async fn read_units(&self, fleet: &str) -> Reread {
+        let record = self.registry.fleet(fleet).await.unwrap().unwrap();
+        let organizations =
+            stacksync::wiring::organizations(&Emulator::shared().sdk_config(), None).await;
+        let later = now_millis() + 2 * 3_600_000;
+        reread(&self.registry, Some(&organizations), &record, None, later)
+            .await
+            .unwrap()
+    }
+
+    fn reconcile(&self, names: &[String]) {
+        for name in names {
+            let out = self.run(&["reconcile", name, "--local"]);
+            assert!(
+                out.status.success(),
+                "{name}: {}\n{}",
+                stdout(&out),
+                stderr(&out)
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_over_two_units_and_two_regions_follows_its_accounts() {
+    let (cli, registry) = Cli::new("cli-fleet").await;
+    let world = World {
+        cli,
+        registry,
+        bucket: unique_name("cli-fleet-bucket"),
+    };
+    let org = Organization::shared().await;
+    let (east, west) = (org.unit(None).await, org.unit(None).await);
+    let mut accounts = Vec::new();
+    for unit in [&east, &east, &west, &west] {
+        accounts.push(org.account(unit).await);
+    }
+    let repo = GitRepo::new("fleet");
+    repo.commit(&[("baseline.yaml", TEMPLATE)], "baseline");
+    let name = unique_name("fleet");
+    let file = world.cli.file(
+        "fleet.yaml",
+        &format!(
+            "stacks:\n  - name: {name}\n    source: {{git: '{}', path: baseline.yaml}}\n    \
+             assumeRoleArn: 'arn:aws:iam::{{account}}:role/stacksync-target'\n    \
+             destroyOnDelete: true\n    targets:\n      organizationalUnits: [{east}, {west}]\n      \
+             regions: [us-east-1, eu-west-1]\n      overrides: {{'{}/eu-west-1': {{parameters: \
+             {{Size: small}}}}}}\n",
+            repo.file_url(),
+            accounts[0]
+        ),
+    );
+
+    let out = world.run(&["sync", "-f", &file, "--local"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert_eq!(text.matches(": applied").count(), 8, "{text}");
+    for account in &accounts {
+        for region in REGIONS {
+            let small = account == &accounts[0] && region == "eu-west-1";
+            let size = if small { "small" } else { "large" };
+            assert_eq!(
+                stack(account, region, &name).await,
+                Some(("CREATE_COMPLETE".to_owned(), size.to_owned())),
+                "{account}/{region}"
+            );
+        }
+    }
+    // One entry per target, shown under the fleet's name.
+    let status = stdout(&world.run(&["status", &name]));
+    let rows = status
+        .lines()
+        .filter(|l| l.starts_with(&name) && l.contains(" Ready "));
+    assert_eq!(rows.count(), 8, "{status}");
+    assert!(
+        status.contains(&format!("fleet {name}: 8 target(s) (8 Ready)")),
+        "{status}"
+    );
+    let one = world.run(&[
+        "-o",
+        "json",
+        "get",
+        &name,
+        "--target",
+        &format!("{}/eu-west-1", accounts[0]),
+    ]);
+    let entry: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
+    assert_eq!(entry["name"], format!("{name}-{}-eu-west-1", accounts[0]));
+    assert_eq!(entry["spec"]["targetOf"]["account"], accounts[0].as_str());
+    assert_eq!(entry["spec"]["parameters"]["Size"], "small");
+
+    // A new account in a unit gets its stacks at the next read.
+    let joined = org.account(&east).await;
+    let Reread::Applied { created, pruned } = world.read_units(&name).await else {
+        panic!("the read is applied")
+    };
+    assert_eq!((created.len(), pruned.len()), (2, 0), "{created:?}");
+    world.reconcile(&created);
+    for region in REGIONS {
+        assert!(
+            stack(&joined, region, &name).await.is_some(),
+            "{joined}/{region}"
+        );
+    }
+
+    // An account that leaves its unit has its stacks deleted.
+    org.move_account(&accounts[2], &west, &org.root).await;
+    let Reread::Applied { created, pruned } = world.read_units(&name).await else {
+        panic!("the read is applied")
+    };
+    assert_eq!((created.len(), pruned.len()), (0, 2), "{pruned:?}");
+    world.reconcile(&pruned);
+    for region in REGIONS {
+        assert_eq!(
+            stack(&accounts[2], region, &name).await,
+            None,
+            "deleted in {region}"
+        );
+    }
+    assert!(
+        stack(&accounts[3], "us-east-1", &name).await.is_some(),
+        "the others stay"
+    );
+    let listed = world.registry.list().await.unwrap();
+    assert_eq!(
+        listed.iter().filter(|e| e.spec.target_of.is_some()).count(),
+        8,
+        "10 targets made, 2 gone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_unit_that_cannot_be_read_stops_the_apply() {
+    let (cli, registry) = Cli::new("cli-fleet-bad").await;
+    let file = cli.file(
+        "fleet.yaml",
+        "stacks:\n  - name: lost\n    source: {git: 'https://example.org/x.git', path: x.yaml}\n    \
+         assumeRoleArn: 'arn:aws:iam::{account}:role/deploy'\n    targets: {organizationalUnits: \
+         [ou-zzzz-zzzzzzzz], regions: [us-east-1]}\n",
+    );
+    Organization::shared().await;
+    let out = cli.run(&["apply", "-f", &file]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("lost: targets.organizationalUnits[0]: ou-zzzz-zzzzzzzz cannot be read")
+            && err.contains("nothing was applied"),
+        "{err}"
+    );
+    assert!(registry.list().await.unwrap().is_empty());
+    assert!(registry.fleets().await.unwrap().is_empty());
+}

@@ -1,0 +1,101 @@
+//! A plan over a file with fleets: each fleet (`targets:`) expanded into
+//! its targets' entries ([`crate::fleet::expand`]), planned like any entry,
+//! and the targets a fleet no longer has pruned with it (without
+//! `--prune`: the fleet is in the file, its targets are what it says).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::StackEntry;
+use super::plan::{Action, Change, Plan, PlanConflict, Writer, plan_by};
+use crate::fleet::expand;
+use crate::spec::StackSpec;
+
+/// Each unit's accounts, as read for the fleets of a plan.
+pub type Units = BTreeMap<String, Vec<String>>;
+
+/// The file's specs with each fleet's targets in its place, in order.
+pub fn expand_all(desired: &[StackSpec], units: &Units) -> Result<Vec<StackSpec>, PlanConflict> {
+    let mut out = Vec::with_capacity(desired.len());
+    for spec in desired {
+        if spec.targets.is_none() {
+            out.push(spec.clone());
+            continue;
+        }
+        out.extend(expand(spec, units).map_err(|e| PlanConflict {
+            name: spec.name.clone(),
+            field: "targets",
+            message: e.to_string(),
+        })?);
+    }
+    Ok(out)
+}
+
+/// [`plan_by`] over `desired` with its fleets expanded (`units`: what their
+/// organizational units hold). Without `prune`, a fleet's entries for
+/// targets it no longer has are pruned all the same (by `destroyOnDelete`,
+/// like any entry), and only those.
+pub fn plan_with_fleets(
+    desired: &[StackSpec],
+    units: &Units,
+    current: &[StackEntry],
+    prune: bool,
+    home: Option<&str>,
+    writer: Writer<'_>,
+) -> Result<Plan, Vec<PlanConflict>> {
+    let expanded = expand_all(desired, units).map_err(|c| vec![c])?;
+    let mut plan = plan_by(&expanded, current, prune, home, writer)?;
+    if !prune {
+        let fleets: BTreeSet<&str> = desired
+            .iter()
+            .filter(|s| s.targets.is_some())
+            .map(|s| s.name.as_str())
+            .collect();
+        let wanted: BTreeSet<&str> = expanded.iter().map(|s| s.name.as_str()).collect();
+        plan.changes.extend(
+            current
+                .iter()
+                .filter(|e| writer.owns(e) && e.deletion_requested_at.is_none())
+                .filter(|e| {
+                    e.spec
+                        .target_of
+                        .as_ref()
+                        .is_some_and(|t| fleets.contains(t.fleet.as_str()))
+                })
+                .filter(|e| !wanted.contains(e.name.as_str()))
+                .map(departed),
+        );
+        plan.changes.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    Ok(plan)
+}
+
+fn departed(entry: &StackEntry) -> Change {
+    Change {
+        name: entry.name.clone(),
+        action: Action::Prune {
+            version: entry.spec_version,
+            stack_name: entry.spec.effective_stack_name().to_owned(),
+            destroys_stack: entry.spec.destroy_on_delete,
+        },
+        spec: None,
+        previous: None,
+        waiting_for: Vec::new(),
+        owner: None,
+    }
+}
+
+/// The entry of the file a planned entry comes from: a target's fleet, or
+/// itself.
+pub fn written_as(name: &str, desired: &[StackSpec]) -> Option<usize> {
+    desired.iter().position(|s| s.name == name).or_else(|| {
+        desired.iter().position(|s| {
+            s.targets.is_some()
+                && name
+                    .strip_prefix(s.name.as_str())
+                    .is_some_and(|rest| rest.starts_with('-'))
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests;

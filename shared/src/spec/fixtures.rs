@@ -1,0 +1,56 @@
+//! Specs for tests to adjust.
+
+use super::*;
+
+/// A minimal valid spec, for tests to adjust.
+pub fn spec(name: &str) -> StackSpec {
+    StackSpec {
+        name: name.to_owned(),
+        stack_name: None,
+        region: None,
+        role_arn: None,
+        assume_role_arn: None,
+        source: Source {
+            git: Some("https://github.com/acme/infra.git".to_owned()),
+            s3: None,
+            reference: None,
+            path: "stacks/queue.yaml".to_owned(),
+            deployment_file: None,
+            credentials_secret: None,
+            include: Vec::new(),
+            insecure: false,
+            signed_by: Vec::new(),
+        },
+        parameters: BTreeMap::new(),
+        parameter_file: None,
+        tags: BTreeMap::new(),
+        depends_on: Vec::new(),
+        capabilities: vec![],
+        interval: DEFAULT_INTERVAL,
+        poll_interval: DEFAULT_POLL_INTERVAL,
+        retry_interval: DEFAULT_RETRY_INTERVAL,
+        timeout: DEFAULT_TIMEOUT,
+        max_polls: DEFAULT_MAX_POLLS,
+        max_attempts: DEFAULT_MAX_ATTEMPTS,
+        on_failed_create: OnFailedCreate::Delete,
+        on_stack_failure: None,
+        include_nested_stacks: false,
+        import_existing_resources: false,
+        deployment_config: None,
+        adopt: false,
+        approval: Approval::Never,
+        approvers: Vec::new(),
+        approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
+        suspend: false,
+        destroy_on_delete: false,
+        termination_protection: false,
+        stack_policy: None,
+        notification_arns: vec![],
+        rollback: None,
+        drift: DriftSpec::default(),
+        policy: None,
+        targets: None,
+        targets_interval: None,
+        target_of: None,
+    }
+}

@@ -1,0 +1,244 @@
+//! Fleets' targets kept to what their organizational units hold: the units
+//! read (by `apply`, and by the scheduler every `targetsInterval`), the
+//! targets planned and written, the fleet recorded (`registry::fleets`).
+//!
+//! A read that fails changes nothing: the targets stay as the last good
+//! read made them, and the fleet records why. A read that would prune
+//! every one of a fleet's targets, or more than a fifth and more than five
+//! of them, is held the same way (the prune guard): `stacksync apply` of
+//! the file confirms it.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::clock::EpochMillis;
+use crate::ports::Organizations;
+use crate::ports::organizations::accounts_under;
+use crate::registry::plan::{Action, Plan, Writer, prune_needs_confirmation};
+use crate::registry::targets::{Units, plan_with_fleets};
+use crate::registry::{Fleet, Fleets, Specs, UnitsRead, apply_plan};
+use crate::spec::StackSpec;
+use crate::status::Timestamp;
+
+/// Reads the accounts of every unit of `fleets` (each unit once). One line
+/// per unit that cannot be read, naming the fleet, the field and the unit.
+pub async fn read_units(
+    organizations: Option<&dyn Organizations>,
+    fleets: &[&StackSpec],
+) -> Result<Units, Vec<String>> {
+    let mut units = Units::new();
+    let mut problems = Vec::new();
+    for fleet in fleets {
+        let Some(targets) = &fleet.targets else {
+            continue;
+        };
+        for (index, unit) in targets.organizational_units.iter().enumerate() {
+            if units.contains_key(unit) {
+                continue;
+            }
+            let field = format!("targets.organizationalUnits[{index}]");
+            let Some(organizations) = organizations else {
+                problems.push(format!(
+                    "{}: {field}: {unit} cannot be read: no AWS Organizations reader is configured",
+                    fleet.name
+                ));
+                continue;
+            };
+            match accounts_under(organizations, unit, targets.recursive).await {
+                Ok(accounts) => {
+                    units.insert(unit.clone(), accounts);
+                }
+                Err(e) => problems.push(format!(
+                    "{}: {field}: {unit} cannot be read: {}",
+                    fleet.name,
+                    e.message()
+                )),
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(units)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The fleet as recorded after a read at `now` of `units`.
+pub fn fleet_record(spec: &StackSpec, units: &Units, now: EpochMillis) -> Fleet {
+    let own: Units = spec
+        .targets
+        .iter()
+        .flat_map(|t| &t.organizational_units)
+        .filter_map(|u| Some((u.clone(), units.get(u)?.clone())))
+        .collect();
+    let read = if crate::fleet::reread_every(spec).is_some() {
+        UnitsRead {
+            at: Some(Timestamp(now)),
+            units: own,
+            error: None,
+        }
+    } else {
+        UnitsRead::default()
+    };
+    Fleet {
+        spec: spec.clone(),
+        owner: None,
+        read,
+        version: 0,
+    }
+}
+
+/// Records the file's fleets (the CLI's) as applied at `now`, and with
+/// `prune` forgets the CLI's fleets no longer in it. Fails naming the
+/// fleet when another writer wrote it meanwhile.
+pub async fn record_fleets<R: Fleets>(
+    registry: &R,
+    desired: &[StackSpec],
+    units: &Units,
+    prune: bool,
+    now: EpochMillis,
+) -> Result<(), String> {
+    let recorded = registry.fleets().await.map_err(|e| e.to_string())?;
+    let mine = |f: &&Fleet| f.owner.is_none();
+    for spec in desired.iter().filter(|s| s.targets.is_some()) {
+        let old = recorded
+            .iter()
+            .filter(mine)
+            .find(|f| f.spec.name == spec.name);
+        let new = fleet_record(spec, units, now);
+        let written = registry
+            .put_fleet(&new, old.map(|f| f.version))
+            .await
+            .map_err(|e| e.to_string())?;
+        if !written {
+            return Err(format!(
+                "fleet {:?}: written by another writer meanwhile; apply again",
+                spec.name
+            ));
+        }
+    }
+    if prune {
+        let kept: BTreeSet<&str> = desired.iter().map(|s| s.name.as_str()).collect();
+        for gone in recorded
+            .iter()
+            .filter(mine)
+            .filter(|f| !kept.contains(f.spec.name.as_str()))
+        {
+            registry
+                .remove_fleet(&gone.spec.name, gone.version)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// What one read of a fleet's units did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "outcome")]
+pub enum Reread {
+    /// The targets are as the units hold them: these were added and pruned.
+    Applied {
+        created: Vec<String>,
+        pruned: Vec<String>,
+    },
+    /// Nothing changed: the read failed, or the prune guard held it.
+    Kept { why: String },
+}
+
+/// Reads the units of one of the CLI's fleets again at `now` and brings its
+/// targets to what they hold (`home`: the installation's region).
+pub async fn reread<R: Specs + Fleets>(
+    registry: &R,
+    organizations: Option<&dyn Organizations>,
+    fleet: &Fleet,
+    home: Option<&str>,
+    now: EpochMillis,
+) -> Result<Reread, String> {
+    let units = match read_units(organizations, &[&fleet.spec]).await {
+        Ok(units) => units,
+        Err(problems) => return keep(registry, fleet, problems.join("; "), now).await,
+    };
+    let current = registry.list().await.map_err(|e| e.to_string())?;
+    let desired = std::slice::from_ref(&fleet.spec);
+    let plan = plan_with_fleets(desired, &units, &current, false, home, Writer::Cli).map_err(
+        |conflicts| {
+            let lines: Vec<String> = conflicts
+                .iter()
+                .map(|c| format!("{}: {}: {}", c.name, c.field, c.message))
+                .collect();
+            lines.join("; ")
+        },
+    )?;
+    let targets = current
+        .iter()
+        .filter(|e| e.deletion_requested_at.is_none())
+        .filter(|e| {
+            e.spec
+                .target_of
+                .as_ref()
+                .is_some_and(|t| t.fleet == fleet.spec.name)
+        })
+        .count();
+    if let Some(why) = prune_needs_confirmation(&plan, targets) {
+        let held = format!(
+            "held: {}",
+            why.replace("this --prune", "this read of the organizational units")
+        );
+        return keep(registry, fleet, held, now).await;
+    }
+    apply_plan(registry, &plan, now, |_| {})
+        .await
+        .map_err(|stopped| stopped.error.to_string())?;
+    let record = Fleet {
+        version: fleet.version,
+        ..fleet_record(&fleet.spec, &units, now)
+    };
+    if !registry
+        .put_fleet(&record, Some(fleet.version))
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        return Err(format!(
+            "fleet {:?}: written meanwhile; read again on the next run",
+            fleet.spec.name
+        ));
+    }
+    Ok(applied(&plan))
+}
+
+fn applied(plan: &Plan) -> Reread {
+    let named = |pick: fn(&Action) -> bool| {
+        plan.changes
+            .iter()
+            .filter(|c| pick(&c.action))
+            .map(|c| c.name.clone())
+            .collect()
+    };
+    Reread::Applied {
+        created: named(|a| matches!(a, Action::Create)),
+        pruned: named(|a| matches!(a, Action::Prune { .. })),
+    }
+}
+
+/// The targets stay; the fleet records why, and is read again after its
+/// interval.
+async fn keep<R: Fleets>(
+    registry: &R,
+    fleet: &Fleet,
+    why: String,
+    now: EpochMillis,
+) -> Result<Reread, String> {
+    let mut record = fleet.clone();
+    record.read.at = Some(Timestamp(now));
+    record.read.error = Some(why.clone());
+    registry
+        .put_fleet(&record, Some(fleet.version))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Reread::Kept { why })
+}
+
+#[cfg(test)]
+mod tests;
