@@ -42,6 +42,10 @@ export interface StackSyncParameters {
   readonly requireRoleArn?: boolean;
   /** `TargetAccountRoleArns`: the roles stacks may name as `assumeRoleArn`. @default none */
   readonly targetAccountRoleArns?: string[];
+  /** `FleetRoleName`: the role a fleet's stacks are reached through in every account of its targets. @default none */
+  readonly fleetRoleName?: string;
+  /** `OrganizationsRoleArn`: the role the scheduler reads fleets' organizational units through. @default none: its own role */
+  readonly organizationsRoleArn?: string;
   /** `WebhookSecretArn`: the webhook's secret (its full ARN). @default none: the webhook refuses every delivery */
   readonly webhookSecretArn?: string;
   /** `LogRetentionDays`: function and state machine logs. @default 30 */

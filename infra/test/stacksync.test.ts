@@ -84,6 +84,8 @@ const FULL: Required<StackSyncParameters> = {
   cloudFormationRoleArns: ['arn:aws:iam::111122223333:role/cfn-exec', 'arn:aws:iam::111122223333:role/cfn-exec-2'],
   requireRoleArn: false,
   targetAccountRoleArns: ['arn:aws:iam::444455556666:role/stacksync'],
+  fleetRoleName: 'stacksync-baseline',
+  organizationsRoleArn: 'arn:aws:iam::999988887777:role/stacksync-organizations-read',
   webhookSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:stacksync/webhook-AbCdEf',
   logRetentionDays: 90,
   scheduleExpression: 'rate(2 minutes)',

@@ -94,6 +94,7 @@ fn deployments(installation: &Installation, fixture: &Value) -> Vec<Deployment> 
             "TargetAccountRoleArns".to_owned(),
             fixture["targetAccountRoleArns"].clone(),
         ),
+        ("FleetRoleName".to_owned(), fixture["fleetRoleName"].clone()),
         (
             "WebhookSecretArn".to_owned(),
             fixture["webhookSecretArn"].clone(),

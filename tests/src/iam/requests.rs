@@ -84,6 +84,8 @@ pub struct Installation {
     pub webhook_secret_arn: String,
     pub cloudformation_role_arn: String,
     pub target_role_arn: String,
+    /// `FleetRoleName`: a fleet's role in any account (empty: none).
+    pub fleet_role_name: String,
     pub source_secret_arn: String,
     pub source_parameter_arn: String,
     pub value_secret_arn: String,
@@ -115,6 +117,7 @@ impl Installation {
             webhook_secret_arn: text("webhookSecretArn"),
             cloudformation_role_arn: first("cloudFormationRoleArns"),
             target_role_arn: first("targetAccountRoleArns"),
+            fleet_role_name: text("fleetRoleName"),
             source_secret_arn: first("sourceSecretArns"),
             source_parameter_arn: first("sourceParameterArns"),
             value_secret_arn: first("valueSecretArns"),
@@ -267,6 +270,7 @@ pub fn requests(call: &Call, installation: &Installation) -> Result<Vec<Request>
         "ssm" => ssm(&a),
         "sts" => sts(&a),
         "sqs" => sqs(&a),
+        "organizations" => organizations(&a),
         _ => a.unknown(),
     }
 }
@@ -561,16 +565,44 @@ fn ssm(a: &Asked) -> Result<Vec<Request>, String> {
     })
 }
 
-/// STS: the target role, with `TagSession` for session tags.
+/// STS: the target role, with `TagSession` for session tags. A role named
+/// as the installation's `FleetRoleName` is asked for as it is (in the
+/// account the test's organization made); any other stands for the
+/// installation's target role.
 fn sts(a: &Asked) -> Result<Vec<Request>, String> {
     let (call, i, op, action) = (a.call, a.i, a.op, a.action.as_str());
+    let asked = call.target.as_deref().unwrap_or_default();
+    let fleet_role = !i.fleet_role_name.is_empty()
+        && asked.ends_with(&format!(":role/{}", i.fleet_role_name))
+        && asked != i.target_role_arn
+        && asked.split(':').nth(4) != i.target_role_arn.split(':').nth(4);
+    let role = if fleet_role {
+        let account = asked.split(':').nth(4).unwrap_or_default();
+        format!(
+            "arn:{}:iam::{account}:role/{}",
+            i.partition, i.fleet_role_name
+        )
+    } else {
+        i.target_role_arn.clone()
+    };
     Ok(match op {
         // Session tags (the entry, the installation) need TagSession too.
         "AssumeRole" if call.tagged => vec![
-            Request::new(action, i.target_role_arn.clone()),
-            Request::new("sts:TagSession", i.target_role_arn.clone()),
+            Request::new(action, role.clone()),
+            Request::new("sts:TagSession", role),
         ],
-        "AssumeRole" => vec![Request::new(action, i.target_role_arn.clone())],
+        "AssumeRole" => vec![Request::new(action, role)],
+        _ => return a.unknown(),
+    })
+}
+
+/// Organizations: the listings a fleet's units are read with (IAM takes
+/// no resource-level condition the policy uses: `*`).
+fn organizations(a: &Asked) -> Result<Vec<Request>, String> {
+    Ok(match a.op {
+        "ListAccountsForParent" | "ListOrganizationalUnitsForParent" => {
+            vec![Request::new(a.action.as_str(), "*".to_owned())]
+        }
         _ => return a.unknown(),
     })
 }
