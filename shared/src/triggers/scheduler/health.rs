@@ -2,7 +2,8 @@
 //!
 //! The registry's side is one read of a narrow index (a few hundred bytes a
 //! stack); CloudFormation's is one paged `ListStacks` per account and region
-//! the stacks live in (through the stack's `assumeRoleArn`). Each stack's
+//! the stacks live in (through the stack's `assumeRoleArn`), [`LISTINGS_AT_ONCE`]
+//! at a time (a fleet has one per target). Each stack's
 //! summary is compared in memory with what its last run recorded
 //! ([`crate::seen::Seen`]): a stack that is fine costs no write, no call and
 //! no execution; one changed outside stacksync (updated, replaced, deleted,
@@ -12,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use futures_util::stream::{self, StreamExt};
 use tracing::warn;
 
 use super::judge::{Candidate, Health, judge_watched, listed_in};
@@ -20,6 +22,9 @@ use crate::clock::EpochMillis;
 use crate::ports::{CloudFormationFactory, SourceFetcher, StackSummary, Stacks, Starter};
 use crate::registry::{Entries, RegistryError, Schedule, Watched};
 use crate::seen::Observed;
+
+/// The most accounts and regions listed at once by one run.
+pub const LISTINGS_AT_ONCE: usize = 16;
 
 /// An account and region: (region, role assumed to reach the account).
 pub type Target = (Option<String>, Option<String>);
@@ -68,10 +73,17 @@ where
                 None => self.judge(w, None, now, taken, candidates, &mut tally),
             }
         }
-        for (target, stacks) in by_target {
-            let at = Instant::now();
-            let listed = list_stacks(&self.cloudformation, &target).await;
-            report.timing.listing += at.elapsed();
+        // Every account and region at once (at most LISTINGS_AT_ONCE): a
+        // fleet's stacks are one per account and region.
+        let at = Instant::now();
+        let targets: Vec<(Target, Vec<&Watched>)> = by_target.into_iter().collect();
+        let listings: Vec<_> = stream::iter(&targets)
+            .map(|(target, _)| list_stacks(&self.cloudformation, target))
+            .buffered(LISTINGS_AT_ONCE)
+            .collect()
+            .await;
+        report.timing.listing += at.elapsed();
+        for ((target, stacks), listed) in targets.into_iter().zip(listings) {
             let listing = match listed {
                 Ok(listing) => listing,
                 Err(e) => {
