@@ -295,7 +295,9 @@ async fn bootstrap_registry_source(
 ///
 /// Environment: `STACKSYNC_TABLE`, `STACKSYNC_STATE_MACHINE_ARN`;
 /// `STACKSYNC_MAX_STARTS` (optional, default 50); `STACKSYNC_SCHEDULE`
-/// (optional: the schedule expression it runs on, for the interval warning).
+/// (optional: the schedule expression it runs on, for the interval warning);
+/// `STACKSYNC_ORGANIZATIONS_ROLE_ARN` (optional: the role fleets' units are
+/// read through; else the function's own).
 pub fn serve_scheduler() -> Result<(), lambda_runtime::Error> {
     block_on(scheduler())
 }
@@ -317,6 +319,11 @@ async fn scheduler() -> Result<(), lambda_runtime::Error> {
         &std::env::var("STACKSYNC_EVENT_BUS").unwrap_or_default(),
     );
     config.installation = registry_installation(&registry)?;
+    // Fleets' units, through the installation's Organizations role if any.
+    let role = std::env::var(crate::wiring::ORGANIZATIONS_ROLE_ENV).ok();
+    config.organizations = Some(std::sync::Arc::new(
+        crate::wiring::organizations(&aws, role.as_deref()).await,
+    ));
     bootstrap_registry_source(&registry).await?;
     let installation = registry.table().to_owned();
     let scheduler = Scheduler {

@@ -145,3 +145,63 @@ async fn a_new_account_gets_its_stacks_at_the_schedulers_next_read_of_its_units(
     let report = schedule(&w, &scheduler, now + 3_600_000 + 60_000, &mut ran).await;
     assert!(report.fleets_read.is_empty(), "{report:?}");
 }
+
+/// A fleet in a registry source (the list of stacks in Git): the
+/// scheduler applies the commit (the fleet recorded as the source's, its
+/// unit not read yet), reads the unit in the same run, and starts the
+/// targets it makes; they are the source's entries, and a pushed commit
+/// without the fleet (applied by the events function) prunes them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_in_a_registry_source_is_applied_read_and_started_by_one_scheduler_run() {
+    let w = World::new("fleet-source").await;
+    let org = Organization::shared().await;
+    let unit = org.unit(None).await;
+    let account = org.account(&unit).await;
+    let name = w.name("base");
+    // Another entry beside the fleet: a commit that prunes every entry of
+    // its source is held (the prune guard).
+    let keep = w.name("keep");
+    let kept = format!("stacks:\n  - name: {keep}\n    source: {{path: ./b.yaml}}\n");
+    let stacks = format!(
+        "{kept}  - name: {name}\n    source: {{path: ./b.yaml}}\n    \
+         assumeRoleArn: 'arn:aws:iam::{{account}}:role/stacksync-target'\n    \
+         destroyOnDelete: true\n    targets: {{organizationalUnits: [{unit}], regions: [eu-west-1]}}\n"
+    );
+    w.repo.commit(
+        &[
+            ("stacks.yaml", stacks.as_bytes()),
+            ("b.yaml", QUEUE.as_bytes()),
+        ],
+        "a fleet",
+    );
+    w.add_source("platform", "stacks.yaml").await;
+    let mut scheduler = w.scheduler();
+    scheduler.config.organizations = Some(Arc::new(
+        stacksync::wiring::organizations(&Emulator::shared().sdk_config(), None).await,
+    ));
+    let mut ran = Vec::new();
+    let report = schedule(&w, &scheduler, now_millis(), &mut ran).await;
+    let target = format!("{name}-{account}-eu-west-1");
+    assert_eq!(report.fleets_read.len(), 1, "{report:?}");
+    let started: Vec<&str> = report.started.iter().map(|s| s.stack.as_str()).collect();
+    assert_eq!(started, [target.as_str(), keep.as_str()], "{report:?}");
+    assert_eq!(
+        stack_status(&account, "eu-west-1", &name).await.as_deref(),
+        Some("CREATE_COMPLETE")
+    );
+    let entry = w.h.entry(&target).await;
+    assert_eq!(entry.owner.map(|o| o.source), Some("platform".to_owned()));
+
+    // Pushed: the events function applies the commit and starts the
+    // pruned target.
+    w.commit_and_push(&[("stacks.yaml", kept.as_bytes())], "no fleet")
+        .await;
+    // (The push also starts the entries that follow the repository.)
+    let ran = w.run_started().await;
+    assert!(ran.contains(&target), "{ran:?}");
+    assert_eq!(
+        stack_status(&account, "eu-west-1", &name).await,
+        None,
+        "deleted (destroyOnDelete)"
+    );
+}

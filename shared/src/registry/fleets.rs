@@ -59,11 +59,15 @@ pub struct UnitsRead {
 }
 
 impl Fleet {
-    /// When its units are to be read again (`None`: it has none).
+    /// When its units are to be read again (`None`: it has none; at once:
+    /// they were never read).
     pub fn due_at(&self) -> Option<EpochMillis> {
         let every = crate::fleet::reread_every(&self.spec)?;
-        let at = self.read.at.map_or(0, |t| t.0);
-        Some(at.saturating_add(i64::try_from(every.as_secs()).unwrap_or(i64::MAX) * 1000))
+        let Some(at) = self.read.at else {
+            return Some(0);
+        };
+        let every = i64::try_from(every.as_secs()).unwrap_or(i64::MAX);
+        Some(at.0.saturating_add(every.saturating_mul(1000)))
     }
 }
 

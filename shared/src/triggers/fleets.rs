@@ -18,6 +18,7 @@ use crate::ports::organizations::accounts_under;
 use crate::registry::plan::{Action, Plan, Writer, prune_needs_confirmation};
 use crate::registry::targets::{Units, plan_with_fleets};
 use crate::registry::{Fleet, Fleets, Specs, UnitsRead, apply_plan};
+use crate::registry_source::Owner;
 use crate::spec::StackSpec;
 use crate::status::Timestamp;
 
@@ -64,8 +65,15 @@ pub async fn read_units(
     }
 }
 
-/// The fleet as recorded after a read at `now` of `units`.
-pub fn fleet_record(spec: &StackSpec, units: &Units, now: EpochMillis) -> Fleet {
+/// The fleet as recorded with `units` read at `at` (`None`: some unit is
+/// not read yet, and the fleet is due for a read at once), written by
+/// `owner` (`None`: the CLI).
+pub fn fleet_record(
+    spec: &StackSpec,
+    units: &Units,
+    at: Option<EpochMillis>,
+    owner: Option<Owner>,
+) -> Fleet {
     let own: Units = spec
         .targets
         .iter()
@@ -73,8 +81,13 @@ pub fn fleet_record(spec: &StackSpec, units: &Units, now: EpochMillis) -> Fleet 
         .filter_map(|u| Some((u.clone(), units.get(u)?.clone())))
         .collect();
     let read = if crate::fleet::reread_every(spec).is_some() {
+        let covered = spec
+            .targets
+            .iter()
+            .flat_map(|t| &t.organizational_units)
+            .all(|u| own.contains_key(u));
         UnitsRead {
-            at: Some(Timestamp(now)),
+            at: at.filter(|_| covered).map(Timestamp),
             units: own,
             error: None,
         }
@@ -83,15 +96,14 @@ pub fn fleet_record(spec: &StackSpec, units: &Units, now: EpochMillis) -> Fleet 
     };
     Fleet {
         spec: spec.clone(),
-        owner: None,
+        owner,
         read,
         version: 0,
     }
 }
 
-/// Records the file's fleets (the CLI's) as applied at `now`, and with
-/// `prune` forgets the CLI's fleets no longer in it. Fails naming the
-/// fleet when another writer wrote it meanwhile.
+/// Records the file's fleets (the CLI's) as applied at `now`, their units
+/// read then, and with `prune` forgets the CLI's fleets no longer in it.
 pub async fn record_fleets<R: Fleets>(
     registry: &R,
     desired: &[StackSpec],
@@ -99,30 +111,45 @@ pub async fn record_fleets<R: Fleets>(
     prune: bool,
     now: EpochMillis,
 ) -> Result<(), String> {
+    let fleets: Vec<Fleet> = desired
+        .iter()
+        .filter(|s| s.targets.is_some())
+        .map(|s| fleet_record(s, units, Some(now), None))
+        .collect();
+    record(registry, &fleets, &|f: &Fleet| f.owner.is_none(), prune).await
+}
+
+/// Writes `fleets` over the recorded ones their writer owns (`owned`), and
+/// with `prune` forgets the writer's fleets not among them. Fails naming
+/// the fleet when another writer wrote it meanwhile.
+pub async fn record<R: Fleets>(
+    registry: &R,
+    fleets: &[Fleet],
+    owned: &(dyn Fn(&Fleet) -> bool + Sync),
+    prune: bool,
+) -> Result<(), String> {
     let recorded = registry.fleets().await.map_err(|e| e.to_string())?;
-    let mine = |f: &&Fleet| f.owner.is_none();
-    for spec in desired.iter().filter(|s| s.targets.is_some()) {
+    for new in fleets {
         let old = recorded
             .iter()
-            .filter(mine)
-            .find(|f| f.spec.name == spec.name);
-        let new = fleet_record(spec, units, now);
+            .filter(|f| owned(f))
+            .find(|f| f.spec.name == new.spec.name);
         let written = registry
-            .put_fleet(&new, old.map(|f| f.version))
+            .put_fleet(new, old.map(|f| f.version))
             .await
             .map_err(|e| e.to_string())?;
         if !written {
             return Err(format!(
                 "fleet {:?}: written by another writer meanwhile; apply again",
-                spec.name
+                new.spec.name
             ));
         }
     }
     if prune {
-        let kept: BTreeSet<&str> = desired.iter().map(|s| s.name.as_str()).collect();
+        let kept: BTreeSet<&str> = fleets.iter().map(|f| f.spec.name.as_str()).collect();
         for gone in recorded
             .iter()
-            .filter(mine)
+            .filter(|f| owned(f))
             .filter(|f| !kept.contains(f.spec.name.as_str()))
         {
             registry
@@ -162,15 +189,33 @@ pub async fn reread<R: Specs + Fleets>(
     };
     let current = registry.list().await.map_err(|e| e.to_string())?;
     let desired = std::slice::from_ref(&fleet.spec);
-    let plan = plan_with_fleets(desired, &units, &current, false, home, Writer::Cli).map_err(
-        |conflicts| {
+    // The fleet's writer writes its targets: the CLI, or its registry
+    // source at the commit it was applied from.
+    let count = fleet
+        .spec
+        .targets
+        .as_ref()
+        .map_or(0, |t| crate::fleet::targets_of(t, &units).len());
+    let files = match &fleet.owner {
+        Some(owner) => vec![owner.file.clone(); count],
+        None => Vec::new(),
+    };
+    let writer = match &fleet.owner {
+        Some(owner) => Writer::Source {
+            name: &owner.source,
+            commit: &owner.commit,
+            files: &files,
+        },
+        None => Writer::Cli,
+    };
+    let plan =
+        plan_with_fleets(desired, &units, &current, false, home, writer).map_err(|conflicts| {
             let lines: Vec<String> = conflicts
                 .iter()
                 .map(|c| format!("{}: {}: {}", c.name, c.field, c.message))
                 .collect();
             lines.join("; ")
-        },
-    )?;
+        })?;
     let targets = current
         .iter()
         .filter(|e| e.deletion_requested_at.is_none())
@@ -193,7 +238,7 @@ pub async fn reread<R: Specs + Fleets>(
         .map_err(|stopped| stopped.error.to_string())?;
     let record = Fleet {
         version: fleet.version,
-        ..fleet_record(&fleet.spec, &units, now)
+        ..fleet_record(&fleet.spec, &units, Some(now), fleet.owner.clone())
     };
     if !registry
         .put_fleet(&record, Some(fleet.version))

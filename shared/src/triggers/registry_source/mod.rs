@@ -45,7 +45,7 @@ use crate::source::source_key;
 
 pub use preview::stacks_files_at;
 pub use push::{AppliesPushes, PushApplier, ToStart, apply_and_start};
-use read::{Read, check_policy, conflict_lines, read_files};
+use read::{Read, check_policy, conflict_lines, expanded, read_files, recorded_units};
 
 /// What the applier needs of the installation.
 #[derive(Debug, Clone, Default)]
@@ -125,6 +125,9 @@ pub enum SyncError {
         source_name: String,
         error: FetchError,
     },
+    /// A fleet's record could not be written (another writer wrote it).
+    #[error("registry source {source_name:?}: {error}")]
+    Fleets { source_name: String, error: String },
     /// Another reader wrote the source's status meanwhile.
     #[error(
         "registry source {0:?} was written by another reader meanwhile; it is read again on the next run"
@@ -169,7 +172,7 @@ pub async fn sync_source<R, S>(
     now: EpochMillis,
 ) -> Result<Outcome, SyncError>
 where
-    R: Specs + RegistrySources,
+    R: Specs + RegistrySources + crate::registry::Fleets,
     S: SourceFetcher,
 {
     let sync = Sync {
@@ -199,16 +202,33 @@ where
         Ok(Err(problems)) => return sync.fail(&revision, problems).await,
         Err(e) => return Err(sync.fetch_error(e)),
     };
-    let refused = check_policy(installation, &read);
+    // Fleets: their targets from the accounts their units held at their
+    // last read (a unit not read yet: at the scheduler's next run).
+    let units = recorded_units(registry, &read)
+        .await
+        .map_err(|e| sync.registry_error(e))?;
+    let targets = match expanded(&read, &units) {
+        Ok(targets) => targets,
+        Err(problems) => return sync.fail(&revision, problems).await,
+    };
+    let refused = check_policy(installation, &targets);
     if !refused.is_empty() {
         return sync.fail(&revision, refused).await;
     }
-    sync.apply(&read, revision).await
+    sync.apply(&read, &targets, &units, revision).await
 }
 
-impl<R: Specs + RegistrySources> Sync<'_, R> {
-    /// Plans the commit's entries against the registry, holds it or writes it.
-    async fn apply(&self, read: &Read, revision: String) -> Result<Outcome, SyncError> {
+impl<R: Specs + RegistrySources + crate::registry::Fleets> Sync<'_, R> {
+    /// Plans the commit's entries (`read`, its fleets' targets in their
+    /// place: `targets`) against the registry, holds it or writes it (its
+    /// fleets recorded first: their targets follow their records).
+    async fn apply(
+        &self,
+        fleets: &Read,
+        read: &Read,
+        units: &crate::registry::targets::Units,
+        revision: String,
+    ) -> Result<Outcome, SyncError> {
         let current = self
             .registry
             .list()
@@ -233,6 +253,7 @@ impl<R: Specs + RegistrySources> Sync<'_, R> {
         if prune_held(pruned.len(), owned) && !approved {
             return self.hold(&revision, pruned, owned).await;
         }
+        self.record_fleets(fleets, units, &revision).await?;
         self.write_plan(&plan, &revision).await?;
         let created = names_of(&plan, |a| matches!(a, Action::Create));
         let updated = names_of(&plan, |a| {
@@ -264,6 +285,52 @@ impl<R: Specs + RegistrySources> Sync<'_, R> {
                 .count(),
             revision,
         })
+    }
+}
+
+impl<R: crate::registry::Fleets> Sync<'_, R> {
+    /// Records the commit's fleets as this source's, each with the accounts
+    /// its units held at its last read (a fleet with a unit not read yet is
+    /// due for a read at once), and forgets this source's fleets the commit
+    /// no longer has.
+    async fn record_fleets(
+        &self,
+        read: &Read,
+        units: &crate::registry::targets::Units,
+        revision: &str,
+    ) -> Result<(), SyncError> {
+        let name = &self.source.spec.name;
+        let mut fleets = Vec::new();
+        for (spec, file) in read.specs.iter().zip(&read.files) {
+            if spec.targets.is_none() {
+                continue;
+            }
+            let last = self
+                .registry
+                .fleet(&spec.name)
+                .await
+                .map_err(|e| self.registry_error(e))?
+                .and_then(|f| f.read.at);
+            let owner = crate::registry_source::Owner {
+                source: name.clone(),
+                file: file.clone(),
+                commit: revision.to_owned(),
+            };
+            fleets.push(crate::triggers::fleets::fleet_record(
+                spec,
+                units,
+                last.map(|t| t.0),
+                Some(owner),
+            ));
+        }
+        let owned =
+            |f: &crate::registry::Fleet| f.owner.as_ref().is_some_and(|o| &o.source == name);
+        crate::triggers::fleets::record(self.registry, &fleets, &owned, true)
+            .await
+            .map_err(|e| SyncError::Fleets {
+                source_name: name.clone(),
+                error: e,
+            })
     }
 }
 

@@ -4,7 +4,7 @@
 //! specs its previews are made of.
 
 use super::Installation;
-use super::read::{check_policy, conflict_lines, read_files};
+use super::read::{check_policy, conflict_lines, expanded, read_files, recorded_units};
 use crate::ports::SourceFetcher;
 use crate::pull_request::{PullRequest, StacksFiles};
 use crate::registry::plan::{Action, Writer, plan_by};
@@ -22,7 +22,7 @@ pub async fn stacks_files_at<R, S>(
     head: &str,
 ) -> Result<Vec<StacksFiles>, String>
 where
-    R: Specs + RegistrySources,
+    R: Specs + RegistrySources + crate::registry::Fleets,
     S: SourceFetcher,
 {
     let keys = pr.base_keys();
@@ -49,7 +49,7 @@ async fn plan_at<R, S>(
     head: &str,
 ) -> Result<StacksFiles, String>
 where
-    R: Specs + RegistrySources,
+    R: Specs + RegistrySources + crate::registry::Fleets,
     S: SourceFetcher,
 {
     let mut files = StacksFiles {
@@ -60,6 +60,14 @@ where
         Ok(Ok(read)) => read,
         Ok(Err(problems)) => return Ok(StacksFiles { problems, ..files }),
         Err(e) => return Err(format!("registry source {}: {e}", source.spec.name)),
+    };
+    // A fleet's targets as applying the commit would make them.
+    let units = recorded_units(registry, &read)
+        .await
+        .map_err(|e| e.to_string())?;
+    let read = match expanded(&read, &units) {
+        Ok(read) => read,
+        Err(problems) => return Ok(StacksFiles { problems, ..files }),
     };
     let refused = check_policy(installation, &read);
     if !refused.is_empty() {

@@ -47,7 +47,7 @@ pub struct PushApplier<R, S> {
 
 impl<R, S> PushApplier<R, S>
 where
-    R: Specs + RegistrySources,
+    R: Specs + RegistrySources + crate::registry::Fleets,
     S: SourceFetcher,
 {
     async fn apply(
@@ -123,7 +123,7 @@ where
 
 impl<R, S> AppliesPushes for PushApplier<R, S>
 where
-    R: Specs + RegistrySources + std::fmt::Debug,
+    R: Specs + RegistrySources + crate::registry::Fleets + std::fmt::Debug,
     S: SourceFetcher + std::fmt::Debug,
 {
     fn apply_pushed<'a>(

@@ -6,7 +6,9 @@ use super::Installation;
 use crate::manifest::parse_manifest_in;
 use crate::ports::SourceFetcher;
 use crate::ports::source::FetchError;
+use crate::registry::Fleets;
 use crate::registry::plan::PlanConflict;
+use crate::registry::targets::Units;
 use crate::registry_source::{Pattern, RegistrySource, RelativeBase};
 use crate::spec::StackSpec;
 
@@ -72,16 +74,6 @@ pub(super) async fn read_files<S: SourceFetcher>(
                             stack.name
                         ));
                     }
-                    // Fleets need the organization read and their targets
-                    // owned by file and commit: not yet for a source.
-                    if stack.targets.is_some() {
-                        problems.push(format!(
-                            "{path}: stacks[{index}] ({}): field targets: a fleet is applied \
-                             with `stacksync apply` for now; a registry source does not expand \
-                             fleets yet",
-                            stack.name
-                        ));
-                    }
                     read.specs.push(stack);
                     read.files.push(path.clone());
                     read.indexes.push(index);
@@ -95,6 +87,60 @@ pub(super) async fn read_files<S: SourceFetcher>(
     } else {
         Err(problems)
     })
+}
+
+/// The accounts each fleet's units held at its last read, as recorded (a
+/// commit is applied without reading the organization: a unit not read yet
+/// adds its accounts when the scheduler reads it, `triggers::fleets`).
+pub(super) async fn recorded_units<R: Fleets>(
+    registry: &R,
+    read: &Read,
+) -> Result<Units, crate::registry::RegistryError> {
+    let mut units = Units::new();
+    for spec in read.specs.iter().filter(|s| s.targets.is_some()) {
+        if let Some(fleet) = registry.fleet(&spec.name).await? {
+            units.extend(fleet.read.units);
+        }
+    }
+    Ok(units)
+}
+
+/// The commit's specs with each fleet's targets in its place, each from
+/// its fleet's file; a fleet that cannot be expanded is a problem of its
+/// file.
+pub(super) fn expanded(read: &Read, units: &Units) -> Result<Read, Vec<String>> {
+    let mut out = Read {
+        specs: Vec::new(),
+        files: Vec::new(),
+        indexes: Vec::new(),
+    };
+    let mut problems = Vec::new();
+    for ((spec, file), index) in read.specs.iter().zip(&read.files).zip(&read.indexes) {
+        let specs = if spec.targets.is_some() {
+            match crate::fleet::expand(spec, units) {
+                Ok(targets) => targets,
+                Err(e) => {
+                    problems.push(format!(
+                        "{file}: stacks[{index}] ({}): field targets: {e}",
+                        spec.name
+                    ));
+                    continue;
+                }
+            }
+        } else {
+            vec![spec.clone()]
+        };
+        for s in specs {
+            out.specs.push(s);
+            out.files.push(file.clone());
+            out.indexes.push(*index);
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
 }
 
 /// A plan's conflicts, in the form of the files' own problems.

@@ -502,22 +502,64 @@ async fn two_readers_of_one_commit_record_it_once_and_write_nothing_twice() {
 }
 
 #[tokio::test]
-async fn a_fleet_in_a_source_is_refused_and_nothing_of_its_commit_written() {
+async fn a_fleet_in_a_source_is_expanded_owned_by_the_source_and_its_units_read_by_the_scheduler() {
+    use crate::fakes::MemoryOrganizations;
+    use crate::registry::{Fleets, Specs};
     let world = World::new();
     world.add(&spec("platform", "stacks.yaml")).await;
     let fleet = "stacks:\n  - name: web\n    source: { path: ./w.yaml }\n  - name: base\n    \
                  source: { path: ./b.yaml }\n    assumeRoleArn: 'arn:aws:iam::{account}:role/d'\n    \
-                 targets: { accounts: ['111122223333'], regions: [us-east-1] }\n";
+                 destroyOnDelete: true\n    targets: { accounts: ['111122223333'], \
+                 organizationalUnits: [ou-ab12-cd34ef56], regions: [us-east-1] }\n";
     world.push("c1", &[("stacks.yaml", fleet.to_owned())]);
-    let Outcome::Failed { problems, .. } = world.sync("platform").await else {
-        panic!("a fleet is refused")
+    let Outcome::Applied { created, .. } = world.sync("platform").await else {
+        panic!("the commit is applied")
+    };
+    assert_eq!(created, ["base-111122223333-us-east-1", "web"]);
+    let target = world.entry("base-111122223333-us-east-1").await;
+    assert_eq!(
+        target.owner.as_ref().map(|o| o.file.as_str()),
+        Some("stacks.yaml")
+    );
+    let recorded = world.registry.fleet("base").await.unwrap().unwrap();
+    assert_eq!(
+        recorded.owner.as_ref().map(|o| o.source.as_str()),
+        Some("platform")
+    );
+    assert_eq!(recorded.read.at, None, "its unit not read yet");
+    assert_eq!(
+        world.registry.due_fleets(0).await.unwrap().len(),
+        1,
+        "due at once"
+    );
+
+    // The scheduler reads the unit: its account's target is the source's too.
+    let org = MemoryOrganizations::default();
+    org.put_unit("r-ab12", "ou-ab12-cd34ef56");
+    org.put_account("ou-ab12-cd34ef56", "444455556666");
+    let outcome = crate::triggers::fleets::reread(&world.registry, Some(&org), &recorded, None, 1)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&outcome, crate::triggers::fleets::Reread::Applied { created, .. }
+        if created == &["base-444455556666-us-east-1"]),
+        "{outcome:?}"
+    );
+    let joined = world.entry("base-444455556666-us-east-1").await;
+    assert_eq!(
+        joined.owner.as_ref().map(|o| o.source.as_str()),
+        Some("platform")
+    );
+
+    // A commit without the fleet prunes its targets and forgets it.
+    world.push("c2", &[("stacks.yaml", entries(&["web"]))]);
+    let Outcome::Applied { pruned, .. } = world.sync("platform").await else {
+        panic!("applied")
     };
     assert_eq!(
-        problems,
-        [
-            "stacks.yaml: stacks[1] (base): field targets: a fleet is applied with `stacksync \
-          apply` for now; a registry source does not expand fleets yet"
-        ]
+        pruned,
+        ["base-111122223333-us-east-1", "base-444455556666-us-east-1"]
     );
-    assert!(world.registry.get("web").await.unwrap().is_none());
+    assert!(world.registry.fleet("base").await.unwrap().is_none());
+    assert_eq!(world.registry.list().await.unwrap().len(), 3);
 }

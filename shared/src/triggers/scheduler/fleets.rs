@@ -27,7 +27,7 @@ where
     ) -> Result<(), RegistryError> {
         let due = self.registry.due_fleets(now).await?;
         let home = self.config.installation.home.as_deref();
-        for fleet in due.iter().filter(|f| f.owner.is_none()) {
+        for fleet in &due {
             let name = fleet.spec.name.clone();
             match reread(
                 &self.registry,
