@@ -233,3 +233,18 @@ targetsInterval: 30m
     let json = serde_json::to_string(&spec).unwrap();
     assert_eq!(serde_json::from_str::<StackSpec>(&json).unwrap(), spec);
 }
+
+#[test]
+fn the_parts_of_a_fleet_not_built_yet_are_refused_not_ignored() {
+    for field in [
+        "rollout: { maxConcurrent: 2 }",
+        "windows: [{ allow: '0 8 * * MON-FRI', duration: 10h }]",
+        "publish: { ssm: '/baseline/{output}' }",
+    ] {
+        let yaml = format!(
+            "name: baseline\nsource: {{ git: 'https://example.org/i.git', path: b.yaml }}\n{field}\n"
+        );
+        let error = serde_yaml_ng::from_str::<StackSpec>(&yaml).unwrap_err().to_string();
+        assert!(error.contains("unknown field"), "{field}: {error}");
+    }
+}
