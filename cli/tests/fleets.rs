@@ -16,31 +16,16 @@ use stacksync::clock::now_millis;
 use stacksync::registry::{Fleets, Registry, Specs};
 use stacksync::triggers::fleets::{Reread, reread};
 use stacksync_testkit::git::GitRepo;
-use stacksync_testkit::organizations::Organization;
+use stacksync_testkit::organizations::{Organization, stack_in};
 use stacksync_testkit::{Emulator, unique_name};
 
 const TEMPLATE: &[u8] = b"Parameters:\n  Size: {Type: String, Default: large}\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\nOutputs:\n  Size: {Value: !Ref Size}\n";
 const REGIONS: [&str; 2] = ["us-east-1", "eu-west-1"];
 
-fn role(account: &str) -> String {
-    format!("arn:aws:iam::{account}:role/stacksync-target")
-}
-
 /// The stack `name` in `account` and `region`: its status and its output
 /// `Size` (`None`: there is none).
 async fn stack(account: &str, region: &str, name: &str) -> Option<(String, String)> {
-    let config = Emulator::shared().assumed_config(&role(account)).await;
-    let config = config
-        .to_builder()
-        .region(aws_config::Region::new(region.to_owned()))
-        .build();
-    let out = aws_sdk_cloudformation::Client::new(&config)
-        .describe_stacks()
-        .stack_name(name)
-        .send()
-        .await
-        .ok()?;
-    let stack = out.stacks().first()?;
+    let stack = stack_in(account, region, name).await?;
     let status = stack.stack_status()?.as_str().to_owned();
     if status == "DELETE_COMPLETE" {
         return None;

@@ -77,3 +77,28 @@ impl Organization {
             .expect("MoveAccount");
     }
 }
+
+/// The role the fleet tests reach each account through.
+pub const TARGET_ROLE: &str = "stacksync-target";
+
+/// The stack `name` in `account` and `region` (through [`TARGET_ROLE`]),
+/// as `DescribeStacks` gives it; `None`: there is none.
+pub async fn stack_in(
+    account: &str,
+    region: &str,
+    name: &str,
+) -> Option<aws_sdk_cloudformation::types::Stack> {
+    let role = format!("arn:aws:iam::{account}:role/{TARGET_ROLE}");
+    let config = Emulator::shared().assumed_config(&role).await;
+    let config = config
+        .to_builder()
+        .region(aws_config::Region::new(region.to_owned()))
+        .build();
+    let out = aws_sdk_cloudformation::Client::new(&config)
+        .describe_stacks()
+        .stack_name(name)
+        .send()
+        .await
+        .ok()?;
+    out.stacks().first().cloned()
+}

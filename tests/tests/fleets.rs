@@ -21,7 +21,7 @@ use stacksync::triggers::fleets::{Reread, read_units, record_fleets};
 use stacksync::triggers::scheduler::Report;
 use stacksync_testkit::Emulator;
 use stacksync_testkit::iam::as_function;
-use stacksync_testkit::organizations::Organization;
+use stacksync_testkit::organizations::{Organization, stack_in};
 use stacksync_testkit::registry_world::{QUEUE, TestScheduler, World};
 
 /// Runs the scheduler at `at`, then every execution it started.
@@ -43,19 +43,8 @@ async fn schedule(w: &World, scheduler: &TestScheduler, at: i64, ran: &mut Vec<S
 }
 
 async fn stack_status(account: &str, region: &str, name: &str) -> Option<String> {
-    let role = format!("arn:aws:iam::{account}:role/stacksync-target");
-    let config = Emulator::shared().assumed_config(&role).await;
-    let config = config
-        .to_builder()
-        .region(aws_config::Region::new(region.to_owned()))
-        .build();
-    let out = aws_sdk_cloudformation::Client::new(&config)
-        .describe_stacks()
-        .stack_name(name)
-        .send()
-        .await
-        .ok()?;
-    Some(out.stacks().first()?.stack_status()?.as_str().to_owned())
+    let stack = stack_in(account, region, name).await?;
+    Some(stack.stack_status()?.as_str().to_owned())
 }
 
 #[tokio::test(flavor = "multi_thread")]

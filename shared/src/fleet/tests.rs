@@ -244,7 +244,9 @@ fn the_parts_of_a_fleet_not_built_yet_are_refused_not_ignored() {
         let yaml = format!(
             "name: baseline\nsource: {{ git: 'https://example.org/i.git', path: b.yaml }}\n{field}\n"
         );
-        let error = serde_yaml_ng::from_str::<StackSpec>(&yaml).unwrap_err().to_string();
+        let error = serde_yaml_ng::from_str::<StackSpec>(&yaml)
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("unknown field"), "{field}: {error}");
     }
 }

@@ -205,20 +205,7 @@ impl Registry {
         &self,
         item: HashMap<String, AttributeValue>,
     ) -> Result<bool> {
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression(ABSENT)
-            .set_expression_attribute_names(Some(names(&[ABSENT])))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failure(&e) => Ok(false),
-            Err(e) => Err(self.aws_error("PutItem", e)),
-        }
+        self.put_if(item, ABSENT, Vec::new()).await
     }
 
     /// A whole item, if `condition` holds of the one it replaces: `true` if

@@ -162,18 +162,23 @@ fn pruned<'a>(
     current
         .iter()
         .filter(|e| !wanted.contains(e.name.as_str()) && e.deletion_requested_at.is_none())
-        .map(|entry| Change {
-            name: entry.name.clone(),
-            action: Action::Prune {
-                version: entry.spec_version,
-                stack_name: entry.spec.effective_stack_name().to_owned(),
-                destroys_stack: entry.spec.destroy_on_delete,
-            },
-            spec: None,
-            previous: None,
-            waiting_for: Vec::new(),
-            owner: None,
-        })
+        .map(prune_of)
+}
+
+/// `entry` marked for deletion: its stack deleted by `destroyOnDelete`.
+pub fn prune_of(entry: &StackEntry) -> Change {
+    Change {
+        name: entry.name.clone(),
+        action: Action::Prune {
+            version: entry.spec_version,
+            stack_name: entry.spec.effective_stack_name().to_owned(),
+            destroys_stack: entry.spec.destroy_on_delete,
+        },
+        spec: None,
+        previous: None,
+        waiting_for: Vec::new(),
+        owner: None,
+    }
 }
 
 /// [`plan_apply_at`] without the installation's region: a spec that names

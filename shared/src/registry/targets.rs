@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::StackEntry;
-use super::plan::{Action, Change, Plan, PlanConflict, Writer, plan_by};
+use super::plan::{Plan, PlanConflict, Writer, plan_by, prune_of};
 use crate::fleet::expand;
 use crate::spec::StackSpec;
 
@@ -62,26 +62,11 @@ pub fn plan_with_fleets(
                         .is_some_and(|t| fleets.contains(t.fleet.as_str()))
                 })
                 .filter(|e| !wanted.contains(e.name.as_str()))
-                .map(departed),
+                .map(prune_of),
         );
         plan.changes.sort_by(|a, b| a.name.cmp(&b.name));
     }
     Ok(plan)
-}
-
-fn departed(entry: &StackEntry) -> Change {
-    Change {
-        name: entry.name.clone(),
-        action: Action::Prune {
-            version: entry.spec_version,
-            stack_name: entry.spec.effective_stack_name().to_owned(),
-            destroys_stack: entry.spec.destroy_on_delete,
-        },
-        spec: None,
-        previous: None,
-        waiting_for: Vec::new(),
-        owner: None,
-    }
 }
 
 /// The entry of the file a planned entry comes from: a target's fleet, or

@@ -1,6 +1,6 @@
 use super::*;
 use crate::manifest::parse_manifest;
-use crate::registry::plan::Writer;
+use crate::registry::plan::{Action, Writer};
 
 const OU: &str = "ou-ab12-cd34ef56";
 
