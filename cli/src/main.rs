@@ -75,7 +75,8 @@ pub enum Command {
         #[arg(long)]
         prune: bool,
         /// With --prune: go ahead even when it would mark every entry, or
-        /// more than 5 and a fifth of them, for deletion.
+        /// more than 5 and a fifth of them, for deletion; without: even when
+        /// a fleet's units no longer hold as many of its targets' accounts.
         #[arg(long)]
         yes: bool,
         /// Show what would change; write nothing.

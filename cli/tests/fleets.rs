@@ -191,6 +191,28 @@ async fn a_fleet_over_two_units_and_two_regions_follows_its_accounts() {
         8,
         "10 targets made, 2 gone"
     );
+    // Units emptied: `apply` reads them, and would prune every target:
+    // refused without --yes, and nothing written.
+    for account in [&accounts[0], &accounts[1], &joined] {
+        org.move_account(account, &east, &org.root).await;
+    }
+    org.move_account(&accounts[3], &west, &org.root).await;
+    let out = world.run(&["apply", "-f", &file]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("no longer hold the accounts of 8 of its 8 targets")
+            && err.contains("apply again with --yes")
+            && err.contains("nothing was applied"),
+        "{err}"
+    );
+    let out = world.run(&["apply", "-f", &file, "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let pruned = text
+        .lines()
+        .filter(|l| l.starts_with(&name) && l.contains("pruned"));
+    assert_eq!(pruned.count(), 8, "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

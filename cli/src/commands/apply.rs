@@ -13,7 +13,9 @@ use stacksync::registry::plan::{
     Action, Change, Plan, PlanConflict, Writer, prune_needs_confirmation,
 };
 use stacksync::registry::specs::{MAX_TRANSACTION_ITEMS, batches};
-use stacksync::registry::targets::{Units, expand_all, plan_with_fleets, written_as};
+use stacksync::registry::targets::{
+    Units, departed_needs_confirmation, expand_all, plan_with_fleets, written_as,
+};
 use stacksync::registry::{Applied, ApplyStopped, Registry, Specs, apply_plan};
 use stacksync::triggers::fleets::{read_units, record_fleets};
 
@@ -28,6 +30,9 @@ use crate::output::{Table, print_structured};
 pub enum Prune {
     /// Entries not in the file are left alone.
     No,
+    /// The same, and a fleet's targets whose accounts left its units are
+    /// pruned however many (`--yes` without `--prune`).
+    NoConfirmed,
     /// They are marked for deletion, unless that is all of them or many
     /// ([`prune_needs_confirmation`]).
     Yes,
@@ -39,14 +44,15 @@ impl Prune {
     /// From the flags `--prune` and `--yes`.
     pub fn of(prune: bool, yes: bool) -> Self {
         match (prune, yes) {
-            (false, _) => Self::No,
+            (false, false) => Self::No,
+            (false, true) => Self::NoConfirmed,
             (true, false) => Self::Yes,
             (true, true) => Self::Confirmed,
         }
     }
 
     fn enabled(self) -> bool {
-        self != Self::No
+        matches!(self, Self::Yes | Self::Confirmed)
     }
 }
 
@@ -84,7 +90,7 @@ pub async fn apply_file(
     let registry = &aws.registry;
     let desired = read_manifest(file, !dry_run)?;
     let outcome = if dry_run { "" } else { "; nothing was applied" };
-    let units = fleet_units(aws, file, &desired).await?;
+    let units = fleet_units(aws, file, &desired, outcome).await?;
     let expanded = expand_all(&desired, &units)
         .map_err(|c| format!("{}{outcome}", conflicts_message(file, &desired, &[c])))?;
     if let Some(policy) = &aws.resources.policy {
@@ -109,6 +115,14 @@ pub async fn apply_file(
     if !dry_run
         && prune == Prune::Yes
         && let Some(why) = prune_needs_confirmation(&plan, registered)
+    {
+        return Err(format!("{}: {why}; nothing was applied", file.display()));
+    }
+    // Without --prune, a fleet's departed targets are pruned all the same:
+    // as many as the guard allows, or with --yes.
+    if !dry_run
+        && prune == Prune::No
+        && let Some(why) = departed_needs_confirmation(&plan, &current)
     {
         return Err(format!("{}: {why}; nothing was applied", file.display()));
     }
@@ -137,7 +151,12 @@ pub async fn apply_file(
 /// the installation's Organizations role (its output `OrganizationsRoleArn`,
 /// else `STACKSYNC_ORGANIZATIONS_ROLE_ARN`, else the caller's credentials).
 /// A unit that cannot be read stops the apply: its targets are not guessed.
-async fn fleet_units(aws: &Connection, file: &Path, desired: &[StackSpec]) -> Result<Units> {
+async fn fleet_units(
+    aws: &Connection,
+    file: &Path,
+    desired: &[StackSpec],
+    outcome: &str,
+) -> Result<Units> {
     let fleets: Vec<&StackSpec> = desired
         .iter()
         .filter(|s| {
@@ -160,7 +179,7 @@ async fn fleet_units(aws: &Connection, file: &Path, desired: &[StackSpec]) -> Re
                 .map(|p| format!("{}: {p}", file.display()))
                 .collect::<Vec<_>>()
                 .join("\n")
-                + "; nothing was applied"
+                + outcome
         })
 }
 

@@ -6,7 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::StackEntry;
-use super::plan::{Plan, PlanConflict, Writer, plan_by, prune_of};
+use super::plan::{
+    Action, Change, Plan, PlanConflict, Writer, plan_by, prune_needs_confirmation, prune_of,
+};
 use crate::fleet::expand;
 use crate::spec::StackSpec;
 
@@ -67,6 +69,57 @@ pub fn plan_with_fleets(
         plan.changes.sort_by(|a, b| a.name.cmp(&b.name));
     }
     Ok(plan)
+}
+
+/// Why the fleets' targets `plan` prunes need a confirmation (`--yes`):
+/// for some fleet, every one of its targets, or more than 5 and a fifth of
+/// them, as [`super::plan::prune_needs_confirmation`] says of a registry.
+/// `None` when they may go.
+pub fn departed_needs_confirmation(plan: &Plan, current: &[StackEntry]) -> Option<String> {
+    let fleet_of = |name: &str| {
+        current
+            .iter()
+            .find(|e| e.name == name)
+            .and_then(|e| e.spec.target_of.as_ref())
+            .map(|t| t.fleet.clone())
+    };
+    let mut pruned: BTreeMap<String, Vec<Change>> = BTreeMap::new();
+    for change in plan
+        .changes
+        .iter()
+        .filter(|c| matches!(c.action, Action::Prune { .. }))
+    {
+        if let Some(fleet) = fleet_of(&change.name) {
+            pruned.entry(fleet).or_default().push(change.clone());
+        }
+    }
+    pruned.into_iter().find_map(|(fleet, changes)| {
+        let targets = current
+            .iter()
+            .filter(|e| e.deletion_requested_at.is_none())
+            .filter(|e| e.spec.target_of.as_ref().is_some_and(|t| t.fleet == fleet))
+            .count();
+        let n = changes.len();
+        let destroyed = changes
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c.action,
+                    Action::Prune {
+                        destroys_stack: true,
+                        ..
+                    }
+                )
+            })
+            .count();
+        prune_needs_confirmation(&Plan { changes }, targets)?;
+        Some(format!(
+            "fleet {fleet}: its organizational units no longer hold the accounts of {n} of its \
+             {targets} targets, whose entries would be pruned ({destroyed} of them with \
+             destroyOnDelete: their stacks would be deleted): check the organization (--dry-run \
+             lists them), and apply again with --yes if that is what you mean"
+        ))
+    })
 }
 
 /// The entry of the file a planned entry comes from: a target's fleet, or

@@ -168,3 +168,31 @@ fn a_planned_name_leads_back_to_the_entry_written() {
     );
     assert_eq!(written_as("nothing", &desired), None);
 }
+
+#[test]
+fn a_fleet_losing_every_target_or_many_needs_a_confirmation() {
+    let first = plan_with_fleets(
+        &file(""),
+        &units(&["444455556666"]),
+        &[],
+        false,
+        None,
+        Writer::Cli,
+    )
+    .unwrap();
+    let current = registered(&first);
+    // The unit emptied and the listed account excluded: every target goes.
+    let mut gone = file("");
+    gone[0].targets.as_mut().unwrap().exclude = vec!["111122223333".into()];
+    let plan = plan_with_fleets(&gone, &units(&[]), &current, false, None, Writer::Cli).unwrap();
+    let why = departed_needs_confirmation(&plan, &current).unwrap();
+    assert!(
+        why.starts_with("fleet baseline: its organizational units no longer hold the accounts of 4 of its 4 targets")
+            && why.contains("4 of them with destroyOnDelete"),
+        "{why}"
+    );
+    // One account of two: within the guard.
+    let plan =
+        plan_with_fleets(&file(""), &units(&[]), &current, false, None, Writer::Cli).unwrap();
+    assert_eq!(departed_needs_confirmation(&plan, &current), None);
+}
