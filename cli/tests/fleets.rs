@@ -130,28 +130,7 @@ async fn a_fleet_over_two_units_and_two_regions_follows_its_accounts() {
             );
         }
     }
-    // One entry per target, shown under the fleet's name.
-    let status = stdout(&world.run(&["status", &name]));
-    let rows = status
-        .lines()
-        .filter(|l| l.starts_with(&name) && l.contains(" Ready "));
-    assert_eq!(rows.count(), 8, "{status}");
-    assert!(
-        status.contains(&format!("fleet {name}: 8 target(s) (8 Ready)")),
-        "{status}"
-    );
-    let one = world.run(&[
-        "-o",
-        "json",
-        "get",
-        &name,
-        "--target",
-        &format!("{}/eu-west-1", accounts[0]),
-    ]);
-    let entry: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
-    assert_eq!(entry["name"], format!("{name}-{}-eu-west-1", accounts[0]));
-    assert_eq!(entry["spec"]["targetOf"]["account"], accounts[0].as_str());
-    assert_eq!(entry["spec"]["parameters"]["Size"], "small");
+    shown_under_the_fleets_name(&world, &name, &accounts[0]);
 
     // A new account in a unit gets its stacks at the next read.
     let joined = org.account(&east).await;
@@ -191,28 +170,16 @@ async fn a_fleet_over_two_units_and_two_regions_follows_its_accounts() {
         8,
         "10 targets made, 2 gone"
     );
-    // Units emptied: `apply` reads them, and would prune every target:
-    // refused without --yes, and nothing written.
-    for account in [&accounts[0], &accounts[1], &joined] {
-        org.move_account(account, &east, &org.root).await;
-    }
-    org.move_account(&accounts[3], &west, &org.root).await;
-    let out = world.run(&["apply", "-f", &file]);
-    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
-    let err = stderr(&out);
-    assert!(
-        err.contains("no longer hold the accounts of 8 of its 8 targets")
-            && err.contains("apply again with --yes")
-            && err.contains("nothing was applied"),
-        "{err}"
-    );
-    let out = world.run(&["apply", "-f", &file, "--yes"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = stdout(&out);
-    let pruned = text
-        .lines()
-        .filter(|l| l.starts_with(&name) && l.contains("pruned"));
-    assert_eq!(pruned.count(), 8, "{text}");
+    emptied_units_need_yes(
+        &world,
+        &org,
+        &file,
+        &name,
+        [&east, &west],
+        [&accounts[0], &accounts[1], &joined],
+        &accounts[3],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -235,4 +202,62 @@ async fn a_unit_that_cannot_be_read_stops_the_apply() {
     );
     assert!(registry.list().await.unwrap().is_empty());
     assert!(registry.fleets().await.unwrap().is_empty());
+}
+
+/// One entry per target, shown under the fleet's name.
+fn shown_under_the_fleets_name(world: &World, name: &str, first: &str) {
+    let status = stdout(&world.run(&["status", name]));
+    let rows = status
+        .lines()
+        .filter(|l| l.starts_with(name) && l.contains(" Ready "));
+    assert_eq!(rows.count(), 8, "{status}");
+    assert!(
+        status.contains(&format!("fleet {name}: 8 target(s) (8 Ready)")),
+        "{status}"
+    );
+    let one = world.run(&[
+        "-o",
+        "json",
+        "get",
+        name,
+        "--target",
+        &format!("{}/eu-west-1", first),
+    ]);
+    let entry: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
+    assert_eq!(entry["name"], format!("{name}-{}-eu-west-1", first));
+    assert_eq!(entry["spec"]["targetOf"]["account"], first);
+    assert_eq!(entry["spec"]["parameters"]["Size"], "small");
+}
+
+/// Units emptied: `apply` reads them, and would prune every target:
+/// refused without --yes, and nothing written; with it, pruned.
+async fn emptied_units_need_yes(
+    world: &World,
+    org: &Organization,
+    file: &str,
+    name: &str,
+    [east, west]: [&String; 2],
+    in_east: [&String; 3],
+    in_west: &str,
+) {
+    for account in in_east {
+        org.move_account(account, east, &org.root).await;
+    }
+    org.move_account(in_west, west, &org.root).await;
+    let out = world.run(&["apply", "-f", file]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("no longer hold the accounts of 8 of its 8 targets")
+            && err.contains("apply again with --yes")
+            && err.contains("nothing was applied"),
+        "{err}"
+    );
+    let out = world.run(&["apply", "-f", file, "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let pruned = text
+        .lines()
+        .filter(|l| l.starts_with(name) && l.contains("pruned"));
+    assert_eq!(pruned.count(), 8, "{text}");
 }

@@ -5,8 +5,9 @@
 //! A read that fails changes nothing: the targets stay as the last good
 //! read made them, and the fleet records why. A read that would prune
 //! every one of a fleet's targets, or more than a fifth and more than five
-//! of them, is held the same way (the prune guard): `stacksync apply` of
-//! the file confirms it.
+//! of them, is held the same way (the prune guard): `stacksync apply
+//! --yes` of the file confirms it (for a registry source's fleet: the
+//! accounts excluded in its file, a commit under the source's own guard).
 
 use std::collections::BTreeSet;
 
@@ -15,8 +16,8 @@ use serde::Serialize;
 use crate::clock::EpochMillis;
 use crate::ports::Organizations;
 use crate::ports::organizations::accounts_under;
-use crate::registry::plan::{Action, Plan, Writer, prune_needs_confirmation};
-use crate::registry::targets::{Units, plan_with_fleets};
+use crate::registry::plan::{Action, Plan, Writer};
+use crate::registry::targets::{Units, departed_needs_confirmation, plan_with_fleets};
 use crate::registry::{Fleet, Fleets, Specs, UnitsRead, apply_plan};
 use crate::registry_source::Owner;
 use crate::spec::StackSpec;
@@ -174,8 +175,9 @@ pub enum Reread {
     Kept { why: String },
 }
 
-/// Reads the units of one of the CLI's fleets again at `now` and brings its
-/// targets to what they hold (`home`: the installation's region).
+/// Reads a fleet's units again at `now` and brings its targets to what
+/// they hold, written as the fleet's writer wrote them (the CLI, or its
+/// registry source at its commit; `home`: the installation's region).
 pub async fn reread<R: Specs + Fleets>(
     registry: &R,
     organizations: Option<&dyn Organizations>,
@@ -216,22 +218,8 @@ pub async fn reread<R: Specs + Fleets>(
                 .collect();
             lines.join("; ")
         })?;
-    let targets = current
-        .iter()
-        .filter(|e| e.deletion_requested_at.is_none())
-        .filter(|e| {
-            e.spec
-                .target_of
-                .as_ref()
-                .is_some_and(|t| t.fleet == fleet.spec.name)
-        })
-        .count();
-    if let Some(why) = prune_needs_confirmation(&plan, targets) {
-        let held = format!(
-            "held: {}",
-            why.replace("this --prune", "this read of the organizational units")
-        );
-        return keep(registry, fleet, held, now).await;
+    if let Some(why) = departed_needs_confirmation(&plan, &current) {
+        return keep(registry, fleet, format!("held: {why}"), now).await;
     }
     apply_plan(registry, &plan, now, |_| {})
         .await

@@ -192,7 +192,9 @@ async fn a_read_that_fails_or_would_take_every_target_changes_nothing() {
         panic!("{outcome:?}")
     };
     assert!(
-        why.starts_with("held: this read of the organizational units would mark every"),
+        why.starts_with(
+            "held: fleet baseline: its organizational units no longer hold the accounts of 2 of its 2 targets"
+        ),
         "{why}"
     );
     assert_eq!(names(&registry).await, before);
