@@ -121,8 +121,12 @@ fn the_registry_table_has_the_schema_the_code_uses() {
 
 /// Actions with no resource-level permission (the Service Authorization
 /// Reference lists no resource type for them): their statement names `*`.
-const ACTIONS_WITHOUT_RESOURCES: [&str; 5] = [
+const ACTIONS_WITHOUT_RESOURCES: [&str; 7] = [
     "cloudformation:ListStacks",
+    // A fleet's units: the statement names `*` (the parent is the
+    // request's, a unit of whatever organization the role is in).
+    "organizations:ListAccountsForParent",
+    "organizations:ListOrganizationalUnitsForParent",
     // A change set's hook results: the action has no resource type.
     "cloudformation:ListHookResults",
     // It names a detection by its id, not a stack.
