@@ -47,7 +47,8 @@ pub struct Fleet {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UnitsRead {
-    /// When they were read (`None`: never: a fleet of listed accounts).
+    /// When they were read (`None`: never: a fleet of listed accounts, or
+    /// one with a unit not read yet, due at once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<Timestamp>,
     /// Each unit's active accounts.

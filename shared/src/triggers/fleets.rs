@@ -117,19 +117,28 @@ pub async fn record_fleets<R: Fleets>(
         .filter(|s| s.targets.is_some())
         .map(|s| fleet_record(s, units, Some(now), None))
         .collect();
-    record(registry, &fleets, &|f: &Fleet| f.owner.is_none(), prune).await
+    let recorded = registry.fleets().await.map_err(|e| e.to_string())?;
+    record(
+        registry,
+        &recorded,
+        &fleets,
+        &|f: &Fleet| f.owner.is_none(),
+        prune,
+    )
+    .await
 }
 
-/// Writes `fleets` over the recorded ones their writer owns (`owned`), and
-/// with `prune` forgets the writer's fleets not among them. Fails naming
-/// the fleet when another writer wrote it meanwhile.
+/// Writes `fleets` over the `recorded` ones (as read: every write is
+/// conditioned on the version read) their writer owns (`owned`), and with
+/// `prune` forgets the writer's fleets not among them. Fails naming the
+/// fleet when another writer wrote it meanwhile.
 pub async fn record<R: Fleets>(
     registry: &R,
+    recorded: &[Fleet],
     fleets: &[Fleet],
     owned: &(dyn Fn(&Fleet) -> bool + Sync),
     prune: bool,
 ) -> Result<(), String> {
-    let recorded = registry.fleets().await.map_err(|e| e.to_string())?;
     for new in fleets {
         let old = recorded
             .iter()
@@ -185,11 +194,26 @@ pub async fn reread<R: Specs + Fleets>(
     home: Option<&str>,
     now: EpochMillis,
 ) -> Result<Reread, String> {
+    let current = registry.list().await.map_err(|e| e.to_string())?;
+    reread_from(registry, organizations, fleet, &current, home, now).await
+}
+
+/// [`reread`] planned against `current`, the registry's entries as read
+/// once for every fleet a scheduler run reads (their targets are apart; a
+/// write raced by another is refused by its condition, and read again on
+/// the next run).
+pub async fn reread_from<R: Specs + Fleets>(
+    registry: &R,
+    organizations: Option<&dyn Organizations>,
+    fleet: &Fleet,
+    current: &[crate::registry::StackEntry],
+    home: Option<&str>,
+    now: EpochMillis,
+) -> Result<Reread, String> {
     let units = match read_units(organizations, &[&fleet.spec]).await {
         Ok(units) => units,
         Err(problems) => return keep(registry, fleet, problems.join("; "), now).await,
     };
-    let current = registry.list().await.map_err(|e| e.to_string())?;
     let desired = std::slice::from_ref(&fleet.spec);
     // The fleet's writer writes its targets: the CLI, or its registry
     // source at the commit it was applied from.
@@ -211,14 +235,14 @@ pub async fn reread<R: Specs + Fleets>(
         None => Writer::Cli,
     };
     let plan =
-        plan_with_fleets(desired, &units, &current, false, home, writer).map_err(|conflicts| {
+        plan_with_fleets(desired, &units, current, false, home, writer).map_err(|conflicts| {
             let lines: Vec<String> = conflicts
                 .iter()
                 .map(|c| format!("{}: {}: {}", c.name, c.field, c.message))
                 .collect();
             lines.join("; ")
         })?;
-    if let Some(why) = departed_needs_confirmation(&plan, &current) {
+    if let Some(why) = departed_needs_confirmation(&plan, current) {
         return keep(registry, fleet, format!("held: {why}"), now).await;
     }
     apply_plan(registry, &plan, now, |_| {})

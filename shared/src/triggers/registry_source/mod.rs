@@ -204,9 +204,11 @@ where
     };
     // Fleets: their targets from the accounts their units held at their
     // last read (a unit not read yet: at the scheduler's next run).
-    let units = recorded_units(registry, &read)
+    let recorded = registry
+        .fleets()
         .await
         .map_err(|e| sync.registry_error(e))?;
+    let units = recorded_units(&recorded, &read);
     let targets = match expanded(&read, &units) {
         Ok(targets) => targets,
         Err(problems) => return sync.fail(&revision, problems).await,
@@ -215,7 +217,7 @@ where
     if !refused.is_empty() {
         return sync.fail(&revision, refused).await;
     }
-    sync.apply(&read, &targets, &units, revision).await
+    sync.apply(&read, &targets, &recorded, revision).await
 }
 
 impl<R: Specs + RegistrySources + crate::registry::Fleets> Sync<'_, R> {
@@ -226,7 +228,7 @@ impl<R: Specs + RegistrySources + crate::registry::Fleets> Sync<'_, R> {
         &self,
         fleets: &Read,
         read: &Read,
-        units: &crate::registry::targets::Units,
+        recorded: &[crate::registry::Fleet],
         revision: String,
     ) -> Result<Outcome, SyncError> {
         let current = self
@@ -253,7 +255,7 @@ impl<R: Specs + RegistrySources + crate::registry::Fleets> Sync<'_, R> {
         if prune_held(pruned.len(), owned) && !approved {
             return self.hold(&revision, pruned, owned).await;
         }
-        self.record_fleets(fleets, units, &revision).await?;
+        self.record_fleets(fleets, recorded, &revision).await?;
         self.write_plan(&plan, &revision).await?;
         let created = names_of(&plan, |a| matches!(a, Action::Create));
         let updated = names_of(&plan, |a| {
@@ -296,20 +298,19 @@ impl<R: crate::registry::Fleets> Sync<'_, R> {
     async fn record_fleets(
         &self,
         read: &Read,
-        units: &crate::registry::targets::Units,
+        recorded: &[crate::registry::Fleet],
         revision: &str,
     ) -> Result<(), SyncError> {
         let name = &self.source.spec.name;
+        let units = recorded_units(recorded, read);
         let mut fleets = Vec::new();
         for (spec, file) in read.specs.iter().zip(&read.files) {
             if spec.targets.is_none() {
                 continue;
             }
-            let last = self
-                .registry
-                .fleet(&spec.name)
-                .await
-                .map_err(|e| self.registry_error(e))?
+            let last = recorded
+                .iter()
+                .find(|f| f.spec.name == spec.name)
                 .and_then(|f| f.read.at);
             let owner = crate::registry_source::Owner {
                 source: name.clone(),
@@ -318,14 +319,14 @@ impl<R: crate::registry::Fleets> Sync<'_, R> {
             };
             fleets.push(crate::triggers::fleets::fleet_record(
                 spec,
-                units,
+                &units,
                 last.map(|t| t.0),
                 Some(owner),
             ));
         }
         let owned =
             |f: &crate::registry::Fleet| f.owner.as_ref().is_some_and(|o| &o.source == name);
-        crate::triggers::fleets::record(self.registry, &fleets, &owned, true)
+        crate::triggers::fleets::record(self.registry, recorded, &fleets, &owned, true)
             .await
             .map_err(|e| SyncError::Fleets {
                 source_name: name.clone(),

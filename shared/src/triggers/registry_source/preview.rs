@@ -62,9 +62,8 @@ where
         Err(e) => return Err(format!("registry source {}: {e}", source.spec.name)),
     };
     // A fleet's targets as applying the commit would make them.
-    let units = recorded_units(registry, &read)
-        .await
-        .map_err(|e| e.to_string())?;
+    let recorded = registry.fleets().await.map_err(|e| e.to_string())?;
+    let units = recorded_units(&recorded, &read);
     let read = match expanded(&read, &units) {
         Ok(read) => read,
         Err(problems) => return Ok(StacksFiles { problems, ..files }),

@@ -6,7 +6,7 @@ use super::Installation;
 use crate::manifest::parse_manifest_in;
 use crate::ports::SourceFetcher;
 use crate::ports::source::FetchError;
-use crate::registry::Fleets;
+use crate::registry::Fleet;
 use crate::registry::plan::PlanConflict;
 use crate::registry::targets::Units;
 use crate::registry_source::{Pattern, RegistrySource, RelativeBase};
@@ -89,20 +89,17 @@ pub(super) async fn read_files<S: SourceFetcher>(
     })
 }
 
-/// The accounts each fleet's units held at its last read, as recorded (a
-/// commit is applied without reading the organization: a unit not read yet
-/// adds its accounts when the scheduler reads it, `triggers::fleets`).
-pub(super) async fn recorded_units<R: Fleets>(
-    registry: &R,
-    read: &Read,
-) -> Result<Units, crate::registry::RegistryError> {
-    let mut units = Units::new();
-    for spec in read.specs.iter().filter(|s| s.targets.is_some()) {
-        if let Some(fleet) = registry.fleet(&spec.name).await? {
-            units.extend(fleet.read.units);
-        }
-    }
-    Ok(units)
+/// The accounts each of the commit's fleets' units held at its last read,
+/// as `recorded` (every fleet, one query: a commit is applied without
+/// reading the organization; a unit not read yet adds its accounts when the
+/// scheduler reads it, `triggers::fleets`).
+pub(super) fn recorded_units(recorded: &[Fleet], read: &Read) -> Units {
+    read.specs
+        .iter()
+        .filter(|s| s.targets.is_some())
+        .filter_map(|s| recorded.iter().find(|f| f.spec.name == s.name))
+        .flat_map(|f| f.read.units.clone())
+        .collect()
 }
 
 /// The commit's specs with each fleet's targets in its place, each from

@@ -551,6 +551,43 @@ async fn a_fleet_in_a_source_is_expanded_owned_by_the_source_and_its_units_read_
         Some("platform")
     );
 
+    // A pull request's preview of the stacks file expands the fleet from
+    // the units as last read, as applying it would.
+    let pr = crate::pull_request::PullRequest {
+        host: crate::pull_request::Host::GitHub,
+        repository: "platform/stacks".into(),
+        repository_urls: vec![URL.into()],
+        number: 7,
+        base_ref: "refs/heads/main".into(),
+        head_ref: "refs/heads/more".into(),
+        head_commit: "c1b".into(),
+        fork: false,
+        state: crate::pull_request::PrState::Open,
+        merge_commit: None,
+        url: None,
+    };
+    let more = fleet.replace("regions: [us-east-1]", "regions: [us-east-1, eu-west-1]");
+    world.push("c1b", &[("stacks.yaml", more)]);
+    let previewed = stacks_files_at(
+        &world.registry,
+        &world.sources,
+        &world.installation,
+        &pr,
+        "c1b",
+    )
+    .await
+    .unwrap();
+    let created: Vec<&str> = previewed[0]
+        .created
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(
+        created,
+        ["base-111122223333-eu-west-1", "base-444455556666-eu-west-1"],
+        "{previewed:?}"
+    );
+
     // A commit without the fleet prunes its targets and forgets it.
     world.push("c2", &[("stacks.yaml", entries(&["web"]))]);
     let Outcome::Applied { pruned, .. } = world.sync("platform").await else {

@@ -10,7 +10,7 @@ use super::{Report, Scheduler};
 use crate::clock::EpochMillis;
 use crate::ports::{CloudFormationFactory, SourceFetcher, Starter};
 use crate::registry::{Entries, Fleets, RegistryError, RegistrySources, Schedule, Specs};
-use crate::triggers::fleets::{Reread, reread};
+use crate::triggers::fleets::{Reread, reread_from};
 
 impl<R, X, S, F> Scheduler<R, X, S, F>
 where
@@ -26,13 +26,19 @@ where
         report: &mut Report,
     ) -> Result<(), RegistryError> {
         let due = self.registry.due_fleets(now).await?;
+        if due.is_empty() {
+            return Ok(());
+        }
+        // The entries, read once for every fleet due.
+        let current = self.registry.list().await?;
         let home = self.config.installation.home.as_deref();
         for fleet in &due {
             let name = fleet.spec.name.clone();
-            match reread(
+            match reread_from(
                 &self.registry,
                 self.config.organizations.as_deref(),
                 fleet,
+                &current,
                 home,
                 now,
             )
