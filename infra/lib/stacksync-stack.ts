@@ -99,6 +99,11 @@ export interface StackSyncParameters {
    * `{git: URL, ref: main, path: FOLDER}` or `{s3: "s3://bucket/rules.zip", path: FOLDER}`. @default none
    */
   readonly policySource?: string;
+  /**
+   * `SyncWindows`: when runs may change stacks, for every entry: a JSON list of windows, each
+   * `{"allow" or "deny": CRON, "duration": "10h", "timeZone": "Europe/Berlin"}`. @default none (any time)
+   */
+  readonly syncWindows?: string;
 }
 
 export interface StackSyncProps extends StackProps, StackSyncParameters {

@@ -16,6 +16,38 @@ pub fn now_millis() -> EpochMillis {
     i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// The time a decision is made at: the system's, or one a test sets and
+/// moves (clones share it). Only what judges time against people's
+/// calendars (sync windows) reads it; leases and waits read the system's.
+#[derive(Debug, Clone, Default)]
+pub struct Clock(Option<std::sync::Arc<std::sync::atomic::AtomicI64>>);
+
+impl Clock {
+    /// The system's clock.
+    pub fn system() -> Self {
+        Self(None)
+    }
+
+    /// A clock that stands at `at` until [`Clock::set`] moves it.
+    pub fn manual(at: EpochMillis) -> Self {
+        Self(Some(std::sync::Arc::new(at.into())))
+    }
+
+    /// Moves a manual clock (and its clones) to `at`; the system's stays.
+    pub fn set(&self, at: EpochMillis) {
+        if let Some(now) = &self.0 {
+            now.store(at, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    pub fn now(&self) -> EpochMillis {
+        match &self.0 {
+            Some(now) => now.load(std::sync::atomic::Ordering::SeqCst),
+            None => now_millis(),
+        }
+    }
+}
+
 /// RFC 3339 text (UTC, seconds) for an epoch-millisecond instant.
 pub fn rfc3339(millis: EpochMillis) -> String {
     let t = UNIX_EPOCH + Duration::from_millis(u64::try_from(millis).unwrap_or(0));

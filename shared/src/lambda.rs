@@ -47,7 +47,8 @@ fn diagnostic(e: StepError) -> Diagnostic {
 /// `AWS_ENDPOINT_URL` (a local emulator), `STACKSYNC_TEMPLATE_URL_BASE`,
 /// `STACKSYNC_LOG`, and the installation's policy
 /// (`STACKSYNC_STACK_NAME_PREFIX`, `STACKSYNC_SERVICE_ROLE_ARNS`,
-/// `STACKSYNC_REQUIRE_ROLE_ARN`) (optional).
+/// `STACKSYNC_REQUIRE_ROLE_ARN`), its sync windows (`STACKSYNC_WINDOWS`)
+/// (optional).
 ///
 /// Not `async` on purpose: the runtime is built and driven here, so the whole
 /// future is compiled once, in this crate. An `async fn` awaited from each
@@ -114,6 +115,11 @@ async fn serve(step: StepName) -> Result<(), lambda_runtime::Error> {
         .await
         .map_err(|e| e.to_string())?;
     steps.config.policy = installation_policy()?;
+    // `SyncWindows`: when runs may change stacks.
+    steps.config.windows = crate::window::installation_windows(
+        &std::env::var("STACKSYNC_WINDOWS").unwrap_or_default(),
+        crate::clock::now_millis(),
+    )?;
     // `PolicySource`: the installation's Guard rules.
     steps.config.rules =
         crate::guard::policy_source(&std::env::var("STACKSYNC_POLICY_SOURCE").unwrap_or_default())?;

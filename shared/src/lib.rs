@@ -57,6 +57,7 @@ pub mod status;
 pub mod template;
 pub mod triggers;
 pub mod validate;
+pub mod window;
 pub mod wiring;
 pub mod yaml;
 

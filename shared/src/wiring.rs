@@ -85,6 +85,8 @@ pub async fn sdk_steps(
         config: StepConfig {
             answer_url: None,
             stack_events: None,
+            windows: Vec::new(),
+            clock: Default::default(),
             rules: None,
             local,
             installation,

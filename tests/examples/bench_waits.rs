@@ -162,6 +162,8 @@ async fn installation(
             answer_url: None,
             rules: None,
             stack_events: events.then(|| "us-east-1".to_owned()),
+            windows: Vec::new(),
+            clock: Default::default(),
         },
         notices: Default::default(),
         rule_cache: Default::default(),

@@ -106,6 +106,9 @@ struct StatusRow<'a> {
     /// The step of the run in hand that is being retried, and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     retrying: Option<&'a Retrying>,
+    /// `Pending`: its last run waits for a sync window to open (due then).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    held_by_window: bool,
 }
 
 impl<'a> StatusRow<'a> {
@@ -138,6 +141,7 @@ impl<'a> StatusRow<'a> {
             message: e.unsupported.as_deref().or(e.status.message.as_deref()),
             lease: e.lease.as_ref(),
             unsupported: e.unsupported.as_deref(),
+            held_by_window: e.status.inputs.held_by_window,
             drifted_resources: e
                 .status
                 .findings
@@ -229,6 +233,7 @@ pub fn print_status(entries: &[StackEntry], format: Output) -> Result {
         let phase = match (row.stall_reason, row.drifted_resources) {
             (Some(reason), _) if row.phase == Phase::Failed => format!("{} ({reason})", row.phase),
             (_, Some(n)) if row.phase == Phase::Drifted => format!("Drifted ({n})"),
+            _ if row.phase == Phase::Pending && row.held_by_window => "Pending (Window)".into(),
             _ => row.phase.to_string(),
         };
         // A drifted stack says so, and where to look.

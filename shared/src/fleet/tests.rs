@@ -238,7 +238,6 @@ targetsInterval: 30m
 fn the_parts_of_a_fleet_not_built_yet_are_refused_not_ignored() {
     for field in [
         "rollout: { maxConcurrent: 2 }",
-        "windows: [{ allow: '0 8 * * MON-FRI', duration: 10h }]",
         "publish: { ssm: '/baseline/{output}' }",
     ] {
         let yaml = format!(

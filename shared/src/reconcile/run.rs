@@ -116,6 +116,9 @@ pub struct Execution {
     pub spec_version: u64,
     /// How the run ended, in words.
     pub outcome: Option<String>,
+    /// What the run's end says besides (a forced run that went through a
+    /// closed sync window): added to its outcome and its status message.
+    pub note: Option<String>,
     /// The definition it runs on has `WaitForEvent` (its `Start` says so):
     /// an execution started before it (a deploy does not move a running
     /// execution to the new definition) never parks, it polls.

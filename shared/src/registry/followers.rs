@@ -25,6 +25,9 @@ pub struct Follower {
     pub lease_expires_at: Option<EpochMillis>,
     /// The revision its last run worked at.
     pub last_attempted_revision: Option<String>,
+    /// Its last run waits for a sync window to open: the queue starts it
+    /// then, at the head of that time.
+    pub held_by_window: bool,
 }
 
 /// The attributes the triggers may read through the `by-source` index
@@ -73,6 +76,11 @@ impl Follower {
                 .and_then(|v| v.as_n().ok())
                 .and_then(|n| n.parse().ok()),
             last_attempted_revision: nested(attr::STATUS, "lastAttemptedRevision"),
+            held_by_window: item
+                .get(attr::STATUS)
+                .and_then(|v| v.as_m().ok())
+                .and_then(|m| m.get("heldByWindow"))
+                .is_some_and(|v| matches!(v, AttributeValue::Bool(true))),
         })
     }
 }
@@ -127,6 +135,7 @@ pub fn follower_of(entry: &super::StackEntry) -> Follower {
         deleting: entry.deletion_requested_at.is_some(),
         lease_expires_at: entry.lease.as_ref().map(|l| l.expires_at.0),
         last_attempted_revision: entry.status.run.last_attempted_revision.clone(),
+        held_by_window: entry.status.inputs.held_by_window,
     }
 }
 
@@ -167,6 +176,7 @@ mod tests {
                 deleting: false,
                 lease_expires_at: Some(42),
                 last_attempted_revision: Some("abc".into()),
+                held_by_window: false,
             }
         );
         let nameless: Item = [(PK.to_owned(), s("stack#x"))].into_iter().collect();

@@ -52,5 +52,6 @@ pub fn spec(name: &str) -> StackSpec {
         targets: None,
         targets_interval: None,
         target_of: None,
+        windows: Vec::new(),
     }
 }

@@ -16,6 +16,7 @@ mod deps;
 mod drift;
 mod targets;
 mod value;
+mod windows;
 
 pub use deploy::{
     Approval, DeploymentConfig, DeploymentMode, OnFailedCreate, OnStackFailure, RollbackConfig,
@@ -28,6 +29,7 @@ pub use drift::{
 };
 pub use targets::{Override, TargetOf, Targets};
 pub use value::{ParameterValue, ValueRef};
+pub use windows::WindowSpec;
 
 /// Default `interval` (the longest an out-of-band change may go unnoticed; the
 /// scheduler checks every stack every period and warns when that is longer).
@@ -214,6 +216,12 @@ pub struct StackSpec {
     /// fleet's; refused in a file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_of: Option<TargetOf>,
+    /// When runs may change the stack (besides the installation's
+    /// `SyncWindows`): outside an allowed window, or inside a denied one, a
+    /// run waits `Pending (Window)` until it opens (`reconcile --force`
+    /// does not wait).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<WindowSpec>,
 }
 
 /// Where a template comes from: a Git repository or an S3 archive.

@@ -140,6 +140,9 @@ pub struct Inputs {
     /// (`stacksync get NAME --explain`; `diff` says which changed). At most
     /// [`MAX_PACKAGED_RECORDED`].
     pub packaged: Vec<crate::package::Artifact>,
+    /// The last run waits for a sync window to open (`Pending (Window)`):
+    /// due when it opens.
+    pub held_by_window: bool,
 }
 
 /// Most packaged artifacts a status records (the item is bounded).

@@ -56,6 +56,19 @@ pub fn waiting(prev: &Status, names: Vec<String>, message: String, due: Timestam
     status.phase = Phase::Pending;
     status.message = Some(message);
     status.inputs.waiting_for = names;
+    status.inputs.held_by_window = false;
+    status.times.next_reconcile_at = Some(due);
+    status
+}
+
+/// A run that may not change the stack now (a sync window): `Pending`,
+/// due when the window opens.
+pub fn held_by_window(prev: &Status, message: String, due: Timestamp) -> Status {
+    let mut status = prev.clone();
+    status.phase = Phase::Pending;
+    status.message = Some(message);
+    status.inputs.waiting_for.clear();
+    status.inputs.held_by_window = true;
     status.times.next_reconcile_at = Some(due);
     status
 }
@@ -70,6 +83,7 @@ pub fn reconciling(prev: &Status, revision: &str, message: String, due: Timestam
     status.message = Some(message);
     status.times.next_reconcile_at = Some(due);
     status.run.retrying = None;
+    status.inputs.held_by_window = false;
     status
 }
 
@@ -330,6 +344,7 @@ pub fn ended(prev: &Status, next: Status, execution: &str, now: EpochMillis) -> 
     status.run.retrying = None;
     if status.phase != Phase::Pending {
         status.inputs.waiting_for.clear();
+        status.inputs.held_by_window = false;
     }
     status
 }

@@ -121,6 +121,9 @@ pub struct Wire {
     /// The local files the last run's templates named, packaged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) packaged: Vec<crate::package::Artifact>,
+    /// The last run waits for a sync window to open.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) held_by_window: bool,
     /// What the last drift detection found ([`crate::drift`]): written
     /// outside runs, carried by them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -177,6 +180,7 @@ impl From<Wire> for Status {
                 waiting_for: w.waiting_for,
                 read_outputs: w.read_outputs,
                 packaged: w.packaged,
+                held_by_window: w.held_by_window,
             },
             findings: Findings {
                 drift: w.drift,
@@ -220,6 +224,7 @@ impl From<Status> for Wire {
             waiting_for: s.inputs.waiting_for,
             read_outputs: s.inputs.read_outputs,
             packaged: s.inputs.packaged,
+            held_by_window: s.inputs.held_by_window,
             drift: s.findings.drift,
             placeholder: s.run.placeholder,
             retrying: s.run.retrying,

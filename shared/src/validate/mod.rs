@@ -71,6 +71,7 @@ pub fn validate_spec(spec: &StackSpec) -> Vec<FieldError> {
     settings::check_notifications(&spec.notification_arns, &mut errors);
     settings::check_rollback(spec.rollback.as_ref(), &mut errors);
     settings::check_approvers(&spec.approvers, &mut errors);
+    settings::check_windows(&spec.windows, &mut errors);
     deploy::check_deployment(spec, &mut errors);
     targets::check_targets(spec, &mut errors);
     check_stored_size(spec, &mut errors);

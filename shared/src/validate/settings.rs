@@ -54,6 +54,25 @@ pub(super) fn check_approvers(approvers: &[String], errors: &mut Errors) {
 /// CloudFormation from 1s to 5m; a retry after a failure from 10s to a day;
 /// a run from 1m to a day, with 1 to 2,500 polls; 1 to 100 attempts; an
 /// approval awaited from 5m to 30d.
+/// The most sync windows an entry (or the installation) may name.
+pub const MAX_WINDOWS: usize = 20;
+
+/// Each sync window parses, starts at some time, and there are not too many.
+pub(super) fn check_windows(windows: &[crate::spec::WindowSpec], errors: &mut Errors) {
+    if windows.len() > MAX_WINDOWS {
+        errors.push(
+            "windows",
+            format!("names {} windows: at most {MAX_WINDOWS}", windows.len()),
+        );
+    }
+    let now = crate::clock::now_millis();
+    for (i, window) in windows.iter().enumerate() {
+        if let Err(why) = crate::window::Window::checked(window, now) {
+            errors.push(format!("windows[{i}]"), why);
+        }
+    }
+}
+
 pub(super) fn check_durations(spec: &StackSpec, errors: &mut Errors) {
     let durations = [
         (
@@ -266,6 +285,26 @@ mod tests {
     use super::*;
     use crate::spec::fixtures::spec;
     use crate::validate::fields;
+
+    #[test]
+    fn each_bad_window_is_named_and_so_are_too_many() {
+        let mut s = spec("a");
+        s.windows = serde_yaml_ng::from_str(
+            "[{allow: '0 8 * * MON-FRI', duration: 10h, timeZone: Europe/Berlin}, \
+              {deny: '0 0 31 2 *', duration: 1h}, {allow: '0 8 * *', duration: 1h}]",
+        )
+        .expect("windows");
+        let errors = crate::validate::validate_spec(&s);
+        let said: Vec<(String, String)> =
+            errors.into_iter().map(|e| (e.field, e.message)).collect();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert_eq!(said[0].0, "windows[1]");
+        assert!(said[0].1.contains("never starts"), "{said:?}");
+        assert_eq!(said[1].0, "windows[2]");
+        assert!(said[1].1.contains("has 4 field(s)"), "{said:?}");
+        s.windows = vec![s.windows[0].clone(); MAX_WINDOWS + 1];
+        assert_eq!(fields(&s), ["windows"]);
+    }
 
     #[test]
     fn durations_have_sane_bounds() {

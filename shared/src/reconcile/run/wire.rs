@@ -116,6 +116,9 @@ pub struct Wire {
     /// How the run ended, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) outcome: Option<String>,
+    /// What the run's end says besides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) note: Option<String>,
     /// The ready change set waits (or waited) for a person: what asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) approval: Option<ApprovalRequest>,
@@ -162,6 +165,7 @@ impl From<Wire> for RunState {
                 started_at: w.started_at,
                 spec_version: w.spec_version,
                 outcome: w.outcome,
+                note: w.note,
             },
             wait: Wait {
                 seconds: w.wait_seconds,
@@ -230,6 +234,7 @@ impl From<RunState> for Wire {
             revert_drift,
             revert_reapplied,
             outcome: s.execution.outcome,
+            note: s.execution.note,
             approval: s.approval.request,
             approved: s.approval.answer,
         }

@@ -33,6 +33,9 @@ impl<P: Ports> Steps<P> {
             // change what the run should do (or must not do).
             return Err(StepError::stalled(StallReason::Unsupported, why.clone()));
         }
+        if let Some(ended) = self.hold_for_windows(&mut state, &entry).await? {
+            return Ok(ended);
+        }
         if entry.deletion_requested_at.is_some() {
             state.next = Next::Delete;
             state.budgets.recreate = false;

@@ -29,11 +29,13 @@ mod parameters;
 pub mod park;
 pub mod policy;
 pub mod poll_status;
+mod ready;
 pub mod retrying;
 mod settings;
 pub mod template_upload;
 mod upstream;
 mod waits;
+mod windows;
 
 #[cfg(test)]
 mod testing;
@@ -61,6 +63,7 @@ pub const MAX_POLL_SECONDS: u64 = 60;
 pub type StepResult = Result<RunState, StepError>;
 
 pub use name::StepName;
+use ready::ready_status;
 use waits::within_budget;
 pub use waits::{
     EVENT_WAIT_POLL_INTERVALS, MAX_EVENT_WAIT_SECONDS, first_event_wait, next_poll_seconds,
@@ -94,6 +97,11 @@ pub struct StepConfig {
     /// there (in the installation's own account) parks until the stack's
     /// event wakes it. `None`: every run polls (the local runner).
     pub stack_events: Option<String>,
+    /// The installation's sync windows (`STACKSYNC_WINDOWS`), besides each
+    /// entry's own: when runs may change stacks.
+    pub windows: Vec<crate::window::Window>,
+    /// The time windows are judged at: the system's (a test's own).
+    pub clock: crate::clock::Clock,
 }
 
 /// The ports the steps use, named once: a deployment's (DynamoDB, S3, the
@@ -360,13 +368,23 @@ impl<P: Ports> Steps<P> {
                 status = transitions::due_now(status, now_millis());
             }
         }
+        let outcome = match &state.execution.note {
+            Some(note) => {
+                status.message = Some(match status.message.take() {
+                    Some(message) => format!("{message}; {note}"),
+                    None => note.clone(),
+                });
+                format!("{outcome}; {note}")
+            }
+            None => outcome.to_owned(),
+        };
         let effects = effects_of_end(entry.status.phase, status.phase);
         self.registry
             .write_status_and_release(&state.entry, &state.execution.name, &status)
             .await?;
         self.carry_out(&state, entry, &status, &effects).await;
         state.next = Next::Done;
-        state.execution.outcome = Some(outcome.to_owned());
+        state.execution.outcome = Some(outcome);
         Ok(state)
     }
 
@@ -513,55 +531,6 @@ impl<P: Ports> Steps<P> {
             .or_else(|| stack.and_then(|s| s.reason))
             .unwrap_or_else(|| "no reason given".into()))
     }
-}
-
-/// `Ready` at the run's revision and desired hash, with the stack as seen
-/// now; out of the scheduler's queue (its health check watches the stack),
-/// unless a parameter reads a secret store (due again after `interval`).
-/// `outputs`: the stack's, as CloudFormation reports them now (`None`: not
-/// described, the last recorded stay).
-fn ready_status(
-    state: &RunState,
-    entry: &StackEntry,
-    seen: Option<Seen>,
-    outputs: Option<BTreeMap<String, String>>,
-    message: &str,
-) -> Status {
-    let now = now_millis();
-    let message = match state.revert().map(|r| r.reapplied) {
-        None => message.to_owned(),
-        Some(false) => format!(
-            "{message}; drift put back by a drift-aware change set (REVERT_DRIFT), \
-             checked by a detection at once"
-        ),
-        Some(true) => format!(
-            "{message}; drift-aware change sets are refused here: the template was \
-             applied as it is, which puts back only what it changes (checked by a \
-             detection at once)"
-        ),
-    };
-    transitions::ready(
-        &entry.status,
-        transitions::Success {
-            spec_version: state.execution.spec_version,
-            revision: state.revision().map(str::to_owned),
-            desired_hash: state.desired_hash().map(str::to_owned),
-            change_set: state.change_set_name().map(str::to_owned),
-            seen,
-            outputs,
-            message,
-            // Back in the queue after `interval` when a parameter reads a
-            // secret store: its new versions (rotations) announce themselves
-            // nowhere else.
-            next_reconcile_at: entry
-                .spec
-                .reads_secrets()
-                .then(|| Timestamp(due(now, entry.spec.interval.as_secs()))),
-            out_of_band: state.out_of_band().cloned(),
-            revert: state.revert().map(|r| (r.drift.clone(), r.reapplied)),
-            now,
-        },
-    )
 }
 
 /// `now` + `secs`.

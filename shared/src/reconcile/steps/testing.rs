@@ -65,6 +65,8 @@ impl Test {
                     answer_url: None,
                     rules: None,
                     stack_events: None,
+                    windows: Vec::new(),
+                    clock: Default::default(),
                     local: false,
                     installation: crate::fakes::TEST_INSTALLATION.into(),
                     policy: Default::default(),

@@ -158,7 +158,8 @@ pub fn judge_follower(
     now: EpochMillis,
     started: &BTreeSet<String>,
 ) -> FollowerAction {
-    if entry.deleting || entry.suspended || started.contains(&entry.name) {
+    // Held by a sync window: the queue starts it when the window opens.
+    if entry.deleting || entry.suspended || entry.held_by_window || started.contains(&entry.name) {
         return FollowerAction::Settled;
     }
     if entry.lease_expires_at.is_some_and(|t| t > now) {
@@ -411,6 +412,13 @@ mod tests {
         suspended.suspended = true;
         assert_eq!(
             judge_follower(&suspended, &head, NOW, &none),
+            FollowerAction::Settled
+        );
+        // Held by a sync window: the queue starts it when the window opens.
+        let mut held = entry("a");
+        held.held_by_window = true;
+        assert_eq!(
+            judge_follower(&held, &head, NOW, &none),
             FollowerAction::Settled
         );
         let started = BTreeSet::from(["a".to_owned()]);
