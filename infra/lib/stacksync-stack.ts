@@ -104,6 +104,8 @@ export interface StackSyncParameters {
    * `{"allow" or "deny": CRON, "duration": "10h", "timeZone": "Europe/Berlin"}`. @default none (any time)
    */
   readonly syncWindows?: string;
+  /** `MaxRunsPerAccount`: the most runs at once in one account and region (1 to 1000). @default 10 */
+  readonly maxRunsPerAccount?: number;
 }
 
 export interface StackSyncProps extends StackProps, StackSyncParameters {

@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 use crate::adapters::secrets::{SecretLocation, Secrets};
 use crate::adapters::stepfunctions::Executions;
 use crate::aws::{AwsOptions, check_endpoints, environment, load_config};
-use crate::ownership::InstallationPolicy;
 use crate::reconcile::run::StepError;
 use crate::reconcile::steps::StepName;
 use crate::registry::Registry;
@@ -21,10 +20,12 @@ use crate::wiring::sdk_steps;
 
 mod errors;
 mod preview;
+mod settings;
 
 pub use errors::{FunctionError, error_types};
 use errors::{drift_answer, events_answer, invocation, scheduler_answer};
 pub use preview::serve_preview;
+use settings::{installation_policy, max_runs_per_account, stack_events};
 
 /// A required environment variable, or an error that names it.
 fn required(name: &str) -> Result<String, lambda_runtime::Error> {
@@ -47,8 +48,9 @@ fn diagnostic(e: StepError) -> Diagnostic {
 /// `AWS_ENDPOINT_URL` (a local emulator), `STACKSYNC_TEMPLATE_URL_BASE`,
 /// `STACKSYNC_LOG`, and the installation's policy
 /// (`STACKSYNC_STACK_NAME_PREFIX`, `STACKSYNC_SERVICE_ROLE_ARNS`,
-/// `STACKSYNC_REQUIRE_ROLE_ARN`), its sync windows (`STACKSYNC_WINDOWS`)
-/// (optional).
+/// `STACKSYNC_REQUIRE_ROLE_ARN`), its sync windows (`STACKSYNC_WINDOWS`),
+/// its runs at once per account and region
+/// (`STACKSYNC_MAX_RUNS_PER_ACCOUNT`) (optional).
 ///
 /// Not `async` on purpose: the runtime is built and driven here, so the whole
 /// future is compiled once, in this crate. An `async fn` awaited from each
@@ -120,6 +122,12 @@ async fn serve(step: StepName) -> Result<(), lambda_runtime::Error> {
         &std::env::var("STACKSYNC_WINDOWS").unwrap_or_default(),
         crate::clock::now_millis(),
     )?;
+    // `MaxRunsPerAccount`: runs at once per account and region.
+    steps.config.max_runs_per_account = Some(max_runs_per_account(
+        std::env::var("STACKSYNC_MAX_RUNS_PER_ACCOUNT")
+            .ok()
+            .as_deref(),
+    )?);
     // `PolicySource`: the installation's Guard rules.
     steps.config.rules =
         crate::guard::policy_source(&std::env::var("STACKSYNC_POLICY_SOURCE").unwrap_or_default())?;
@@ -156,20 +164,6 @@ async fn serve(step: StepName) -> Result<(), lambda_runtime::Error> {
         steps.run(step, event.payload).await.map_err(diagnostic)
     })
     .await
-}
-
-/// The region whose CloudFormation stack events reach the events function
-/// (the function's own: the rule is on its default bus), unless
-/// `STACKSYNC_STACK_EVENTS` is `off` (every run then polls).
-fn stack_events(config: &aws_config::SdkConfig) -> Option<String> {
-    let off = std::env::var("STACKSYNC_STACK_EVENTS").is_ok_and(|v| v.trim() == "off");
-    config.region().map(ToString::to_string).filter(|_| !off)
-}
-
-/// What the installation allows its entries, from its parameters
-/// ([`InstallationPolicy::from_env`]).
-fn installation_policy() -> Result<InstallationPolicy, lambda_runtime::Error> {
-    InstallationPolicy::from_env(|name| std::env::var(name).ok()).map_err(Into::into)
 }
 
 /// Runs the webhook function (behind a Lambda Function URL).

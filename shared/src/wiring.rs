@@ -87,6 +87,9 @@ pub async fn sdk_steps(
             stack_events: None,
             windows: Vec::new(),
             clock: Default::default(),
+            // A deployed function sets its installation's (`crate::lambda`).
+            max_runs_per_account: Some(crate::registry::slots::DEFAULT_MAX_RUNS_PER_ACCOUNT),
+            home_region: Some(region.clone()).filter(|r| !r.is_empty()),
             rules: None,
             local,
             installation,

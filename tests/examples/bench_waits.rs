@@ -164,6 +164,8 @@ async fn installation(
             stack_events: events.then(|| "us-east-1".to_owned()),
             windows: Vec::new(),
             clock: Default::default(),
+            max_runs_per_account: None,
+            home_region: None,
         },
         notices: Default::default(),
         rule_cache: Default::default(),

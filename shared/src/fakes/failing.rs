@@ -351,6 +351,35 @@ impl<T: crate::registry::Dependents> crate::registry::Dependents for Failing<T> 
     }
 }
 
+impl<T: crate::registry::Slots> crate::registry::Slots for Failing<T> {
+    async fn take_slot(
+        &self,
+        key: &str,
+        holder: &str,
+        cap: u32,
+        expires_at: i64,
+        now: i64,
+    ) -> Result<crate::registry::Taken, RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner
+            .take_slot(key, holder, cap, expires_at, now)
+            .await
+    }
+
+    async fn release_slot(&self, key: &str, holder: &str) -> Result<(), RegistryError> {
+        self.check_registry("UpdateItem")?;
+        self.inner.release_slot(key, holder).await
+    }
+
+    async fn slot_holders(
+        &self,
+        key: &str,
+    ) -> Result<std::collections::HashMap<String, i64>, RegistryError> {
+        self.check_registry("GetItem")?;
+        self.inner.slot_holders(key).await
+    }
+}
+
 impl<T: crate::registry::Specs> crate::registry::Specs for Failing<T> {
     async fn list(&self) -> Result<Vec<StackEntry>, RegistryError> {
         self.check_registry("Scan")?;

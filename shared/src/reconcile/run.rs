@@ -37,6 +37,9 @@ pub enum Next {
     Delete,
     /// → Wait `$.waitSeconds`, then delete again.
     WaitDelete,
+    /// → Wait `$.waitSeconds`, then fetch again: every run slot of the
+    /// stack's account and region is held (`MaxRunsPerAccount`).
+    WaitSlot,
     /// → AwaitApproval: the ready change set waits for a person (a task
     /// token), then the run fetches again and executes it if it still holds.
     Approval,
@@ -59,6 +62,8 @@ pub enum WaitOn {
     Execution,
     /// `ContinueUpdateRollback`.
     Rollback,
+    /// A run slot of the stack's account and region.
+    Slot,
 }
 
 impl WaitOn {
@@ -69,6 +74,7 @@ impl WaitOn {
             Self::Stack => "stack",
             Self::Execution => "execution",
             Self::Rollback => "rollback",
+            Self::Slot => "slot",
         }
     }
 }
@@ -119,6 +125,8 @@ pub struct Execution {
     /// What the run's end says besides (a forced run that went through a
     /// closed sync window): added to its outcome and its status message.
     pub note: Option<String>,
+    /// The run slot it holds (`slots#ACCOUNT/REGION`), given back at its end.
+    pub slot: Option<String>,
     /// The definition it runs on has `WaitForEvent` (its `Start` says so):
     /// an execution started before it (a deploy does not move a running
     /// execution to the new definition) never parks, it polls.

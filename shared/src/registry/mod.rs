@@ -34,6 +34,7 @@ pub mod refusals;
 mod reviews;
 pub mod schedule;
 pub mod schema;
+pub mod slots;
 pub mod specs;
 pub mod stacks_sources;
 pub mod targets;
@@ -63,6 +64,7 @@ pub use leases::{LEASE_TTL, Lease, Leases, Parked, lease_ttl};
 pub use refusals::ApprovalRecords;
 pub use reviews::Reviews;
 pub use schedule::{Schedule, SourceRecord, Watched};
+pub use slots::{Slots, Taken};
 pub use specs::{Applied, ApplyStopped, Entries, Specs, apply_plan};
 pub use stacks_sources::RegistrySources;
 
@@ -255,8 +257,8 @@ impl RegistryError {
 pub type Result<T, E = RegistryError> = std::result::Result<T, E>;
 
 /// Everything the steps need of the registry.
-pub trait StepRegistry: Entries + Leases + Schedule + Dependents {}
-impl<T: Entries + Leases + Schedule + Dependents> StepRegistry for T {}
+pub trait StepRegistry: Entries + Leases + Schedule + Dependents + Slots {}
+impl<T: Entries + Leases + Schedule + Dependents + Slots> StepRegistry for T {}
 
 /// Ends the hold of a run that was stopped from outside (an execution
 /// aborted or timed out, a local run killed, `stacksync unlock`): if `owner`

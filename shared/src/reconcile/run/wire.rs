@@ -119,6 +119,9 @@ pub struct Wire {
     /// What the run's end says besides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) note: Option<String>,
+    /// The run slot it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) slot: Option<String>,
     /// The ready change set waits (or waited) for a person: what asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) approval: Option<ApprovalRequest>,
@@ -166,6 +169,7 @@ impl From<Wire> for RunState {
                 spec_version: w.spec_version,
                 outcome: w.outcome,
                 note: w.note,
+                slot: w.slot,
             },
             wait: Wait {
                 seconds: w.wait_seconds,
@@ -235,6 +239,7 @@ impl From<RunState> for Wire {
             revert_reapplied,
             outcome: s.execution.outcome,
             note: s.execution.note,
+            slot: s.execution.slot,
             approval: s.approval.request,
             approved: s.approval.answer,
         }

@@ -83,6 +83,9 @@ impl<P: Ports> Steps<P> {
             Timestamp(due(now, wait.as_secs())),
         );
         self.record(&state, &entry, status.clone()).await?;
+        // No run slot held while a person decides: the run takes one again
+        // when it is answered (its next step is FetchArtifact).
+        self.give_back_slot(&mut state.clone()).await;
         let approval = NoticeApproval {
             why: Some(request.why.clone()),
             changes: Some(request.changes.len() + request.more),

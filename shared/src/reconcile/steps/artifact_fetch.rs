@@ -20,7 +20,11 @@ use crate::status::{StallReason, Status, Timestamp, transitions};
 impl<P: Ports> Steps<P> {
     /// The first step of every run.
     pub async fn artifact_fetch(&self, mut state: RunState) -> StepResult {
-        state.execution.started_at = now_millis();
+        // A run back from waiting for a run slot keeps its start: its
+        // deadline counts from it.
+        if state.next != Next::WaitSlot || state.execution.started_at == 0 {
+            state.execution.started_at = now_millis();
+        }
         if let Some(ended) = self.take_lease(&mut state).await? {
             return Ok(ended);
         }
@@ -35,6 +39,9 @@ impl<P: Ports> Steps<P> {
         }
         if let Some(ended) = self.hold_for_windows(&mut state, &entry).await? {
             return Ok(ended);
+        }
+        if let Some(waiting) = self.take_slot(&mut state, &entry).await? {
+            return Ok(waiting);
         }
         if entry.deletion_requested_at.is_some() {
             state.next = Next::Delete;
@@ -98,12 +105,7 @@ impl<P: Ports> Steps<P> {
     async fn take_lease(&self, state: &mut RunState) -> Result<Option<RunState>, StepError> {
         let outcome = match self
             .registry
-            .acquire_lease(
-                &state.entry,
-                &state.execution.name,
-                LEASE_TTL,
-                state.execution.started_at,
-            )
+            .acquire_lease(&state.entry, &state.execution.name, LEASE_TTL, now_millis())
             .await
         {
             Ok(_) => return Ok(None),

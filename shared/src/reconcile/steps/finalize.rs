@@ -139,6 +139,7 @@ impl<P: Ports> Steps<P> {
         }) else {
             // Gone, never leased, or lost: the status is someone else's to write.
             let mut state = state;
+            self.give_back_slot(&mut state).await;
             state.next = Next::Failed;
             state.execution.outcome = Some(message);
             return Ok(state);

@@ -32,6 +32,7 @@ pub mod poll_status;
 mod ready;
 pub mod retrying;
 mod settings;
+mod slots;
 pub mod template_upload;
 mod upstream;
 mod waits;
@@ -64,6 +65,7 @@ pub type StepResult = Result<RunState, StepError>;
 
 pub use name::StepName;
 use ready::ready_status;
+pub use slots::slot_of;
 use waits::within_budget;
 pub use waits::{
     EVENT_WAIT_POLL_INTERVALS, MAX_EVENT_WAIT_SECONDS, first_event_wait, next_poll_seconds,
@@ -102,6 +104,11 @@ pub struct StepConfig {
     pub windows: Vec<crate::window::Window>,
     /// The time windows are judged at: the system's (a test's own).
     pub clock: crate::clock::Clock,
+    /// At most this many runs at once per account and region
+    /// (`MaxRunsPerAccount`); `None`: no cap.
+    pub max_runs_per_account: Option<u32>,
+    /// The installation's region: the region of specs that name none.
+    pub home_region: Option<String>,
 }
 
 /// The ports the steps use, named once: a deployment's (DynamoDB, S3, the
@@ -383,6 +390,7 @@ impl<P: Ports> Steps<P> {
             .write_status_and_release(&state.entry, &state.execution.name, &status)
             .await?;
         self.carry_out(&state, entry, &status, &effects).await;
+        self.give_back_slot(&mut state).await;
         state.next = Next::Done;
         state.execution.outcome = Some(outcome);
         Ok(state)

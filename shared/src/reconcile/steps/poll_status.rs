@@ -34,7 +34,7 @@ impl<P: Ports> Steps<P> {
         cfn: &Port<P>,
     ) -> StepResult {
         match state.wait.on {
-            None | Some(WaitOn::Stack) | Some(WaitOn::Rollback) => {
+            None | Some(WaitOn::Stack) | Some(WaitOn::Rollback) | Some(WaitOn::Slot) => {
                 let stack = cfn
                     .describe_stack(entry.spec.effective_stack_name())
                     .await?;

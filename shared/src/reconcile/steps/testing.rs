@@ -67,6 +67,8 @@ impl Test {
                     stack_events: None,
                     windows: Vec::new(),
                     clock: Default::default(),
+                    max_runs_per_account: None,
+                    home_region: None,
                     local: false,
                     installation: crate::fakes::TEST_INSTALLATION.into(),
                     policy: Default::default(),

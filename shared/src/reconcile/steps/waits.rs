@@ -76,6 +76,7 @@ fn waiting_for(state: &RunState, on: WaitOn) -> String {
         WaitOn::Execution => format!("change set {change_set} to be executed"),
         WaitOn::Stack => "another operation on the stack to end".to_owned(),
         WaitOn::Rollback => "the stack's rollback to be continued".to_owned(),
+        WaitOn::Slot => "a run slot of the stack's account and region".to_owned(),
     }
 }
 

@@ -18,6 +18,7 @@ mod drift;
 mod fleets;
 mod owned;
 mod reviews;
+mod slots;
 mod sources;
 
 use bulk::{large_apply, prunes_last};
@@ -52,7 +53,8 @@ where
         + DriftRecords
         + super::RegistrySources
         + super::Reviews
-        + super::Fleets,
+        + super::Fleets
+        + super::Slots,
 {
     specs(registry, label).await;
     leases(registry, label).await;
@@ -69,6 +71,7 @@ where
     owned::registry_sources(registry, label).await;
     reviews::reviews(registry, label).await;
     fleets::fleets(registry, label).await;
+    slots::slots(registry, label).await;
 }
 
 async fn specs<R: Entries + Specs>(r: &R, label: &str) {

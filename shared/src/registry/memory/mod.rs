@@ -39,6 +39,8 @@ pub(super) struct State {
     pub(super) registry_sources: BTreeMap<String, crate::registry_source::RegistrySource>,
     /// Fleets, by name.
     pub(super) fleets: BTreeMap<String, super::fleets::Fleet>,
+    /// Run slots: account/region key → holder → when its slot runs out.
+    pub(super) slots: BTreeMap<String, std::collections::HashMap<String, i64>>,
 }
 
 impl State {
@@ -483,6 +485,41 @@ impl super::Dependents for MemoryRegistry {
 }
 
 mod specs;
+
+impl super::Slots for MemoryRegistry {
+    async fn take_slot(
+        &self,
+        key: &str,
+        holder: &str,
+        cap: u32,
+        expires_at: i64,
+        now: i64,
+    ) -> Result<super::Taken> {
+        let mut state = self.state();
+        let holders = state.slots.entry(key.to_owned()).or_default();
+        if !holders.contains_key(holder) {
+            holders.retain(|_, at| *at > now);
+            if holders.len() >= usize::try_from(cap).unwrap_or(usize::MAX) {
+                return Ok(super::Taken::Full {
+                    holders: holders.len(),
+                });
+            }
+        }
+        holders.insert(holder.to_owned(), expires_at);
+        Ok(super::Taken::Yes)
+    }
+
+    async fn release_slot(&self, key: &str, holder: &str) -> Result<()> {
+        if let Some(holders) = self.state().slots.get_mut(key) {
+            holders.remove(holder);
+        }
+        Ok(())
+    }
+
+    async fn slot_holders(&self, key: &str) -> Result<std::collections::HashMap<String, i64>> {
+        Ok(self.state().slots.get(key).cloned().unwrap_or_default())
+    }
+}
 
 #[cfg(test)]
 mod tests {
