@@ -75,8 +75,10 @@ fn without_defaults(state: &Value) -> Value {
 /// Fields the wire gained since the fixture, left out of the comparison
 /// (nothing the code before wrote may be dropped or renamed; what it did
 /// not write, it does not read): `parks`, set by the definition's `Start`
-/// since issue 37 (an execution without it, as the fixture's, polls).
-const ADDED: &[&str] = &["parks"];
+/// since issue 37 (an execution without it, as the fixture's, polls);
+/// `slot`, the run slot artifact-fetch took (issue 39: a state without it,
+/// as the fixture's, gives back the slot of its stack's account and region).
+const ADDED: &[&str] = &["parks", "slot"];
 
 /// `fixture` with the world's values of `actual` put back (a field the
 /// fixture does not have stays absent).

@@ -85,7 +85,8 @@ impl<P: Ports> Steps<P> {
         self.record(&state, &entry, status.clone()).await?;
         // No run slot held while a person decides: the run takes one again
         // when it is answered (its next step is FetchArtifact).
-        self.give_back_slot(&mut state.clone()).await;
+        self.give_back_slot(&mut state.clone(), Some(&entry.spec))
+            .await;
         let approval = NoticeApproval {
             why: Some(request.why.clone()),
             changes: Some(request.changes.len() + request.more),

@@ -132,6 +132,7 @@ impl<P: Ports> Steps<P> {
             state.execution.outcome = Some(outcome);
             return Ok(state);
         }
+        let spec = entry.as_ref().map(|e| e.spec.clone());
         let Some(entry) = entry.filter(|e| {
             e.lease
                 .as_ref()
@@ -139,7 +140,7 @@ impl<P: Ports> Steps<P> {
         }) else {
             // Gone, never leased, or lost: the status is someone else's to write.
             let mut state = state;
-            self.give_back_slot(&mut state).await;
+            self.give_back_slot(&mut state, spec.as_ref()).await;
             state.next = Next::Failed;
             state.execution.outcome = Some(message);
             return Ok(state);

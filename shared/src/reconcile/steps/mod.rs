@@ -390,7 +390,7 @@ impl<P: Ports> Steps<P> {
             .write_status_and_release(&state.entry, &state.execution.name, &status)
             .await?;
         self.carry_out(&state, entry, &status, &effects).await;
-        self.give_back_slot(&mut state).await;
+        self.give_back_slot(&mut state, Some(&entry.spec)).await;
         state.next = Next::Done;
         state.execution.outcome = Some(outcome);
         Ok(state)

@@ -101,9 +101,16 @@ impl<P: Ports> Steps<P> {
     }
 
     /// Gives the run's slot back, if it holds one (best effort: a slot not
-    /// given back runs out by itself).
-    pub(super) async fn give_back_slot(&self, state: &mut RunState) {
-        let Some(key) = state.execution.slot.take() else {
+    /// given back runs out by itself). The state names it, unless it is the
+    /// input of a step that failed after taking it (the finalizer's): then
+    /// the slot of `spec`'s account and region is given back, if this run
+    /// holds it.
+    pub(super) async fn give_back_slot(&self, state: &mut RunState, spec: Option<&StackSpec>) {
+        let held = state.execution.slot.take();
+        let Some(key) = held.or_else(|| {
+            self.config.max_runs_per_account?;
+            Some(slot_of(spec?, self.config.home_region.as_deref()))
+        }) else {
             return;
         };
         if let Err(e) = self
@@ -204,6 +211,44 @@ mod tests {
             .release_lease(NAME, "run-1")
             .await
             .expect("nothing held");
+    }
+
+    /// A failure caught by the state machine reaches the finalizer with the
+    /// failed step's input, which never held the slot that step took.
+    #[tokio::test]
+    async fn a_run_that_fails_in_its_first_step_gives_its_slot_back() {
+        let mut t = Test::new().await;
+        t.steps.config.max_runs_per_account = Some(1);
+        t.steps.config.home_region = Some("eu-west-1".into());
+        t.steps.sources.deny(URL);
+        let input = t.input("run-1");
+        let error = t
+            .steps
+            .artifact_fetch(input.clone())
+            .await
+            .expect_err("fails");
+        let registry = &t.steps.registry.inner;
+        assert!(
+            registry
+                .slot_holders(KEY)
+                .await
+                .expect("read")
+                .contains_key("run-1")
+        );
+        let caught = crate::reconcile::run::FinalizeInput {
+            state: input,
+            error: crate::reconcile::run::CaughtError {
+                error: error.name(),
+                cause:
+                    serde_json::json!({"errorType": error.name(), "errorMessage": error.message()})
+                        .to_string(),
+            },
+        };
+        t.steps.finalize(caught).await.expect("recorded");
+        assert!(
+            registry.slot_holders(KEY).await.expect("read").is_empty(),
+            "the slot is given back"
+        );
     }
 
     #[test]
