@@ -174,6 +174,9 @@ fn policy_of(outputs: &HashMap<String, String>) -> Result<Option<InstallationPol
                 ));
             }
         },
+        // Not an output: the functions check it (a local run publishes
+        // with the caller's own permissions).
+        publish_path: None,
     }))
 }
 

@@ -104,6 +104,11 @@ export interface StackSyncParameters {
    * `{"allow" or "deny": CRON, "duration": "10h", "timeZone": "Europe/Berlin"}`. @default none (any time)
    */
   readonly syncWindows?: string;
+  /**
+   * `PublishParameterPath`: where entries may publish their outputs (`publish: {ssm: PATH}`): a path every
+   * publish.ssm must start with, like `/stacksync/outputs/`. @default none (entries may not publish)
+   */
+  readonly publishParameterPath?: string;
   /** `MaxRunsPerAccount`: the most runs at once in one account and region (1 to 1000). @default 10 */
   readonly maxRunsPerAccount?: number;
 }

@@ -113,6 +113,7 @@ const FULL: Required<StackSyncParameters> = {
   policySource: '{git: "https://github.com/acme/policies.git", ref: v3, path: guard}',
   syncWindows: '[{"deny": "0 0 24 12 *", "duration": "3d", "timeZone": "Europe/Berlin"}]',
   maxRunsPerAccount: 20,
+  publishParameterPath: '/stacksync/outputs/',
 };
 /** The installation the IAM conformance test (../tests/tests/iam.rs) holds the recorded calls against. */
 const FIXTURE = JSON.parse(fs.readFileSync(path.join(ROOT, 'tests', 'fixtures', 'iam', 'installation.json'), 'utf8'));

@@ -45,6 +45,7 @@ pub mod parameters;
 pub mod partition;
 pub mod ports;
 pub mod preview;
+pub mod publish;
 pub mod pull_request;
 pub mod reconcile;
 pub mod registry;

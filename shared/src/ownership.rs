@@ -109,6 +109,10 @@ pub struct InstallationPolicy {
     pub service_roles: Option<Vec<String>>,
     /// Every entry must name its service role (`RequireRoleArn`).
     pub require_role_arn: bool,
+    /// Where entries may publish their outputs (`PublishParameterPath`: a
+    /// path `publish.ssm` must start with; empty: nowhere); `None`: not
+    /// known (the local runner).
+    pub publish_path: Option<String>,
 }
 
 impl InstallationPolicy {
@@ -139,12 +143,16 @@ impl InstallationPolicy {
                     .collect()
             }),
             require_role_arn: require,
+            publish_path: get("STACKSYNC_PUBLISH_PARAMETER_PATH").map(|p| p.trim().to_owned()),
         })
     }
 
     /// Why the installation refuses `spec` before anything is fetched or
     /// called: its stack name, its missing or unlisted `roleArn`.
     pub fn refuses_spec(&self, spec: &StackSpec) -> Option<String> {
+        if let Some(why) = self.refuses_publish(spec) {
+            return Some(why);
+        }
         let stack = spec.effective_stack_name();
         if !stack.starts_with(&self.stack_name_prefix) {
             return Some(format!(
@@ -163,6 +171,25 @@ impl InstallationPolicy {
             )),
             _ => None,
         }
+    }
+
+    /// Why the installation refuses the entry's `publish.ssm`: outside its
+    /// `PublishParameterPath`, or it publishes nowhere.
+    fn refuses_publish(&self, spec: &StackSpec) -> Option<String> {
+        let path = spec.publish.as_ref()?.ssm.as_deref()?;
+        let allowed = self.publish_path.as_deref()?;
+        if allowed.is_empty() {
+            return Some(format!(
+                "publish.ssm {path}: this installation publishes no outputs (its \
+                 PublishParameterPath is empty): set it to a path that holds {path:?}"
+            ));
+        }
+        (!crate::publish::fixed_prefix(path).starts_with(allowed)).then(|| {
+            format!(
+                "publish.ssm {path} is not under this installation's PublishParameterPath \
+                 {allowed:?}: publish under it, or change the parameter"
+            )
+        })
     }
 
     /// Why a run must not deploy to (or delete) a stack that has the
@@ -263,6 +290,7 @@ mod tests {
             stack_name_prefix: "stacksync-".into(),
             service_roles: Some(vec!["arn:aws:iam::1:role/deploy".into()]),
             require_role_arn: true,
+            publish_path: None,
         };
         let mut named = spec("orders");
         let mut messages = vec![policy.refuses_spec(&named)];
@@ -376,6 +404,35 @@ mod tests {
         assert_eq!(local.refuses_role(None, None, "orders"), None);
     }
 
+    #[test]
+    fn an_entry_publishes_only_under_the_installations_path() {
+        let mut s = spec("team-orders");
+        s.role_arn = Some("arn:aws:iam::1:role/cfn-exec".into());
+        s.publish = Some(crate::spec::Publish {
+            ssm: Some("/team/orders/{output}".into()),
+        });
+        assert_eq!(deployed().refuses_spec(&s), None);
+        s.publish = Some(crate::spec::Publish {
+            ssm: Some("/other/{output}".into()),
+        });
+        let why = deployed().refuses_spec(&s).expect("refused");
+        assert!(
+            why.contains("not under this installation's PublishParameterPath \"/team/\""),
+            "{why}"
+        );
+        let nowhere = InstallationPolicy {
+            publish_path: Some(String::new()),
+            ..deployed()
+        };
+        let why = nowhere.refuses_spec(&s).expect("refused");
+        assert!(why.contains("publishes no outputs"), "{why}");
+        assert_eq!(
+            InstallationPolicy::default().refuses_publish(&s),
+            None,
+            "the local runner"
+        );
+    }
+
     fn deployed() -> InstallationPolicy {
         InstallationPolicy {
             stack_name_prefix: "team-".into(),
@@ -384,6 +441,7 @@ mod tests {
                 "arn:aws:iam::2:role/deploy-*".into(),
             ]),
             require_role_arn: true,
+            publish_path: Some("/team/".into()),
         }
     }
 

@@ -96,6 +96,10 @@ fn deployments(installation: &Installation, fixture: &Value) -> Vec<Deployment> 
         ),
         ("FleetRoleName".to_owned(), fixture["fleetRoleName"].clone()),
         (
+            "PublishParameterPath".to_owned(),
+            fixture["publishParameterPath"].clone(),
+        ),
+        (
             "WebhookSecretArn".to_owned(),
             fixture["webhookSecretArn"].clone(),
         ),

@@ -394,6 +394,17 @@ pub trait Values: Send + Sync {
         id: &str,
         version: Option<&str>,
     ) -> impl Future<Output = PortResult<Option<Versioned>>> + Send;
+
+    /// Writes an SSM String parameter in the stack's account and region
+    /// (`publish:`), overwriting the one there.
+    fn put_ssm_parameter(
+        &self,
+        name: &str,
+        value: &str,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+
+    /// Deletes an SSM parameter there; one that is not there is fine.
+    fn delete_ssm_parameter(&self, name: &str) -> impl Future<Output = PortResult<()>> + Send;
 }
 
 /// What CloudFormation says of resources it gave up because another one

@@ -53,5 +53,6 @@ pub fn spec(name: &str) -> StackSpec {
         targets_interval: None,
         target_of: None,
         windows: Vec::new(),
+        publish: None,
     }
 }

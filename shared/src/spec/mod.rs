@@ -14,6 +14,7 @@ use crate::duration::Duration;
 mod deploy;
 mod deps;
 mod drift;
+mod publish;
 mod targets;
 mod value;
 mod windows;
@@ -27,6 +28,7 @@ pub use drift::{
     DEFAULT_DRIFT_INTERVAL, DriftAction, DriftSpec, MAX_DRIFT_INTERVAL, MAX_IGNORE_RULES,
     MIN_DRIFT_INTERVAL,
 };
+pub use publish::Publish;
 pub use targets::{Override, TargetOf, Targets};
 pub use value::{ParameterValue, ValueRef};
 pub use windows::WindowSpec;
@@ -222,6 +224,10 @@ pub struct StackSpec {
     /// does not wait).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<WindowSpec>,
+    /// Where the stack's outputs are published after each `Ready` end
+    /// (`{ssm: /path/{output}}`), only when changed, removed with the stack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish: Option<Publish>,
 }
 
 /// Where a template comes from: a Git repository or an S3 archive.

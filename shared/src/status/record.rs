@@ -107,6 +107,9 @@ pub struct Applied {
     /// keeps it): what tells whether the entries that read them must run
     /// again (they read the values themselves, from CloudFormation).
     pub outputs: BTreeMap<String, String>,
+    /// The SSM parameters the stack's outputs are published as
+    /// (`publish:`): name → a hash of the value published, never the value.
+    pub published: BTreeMap<String, String>,
 }
 
 /// Approvals: the change set waiting for a person, and the record of those

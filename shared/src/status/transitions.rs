@@ -61,6 +61,31 @@ pub fn waiting(prev: &Status, names: Vec<String>, message: String, due: Timestam
     status
 }
 
+/// A `Ready` end with the stack's outputs published (`publish:`): what is
+/// published now (`record`), and what the message adds. `retry`: some
+/// could not be written, so the stack is due again then (its next run
+/// writes them again); what was published before stays recorded.
+pub fn published(
+    mut status: Status,
+    record: Option<BTreeMap<String, String>>,
+    note: Option<String>,
+    retry: Option<Timestamp>,
+) -> Status {
+    if let Some(record) = record {
+        status.applied.published = record;
+    }
+    if let Some(note) = note {
+        status.message = Some(match status.message.take() {
+            Some(message) => format!("{message}; {note}"),
+            None => note,
+        });
+    }
+    if retry.is_some() {
+        status.times.next_reconcile_at = retry;
+    }
+    status
+}
+
 /// A run that may not change the stack now (a sync window): `Pending`,
 /// due when the window opens.
 pub fn held_by_window(prev: &Status, message: String, due: Timestamp) -> Status {

@@ -104,6 +104,9 @@ pub struct Wire {
     /// again (they read the values themselves, from CloudFormation).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub(super) outputs: BTreeMap<String, String>,
+    /// The SSM parameters the outputs are published as: name → value hash.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub(super) published: BTreeMap<String, String>,
     /// Where each parameter and tag of the last run came from, with the
     /// values of secrets and `NoEcho` parameters masked
     /// (`stacksync get NAME --explain`).
@@ -170,6 +173,7 @@ impl From<Wire> for Status {
                 applied_hash: w.applied_hash,
                 seen: w.seen,
                 outputs: w.outputs,
+                published: w.published,
             },
             approval: Approvals {
                 awaiting: w.awaiting,
@@ -220,6 +224,7 @@ impl From<Status> for Wire {
             awaiting: s.approval.awaiting,
             approvals: s.approval.records,
             outputs: s.applied.outputs,
+            published: s.applied.published,
             provenance: s.inputs.provenance,
             waiting_for: s.inputs.waiting_for,
             read_outputs: s.inputs.read_outputs,

@@ -72,6 +72,7 @@ pub fn validate_spec(spec: &StackSpec) -> Vec<FieldError> {
     settings::check_rollback(spec.rollback.as_ref(), &mut errors);
     settings::check_approvers(&spec.approvers, &mut errors);
     settings::check_windows(&spec.windows, &mut errors);
+    settings::check_publish(spec.publish.as_ref(), &mut errors);
     deploy::check_deployment(spec, &mut errors);
     targets::check_targets(spec, &mut errors);
     check_stored_size(spec, &mut errors);

@@ -54,6 +54,24 @@ pub(super) fn check_approvers(approvers: &[String], errors: &mut Errors) {
 /// CloudFormation from 1s to 5m; a retry after a failure from 10s to a day;
 /// a run from 1m to a day, with 1 to 2,500 polls; 1 to 100 attempts; an
 /// approval awaited from 5m to 30d.
+/// `publish.ssm`, when given: a path that names SSM parameters.
+pub(super) fn check_publish(publish: Option<&crate::spec::Publish>, errors: &mut Errors) {
+    let Some(publish) = publish else {
+        return;
+    };
+    match &publish.ssm {
+        Some(path) => {
+            if let Err(why) = crate::publish::check_path(path) {
+                errors.push("publish.ssm", why);
+            }
+        }
+        None => errors.push(
+            "publish",
+            "names nowhere to publish: write `ssm: /path/{output}`",
+        ),
+    }
+}
+
 /// The most sync windows an entry (or the installation) may name.
 pub const MAX_WINDOWS: usize = 20;
 
@@ -285,6 +303,21 @@ mod tests {
     use super::*;
     use crate::spec::fixtures::spec;
     use crate::validate::fields;
+
+    #[test]
+    fn a_publish_path_is_checked_and_an_empty_publish_refused() {
+        let mut s = spec("a");
+        s.publish = Some(crate::spec::Publish {
+            ssm: Some("/app/{output}".into()),
+        });
+        assert!(fields(&s).is_empty());
+        s.publish = Some(crate::spec::Publish {
+            ssm: Some("/app/Url".into()),
+        });
+        assert_eq!(fields(&s), ["publish.ssm"]);
+        s.publish = Some(crate::spec::Publish::default());
+        assert_eq!(fields(&s), ["publish"]);
+    }
 
     #[test]
     fn each_bad_window_is_named_and_so_are_too_many() {

@@ -551,7 +551,9 @@ fn ssm(a: &Asked) -> Result<Vec<Request>, String> {
         {
             vec![Request::new(action, i.source_parameter_arn.clone())]
         }
-        "GetParameter" => {
+        // A stack's outputs, published (`publish:`) in the installation's
+        // own account: the parameter by name.
+        "GetParameter" | "PutParameter" | "DeleteParameter" => {
             let name = call.target.as_deref().unwrap_or("").trim_start_matches('/');
             vec![Request::new(
                 action,

@@ -543,6 +543,14 @@ impl Values for SdkCloudFormation {
     ) -> PortResult<Option<Versioned>> {
         values::secret_string(&self.secrets, id, version).await
     }
+
+    async fn put_ssm_parameter(&self, name: &str, value: &str) -> PortResult<()> {
+        values::put_ssm_parameter(&self.ssm, name, value).await
+    }
+
+    async fn delete_ssm_parameter(&self, name: &str) -> PortResult<()> {
+        values::delete_ssm_parameter(&self.ssm, name).await
+    }
 }
 
 /// The `ClientRequestToken` of one delete request: the same for the same

@@ -43,6 +43,32 @@ pub(super) async fn ssm_parameter(
     }
 }
 
+/// Writes a String parameter (a new version when it exists).
+pub(super) async fn put_ssm_parameter(
+    ssm: &aws_sdk_ssm::Client,
+    name: &str,
+    value: &str,
+) -> PortResult<()> {
+    ssm.put_parameter()
+        .name(name)
+        .value(value)
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .overwrite(true)
+        .send()
+        .await
+        .map(drop)
+        .map_err(|e| port_error("PutParameter", &e))
+}
+
+/// Deletes a parameter; one that is not there is fine.
+pub(super) async fn delete_ssm_parameter(ssm: &aws_sdk_ssm::Client, name: &str) -> PortResult<()> {
+    match ssm.delete_parameter().name(name).send().await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == Some("ParameterNotFound") => Ok(()),
+        Err(e) => Err(port_error("DeleteParameter", &e)),
+    }
+}
+
 /// `version`: that `VersionId` (gone once Secrets Manager drops a version
 /// that no longer has a staging label: `None`).
 pub(super) async fn secret_string(

@@ -523,6 +523,20 @@ impl Values for ScriptedCloudFormation {
         let s = self.script();
         Ok(s.value_at(s.secrets.get(id), version))
     }
+
+    async fn put_ssm_parameter(&self, name: &str, value: &str) -> PortResult<()> {
+        self.call(FakeCall::to("ssm", "PutParameter"), name.to_owned())?;
+        self.script()
+            .published
+            .insert(name.to_owned(), value.to_owned());
+        Ok(())
+    }
+
+    async fn delete_ssm_parameter(&self, name: &str) -> PortResult<()> {
+        self.call(FakeCall::to("ssm", "DeleteParameter"), name.to_owned())?;
+        self.script().published.remove(name);
+        Ok(())
+    }
 }
 
 /// A scripted secret at a version of its own: a new value, a new version.

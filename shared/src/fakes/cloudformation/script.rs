@@ -67,6 +67,8 @@ pub struct Script {
     /// SSM parameters are `SecureString`s unless named in `plain_ssm`.
     pub ssm: BTreeMap<String, String>,
     pub plain_ssm: std::collections::BTreeSet<String>,
+    /// The SSM parameters the steps published (`publish:`), name → value.
+    pub published: BTreeMap<String, String>,
     pub secrets: BTreeMap<String, String>,
     /// Earlier values of SSM parameters and secrets, any of them (a value's
     /// version is a hash of it), as read at a version.
@@ -171,6 +173,7 @@ impl Default for Script {
             outputs: BTreeMap::new(),
             ssm: BTreeMap::new(),
             plain_ssm: std::collections::BTreeSet::new(),
+            published: BTreeMap::new(),
             secrets: BTreeMap::new(),
             earlier_values: Vec::new(),
             operation_events: None,

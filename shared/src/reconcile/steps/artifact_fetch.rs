@@ -433,6 +433,7 @@ mod tests {
             stack_name_prefix: String::new(),
             service_roles: Some(vec!["arn:aws:iam::1:role/cfn-exec".into()]),
             require_role_arn: true,
+            publish_path: None,
         };
         let err = t.steps.artifact_fetch(t.input("run-1")).await.unwrap_err();
         assert_eq!(err.name(), "StackSync.Stalled.NotAllowed");

@@ -49,7 +49,7 @@ impl<P: Ports> Steps<P> {
                 } else {
                     format!("stack {stack_name} was not there; entry removed from the registry")
                 };
-                self.drop_entry(state, &entry, outcome).await
+                self.drop_deleted(state, &entry, &cfn, outcome).await
             }
             DeleteDecision::Wait => wait_delete(state, spec),
             DeleteDecision::Failed => {
@@ -92,6 +92,22 @@ impl<P: Ports> Steps<P> {
                 wait_delete(state, spec)
             }
         }
+    }
+
+    /// Removes the entry of a deleted stack, and what the stack published
+    /// (`publish:`) with it.
+    async fn drop_deleted(
+        &self,
+        state: RunState,
+        entry: &StackEntry,
+        cfn: &super::Port<P>,
+        outcome: String,
+    ) -> StepResult {
+        let outcome = match self.unpublish(entry, cfn).await {
+            Some(left) => format!("{outcome}; {left}"),
+            None => outcome,
+        };
+        self.drop_entry(state, entry, outcome).await
     }
 
     /// Removes the entry (the lease holder's last write); the run is done.

@@ -29,6 +29,7 @@ mod parameters;
 pub mod park;
 pub mod policy;
 pub mod poll_status;
+mod publish;
 mod ready;
 pub mod retrying;
 mod settings;
@@ -435,7 +436,7 @@ impl<P: Ports> Steps<P> {
         let outputs = self
             .recordable_outputs(&state, &entry.spec, cfn, outputs)
             .await?;
-        let status = ready_status(&state, entry, seen, outputs, message);
+        let status = self.ready(&state, entry, cfn, seen, outputs, message).await;
         self.finish(state, entry, status, "in sync").await
     }
 

@@ -5,7 +5,7 @@
 use tracing::info;
 
 use super::settings::with_settings;
-use super::{Port, Ports, StepResult, Steps, ready_status, short};
+use super::{Port, Ports, StepResult, Steps, short};
 use crate::ports::{ChangeSetCheck, ChangeSets, EventsOf, Stacks, root_cause};
 use crate::preview::bounded;
 use crate::reconcile::decide::{
@@ -162,7 +162,9 @@ impl<P: Ports> Steps<P> {
         };
         let message = self.with_untaken_tags(message, &state, &entry.spec, stack.as_ref());
         let message = with_settings(message, &changed);
-        let status = ready_status(&state, entry, seen, outputs, &message);
+        let status = self
+            .ready(&state, entry, cfn, seen, outputs, &message)
+            .await;
         self.finish(state, entry, status, "in sync").await
     }
 
@@ -301,7 +303,9 @@ impl<P: Ports> Steps<P> {
                 let seen = self.observe_if_there(cfn, spec, stack.as_ref()).await?;
                 let outputs = stack.as_ref().map(|s| s.outputs.clone());
                 let outputs = self.recordable_outputs(&state, spec, cfn, outputs).await?;
-                let status = ready_status(&state, entry, seen, outputs, &message);
+                let status = self
+                    .ready(&state, entry, cfn, seen, outputs, &message)
+                    .await;
                 let outcome = if state.out_of_band().is_some() {
                     "put back"
                 } else {
