@@ -94,3 +94,56 @@ async fn outputs_land_in_ssm_follow_their_changes_and_go_with_the_stack() {
     assert!(w.h.steps.registry.get(&name).await.unwrap().is_none());
     assert_eq!(parameter(&moved_url).await, None);
 }
+
+/// A parameter of another account and region (through the role the tests
+/// reach it by), if it is there.
+async fn parameter_in(account_role: &str, region: &str, name: &str) -> Option<String> {
+    let config = Emulator::shared().assumed_config(account_role).await;
+    let config = config
+        .to_builder()
+        .region(aws_config::Region::new(region.to_owned()))
+        .build();
+    let out = aws_sdk_ssm::Client::new(&config)
+        .get_parameter()
+        .name(name)
+        .send()
+        .await
+        .ok()?;
+    out.parameter()?.value().map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stack_in_another_account_publishes_there_and_not_in_the_installations() {
+    let w = World::new("publish-x").await;
+    w.repo.commit(&[("t.yaml", TEMPLATE.as_bytes())], "t");
+    let name = w.name("x");
+    let role = "arn:aws:iam::210987654321:role/stacksync-target";
+    let at = format!("/published/{name}/Label");
+    w.h.apply(&format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml, insecure: true}}\n    \
+         assumeRoleArn: {role}\n    region: eu-west-1\n    destroyOnDelete: true\n    \
+         publish: {{ssm: '/published/{name}/{{output}}'}}\n",
+        w.url
+    ))
+    .await;
+    reconcile(&w, &name).await;
+    assert_eq!(
+        parameter_in(role, "eu-west-1", &at).await.as_deref(),
+        Some("a"),
+        "in the stack's account and region"
+    );
+    assert_eq!(parameter(&at).await, None, "not in the installation's");
+    assert_eq!(
+        parameter_in(role, "us-east-1", &at).await,
+        None,
+        "nor in another region"
+    );
+
+    w.h.apply("stacks: []\n").await;
+    reconcile(&w, &name).await;
+    assert_eq!(
+        parameter_in(role, "eu-west-1", &at).await,
+        None,
+        "gone with the stack"
+    );
+}

@@ -77,8 +77,10 @@ fn without_defaults(state: &Value) -> Value {
 /// not write, it does not read): `parks`, set by the definition's `Start`
 /// since issue 37 (an execution without it, as the fixture's, polls);
 /// `slot`, the run slot artifact-fetch took (issue 39: a state without it,
-/// as the fixture's, gives back the slot of its stack's account and region).
-const ADDED: &[&str] = &["parks", "slot"];
+/// as the fixture's, gives back the slot of its stack's account and region)
+/// and `waitsForSlots`, set by the definition's `Start` (an execution
+/// without it never waits for a slot).
+const ADDED: &[&str] = &["parks", "slot", "waitsForSlots"];
 
 /// `fixture` with the world's values of `actual` put back (a field the
 /// fixture does not have stays absent).

@@ -131,6 +131,10 @@ pub struct Execution {
     /// an execution started before it (a deploy does not move a running
     /// execution to the new definition) never parks, it polls.
     pub parks: bool,
+    /// The definition it runs on has `WaitForSlot` (its `Start` says so):
+    /// an execution started before it goes on without waiting for a run
+    /// slot (the machine would not know where `wait-slot` leads).
+    pub waits_for_slots: bool,
 }
 
 /// How a run waits.

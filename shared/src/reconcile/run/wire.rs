@@ -38,6 +38,9 @@ pub struct Wire {
     /// `Start` of a definition with `WaitForEvent` sets it (`Execution::parks`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(super) parks: bool,
+    /// `Start` of a definition with `WaitForSlot` sets it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) waits_for_slots: bool,
     #[serde(default)]
     pub(super) next: Next,
     /// How long the next Wait state waits.
@@ -165,6 +168,7 @@ impl From<Wire> for RunState {
                 name: w.execution,
                 arn: w.execution_arn,
                 parks: w.parks,
+                waits_for_slots: w.waits_for_slots,
                 started_at: w.started_at,
                 spec_version: w.spec_version,
                 outcome: w.outcome,
@@ -212,6 +216,7 @@ impl From<RunState> for Wire {
             file_tags: u.file_tags,
             execution_arn: s.execution.arn,
             parks: s.execution.parks,
+            waits_for_slots: s.execution.waits_for_slots,
             next: s.next,
             wait_seconds: s.wait.seconds,
             spec_version: s.execution.spec_version,

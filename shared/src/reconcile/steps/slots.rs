@@ -69,6 +69,13 @@ impl<P: Ports> Steps<P> {
             }
             Taken::Full { holders } => holders,
         };
+        if !state.execution.waits_for_slots {
+            // An execution of a definition older than `WaitForSlot` (one
+            // back from an approval across an upgrade): it cannot wait
+            // there, so it goes on without a slot, once.
+            warn!(stack = %state.entry, slot = %key, "every run slot held, and this execution's definition cannot wait for one: going on");
+            return Ok(None);
+        }
         super::within_budget(
             state,
             &entry.spec,
@@ -145,11 +152,9 @@ mod tests {
             .await
             .expect("taken");
 
-        let waiting = t
-            .steps
-            .artifact_fetch(t.input("run-1"))
-            .await
-            .expect("waits");
+        let mut input = t.input("run-1");
+        input.execution.waits_for_slots = true;
+        let waiting = t.steps.artifact_fetch(input).await.expect("waits");
         assert_eq!(waiting.next, Next::WaitSlot);
         assert_eq!(
             (waiting.wait.on, waiting.wait.seconds),
@@ -249,6 +254,26 @@ mod tests {
             registry.slot_holders(KEY).await.expect("read").is_empty(),
             "the slot is given back"
         );
+    }
+
+    #[tokio::test]
+    async fn an_execution_of_an_older_definition_goes_on_rather_than_wait() {
+        let mut t = Test::new().await;
+        t.steps.config.max_runs_per_account = Some(1);
+        t.steps.config.home_region = Some("eu-west-1".into());
+        let registry = &t.steps.registry.inner;
+        let far = now_millis() + 3_600_000;
+        registry
+            .take_slot(KEY, "other-run", 1, far, now_millis())
+            .await
+            .expect("taken");
+        let going = t
+            .steps
+            .artifact_fetch(t.input("run-1"))
+            .await
+            .expect("goes on");
+        assert_eq!(going.next, Next::Upload, "its machine knows no wait-slot");
+        assert_eq!(going.execution.slot, None);
     }
 
     #[test]
