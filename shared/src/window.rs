@@ -26,6 +26,11 @@ pub const MAX_WINDOW: crate::duration::Duration = crate::duration::Duration::fro
 const HORIZON_DAYS: i32 = 5 * 366;
 /// How many windows in a row a run's next chance may skip.
 const MAX_HOPS: usize = 200;
+/// How far ahead touching occurrences of one window are merged into one
+/// hold (a window that holds longer is looked at again from there).
+const MERGE_DAYS: i32 = 60;
+/// How far ahead an opening is looked for.
+const HORIZON_MS: i64 = 5 * 366 * 86_400_000;
 
 /// Allowed or denied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,20 +143,28 @@ impl Window {
         })
     }
 
-    /// When the window that holds `at` ends (the latest, if several do).
+    /// When the window that holds `at` ends: occurrences that overlap or
+    /// touch are one hold (a window written minute by minute, `* 8-17 * *
+    /// *` for 1m, holds to 18:00), looked at up to 60 days ahead.
     pub fn holding(&self, at: EpochMillis) -> Option<EpochMillis> {
-        let first = self
+        let mut day = self
             .date(at.saturating_sub(self.duration_ms))?
             .yesterday()
             .ok()?;
-        let last = self.date(at)?.tomorrow().ok()?;
-        let mut day = first;
-        let mut end = None;
+        let last = self
+            .date(at)?
+            .checked_add(jiff::Span::new().days(MERGE_DAYS))
+            .ok()?;
+        let mut end: Option<EpochMillis> = None;
         while day <= last {
             for start in self.starts_on(day) {
                 let ends = start.saturating_add(self.duration_ms);
-                if start <= at && at < ends {
-                    end = end.max(Some(ends));
+                match end {
+                    None if start > at => return None,
+                    None if at < ends => end = Some(ends),
+                    None => {}
+                    Some(e) if start <= e => end = Some(e.max(ends)),
+                    Some(e) => return Some(e),
                 }
             }
             day = day.tomorrow().ok()?;
@@ -175,7 +188,11 @@ impl Window {
 /// One level's windows: when they let runs go on, from `at`.
 fn level_opens(windows: &[Window], mut at: EpochMillis) -> Option<EpochMillis> {
     let allows: Vec<&Window> = windows.iter().filter(|w| w.kind == Kind::Allow).collect();
+    let horizon = at.saturating_add(HORIZON_MS);
     for _ in 0..MAX_HOPS {
+        if at > horizon {
+            return None;
+        }
         let denied = windows
             .iter()
             .filter(|w| w.kind == Kind::Deny)
@@ -231,7 +248,11 @@ pub fn judge(levels: &[&[Window]], now: EpochMillis) -> Verdict {
 
 /// The first time from `at` on when every level lets runs go on.
 pub fn opens(levels: &[&[Window]], mut at: EpochMillis) -> Option<EpochMillis> {
+    let horizon = at.saturating_add(HORIZON_MS);
     for _ in 0..MAX_HOPS {
+        if at > horizon {
+            return None;
+        }
         let mut moved = false;
         for windows in levels {
             let open = level_opens(windows, at)?;

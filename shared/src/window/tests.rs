@@ -215,3 +215,25 @@ fn the_installations_windows_read_from_its_parameter() {
         "{why}"
     );
 }
+
+#[test]
+fn windows_that_touch_are_one_hold_however_many_they_are() {
+    // A denial written minute by minute, 08:00-17:59: one hold to 18:00,
+    // not a day's wait (the window would be looked at 600 times).
+    let deny = [window("{deny: '* 8-17 * * *', duration: 1m}")];
+    assert_eq!(
+        judge(&[&deny], at("2026-11-27T08:30:00Z")),
+        Verdict::Closed {
+            why: "inside the denied sync window deny \"* 8-17 * * *\" for 1m (UTC)".into(),
+            opens: Some(at("2026-11-27T18:00:00Z")),
+        }
+    );
+    // One that never ends: no opening, found quickly.
+    let always = [window("{deny: '* * * * *', duration: 1m}")];
+    let started = std::time::Instant::now();
+    let Verdict::Closed { opens, .. } = judge(&[&always], at("2026-11-27T08:30:00Z")) else {
+        panic!("always closed");
+    };
+    assert_eq!(opens, None);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}
