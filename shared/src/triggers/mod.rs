@@ -180,6 +180,9 @@ pub enum SkipReason {
     /// moved past the revision the stack was last tried at).
     #[serde(rename = "left to the scheduler")]
     Deferred,
+    /// Held by a sync window: the scheduler starts it when it opens.
+    #[serde(rename = "held by a sync window")]
+    HeldByWindow,
 }
 
 /// One stack left alone.
@@ -314,11 +317,16 @@ async fn followers_to_start<R: Entries>(
             if !seen.insert(entry.name.clone()) {
                 continue;
             }
-            if entry.suspended {
+            if entry.suspended || entry.held_by_window {
+                let reason = if entry.suspended {
+                    SkipReason::Suspended
+                } else {
+                    SkipReason::HeldByWindow
+                };
                 starts.skipped.push(Skipped {
                     stack: entry.name,
                     execution: None,
-                    reason: SkipReason::Suspended,
+                    reason,
                 });
                 continue;
             }
@@ -494,6 +502,10 @@ mod tests {
         let mut suspended = sample_entry("b", Status::default());
         suspended.suspended = true;
         registry.insert(suspended);
+        // Held by a sync window: the scheduler starts it when it opens.
+        let mut held = sample_entry("c", Status::default());
+        held.status.inputs.held_by_window = true;
+        registry.insert(held);
         let starter = RecordingStarter::new();
         let (result, starts) = start_all(&registry, &starter).await;
         result.unwrap();
@@ -506,10 +518,11 @@ mod tests {
             ["a"]
         );
         assert_eq!(starts.skipped[0].reason, SkipReason::Suspended);
+        assert_eq!(starts.skipped[1].reason, SkipReason::HeldByWindow);
         let (result, again) = start_all(&registry, &starter).await;
         result.unwrap();
         assert!(again.started.is_empty());
-        assert_eq!(again.skipped.len(), 2);
+        assert_eq!(again.skipped.len(), 3);
         assert_eq!(starter.started().len(), 1);
         let json = serde_json::to_value(&again).unwrap();
         assert_eq!(
