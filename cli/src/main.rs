@@ -262,6 +262,28 @@ pub enum Command {
         #[command(subcommand)]
         command: SourceCommand,
     },
+    /// A fleet's rollout in waves (`rollout:`).
+    Rollout {
+        #[command(subcommand)]
+        command: RolloutCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RolloutCommand {
+    /// Let a halted rollout go on past the targets that failed at its revision (until a new
+    /// revision, whose failures count again): records it on the fleet and starts the next wave.
+    Resume {
+        /// The fleet's name.
+        name: String,
+        /// Run the next wave's targets in-process, one after another, instead of starting them
+        /// in Step Functions.
+        #[arg(long)]
+        local: bool,
+        /// Divide every Wait and retry delay by this (for tests and demos).
+        #[arg(long, env = "STACKSYNC_SPEEDUP", default_value_t = 1.0, hide = true)]
+        speedup: f64,
+    },
 }
 
 #[derive(Debug, Subcommand)]

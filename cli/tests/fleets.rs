@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 
 use common::{Cli, stderr, stdout};
 use stacksync::clock::now_millis;
-use stacksync::registry::{Fleets, Registry, Specs};
+use stacksync::registry::{Entries, Fleets, Registry, Specs};
 use stacksync::triggers::fleets::{Reread, reread};
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::organizations::{Organization, stack_in};
@@ -260,4 +260,109 @@ async fn emptied_units_need_yes(
         .lines()
         .filter(|l| l.starts_with(name) && l.contains("pruned"));
     assert_eq!(pruned.count(), 8, "{text}");
+}
+
+/// Queues in every region, and in us-east-1 one that CloudFormation
+/// refuses (a FIFO queue's name must end `.fifo`): the run there fails.
+const FAILS_IN_US_EAST_1: &[u8] = b"Conditions:\n  East: !Equals [!Ref 'AWS::Region', us-east-1]\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\n  Bad:\n    Type: AWS::SQS::Queue\n    Condition: East\n    Properties: {QueueName: not-a-fifo-name, FifoQueue: true}\nOutputs:\n  Size: {Value: two}\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollout_halts_past_its_tolerance_and_resume_lets_it_go_on() {
+    let (cli, registry) = Cli::new("cli-rollout").await;
+    let world = World {
+        cli,
+        registry,
+        bucket: unique_name("cli-rollout-bucket"),
+    };
+    let org = Organization::shared().await;
+    let unit = org.unit(None).await;
+    let accounts = [org.account(&unit).await, org.account(&unit).await];
+    let repo = GitRepo::new("rollout");
+    repo.commit(&[("baseline.yaml", TEMPLATE)], "baseline");
+    let name = unique_name("rollout");
+    let file = world.cli.file(
+        "fleet.yaml",
+        &format!(
+            "stacks:\n  - name: {name}\n    source: {{git: '{}', path: baseline.yaml}}\n    \
+             assumeRoleArn: 'arn:aws:iam::{{account}}:role/stacksync-target'\n    \
+             targets: {{organizationalUnits: [{unit}], regions: [eu-west-1, us-east-1]}}\n    \
+             rollout: {{maxConcurrent: 2, failureTolerance: 0, order: [us-east-1, eu-west-1]}}\n",
+            repo.file_url(),
+        ),
+    );
+    // Wave by wave: us-east-1's targets run first (the order), then
+    // eu-west-1's, whatever the regions' order in `targets`.
+    let out = world.run(&["sync", "-f", &file, "--local"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    let first_line = |region: &str| {
+        text.lines()
+            .position(|l| l.contains(&format!("-{region}")) && l.contains(": applied"))
+            .unwrap_or_else(|| panic!("{region} applied: {text}"))
+    };
+    let east_last = accounts
+        .iter()
+        .map(|a| {
+            text.lines()
+                .position(|l| l.contains(&format!("{a}-us-east-1: applied")))
+                .unwrap_or_else(|| panic!("{a}: {text}"))
+        })
+        .max()
+        .unwrap();
+    assert!(east_last < first_line("eu-west-1"), "{text}");
+
+    // A revision that fails in us-east-1 (the first wave): past the
+    // tolerance (0), the next wave is held at its old revision.
+    let bad = repo.commit(
+        &[("baseline.yaml", FAILS_IN_US_EAST_1)],
+        "fails in us-east-1",
+    );
+    let out = world.run(&["sync", "-f", &file, "--local"]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    for account in &accounts {
+        let (status, size) = stack(account, "eu-west-1", &name).await.unwrap();
+        assert_eq!(
+            (status.as_str(), size.as_str()),
+            ("CREATE_COMPLETE", "large"),
+            "untouched"
+        );
+        let target = format!("{name}-{account}-eu-west-1");
+        let held = world.registry.get(&target).await.unwrap().unwrap();
+        let hold = held.status.inputs.held_by_rollout.clone().expect("held");
+        assert_eq!((hold.revision.as_str(), hold.halted), (bad.as_str(), true));
+    }
+    let status = stdout(&world.run(&["status", &name]));
+    assert_eq!(status.matches("Pending (Halted)").count(), 2, "{status}");
+    assert!(
+        status.contains("Halted: rollout of ")
+            && status.contains("1 of 2 wave(s) ended; 2 target(s) failed, failureTolerance is 0")
+            && status.contains(&format!("stacksync rollout resume {name}")),
+        "{status}"
+    );
+    // Each failed target's root cause, under the fleet.
+    assert!(
+        status.contains(&format!("  {name}-{}-us-east-1: ", accounts[0]))
+            && status.contains(".fifo"),
+        "{status}"
+    );
+
+    // Resumed: the next wave goes to the failing revision (which does not
+    // fail there).
+    let out = world.run(&["rollout", "resume", &name, "--local"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains(&format!("rollout of {name} resumed at ")),
+        "{text}"
+    );
+    for account in &accounts {
+        let (_, size) = stack(account, "eu-west-1", &name).await.unwrap();
+        assert_eq!(size, "two", "{account}/eu-west-1 at the new revision");
+    }
+    let again = world.run(&["rollout", "resume", &name]);
+    assert!(
+        stderr(&again).contains("no target of") && stderr(&again).contains("nothing to resume"),
+        "{}",
+        stderr(&again)
+    );
 }

@@ -50,6 +50,7 @@ pub mod pull_request;
 pub mod reconcile;
 pub mod registry;
 pub mod registry_source;
+pub mod rollout;
 pub mod seen;
 pub mod source;
 pub mod spec;

@@ -194,3 +194,124 @@ async fn a_fleet_in_a_registry_source_is_applied_read_and_started_by_one_schedul
         "deleted (destroyOnDelete)"
     );
 }
+
+/// A fleet rolled out in waves (`rollout:`), each target's run by the real
+/// state machine with its function's identity (the calls recorded for the
+/// IAM conformance test): a target whose wave's turn has not come ends
+/// `Pending (Rollout)` at its start, its stack untouched; the run that
+/// ends the wave before starts it, whichever step ends that run (a stack
+/// created or updated: poll-status; found in sync: template-upload; failed
+/// within the failure tolerance: finalize; a change set refused as empty at
+/// once, change-set: `scripted.rs`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollout_goes_wave_by_wave_each_started_by_the_end_of_the_one_before() {
+    use stacksync::ports::RunStarter;
+    use stacksync_testkit::parked::ChannelStarter;
+    const FAILS_EAST: &str = "Conditions:\n  East: !Equals [!Ref 'AWS::Region', us-east-1]\nResources:\n  Queue:\n    Type: AWS::SQS::Queue\n  Bad:\n    Type: AWS::SQS::Queue\n    Condition: East\n    Properties: {QueueName: not-a-fifo-name, FifoQueue: true}\n";
+    let mut w = World::new("fleet-rollout").await;
+    let (starter, mut starts) = ChannelStarter::new();
+    w.h.steps.starter = RunStarter::by(Arc::new(starter));
+    w.repo.commit(&[("b.yaml", QUEUE.as_bytes())], "b");
+    let org = Organization::shared().await;
+    let account = org.account(&org.root).await;
+    let name = w.name("wave");
+    let text = format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: b.yaml, insecure: true}}\n    \
+         assumeRoleArn: 'arn:aws:iam::{{account}}:role/stacksync-target'\n    \
+         targets: {{accounts: ['{account}'], regions: [eu-west-1, us-east-1]}}\n    \
+         rollout: {{maxConcurrent: 1, failureTolerance: 1, order: [us-east-1]}}\n",
+        w.url
+    );
+    let desired = parse_manifest("stacks.yaml", &text).unwrap();
+    let registry = &w.h.steps.registry;
+    let now = now_millis();
+    let units = Default::default();
+    let current = registry.list().await.unwrap();
+    let plan = plan_with_fleets(&desired, &units, &current, false, None, Writer::Cli).unwrap();
+    apply_plan(registry, &plan, now, |_| {}).await.unwrap();
+    record_fleets(registry, &desired, &units, false, now)
+        .await
+        .unwrap();
+    let (east, west) = (
+        format!("{name}-{account}-us-east-1"),
+        format!("{name}-{account}-eu-west-1"),
+    );
+    let first = w.repo.commit(&[("b.yaml", QUEUE.as_bytes())], "again");
+    one_wave(&w, &mut starts, [&east, &west], &first, true).await;
+    for region in ["us-east-1", "eu-west-1"] {
+        assert_eq!(
+            stack_status(&account, region, &name).await.as_deref(),
+            Some("CREATE_COMPLETE"),
+            "{region}"
+        );
+    }
+    // The template changed, not its resources: CloudFormation's change
+    // set is empty (the run that finds it so ends the first wave).
+    let comment = format!("# the same queue\n{QUEUE}");
+    let same = w
+        .repo
+        .commit(&[("b.yaml", comment.as_bytes())], "a comment");
+    one_wave(&w, &mut starts, [&east, &west], &same, true).await;
+    // A failure within the tolerance (1) ends its wave as a success would.
+    let bad = w
+        .repo
+        .commit(&[("b.yaml", FAILS_EAST.as_bytes())], "fails in us-east-1");
+    one_wave(&w, &mut starts, [&east, &west], &bad, false).await;
+    assert_eq!(
+        w.h.entry(&east).await.status.phase,
+        stacksync::status::Phase::Failed
+    );
+}
+
+/// Runs a rollout of `revision` over `[east, west]`, one target a wave:
+/// `west` first (held), then `east` (ending as `east_succeeds` says),
+/// whose end starts `west`, which then ends `Ready` at `revision`.
+async fn one_wave(
+    w: &World,
+    starts: &mut tokio::sync::mpsc::UnboundedReceiver<(String, stacksync::ports::Trigger)>,
+    [east, west]: [&String; 2],
+    revision: &str,
+    east_succeeds: bool,
+) {
+    let scheduled = |stack: &str| json!({"stackId": stack, "trigger": {"kind": "schedule"}});
+    // eu-west-1 is the second wave: held before it reads its source.
+    let outcome = w.h.reconcile_with(west, scheduled(west)).await;
+    assert!(matches!(outcome, Outcome::Succeeded(_)), "{outcome:?}");
+    let held = w.h.entry(west).await.status;
+    let hold = held.inputs.held_by_rollout.clone().expect("held");
+    assert_eq!(hold.revision, revision, "{:?}", held.message);
+    // The first wave's run ends, and starts the second.
+    let outcome = w.h.reconcile_with(east, scheduled(east)).await;
+    assert_eq!(
+        matches!(outcome, Outcome::Succeeded(_)),
+        east_succeeds,
+        "{outcome:?}"
+    );
+    let (started, trigger) = starts.try_recv().expect("the next wave started");
+    assert_eq!(
+        (started.as_str(), trigger.kind),
+        (west.as_str(), stacksync::ports::TriggerKind::Rollout)
+    );
+    if east_succeeds {
+        // Run again before the second wave's start is taken (as if it were
+        // lost): found in sync (template-upload ends the run), it starts
+        // the second wave again (the same execution name: one run).
+        w.h.take_states();
+        let outcome = w.h.reconcile_with(east, scheduled(east)).await;
+        assert!(matches!(outcome, Outcome::Succeeded(_)), "{outcome:?}");
+        let states = w.h.take_states();
+        assert!(!states.contains(&"ChangeSet".to_owned()), "{states:?}");
+        assert!(starts.try_recv().is_err(), "the same start, made once");
+    }
+    let input = json!({"stackId": west, "trigger": trigger});
+    let outcome = w.h.reconcile_with(west, input).await;
+    assert!(matches!(outcome, Outcome::Succeeded(_)), "{outcome:?}");
+    let ended = w.h.entry(west).await.status;
+    assert_eq!(
+        ended.phase,
+        stacksync::status::Phase::Ready,
+        "{:?}",
+        ended.message
+    );
+    assert_eq!(ended.run.last_attempted_revision.as_deref(), Some(revision));
+}

@@ -810,3 +810,73 @@ async fn on_replace_waits_for_a_replacement_and_not_for_a_plain_modify() {
     assert!(ok(&outcome), "{outcome:?}");
     assert!(fake.operations().contains(&"ExecuteChangeSet".to_owned()));
 }
+
+/// A fleet's rollout (`rollout:`): a first wave's run that ends in sync on
+/// a change set CloudFormation refuses as empty at once (the change-set
+/// step ends it) starts the next wave's target, held until then.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_change_set_that_ends_a_wave_starts_the_next_one() {
+    use stacksync::manifest::parse_manifest;
+    use stacksync::ports::{RunStarter, TriggerKind};
+    use stacksync::registry::plan::Writer;
+    use stacksync::registry::targets::plan_with_fleets;
+    use stacksync_testkit::parked::ChannelStarter;
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]);
+    fake.script().nothing_to_change = true;
+    let mut h = Harness::with_port("scripted-wave", fake.clone()).await;
+    let (starter, mut starts) = ChannelStarter::new();
+    h.steps.starter = RunStarter::by(std::sync::Arc::new(starter));
+    let repo = GitRepo::new("scripted-wave");
+    repo.commit(&[("t.yaml", TEMPLATE)], "template");
+    let name = unique_name("w").replace('-', "x");
+    let text = format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: t.yaml}}\n    \
+         assumeRoleArn: 'arn:aws:iam::{{account}}:role/deploy'\n    \
+         targets: {{accounts: ['111122223333'], regions: [us-east-1, eu-west-1]}}\n    \
+         rollout: {{maxConcurrent: 1, order: [us-east-1]}}\n",
+        repo.file_url()
+    );
+    let desired = parse_manifest("stacks.yaml", &text).unwrap();
+    let registry = &h.steps.registry;
+    let now = stacksync::clock::now_millis();
+    let units = Default::default();
+    let plan = plan_with_fleets(&desired, &units, &[], false, None, Writer::Cli).unwrap();
+    stacksync::registry::apply_plan(registry, &plan, now, |_| {})
+        .await
+        .unwrap();
+    stacksync::triggers::fleets::record_fleets(registry, &desired, &units, false, now)
+        .await
+        .unwrap();
+    let (east, west) = (
+        format!("{name}-111122223333-us-east-1"),
+        format!("{name}-111122223333-eu-west-1"),
+    );
+    // The stack is the first wave's target's own.
+    fake.script().tags = Some(
+        [
+            (
+                stacksync::ownership::INSTALLATION_TAG,
+                stacksync::fakes::TEST_INSTALLATION,
+            ),
+            (stacksync::ownership::ENTRY_TAG, east.as_str()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+    );
+    assert!(ok(&h.reconcile(&west).await));
+    assert!(h.entry(&west).await.status.inputs.held_by_rollout.is_some());
+    let outcome = h.reconcile(&east).await;
+    assert!(
+        ok(&outcome),
+        "{outcome:?}: {:?}",
+        h.entry(&east).await.status.message
+    );
+    let states = h.take_states();
+    assert!(!states.contains(&"PollStatus".to_owned()), "{states:?}");
+    let entry = h.entry(&east).await;
+    assert_eq!(entry.status.phase, Phase::Ready);
+    assert!(!fake.operations().contains(&"ExecuteChangeSet".to_owned()));
+    let (started, trigger) = starts.try_recv().expect("the next wave started");
+    assert_eq!((started, trigger.kind), (west, TriggerKind::Rollout));
+}

@@ -9,7 +9,8 @@
 //! - `unlock`: ending a stuck run's hold on a stack;
 //! - `approval`: answering a change set that waits for approval (`approve`, `reject`);
 //! - `diff`: previewing what a run would do;
-//! - `drift`: what the last drift detection found.
+//! - `drift`: what the last drift detection found;
+//! - `rollout`: a fleet's rollout in waves (`rollout resume`, and its line in `status`).
 
 mod apply;
 mod approval;
@@ -17,6 +18,7 @@ mod diff;
 mod drift;
 mod fleet;
 mod registry;
+mod rollout;
 mod run;
 mod source;
 mod status;
@@ -25,7 +27,7 @@ mod validate;
 
 use crate::connect::connect;
 use crate::error::Result;
-use crate::{Cli, Command, SourceCommand};
+use crate::{Cli, Command, RolloutCommand, SourceCommand};
 
 pub async fn run(cli: Cli) -> Result {
     let format = cli.output;
@@ -104,6 +106,21 @@ pub async fn run(cli: Cli) -> Result {
         }
         Command::History { name, limit } => run::history(&aws, &name, limit, format).await,
         Command::Source { command } => source_command(&aws, command, format).await,
+        Command::Rollout { command } => rollout_command(&aws, command, format).await,
+    }
+}
+
+async fn rollout_command(
+    aws: &crate::connect::Connection,
+    command: RolloutCommand,
+    format: crate::Output,
+) -> Result {
+    match command {
+        RolloutCommand::Resume {
+            name,
+            local,
+            speedup,
+        } => rollout::resume(aws, &name, local, speedup, format).await,
     }
 }
 

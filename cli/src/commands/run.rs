@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 use stacksync::adapters::stepfunctions::ExecutionSummary;
 use stacksync::clock::rfc3339;
-use stacksync::registry::{Entries, Specs};
+use stacksync::registry::{Entries, Specs, StackEntry};
 use stacksync::status::ApprovalRecord;
 
 use super::apply::{Prune, apply_file};
@@ -244,10 +244,23 @@ async fn apply_for_sync(
         .filter(|e| e.deletion_requested_at.is_some() || in_file.contains(&e.name))
         .collect();
     // What a stack depends on runs before it (and is deleted after it).
-    Ok((
-        stacksync::registry::graph::in_dependency_order(&wanted),
-        in_file,
-    ))
+    Ok((run_order(aws, &wanted).await?, in_file))
+}
+
+/// `wanted` in the order runs one after another go: each after what it
+/// depends on, and a fleet's targets wave by wave (`rollout:`).
+async fn run_order(aws: &Connection, wanted: &[StackEntry]) -> Result<Vec<String>> {
+    use stacksync::registry::Fleets as _;
+    let names = stacksync::registry::graph::in_dependency_order(wanted);
+    let plans: Vec<_> = aws
+        .registry
+        .fleets()
+        .await
+        .map_err(|e| e.to_string())?
+        .iter()
+        .filter_map(|f| stacksync::rollout::plan(&f.spec, &f.read.units))
+        .collect();
+    Ok(stacksync::rollout::in_wave_order(names, &plans))
 }
 
 /// Runs `names` through the local runner, each after what it depends on
@@ -263,7 +276,7 @@ pub async fn reconcile_changed(aws: &Connection, names: &[String], speedup: f64)
         .collect();
     let runner = local_runner(aws, speedup).await?;
     let mut failed = Vec::new();
-    for name in stacksync::registry::graph::in_dependency_order(&wanted) {
+    for name in run_order(aws, &wanted).await? {
         if !runner.reconcile(&name, false).await?.0 {
             failed.push(name);
         }

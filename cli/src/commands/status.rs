@@ -48,6 +48,9 @@ pub async fn status(registry: &Registry, names: &[String], format: Output) -> Re
                 .filter(|e| targets.contains(&e.name))
                 .collect();
             say!("{}", super::fleet::summary(fleet, &rows));
+            if let Some(line) = super::rollout::line(fleet, &rows) {
+                say!("{line}");
+            }
         }
     }
     // The registry sources, as a section of the table (`source list -o
@@ -109,9 +112,32 @@ struct StatusRow<'a> {
     /// `Pending`: its last run waits for a sync window to open (due then).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     held_by_window: bool,
+    /// `Pending`: its last run waits for its fleet's rollout (its turn, or
+    /// a halted rollout) at a revision.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held_by_rollout: Option<&'a stacksync::status::RolloutHold>,
 }
 
 impl<'a> StatusRow<'a> {
+    /// The phase as the table shows it: with the failure's reason (a
+    /// Pending row, spec changed since, shows none), the drifted
+    /// resources, or what a Pending run waits for.
+    fn phase_label(&self) -> String {
+        match (self.stall_reason, self.drifted_resources) {
+            (Some(reason), _) if self.phase == Phase::Failed => {
+                format!("{} ({reason})", self.phase)
+            }
+            (_, Some(n)) if self.phase == Phase::Drifted => format!("Drifted ({n})"),
+            _ if self.phase == Phase::Pending && self.held_by_window => "Pending (Window)".into(),
+            _ if self.phase == Phase::Pending => match self.held_by_rollout {
+                Some(hold) if hold.halted => "Pending (Halted)".into(),
+                Some(_) => "Pending (Rollout)".into(),
+                None => self.phase.to_string(),
+            },
+            _ => self.phase.to_string(),
+        }
+    }
+
     fn of(e: &'a StackEntry) -> Self {
         Self {
             name: &e.name,
@@ -142,6 +168,7 @@ impl<'a> StatusRow<'a> {
             lease: e.lease.as_ref(),
             unsupported: e.unsupported.as_deref(),
             held_by_window: e.status.inputs.held_by_window,
+            held_by_rollout: e.status.inputs.held_by_rollout.as_ref(),
             drifted_resources: e
                 .status
                 .findings
@@ -228,14 +255,7 @@ pub fn print_status(entries: &[StackEntry], format: Output) -> Result {
         let revision = row
             .last_applied_revision
             .map(|r| r.chars().take(12).collect::<String>());
-        // The reason belongs to the failure: a Pending row (spec changed
-        // since) shows none.
-        let phase = match (row.stall_reason, row.drifted_resources) {
-            (Some(reason), _) if row.phase == Phase::Failed => format!("{} ({reason})", row.phase),
-            (_, Some(n)) if row.phase == Phase::Drifted => format!("Drifted ({n})"),
-            _ if row.phase == Phase::Pending && row.held_by_window => "Pending (Window)".into(),
-            _ => row.phase.to_string(),
-        };
+        let phase = row.phase_label();
         // A drifted stack says so, and where to look.
         let drift_note = (row.phase == Phase::Drifted).then(|| {
             format!(

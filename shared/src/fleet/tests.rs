@@ -170,9 +170,13 @@ fn fields(spec: &StackSpec) -> Vec<String> {
 #[test]
 fn a_fleet_is_checked_as_a_whole() {
     assert_eq!(fields(&fleet()), Vec::<String>::new());
-    // Every target's spec passes the same rules but the marker.
-    for target in expand(&fleet(), &units()).unwrap() {
+    // Every target's spec passes the same rules but the marker, its
+    // fleet's rollout carried.
+    let mut rolled = fleet();
+    rolled.rollout = Some(serde_yaml_ng::from_str("{maxConcurrent: 1}").unwrap());
+    for target in expand(&rolled, &units()).unwrap() {
         assert_eq!(fields(&target), ["targetOf"]);
+        assert_eq!(target.rollout, rolled.rollout);
     }
     let mut bad = fleet();
     bad.region = Some("us-east-1".into());
@@ -235,11 +239,42 @@ targetsInterval: 30m
 }
 
 #[test]
-fn the_part_of_a_fleet_not_built_yet_is_refused_not_ignored() {
-    let yaml = "name: baseline\nsource: { git: 'https://example.org/i.git', path: b.yaml }\n\
-                rollout: { maxConcurrent: 2 }\n";
-    let error = serde_yaml_ng::from_str::<StackSpec>(yaml)
-        .unwrap_err()
-        .to_string();
-    assert!(error.contains("unknown field `rollout`"), "{error}");
+fn a_rollout_is_checked_against_its_fleet() {
+    let with = |rollout: &str| {
+        let yaml = format!(
+            "name: baseline\nsource: {{ git: 'https://example.org/i.git', path: b.yaml }}\n\
+             assumeRoleArn: 'arn:aws:iam::{{account}}:role/deploy'\n\
+             targets: {{ accounts: ['111122223333'], organizationalUnits: [ou-abcd-12345678], regions: [us-east-1] }}\n{rollout}"
+        );
+        let spec: StackSpec = serde_yaml_ng::from_str(&yaml).unwrap_or_else(|e| panic!("{e}"));
+        fields(&spec)
+    };
+    assert_eq!(
+        with(
+            "rollout: { maxConcurrent: 2, order: [us-east-1, ou-abcd-12345678], pauseBetweenWaves: 10m }\n"
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        with(
+            "rollout: { maxConcurrent: 0, order: [eu-west-1, us-east-1, us-east-1], pauseBetweenWaves: 8d }\n"
+        ),
+        [
+            "rollout.maxConcurrent",
+            "rollout.order[0]",
+            "rollout.order[2]",
+            "rollout.pauseBetweenWaves"
+        ]
+    );
+    assert_eq!(
+        with("rollout: { maxConcurrent: '10%' }\napproval: always\n"),
+        ["rollout"],
+        "approval once for the fleet is not built: refused, not ignored"
+    );
+    let single: StackSpec = serde_yaml_ng::from_str(
+        "name: one\nsource: { git: 'https://example.org/i.git', path: b.yaml }\n\
+         rollout: { maxConcurrent: 2 }\n",
+    )
+    .expect("read");
+    assert_eq!(fields(&single), ["rollout"]);
 }

@@ -22,6 +22,9 @@ pub enum TriggerKind {
     Event,
     /// A stack this one depends on ended `Ready` and started it.
     Upstream,
+    /// The wave before this fleet target's own ended ([`crate::rollout`]),
+    /// or `stacksync rollout resume`.
+    Rollout,
 }
 
 impl TriggerKind {
@@ -33,6 +36,7 @@ impl TriggerKind {
             Self::Webhook => "webhook",
             Self::Event => "event",
             Self::Upstream => "upstream",
+            Self::Rollout => "rollout",
         }
     }
 }

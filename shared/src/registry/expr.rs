@@ -27,7 +27,7 @@ pub const ABSENT: &str = "attribute_not_exists(#pk)";
 pub const SOURCE_IS: &str = "#sourceKey = :value";
 /// What the triggers read of a follower (`registry::followers`): nothing of
 /// its spec.
-pub const FOLLOWER: &str = "#pk, #name, #suspended, #specSuspend, #deletionRequestedAt, #leaseExpiresAt, #status.#lastAttemptedRevision, #status.#heldByWindow, #watch.#phase";
+pub const FOLLOWER: &str = "#pk, #name, #suspended, #specSuspend, #deletionRequestedAt, #leaseExpiresAt, #status.#lastAttemptedRevision, #status.#lastReconcileAt, #status.#heldByWindow, #status.#heldByRollout, #watch.#phase";
 /// A stack's claim: free, or this entry's already.
 pub const CLAIM_FREE_OR_MINE: &str = "attribute_not_exists(#pk) OR #name = :name";
 /// The entry is still as the plan saw it, and not being deleted.

@@ -38,6 +38,10 @@ pub struct Fleet {
     /// The last read of its organizational units.
     #[serde(default)]
     pub read: UnitsRead,
+    /// The revision `stacksync rollout resume` let its rollout go on at,
+    /// past the targets that failed ([`crate::rollout`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<String>,
     /// Rises by one on every write; each write is conditioned on it.
     #[serde(skip)]
     pub version: u64,

@@ -28,6 +28,33 @@ pub struct Follower {
     /// Its last run waits for a sync window to open: the queue starts it
     /// then, at the head of that time.
     pub held_by_window: bool,
+    /// Its last run waits for its fleet's rollout ([`crate::rollout`]):
+    /// the run that ends the wave before starts it.
+    pub held_by_rollout: bool,
+    /// The phase its last run recorded.
+    pub phase: Option<Phase>,
+    /// When its last run ended.
+    pub last_reconcile_at: Option<EpochMillis>,
+}
+
+impl Follower {
+    /// Its last run waits for something that starts it when it comes (a
+    /// window, a wave): a push or a moved head does not start it.
+    pub fn held(&self) -> bool {
+        self.held_by_window || self.held_by_rollout
+    }
+
+    /// As a rollout sees it.
+    pub fn peer(&self, now: EpochMillis) -> crate::rollout::Peer {
+        crate::rollout::Peer {
+            revision: self.last_attempted_revision.clone(),
+            phase: self.phase,
+            ended_at: self.last_reconcile_at,
+            running: self.lease_expires_at.is_some_and(|at| at > now),
+            out: self.suspended || self.deleting,
+            held_by_window: self.held_by_window,
+        }
+    }
 }
 
 /// The attributes the triggers may read through the `by-source` index
@@ -81,6 +108,13 @@ impl Follower {
                 .and_then(|v| v.as_m().ok())
                 .and_then(|m| m.get("heldByWindow"))
                 .is_some_and(|v| matches!(v, AttributeValue::Bool(true))),
+            held_by_rollout: item
+                .get(attr::STATUS)
+                .and_then(|v| v.as_m().ok())
+                .is_some_and(|m| m.contains_key("heldByRollout")),
+            phase,
+            last_reconcile_at: nested(attr::STATUS, "lastReconcileAt")
+                .and_then(|t| crate::clock::parse_rfc3339(&t)),
         })
     }
 }
@@ -136,6 +170,9 @@ pub fn follower_of(entry: &super::StackEntry) -> Follower {
         lease_expires_at: entry.lease.as_ref().map(|l| l.expires_at.0),
         last_attempted_revision: entry.status.run.last_attempted_revision.clone(),
         held_by_window: entry.status.inputs.held_by_window,
+        held_by_rollout: entry.status.inputs.held_by_rollout.is_some(),
+        phase: Some(entry.status.phase),
+        last_reconcile_at: entry.status.times.last_reconcile_at.map(|t| t.0),
     }
 }
 
@@ -162,7 +199,11 @@ mod tests {
             ),
             (
                 attr::STATUS.to_owned(),
-                map(&[("lastAttemptedRevision", "abc")]),
+                map(&[
+                    ("lastAttemptedRevision", "abc"),
+                    ("lastReconcileAt", "2026-11-27T10:00:00.000Z"),
+                    ("heldByRollout", "abc"),
+                ]),
             ),
             (attr::WATCH.to_owned(), map(&[("phase", "Suspended")])),
         ]
@@ -177,6 +218,9 @@ mod tests {
                 lease_expires_at: Some(42),
                 last_attempted_revision: Some("abc".into()),
                 held_by_window: false,
+                held_by_rollout: true,
+                phase: Some(Phase::Suspended),
+                last_reconcile_at: crate::clock::parse_rfc3339("2026-11-27T10:00:00Z"),
             }
         );
         let nameless: Item = [(PK.to_owned(), s("stack#x"))].into_iter().collect();

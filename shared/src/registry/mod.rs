@@ -59,7 +59,7 @@ pub use deliveries::Deliveries;
 pub use dependents::Dependents;
 pub use drift::DriftRecords;
 pub use fleets::{Fleet, Fleets, UnitsRead};
-pub use followers::Follower;
+pub use followers::{Follower, follower_of};
 pub use leases::{LEASE_TTL, Lease, Leases, Parked, lease_ttl};
 pub use refusals::ApprovalRecords;
 pub use reviews::Reviews;
@@ -257,8 +257,8 @@ impl RegistryError {
 pub type Result<T, E = RegistryError> = std::result::Result<T, E>;
 
 /// Everything the steps need of the registry.
-pub trait StepRegistry: Entries + Leases + Schedule + Dependents + Slots {}
-impl<T: Entries + Leases + Schedule + Dependents + Slots> StepRegistry for T {}
+pub trait StepRegistry: Entries + Leases + Schedule + Dependents + Slots + Fleets {}
+impl<T: Entries + Leases + Schedule + Dependents + Slots + Fleets> StepRegistry for T {}
 
 /// Ends the hold of a run that was stopped from outside (an execution
 /// aborted or timed out, a local run killed, `stacksync unlock`): if `owner`

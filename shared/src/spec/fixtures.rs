@@ -54,5 +54,6 @@ pub fn spec(name: &str) -> StackSpec {
         target_of: None,
         windows: Vec::new(),
         publish: None,
+        rollout: None,
     }
 }

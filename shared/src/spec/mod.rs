@@ -15,6 +15,7 @@ mod deploy;
 mod deps;
 mod drift;
 mod publish;
+mod rollout;
 mod targets;
 mod value;
 mod windows;
@@ -29,6 +30,7 @@ pub use drift::{
     MIN_DRIFT_INTERVAL,
 };
 pub use publish::Publish;
+pub use rollout::{Amount, RolloutSpec};
 pub use targets::{Override, TargetOf, Targets};
 pub use value::{ParameterValue, ValueRef};
 pub use windows::WindowSpec;
@@ -228,6 +230,12 @@ pub struct StackSpec {
     /// (`{ssm: /path/{output}}`), only when changed, removed with the stack.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publish: Option<Publish>,
+    /// How a fleet's change reaches its targets: in waves of
+    /// `maxConcurrent`, in `order`, stopping (`Halted`) past
+    /// `failureTolerance` failures ([`crate::rollout`]). A fleet's targets
+    /// carry it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutSpec>,
 }
 
 /// Where a template comes from: a Git repository or an S3 archive.

@@ -18,7 +18,8 @@ pub use approval::{
 };
 pub use record::{
     Applied, Approvals, ChecksRecord, Described, Findings, Inputs, LastRun, MAX_PACKAGED_RECORDED,
-    MAX_POLICY_FINDINGS, MAX_PROVENANCE_BYTES, PolicyRecord, Status, Times, bounded_provenance,
+    MAX_POLICY_FINDINGS, MAX_PROVENANCE_BYTES, PolicyRecord, RolloutHold, Status, Times,
+    bounded_provenance,
 };
 
 /// Longest status message kept; longer ones are cut (DynamoDB items are bounded).

@@ -146,6 +146,22 @@ pub struct Inputs {
     /// The last run waits for a sync window to open (`Pending (Window)`):
     /// due when it opens.
     pub held_by_window: bool,
+    /// The last run waits, at this revision, for the waves of its fleet's
+    /// rollout before its own, or for a halted rollout (`Pending
+    /// (Rollout)`, `Pending (Halted)`).
+    pub held_by_rollout: Option<RolloutHold>,
+}
+
+/// Why a fleet target's last run waits for its fleet's rollout.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutHold {
+    /// The revision it waits to go to.
+    pub revision: String,
+    /// Past the failure tolerance (`Pending (Halted)`), not waiting for its
+    /// turn (`Pending (Rollout)`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub halted: bool,
 }
 
 /// Most packaged artifacts a status records (the item is bounded).

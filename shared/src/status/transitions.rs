@@ -15,8 +15,8 @@
 use std::collections::BTreeMap;
 
 use super::{
-    Adoption, ApprovalRecord, AwaitingApproval, Failures, Phase, Retrying, StallReason, Status,
-    Timestamp, approval::appended_approval,
+    Adoption, ApprovalRecord, AwaitingApproval, Failures, Phase, Retrying, RolloutHold,
+    StallReason, Status, Timestamp, approval::appended_approval,
 };
 use crate::clock::EpochMillis;
 use crate::seen::{OutOfBand, Seen};
@@ -57,6 +57,7 @@ pub fn waiting(prev: &Status, names: Vec<String>, message: String, due: Timestam
     status.message = Some(message);
     status.inputs.waiting_for = names;
     status.inputs.held_by_window = false;
+    status.inputs.held_by_rollout = None;
     status.times.next_reconcile_at = Some(due);
     status
 }
@@ -94,6 +95,26 @@ pub fn held_by_window(prev: &Status, message: String, due: Timestamp) -> Status 
     status.message = Some(message);
     status.inputs.waiting_for.clear();
     status.inputs.held_by_window = true;
+    status.inputs.held_by_rollout = None;
+    status.times.next_reconcile_at = Some(due);
+    status
+}
+
+/// A fleet target's run that waits for the waves before its own, or for a
+/// halted rollout, at `revision` ([`crate::rollout`]): `Pending`, due at
+/// `due` at the latest (the run that ends the wave before starts it).
+pub fn held_by_rollout(
+    prev: &Status,
+    hold: RolloutHold,
+    message: String,
+    due: Timestamp,
+) -> Status {
+    let mut status = prev.clone();
+    status.phase = Phase::Pending;
+    status.message = Some(message);
+    status.inputs.waiting_for.clear();
+    status.inputs.held_by_window = false;
+    status.inputs.held_by_rollout = Some(hold);
     status.times.next_reconcile_at = Some(due);
     status
 }
@@ -109,6 +130,7 @@ pub fn reconciling(prev: &Status, revision: &str, message: String, due: Timestam
     status.times.next_reconcile_at = Some(due);
     status.run.retrying = None;
     status.inputs.held_by_window = false;
+    status.inputs.held_by_rollout = None;
     status
 }
 
@@ -370,6 +392,7 @@ pub fn ended(prev: &Status, next: Status, execution: &str, now: EpochMillis) -> 
     if status.phase != Phase::Pending {
         status.inputs.waiting_for.clear();
         status.inputs.held_by_window = false;
+        status.inputs.held_by_rollout = None;
     }
     status
 }

@@ -127,6 +127,10 @@ pub struct Wire {
     /// The last run waits for a sync window to open.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(super) held_by_window: bool,
+    /// The last run waits, at this revision, for the waves of its fleet's
+    /// rollout before its own, or for a halted rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) held_by_rollout: Option<super::record::RolloutHold>,
     /// What the last drift detection found ([`crate::drift`]): written
     /// outside runs, carried by them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -185,6 +189,7 @@ impl From<Wire> for Status {
                 read_outputs: w.read_outputs,
                 packaged: w.packaged,
                 held_by_window: w.held_by_window,
+                held_by_rollout: w.held_by_rollout,
             },
             findings: Findings {
                 drift: w.drift,
@@ -230,6 +235,7 @@ impl From<Status> for Wire {
             read_outputs: s.inputs.read_outputs,
             packaged: s.inputs.packaged,
             held_by_window: s.inputs.held_by_window,
+            held_by_rollout: s.inputs.held_by_rollout,
             drift: s.findings.drift,
             placeholder: s.run.placeholder,
             retrying: s.run.retrying,

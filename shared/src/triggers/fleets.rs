@@ -99,6 +99,7 @@ pub fn fleet_record(
         spec: spec.clone(),
         owner,
         read,
+        resumed: None,
         version: 0,
     }
 }
@@ -144,6 +145,11 @@ pub async fn record<R: Fleets>(
             .iter()
             .filter(|f| owned(f))
             .find(|f| f.spec.name == new.spec.name);
+        // What `rollout resume` let go on is kept across writes.
+        let new = &Fleet {
+            resumed: old.and_then(|f| f.resumed.clone()),
+            ..new.clone()
+        };
         let written = registry
             .put_fleet(new, old.map(|f| f.version))
             .await
@@ -250,6 +256,7 @@ pub async fn reread_from<R: Specs + Fleets>(
         .map_err(|stopped| stopped.error.to_string())?;
     let record = Fleet {
         version: fleet.version,
+        resumed: fleet.resumed.clone(),
         ..fleet_record(&fleet.spec, &units, Some(now), fleet.owner.clone())
     };
     if !registry

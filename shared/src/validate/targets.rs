@@ -28,6 +28,10 @@ pub(super) fn check_targets(spec: &StackSpec, errors: &mut Errors) {
                 "is for a fleet: the entry has no `targets:`",
             );
         }
+        // A target carries its fleet's.
+        if spec.rollout.is_some() && spec.target_of.is_none() {
+            errors.push("rollout", "is for a fleet: the entry has no `targets:`");
+        }
         return;
     };
     if spec.name.len() > MAX_FLEET_NAME_LEN {
@@ -65,6 +69,55 @@ pub(super) fn check_targets(spec: &StackSpec, errors: &mut Errors) {
         errors.check(format!("targets.overrides.{key}"), account_or_target(key));
     }
     check_interval(spec, errors);
+    check_rollout(spec, targets, errors);
+}
+
+/// `rollout:`: waves of at least one target, an order naming the fleet's
+/// own regions and units, a pause of at most a week.
+fn check_rollout(spec: &StackSpec, targets: &crate::spec::Targets, errors: &mut Errors) {
+    let Some(rollout) = &spec.rollout else {
+        return;
+    };
+    if rollout.max_concurrent.of(100, true) == 0 {
+        errors.push(
+            "rollout.maxConcurrent",
+            "is 0: a wave holds at least one target",
+        );
+    }
+    let mut seen = BTreeSet::new();
+    for (index, item) in rollout.order.iter().enumerate() {
+        let known = targets.regions.contains(item) || targets.organizational_units.contains(item);
+        if !known {
+            errors.push(
+                format!("rollout.order[{index}]"),
+                format!(
+                    "{item:?} is none of the fleet's targets.regions or targets.organizationalUnits"
+                ),
+            );
+        } else if !seen.insert(item) {
+            errors.push(
+                format!("rollout.order[{index}]"),
+                format!("{item:?} is named twice"),
+            );
+        }
+    }
+    if rollout
+        .pause_between_waves
+        .is_some_and(|p| p > MAX_TARGETS_INTERVAL)
+    {
+        errors.push(
+            "rollout.pauseBetweenWaves",
+            format!("is at most {MAX_TARGETS_INTERVAL}"),
+        );
+    }
+    if !spec.approval.is_never() {
+        errors.push(
+            "rollout",
+            "with `approval:` is not built yet (a change approved once for the fleet): \
+             approve each target's change, with `approval:` and no `rollout:`, or roll \
+             out without `approval:`",
+        );
+    }
 }
 
 fn check_interval(spec: &StackSpec, errors: &mut Errors) {

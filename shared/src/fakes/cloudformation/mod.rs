@@ -365,6 +365,9 @@ impl ChangeSets for ScriptedCloudFormation {
             format!("{} {:?}", request.change_set_name, request.kind),
         )?;
         let mut s = self.script();
+        if s.nothing_to_change {
+            return Ok(Created::NothingToChange);
+        }
         s.requests.push(request.clone());
         // A new change set after one was executed is a new one, ready.
         if !s.change_set.is_empty()

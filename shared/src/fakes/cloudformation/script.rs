@@ -91,6 +91,9 @@ pub struct Script {
     pub operation_lasts: Option<std::time::Duration>,
     /// When the operation under way settles ([`Script::operation_lasts`]).
     pub settles_at: Option<std::time::Instant>,
+    /// CreateChangeSet answers that there is nothing to change (AWS's
+    /// `ValidationError` "didn't contain changes", answered at once).
+    pub nothing_to_change: bool,
 }
 
 impl Script {
@@ -183,6 +186,7 @@ impl Default for Script {
             faults: Faults::default(),
             operation_lasts: None,
             settles_at: None,
+            nothing_to_change: false,
         }
     }
 }

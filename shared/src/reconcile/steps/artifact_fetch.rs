@@ -72,7 +72,7 @@ impl<P: Ports> Steps<P> {
                 )
                 .await;
         }
-        if let Some(ended) = self.wait_for_upstream(&state, &entry, &revision).await? {
+        if let Some(ended) = self.hold_for_others(&mut state, &entry, &revision).await? {
             return Ok(ended);
         }
         // Recorded before the fetch, so a revision whose files are refused
@@ -97,6 +97,20 @@ impl<P: Ports> Steps<P> {
         });
         state.next = Next::Upload;
         Ok(state)
+    }
+
+    /// Ends the run `Pending` while others must go first: the waves of its
+    /// fleet's rollout before its own, the stacks it depends on.
+    async fn hold_for_others(
+        &self,
+        state: &mut RunState,
+        entry: &StackEntry,
+        revision: &str,
+    ) -> Result<Option<RunState>, StepError> {
+        if let Some(ended) = self.hold_for_rollout(state, entry, revision).await? {
+            return Ok(Some(ended));
+        }
+        self.wait_for_upstream(state, entry, revision).await
     }
 
     /// Takes the stack's lease; `Some(state)` when the run ends here because

@@ -32,6 +32,7 @@ pub mod poll_status;
 mod publish;
 mod ready;
 pub mod retrying;
+mod rollout;
 mod settings;
 mod slots;
 pub mod template_upload;
@@ -392,6 +393,10 @@ impl<P: Ports> Steps<P> {
             .await?;
         self.carry_out(&state, entry, &status, &effects).await;
         self.give_back_slot(&mut state, Some(&entry.spec)).await;
+        if let Some(fetched) = &state.fetched {
+            self.advance_rollout(&state, entry, &status, &fetched.revision)
+                .await;
+        }
         state.next = Next::Done;
         state.execution.outcome = Some(outcome);
         Ok(state)

@@ -33,6 +33,8 @@ pub(super) async fn fleets<R: Entries + Specs + Fleets>(r: &R, label: &str) {
             units: Units::from([(OU.to_owned(), vec!["999988887777".to_owned()])]),
             error: None,
         },
+        // What `rollout resume` let go on is read back as written.
+        resumed: Some("abc123".to_owned()),
         version: 0,
     };
     let put = |f: Fleet, expected| async move {

@@ -158,8 +158,10 @@ pub fn judge_follower(
     now: EpochMillis,
     started: &BTreeSet<String>,
 ) -> FollowerAction {
-    // Held by a sync window: the queue starts it when the window opens.
-    if entry.deleting || entry.suspended || entry.held_by_window || started.contains(&entry.name) {
+    // Held by a sync window (the queue starts it when the window opens),
+    // or by its fleet's rollout (the wave before starts it; the queue, if
+    // that start is lost).
+    if entry.deleting || entry.suspended || entry.held() || started.contains(&entry.name) {
         return FollowerAction::Settled;
     }
     if entry.lease_expires_at.is_some_and(|t| t > now) {
@@ -419,6 +421,13 @@ mod tests {
         held.held_by_window = true;
         assert_eq!(
             judge_follower(&held, &head, NOW, &none),
+            FollowerAction::Settled
+        );
+        // Held by its fleet's rollout: the wave before starts it.
+        let mut waiting = entry("a");
+        waiting.held_by_rollout = true;
+        assert_eq!(
+            judge_follower(&waiting, &head, NOW, &none),
             FollowerAction::Settled
         );
         let started = BTreeSet::from(["a".to_owned()]);
