@@ -113,21 +113,11 @@ impl Registry {
     /// The item made with `holder` in it, if there is none yet.
     async fn first_holder(&self, key: &str, holder: &str, expires_at: i64) -> Result<bool> {
         let holders = HashMap::from([(holder.to_owned(), n(expires_at))]);
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .item(PK, s(key))
-            .item(HOLDERS, AttributeValue::M(holders))
-            .condition_expression("attribute_not_exists(#pk)")
-            .expression_attribute_names("#pk", PK)
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failure(&e) => Ok(false),
-            Err(e) => Err(self.aws_error("PutItem", e)),
-        }
+        self.put_if_absent(HashMap::from([
+            (PK.to_owned(), s(key)),
+            (HOLDERS.to_owned(), AttributeValue::M(holders)),
+        ]))
+        .await
     }
 
     /// Takes away the slots that ran out, each only if its time is still
