@@ -124,6 +124,17 @@ pub async fn resume(
         &revision,
         resumed_at(&fleet, &revision),
     );
+    if !before.halted && !resumed_at(&fleet, &revision) {
+        // Resuming would let later failures at this revision through too.
+        return Err(format!(
+            "the rollout of {name} at {} is not halted ({} of {} wave(s) ended, {} failed): \
+             its targets go on as the waves before them end",
+            revision.chars().take(12).collect::<String>(),
+            before.ended,
+            before.waves,
+            before.failed.len()
+        ));
+    }
     if !resumed_at(&fleet, &revision) {
         let record = Fleet {
             resumed: Some(revision.clone()),
@@ -180,7 +191,7 @@ fn report(resumed: &Resumed, before: &Progress, format: Output) -> Result {
         if resumed.was_halted {
             ""
         } else {
-            " (it was not halted)"
+            " (resumed before)"
         },
         before.failed.len()
     );
