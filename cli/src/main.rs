@@ -161,7 +161,8 @@ pub enum Command {
     /// A local run's wait (`reconcile --local`) is answered through the registry: there,
     /// whoever can write the registry can approve.
     Approve {
-        /// The entry's name.
+        /// The entry's name; or a fleet's: the target waiting with the change set, and every
+        /// other target of the fleet waiting at the same revision with the same changes.
         name: String,
         /// The change set approved, by name: exactly the one `stacksync get NAME` shows waiting.
         #[arg(long = "change-set")]

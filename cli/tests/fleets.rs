@@ -48,6 +48,10 @@ struct World {
 
 impl World {
     fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
         let mut all = vec!["--bucket", self.bucket.as_str()];
         all.extend_from_slice(args);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacksync"));
@@ -58,7 +62,7 @@ impl World {
         for (k, v) in Emulator::shared().env() {
             cmd.env(k, v);
         }
-        cmd.output().unwrap()
+        cmd
     }
 
     /// Reads the fleet's units as the scheduler does, an interval later.
@@ -365,4 +369,82 @@ async fn a_rollout_halts_past_its_tolerance_and_resume_lets_it_go_on() {
         "{}",
         stderr(&again)
     );
+}
+
+/// `approval:` on a fleet: its first target's change set, approved once
+/// (`stacksync approve FLEET --change-set ID`), approves the same changes
+/// for the fleet at that revision; the other targets (the same wave's, the
+/// next wave's) run them without asking, and say by whose approval.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleets_change_approved_once_runs_on_its_other_targets_without_asking() {
+    let (cli, registry) = Cli::new("cli-fleet-approval").await;
+    let world = World {
+        cli,
+        registry,
+        bucket: unique_name("cli-fleet-approval-bucket"),
+    };
+    let org = Organization::shared().await;
+    let unit = org.unit(None).await;
+    let accounts = [org.account(&unit).await, org.account(&unit).await];
+    let repo = GitRepo::new("fleet-approval");
+    repo.commit(&[("baseline.yaml", TEMPLATE)], "baseline");
+    let name = unique_name("approved");
+    let file = world.cli.file(
+        "fleet.yaml",
+        &format!(
+            "stacks:\n  - name: {name}\n    source: {{git: '{}', path: baseline.yaml}}\n    \
+             assumeRoleArn: 'arn:aws:iam::{{account}}:role/stacksync-target'\n    \
+             approval: always\n    \
+             targets: {{organizationalUnits: [{unit}], regions: [us-east-1, eu-west-1]}}\n    \
+             rollout: {{maxConcurrent: 2, order: [us-east-1, eu-west-1]}}\n",
+            repo.file_url(),
+        ),
+    );
+    // One target after another: the first waits for a person.
+    let mut sync = world.command(&["sync", "-f", &file, "--local"]);
+    let running = std::thread::spawn(move || sync.output().unwrap());
+    let first = format!("{name}-{}-us-east-1", accounts[0]);
+    let mut awaiting = None;
+    for _ in 0..600 {
+        if let Some(entry) = world.registry.get(&first).await.unwrap()
+            && let Some(a) = entry.status.approval.awaiting
+        {
+            awaiting = Some(a);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let awaiting = awaiting.expect("the first target waits for approval");
+    let out = world.run(&["approve", &name, "--change-set", &awaiting.change_set]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains(&format!(
+            "approved the change set {} of {first}",
+            awaiting.change_set
+        )) && text.contains(&format!(
+            "fleet {name}: 1 target(s) approved with the same changes"
+        )),
+        "{text}"
+    );
+    let out = tokio::task::spawn_blocking(move || running.join().unwrap())
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    for account in &accounts {
+        for region in REGIONS {
+            let (status, _) = stack(account, region, &name).await.expect("created");
+            assert_eq!(status, "CREATE_COMPLETE", "{account}/{region}");
+            let target = format!("{name}-{account}-{region}");
+            let entry = world.registry.get(&target).await.unwrap().unwrap();
+            let asked = !entry.status.approval.records.is_empty();
+            assert_eq!(asked, target == first, "{target}: only the first asked");
+            let message = entry.status.message.unwrap_or_default();
+            assert_eq!(
+                message.contains("approved for its fleet by "),
+                target != first,
+                "{target}: {message}"
+            );
+        }
+    }
 }

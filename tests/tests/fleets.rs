@@ -315,3 +315,56 @@ async fn one_wave(
     );
     assert_eq!(ended.run.last_attempted_revision.as_deref(), Some(revision));
 }
+
+/// `approval:` on a fleet, by the real state machine with each function's
+/// identity (the calls recorded for the IAM test): the first wave's target
+/// asks, a person approves, and the change-set step records its changes
+/// as approved for the fleet; the next wave's target, with the same
+/// changes, runs them without asking (poll-status reads the record).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_approved_for_a_fleets_first_wave_runs_in_the_next_without_asking() {
+    let w = World::new("fleet-approved").await;
+    w.repo.commit(&[("b.yaml", QUEUE.as_bytes())], "b");
+    let org = Organization::shared().await;
+    let account = org.account(&org.root).await;
+    let name = w.name("appr");
+    let text = format!(
+        "stacks:\n  - name: {name}\n    source: {{git: '{}', path: b.yaml, insecure: true}}\n    \
+         assumeRoleArn: 'arn:aws:iam::{{account}}:role/stacksync-target'\n    \
+         approval: always\n    \
+         targets: {{accounts: ['{account}'], regions: [eu-west-1, us-east-1]}}\n    \
+         rollout: {{maxConcurrent: 1, order: [us-east-1]}}\n",
+        w.url
+    );
+    let desired = parse_manifest("stacks.yaml", &text).unwrap();
+    let registry = &w.h.steps.registry;
+    let now = now_millis();
+    let units = Default::default();
+    let plan = plan_with_fleets(&desired, &units, &[], false, None, Writer::Cli).unwrap();
+    apply_plan(registry, &plan, now, |_| {}).await.unwrap();
+    record_fleets(registry, &desired, &units, false, now)
+        .await
+        .unwrap();
+    let (east, west) = (
+        format!("{name}-{account}-us-east-1"),
+        format!("{name}-{account}-eu-west-1"),
+    );
+    let (outcome, ()) = tokio::join!(w.h.reconcile(&east), async {
+        let awaiting = w.h.awaiting(&east).await;
+        w.h.approve(&east, &awaiting).await;
+    });
+    assert!(matches!(outcome, Outcome::Succeeded(_)), "{outcome:?}");
+    let outcome = w.h.reconcile(&west).await;
+    assert!(matches!(outcome, Outcome::Succeeded(_)), "{outcome:?}");
+    let status = w.h.entry(&west).await.status;
+    assert!(status.approval.records.is_empty(), "it did not ask");
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("approved for its fleet by tester"),
+        "{message}"
+    );
+    assert_eq!(
+        stack_status(&account, "eu-west-1", &name).await.as_deref(),
+        Some("CREATE_COMPLETE")
+    );
+}

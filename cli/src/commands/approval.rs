@@ -28,6 +28,24 @@ use crate::error::Result;
 use crate::output::print_structured;
 
 pub async fn approve(aws: &Connection, name: &str, change_set: &str, format: Output) -> Result {
+    let (awaiting, by) = answer_approve(aws, name, change_set).await?;
+    report(
+        format,
+        name,
+        &awaiting,
+        "approved",
+        by.as_deref(),
+        "the run checks that nothing moved since the preview, then executes it",
+    )
+}
+
+/// Approves `name`'s waiting change set `change_set`: what waited, and who
+/// approved as the answer says.
+pub async fn answer_approve(
+    aws: &Connection,
+    name: &str,
+    change_set: &str,
+) -> Result<(AwaitingApproval, Option<String>)> {
     let awaiting = awaiting(aws, name).await?;
     if awaiting.change_set != change_set {
         return Err(format!(
@@ -53,14 +71,7 @@ pub async fn approve(aws: &Connection, name: &str, change_set: &str, format: Out
             by
         }
     };
-    report(
-        format,
-        name,
-        &awaiting,
-        "approved",
-        by.as_deref(),
-        "the run checks that nothing moved since the preview, then executes it",
-    )
+    Ok((awaiting, by))
 }
 
 pub async fn reject(aws: &Connection, name: &str, reason: &str, format: Output) -> Result {

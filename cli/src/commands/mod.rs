@@ -17,6 +17,7 @@ mod approval;
 mod diff;
 mod drift;
 mod fleet;
+mod fleet_approval;
 mod registry;
 mod rollout;
 mod run;
@@ -75,9 +76,7 @@ pub async fn run(cli: Cli) -> Result {
         Command::Diff { name, reference } => {
             diff::run(&aws, &name, reference.as_deref(), format).await
         }
-        Command::Approve { name, change_set } => {
-            approval::approve(&aws, &name, &change_set, format).await
-        }
+        Command::Approve { name, change_set } => approve(&aws, &name, &change_set, format).await,
         Command::Reject { name, reason } => approval::reject(&aws, &name, &reason, format).await,
         Command::Status { names } => status::status(&aws.registry, &names, format).await,
         Command::Drift { name } => drift::drift(&aws.registry, &name, format).await,
@@ -107,6 +106,20 @@ pub async fn run(cli: Cli) -> Result {
         Command::History { name, limit } => run::history(&aws, &name, limit, format).await,
         Command::Source { command } => source_command(&aws, command, format).await,
         Command::Rollout { command } => rollout_command(&aws, command, format).await,
+    }
+}
+
+/// `approve NAME`: an entry's change set, or a fleet's targets' with the
+/// same changes.
+async fn approve(
+    aws: &crate::connect::Connection,
+    name: &str,
+    change_set: &str,
+    format: crate::Output,
+) -> Result {
+    match fleet_approval::approve_fleet(aws, name, change_set, format).await {
+        Some(done) => done,
+        None => approval::approve(aws, name, change_set, format).await,
     }
 }
 

@@ -351,6 +351,32 @@ impl<T: crate::registry::Dependents> crate::registry::Dependents for Failing<T> 
     }
 }
 
+impl<T: crate::registry::FleetApprovals> crate::registry::FleetApprovals for Failing<T> {
+    async fn approve_rows(
+        &self,
+        fleet: &str,
+        revision: &str,
+        rows: &str,
+        by: &str,
+        now: i64,
+    ) -> Result<(), RegistryError> {
+        self.check_registry("PutItem")?;
+        self.inner
+            .approve_rows(fleet, revision, rows, by, now)
+            .await
+    }
+
+    async fn rows_approved(
+        &self,
+        fleet: &str,
+        revision: &str,
+        rows: &str,
+    ) -> Result<Option<String>, RegistryError> {
+        self.check_registry("GetItem")?;
+        self.inner.rows_approved(fleet, revision, rows).await
+    }
+}
+
 impl<T: crate::registry::Slots> crate::registry::Slots for Failing<T> {
     async fn take_slot(
         &self,

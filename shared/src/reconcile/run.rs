@@ -319,6 +319,11 @@ pub struct ApprovalRequest {
     /// hooks), one line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<String>,
+    /// A hash of every row of the change set
+    /// ([`crate::pull_request::rows_hash`]): what an approval of a fleet's
+    /// target approves for the fleet's other targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<String>,
 }
 
 /// What `stacksync approve` sends back through the task token.

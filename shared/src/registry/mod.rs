@@ -24,6 +24,7 @@ pub mod deliveries;
 pub mod dependents;
 pub mod drift;
 pub mod expr;
+pub mod fleet_approvals;
 pub mod fleets;
 pub mod followers;
 pub mod graph;
@@ -58,6 +59,7 @@ pub use answers::{Answer, Answers};
 pub use deliveries::Deliveries;
 pub use dependents::Dependents;
 pub use drift::DriftRecords;
+pub use fleet_approvals::FleetApprovals;
 pub use fleets::{Fleet, Fleets, UnitsRead};
 pub use followers::{Follower, follower_of};
 pub use leases::{LEASE_TTL, Lease, Leases, Parked, lease_ttl};
@@ -257,8 +259,14 @@ impl RegistryError {
 pub type Result<T, E = RegistryError> = std::result::Result<T, E>;
 
 /// Everything the steps need of the registry.
-pub trait StepRegistry: Entries + Leases + Schedule + Dependents + Slots + Fleets {}
-impl<T: Entries + Leases + Schedule + Dependents + Slots + Fleets> StepRegistry for T {}
+pub trait StepRegistry:
+    Entries + Leases + Schedule + Dependents + Slots + Fleets + FleetApprovals
+{
+}
+impl<T: Entries + Leases + Schedule + Dependents + Slots + Fleets + FleetApprovals> StepRegistry
+    for T
+{
+}
 
 /// Ends the hold of a run that was stopped from outside (an execution
 /// aborted or timed out, a local run killed, `stacksync unlock`): if `owner`

@@ -8,6 +8,7 @@
 //! | a webhook delivery | `delivery#<id>` | `expiresAt` (TTL) |
 //! | a source the scheduler watches | `source#<sourceKey>` | `url`, `ref`, `head`, `followersCheckedAt`, `schedShard` = `sources`, `nextReconcileAt` = 0 |
 //! | a stack an entry drives | `claim#<account>#<region>#<stack name>` | `name` (the entry's) |
+//! | a change approved for a fleet | `approved#<fleet>#<revision>#<rows hash>` | `by`, `expiresAt` (TTL) ([`super::fleet_approvals`]) |
 //!
 //! Stack items also carry `stackName` (the CloudFormation stack's name, for
 //! the `by-stack-name` index that CloudFormation events are matched through)

@@ -121,7 +121,7 @@ pub enum Approval {
 }
 
 impl Approval {
-    pub fn is_never(&self) -> bool {
+    pub(super) fn is_never(&self) -> bool {
         *self == Self::Never
     }
 

@@ -110,14 +110,6 @@ fn check_rollout(spec: &StackSpec, targets: &crate::spec::Targets, errors: &mut 
             format!("is at most {MAX_TARGETS_INTERVAL}"),
         );
     }
-    if !spec.approval.is_never() {
-        errors.push(
-            "rollout",
-            "with `approval:` is not built yet (a change approved once for the fleet): \
-             approve each target's change, with `approval:` and no `rollout:`, or roll \
-             out without `approval:`",
-        );
-    }
 }
 
 fn check_interval(spec: &StackSpec, errors: &mut Errors) {

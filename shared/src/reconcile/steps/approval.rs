@@ -154,6 +154,8 @@ impl<P: Ports> Steps<P> {
         let (decision, reason) = match holds {
             Ok(()) => {
                 info!(stack = %state.entry, change_set = %request.change_set, by = ?answer.by, "approved: executing");
+                self.record_fleet_approval(entry, &request, answer.by.as_deref())
+                    .await;
                 let change_set = state
                     .change_set
                     .get_or_insert_with(|| ChangeSetInHand::named(&request.change_set));

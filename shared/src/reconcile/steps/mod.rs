@@ -23,6 +23,7 @@ pub mod artifact_fetch;
 pub mod change_set;
 pub mod delete;
 pub mod finalize;
+mod fleet_approval;
 mod name;
 mod notify;
 mod parameters;

@@ -8,6 +8,7 @@ use super::settings::with_settings;
 use super::{Port, Ports, StepResult, Steps, short};
 use crate::ports::{ChangeSetCheck, ChangeSets, EventsOf, Stacks, root_cause};
 use crate::preview::bounded;
+use crate::pull_request::rows_hash;
 use crate::reconcile::decide::{
     ChangeSetDecision, ChangeSetObservation, ExecutionOutcome, Waiting, decide_after_execute,
     decide_change_set, decide_waiting,
@@ -90,7 +91,7 @@ impl<P: Ports> Steps<P> {
                 state.next = Next::ChangeSet;
                 let checks = self.record_checks(&state, entry, cfn, &name).await?;
                 match self
-                    .approval_request(&state, entry, cfn, &name, checks)
+                    .approval_request(&mut state, entry, cfn, &name, checks)
                     .await?
                 {
                     // Executed only once approved, and only if it still holds.
@@ -208,7 +209,7 @@ impl<P: Ports> Steps<P> {
     /// CloudFormation's, one line each, for the approver to read.
     async fn approval_request(
         &self,
-        state: &RunState,
+        state: &mut RunState,
         entry: &StackEntry,
         cfn: &Port<P>,
         name: &str,
@@ -228,6 +229,16 @@ impl<P: Ports> Steps<P> {
         let Some(why) = needed else {
             return Ok(None);
         };
+        let rows = rows_hash(&changes);
+        if spec.approval != Approval::PullRequest
+            && let Some(by) = self.approved_for_fleet(state, entry, &rows).await?
+        {
+            info!(stack = %state.entry, change_set = %name, %by, "approved for the fleet: the same changes as an approved target's");
+            state.execution.note = Some(format!(
+                "approved for its fleet by {by} (the same changes as a target approved at this revision)"
+            ));
+            return Ok(None);
+        }
         let stack = cfn
             .describe_stack(stack_name)
             .await?
@@ -245,6 +256,7 @@ impl<P: Ports> Steps<P> {
             timeout_seconds: spec.approval_timeout.as_secs(),
             asked_at: crate::clock::now_millis(),
             checks,
+            rows: Some(rows),
         }))
     }
 

@@ -157,3 +157,49 @@ async fn targets<R: Entries + Specs>(r: &R, label: &str) {
         .count();
     assert_eq!(kept, 120, "{label}");
 }
+
+/// Changes approved for a fleet: by fleet, revision (in any case) and rows.
+pub(super) async fn approved_rows<R: super::super::FleetApprovals>(r: &R, label: &str) {
+    let rows = "ab".repeat(32);
+    let read = |fleet: &'static str, revision: &'static str, rows: String| async move {
+        r.rows_approved(fleet, revision, &rows)
+            .await
+            .expect("a registry call")
+    };
+    assert_eq!(
+        read("contract-fleet", "ABC123", rows.clone()).await,
+        None,
+        "{label}"
+    );
+    r.approve_rows(
+        "contract-fleet",
+        "ABC123",
+        &rows,
+        "arn:aws:iam::1:user/ana",
+        NOW,
+    )
+    .await
+    .expect("a registry call");
+    assert_eq!(
+        read("contract-fleet", "abc123", rows.clone())
+            .await
+            .as_deref(),
+        Some("arn:aws:iam::1:user/ana"),
+        "{label}"
+    );
+    assert_eq!(
+        read("contract-fleet", "abc124", rows.clone()).await,
+        None,
+        "{label}"
+    );
+    assert_eq!(
+        read("other-fleet", "abc123", rows.clone()).await,
+        None,
+        "{label}"
+    );
+    assert_eq!(
+        read("contract-fleet", "abc123", "cd".repeat(32)).await,
+        None,
+        "{label}"
+    );
+}

@@ -54,6 +54,7 @@ where
         + super::RegistrySources
         + super::Reviews
         + super::Fleets
+        + super::FleetApprovals
         + super::Slots,
 {
     specs(registry, label).await;
@@ -71,6 +72,7 @@ where
     owned::registry_sources(registry, label).await;
     reviews::reviews(registry, label).await;
     fleets::fleets(registry, label).await;
+    fleets::approved_rows(registry, label).await;
     slots::slots(registry, label).await;
 }
 

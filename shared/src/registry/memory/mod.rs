@@ -41,6 +41,8 @@ pub(super) struct State {
     pub(super) fleets: BTreeMap<String, super::fleets::Fleet>,
     /// Run slots: account/region key → holder → when its slot runs out.
     pub(super) slots: BTreeMap<String, std::collections::HashMap<String, i64>>,
+    /// Changes approved for fleets: `approved_key` → who approved.
+    pub(super) approved_rows: BTreeMap<String, String>,
 }
 
 impl State {
@@ -518,6 +520,31 @@ impl super::Slots for MemoryRegistry {
 
     async fn slot_holders(&self, key: &str) -> Result<std::collections::HashMap<String, i64>> {
         Ok(self.state().slots.get(key).cloned().unwrap_or_default())
+    }
+}
+
+impl super::FleetApprovals for MemoryRegistry {
+    async fn approve_rows(
+        &self,
+        fleet: &str,
+        revision: &str,
+        rows: &str,
+        by: &str,
+        _now: i64,
+    ) -> Result<()> {
+        let key = super::fleet_approvals::approved_key(fleet, revision, rows);
+        self.state().approved_rows.insert(key, by.to_owned());
+        Ok(())
+    }
+
+    async fn rows_approved(
+        &self,
+        fleet: &str,
+        revision: &str,
+        rows: &str,
+    ) -> Result<Option<String>> {
+        let key = super::fleet_approvals::approved_key(fleet, revision, rows);
+        Ok(self.state().approved_rows.get(&key).cloned())
     }
 }
 

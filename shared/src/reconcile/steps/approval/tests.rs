@@ -350,3 +350,83 @@ async fn a_rejection_and_a_timeout_fail_the_run_delete_the_change_set_and_are_re
         }
     }
 }
+
+/// `polled`, the entry a target of the fleet `fl`; with `approved`, the
+/// fleet's record of `approved`'s rows approved at the revision first.
+async fn polled_target(
+    changes: Vec<ResourceChange>,
+    approved: Option<&[ResourceChange]>,
+) -> (Test, RunState) {
+    use crate::registry::FleetApprovals as _;
+    let t = Test::with(
+        ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]),
+        |e| {
+            e.spec.approval = Approval::Always;
+            e.spec.target_of = Some(crate::spec::TargetOf {
+                fleet: "fl".into(),
+                account: "111122223333".into(),
+                region: "us-east-1".into(),
+            });
+        },
+    )
+    .await;
+    if let Some(rows) = approved {
+        let rows = crate::pull_request::rows_hash(rows);
+        t.steps
+            .registry
+            .inner
+            .approve_rows("fl", HEAD, &rows, "arn:aws:iam::1:user/ops", 0)
+            .await
+            .unwrap();
+    }
+    t.cfn.script().changes = changes;
+    let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
+    let state = t.steps.template_upload(state).await.unwrap();
+    let mut state = t.steps.change_set(state).await.unwrap();
+    state = t.steps.poll_status(state).await.unwrap();
+    let state = t.steps.poll_status(state).await.unwrap();
+    (t, state)
+}
+
+#[tokio::test]
+async fn a_fleet_targets_approval_approves_the_same_changes_for_the_fleet_at_its_revision() {
+    use crate::registry::FleetApprovals as _;
+    let rows = vec![change("Add", None)];
+    let (t, state) = polled_target(rows.clone(), None).await;
+    let request = state.approval.request.clone().expect("it asks");
+    assert_eq!(
+        request.rows.as_deref(),
+        Some(crate::pull_request::rows_hash(&rows).as_str())
+    );
+    let name = request.change_set.clone();
+    let state = answered(&t, state, &name).await;
+    t.steps.change_set(state).await.unwrap();
+    let by = t
+        .steps
+        .registry
+        .inner
+        .rows_approved("fl", HEAD, request.rows.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(by.as_deref(), Some("arn:aws:iam::1:user/ops"));
+}
+
+#[tokio::test]
+async fn a_fleet_target_whose_changes_were_approved_runs_without_asking_and_says_by_whom() {
+    let rows = vec![change("Add", None)];
+    let (_t, state) = polled_target(rows.clone(), Some(&rows)).await;
+    assert_eq!(state.approval.request, None, "it does not ask");
+    assert_eq!(state.next, Next::ChangeSet);
+    assert!(state.change_set.as_ref().is_some_and(|c| c.execute));
+    assert_eq!(
+        state.execution.note.as_deref(),
+        Some(
+            "approved for its fleet by arn:aws:iam::1:user/ops (the same changes as a target \
+             approved at this revision)"
+        )
+    );
+    // Other changes (a replacement): a person is asked.
+    let other = vec![change("Modify", Some("True"))];
+    let (_t, state) = polled_target(other, Some(&rows)).await;
+    assert!(state.approval.request.is_some(), "other rows ask again");
+}
