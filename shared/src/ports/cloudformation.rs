@@ -249,9 +249,12 @@ pub enum Created {
 /// The port to one account and region, by purpose (the factory gives one
 /// handle that is all four): [`Stacks`], [`ChangeSets`],
 /// [`super::DriftDetections`], [`Values`].
-pub trait CloudFormation: Stacks + ChangeSets + super::DriftDetections + Values {}
+pub trait CloudFormation:
+    Stacks + ChangeSets + super::DriftDetections + Values + Publications
+{
+}
 
-impl<T: Stacks + ChangeSets + super::DriftDetections + Values> CloudFormation for T {}
+impl<T: Stacks + ChangeSets + super::DriftDetections + Values + Publications> CloudFormation for T {}
 
 /// The stacks of one account and region: read, listed, deleted, protected,
 /// their events.
@@ -394,7 +397,12 @@ pub trait Values: Send + Sync {
         id: &str,
         version: Option<&str>,
     ) -> impl Future<Output = PortResult<Option<Versioned>>> + Send;
+}
 
+/// Where a stack's outputs are published in its account and region
+/// (`publish:`): SSM parameters written and deleted. Apart from
+/// [`Values`], which only reads.
+pub trait Publications: Send + Sync {
     /// Writes an SSM String parameter in the stack's account and region
     /// (`publish:`), overwriting the one there.
     fn put_ssm_parameter(

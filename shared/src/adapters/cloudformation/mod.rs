@@ -543,7 +543,9 @@ impl Values for SdkCloudFormation {
     ) -> PortResult<Option<Versioned>> {
         values::secret_string(&self.secrets, id, version).await
     }
+}
 
+impl crate::ports::Publications for SdkCloudFormation {
     async fn put_ssm_parameter(&self, name: &str, value: &str) -> PortResult<()> {
         values::put_ssm_parameter(&self.ssm, name, value).await
     }

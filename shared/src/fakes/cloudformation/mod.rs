@@ -526,7 +526,9 @@ impl Values for ScriptedCloudFormation {
         let s = self.script();
         Ok(s.value_at(s.secrets.get(id), version))
     }
+}
 
+impl crate::ports::Publications for ScriptedCloudFormation {
     async fn put_ssm_parameter(&self, name: &str, value: &str) -> PortResult<()> {
         self.call(FakeCall::to("ssm", "PutParameter"), name.to_owned())?;
         self.script()

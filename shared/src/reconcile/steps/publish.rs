@@ -12,7 +12,7 @@ use tracing::{info, warn};
 
 use super::{Port, Ports, Steps, due, ready_status};
 use crate::clock::now_millis;
-use crate::ports::Values as _;
+use crate::ports::Publications as _;
 use crate::publish::plan;
 use crate::reconcile::run::RunState;
 use crate::registry::StackEntry;
