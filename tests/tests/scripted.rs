@@ -880,3 +880,57 @@ async fn an_empty_change_set_that_ends_a_wave_starts_the_next_one() {
     let (started, trigger) = starts.try_recv().expect("the next wave started");
     assert_eq!((started, trigger.kind), (west, TriggerKind::Rollout));
 }
+
+/// A run the change-set step ends in sync (CloudFormation refuses the
+/// change set as empty at once) publishes the stack's outputs
+/// (`publish:`), as any run that ends `Ready`: the change-set function
+/// may write them (the IAM test records the calls).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_the_change_set_step_ends_in_sync_publishes_the_outputs() {
+    let fake = ScriptedCloudFormation::with_stack(&[Some(S::UpdateComplete)]);
+    {
+        let mut s = fake.script();
+        s.nothing_to_change = true;
+        s.outputs = [("QueueUrl".to_owned(), "https://queue".to_owned())]
+            .into_iter()
+            .collect();
+    }
+    let name_path = unique_name("p").replace('-', "x");
+    let (h, name) = harness(
+        &fake,
+        &format!("    publish: {{ssm: '/published/{name_path}/{{output}}'}}\n"),
+    )
+    .await;
+    let outcome = h.reconcile(&name).await;
+    assert!(
+        ok(&outcome),
+        "{outcome:?}: {:?}",
+        h.entry(&name).await.status.message
+    );
+    assert!(!h.take_states().contains(&"PollStatus".to_owned()));
+    assert_eq!(
+        fake.script()
+            .published
+            .get(&format!("/published/{name_path}/QueueUrl"))
+            .map(String::as_str),
+        Some("https://queue")
+    );
+    // The output renamed (someone's update outside stacksync): a forced run,
+    // ended in sync by the change-set step, deletes the old parameter.
+    fake.script().outputs = [("QueueArn".to_owned(), "arn:queue".to_owned())]
+        .into_iter()
+        .collect();
+    let forced = serde_json::json!({"stackId": name, "trigger": {"kind": "manual", "force": true}});
+    let outcome = h.reconcile_with(&name, forced).await;
+    assert!(
+        ok(&outcome),
+        "{outcome:?}: {:?}",
+        h.entry(&name).await.status.message
+    );
+    let published = fake.script().published.clone();
+    assert_eq!(
+        published.keys().cloned().collect::<Vec<_>>(),
+        [format!("/published/{name_path}/QueueArn")],
+        "{published:?}"
+    );
+}

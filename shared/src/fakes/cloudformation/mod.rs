@@ -530,7 +530,11 @@ impl Values for ScriptedCloudFormation {
 
 impl crate::ports::Publications for ScriptedCloudFormation {
     async fn put_ssm_parameter(&self, name: &str, value: &str) -> PortResult<()> {
-        self.call(FakeCall::to("ssm", "PutParameter"), name.to_owned())?;
+        let call = FakeCall {
+            target: Some(name.to_owned()),
+            ..FakeCall::to("ssm", "PutParameter")
+        };
+        self.call(call, name.to_owned())?;
         self.script()
             .published
             .insert(name.to_owned(), value.to_owned());
@@ -538,7 +542,11 @@ impl crate::ports::Publications for ScriptedCloudFormation {
     }
 
     async fn delete_ssm_parameter(&self, name: &str) -> PortResult<()> {
-        self.call(FakeCall::to("ssm", "DeleteParameter"), name.to_owned())?;
+        let call = FakeCall {
+            target: Some(name.to_owned()),
+            ..FakeCall::to("ssm", "DeleteParameter")
+        };
+        self.call(call, name.to_owned())?;
         self.script().published.remove(name);
         Ok(())
     }
