@@ -175,16 +175,22 @@ fn is_task(state: &str) -> bool {
     )
 }
 
-async fn installation(spawner: &Arc<Spawner>) -> (Arc<BenchSteps>, Vec<String>) {
+/// A fleet of `accounts` × `regions` (each region a wave of its own when
+/// `accounts` is at most `MAX_CONCURRENT`).
+async fn installation(
+    spawner: &Arc<Spawner>,
+    accounts: u64,
+    regions: &[&str],
+) -> (Arc<BenchSteps>, Vec<String>) {
     let registry = MemoryRegistry::new();
-    let accounts: Vec<String> = (0..ACCOUNTS)
+    let accounts: Vec<String> = (0..accounts)
         .map(|i| format!("{}", 100_000_000_000 + i))
         .collect();
     let yaml = format!(
         "stacks:\n  - name: base\n    source: {{git: '{URL}', path: t.yaml}}\n    \
          assumeRoleArn: 'arn:aws:iam::{{account}}:role/deploy'\n    \
-         targets: {{accounts: {accounts:?}, regions: [us-east-1, eu-west-1]}}\n    \
-         rollout: {{maxConcurrent: {MAX_CONCURRENT}, order: [us-east-1, eu-west-1]}}\n"
+         targets: {{accounts: {accounts:?}, regions: {regions:?}}}\n    \
+         rollout: {{maxConcurrent: {MAX_CONCURRENT}, order: {regions:?}}}\n"
     );
     let desired = parse_manifest("stacks.yaml", &yaml).unwrap();
     let units = Default::default();
@@ -236,14 +242,18 @@ async fn installation(spawner: &Arc<Spawner>) -> (Arc<BenchSteps>, Vec<String>) 
     (Arc::new(steps), names)
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+/// Starts every target of `accounts` × `regions` at once (as a push does)
+/// and waits for every run: the simulated seconds it took, the steps, the
+/// targets, the figures.
+async fn rollout(
+    accounts: u64,
+    regions: &[&str],
+) -> (f64, Arc<BenchSteps>, Vec<String>, Arc<Spawner>) {
     let spawner = Arc::new(Spawner::default());
-    let (steps, names) = installation(&spawner).await;
+    let (steps, names) = installation(&spawner, accounts, regions).await;
     let _ = spawner.steps.set(steps.clone());
     let _ = spawner.machine.set(reconcile_machine().unwrap());
     let started = Instant::now();
-    // A push: every target started at once.
     let push = Trigger::of(TriggerKind::Webhook);
     for name in &names {
         spawner.spawn(name, &push, HEAD);
@@ -251,7 +261,19 @@ async fn main() {
     while spawner.running.load(Ordering::SeqCst) > 0 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let took = started.elapsed().as_secs_f64() * SPEEDUP;
+    (
+        started.elapsed().as_secs_f64() * SPEEDUP,
+        steps,
+        names,
+        spawner,
+    )
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    // One target alone: what one run takes, its own waits included.
+    let (alone, ..) = rollout(1, &["us-east-1"]).await;
+    let (took, steps, names, spawner) = rollout(ACCOUNTS, &["us-east-1", "eu-west-1"]).await;
     let ready = names
         .iter()
         .filter(|n| {
@@ -264,14 +286,16 @@ async fn main() {
     let f = spawner.figures.lock().unwrap();
     let waves = names.len().div_ceil(MAX_CONCURRENT);
     let ideal = waves as f64 * OPERATION_S;
+    let chained = waves as f64 * alone;
     println!(
-        "| targets | maxConcurrent | waves | operation | rollout (simulated) | ideal (waves × operation) | over ideal | executions | transitions | Lambda invocations | Ready |"
+        "| targets | maxConcurrent | waves | operation | rollout (simulated) | ideal (waves × operation) | over ideal | one target's run alone | waves × that | over it | executions | transitions | Lambda invocations | Ready |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     println!(
-        "| {} | {MAX_CONCURRENT} | {waves} | {OPERATION_S:.0} s | {took:.0} s | {ideal:.0} s | {:+.1}% | {} | {} | {} | {ready} |",
+        "| {} | {MAX_CONCURRENT} | {waves} | {OPERATION_S:.0} s | {took:.0} s | {ideal:.0} s | {:+.1}% | {alone:.0} s | {chained:.0} s | {:+.1}% | {} | {} | {} | {ready} |",
         names.len(),
         (took / ideal - 1.0) * 100.0,
+        (took / chained - 1.0) * 100.0,
         f.executions,
         f.transitions,
         f.invocations,
