@@ -42,6 +42,21 @@ async fn schedule(w: &World, scheduler: &TestScheduler, at: i64, ran: &mut Vec<S
     report
 }
 
+/// Applies a stacks file whose fleets list their accounts (no unit to
+/// read), as `stacksync apply` applies it.
+async fn apply_listed(w: &World, text: &str) {
+    let desired = parse_manifest("stacks.yaml", text).unwrap();
+    let registry = &w.h.steps.registry;
+    let now = now_millis();
+    let units = Default::default();
+    let current = registry.list().await.unwrap();
+    let plan = plan_with_fleets(&desired, &units, &current, false, None, Writer::Cli).unwrap();
+    apply_plan(registry, &plan, now, |_| {}).await.unwrap();
+    record_fleets(registry, &desired, &units, false, now)
+        .await
+        .unwrap();
+}
+
 async fn stack_status(account: &str, region: &str, name: &str) -> Option<String> {
     let stack = stack_in(account, region, name).await?;
     Some(stack.stack_status()?.as_str().to_owned())
@@ -222,16 +237,7 @@ async fn a_rollout_goes_wave_by_wave_each_started_by_the_end_of_the_one_before()
          rollout: {{maxConcurrent: 1, failureTolerance: 1, order: [us-east-1]}}\n",
         w.url
     );
-    let desired = parse_manifest("stacks.yaml", &text).unwrap();
-    let registry = &w.h.steps.registry;
-    let now = now_millis();
-    let units = Default::default();
-    let current = registry.list().await.unwrap();
-    let plan = plan_with_fleets(&desired, &units, &current, false, None, Writer::Cli).unwrap();
-    apply_plan(registry, &plan, now, |_| {}).await.unwrap();
-    record_fleets(registry, &desired, &units, false, now)
-        .await
-        .unwrap();
+    apply_listed(&w, &text).await;
     let (east, west) = (
         format!("{name}-{account}-us-east-1"),
         format!("{name}-{account}-eu-west-1"),
@@ -336,15 +342,7 @@ async fn a_change_approved_for_a_fleets_first_wave_runs_in_the_next_without_aski
          rollout: {{maxConcurrent: 1, order: [us-east-1]}}\n",
         w.url
     );
-    let desired = parse_manifest("stacks.yaml", &text).unwrap();
-    let registry = &w.h.steps.registry;
-    let now = now_millis();
-    let units = Default::default();
-    let plan = plan_with_fleets(&desired, &units, &[], false, None, Writer::Cli).unwrap();
-    apply_plan(registry, &plan, now, |_| {}).await.unwrap();
-    record_fleets(registry, &desired, &units, false, now)
-        .await
-        .unwrap();
+    apply_listed(&w, &text).await;
     let (east, west) = (
         format!("{name}-{account}-us-east-1"),
         format!("{name}-{account}-eu-west-1"),
