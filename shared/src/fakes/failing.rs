@@ -30,6 +30,8 @@ use crate::status::Status;
 pub struct Failing<T> {
     pub inner: T,
     plan: Arc<Mutex<Faults>>,
+    /// The followers a lagging index answers with, when set.
+    lagging: Arc<Mutex<Option<Vec<Follower>>>>,
 }
 
 impl<T> Failing<T> {
@@ -37,7 +39,14 @@ impl<T> Failing<T> {
         Self {
             inner,
             plan: Arc::default(),
+            lagging: Arc::default(),
         }
+    }
+
+    /// From now on the followers' index answers `as_read`, whatever the
+    /// items say (DynamoDB's secondary indexes are eventually consistent).
+    pub fn lag_followers(&self, as_read: Vec<Follower>) {
+        *self.lagging.lock().unwrap_or_else(PoisonError::into_inner) = Some(as_read);
     }
 
     /// The `nth` call (from 1) of `operation` fails with `error`.
@@ -142,7 +151,15 @@ impl<T: Entries> Entries for Failing<T> {
 
     async fn followers(&self, key: &str) -> Result<Vec<Follower>, RegistryError> {
         self.check_registry("Query")?;
-        self.inner.followers(key).await
+        let lagging = self
+            .lagging
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match lagging {
+            Some(as_read) => Ok(as_read),
+            None => self.inner.followers(key).await,
+        }
     }
 
     async fn by_stack_name(&self, stack_name: &str) -> Result<Vec<StackEntry>, RegistryError> {

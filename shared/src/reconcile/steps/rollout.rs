@@ -81,18 +81,35 @@ impl<P: Ports> Steps<P> {
         entry: &StackEntry,
         revision: &str,
     ) -> Result<Option<RunState>, StepError> {
-        let Some(view) = self.rollout_view(entry).await? else {
+        let Some(mut view) = self.rollout_view(entry).await? else {
             return Ok(None);
         };
         let now = now_millis();
-        let verdict = gate(
-            &view.plan,
-            &view.peers,
-            &entry.name,
-            revision,
-            view.resumed_at(revision),
-            now,
-        );
+        let judge = |view: &View| {
+            gate(
+                &view.plan,
+                &view.peers,
+                &entry.name,
+                revision,
+                view.resumed_at(revision),
+                now,
+            )
+        };
+        let mut verdict = judge(&view);
+        // Waiting only for the wave just before its own: the run that ended
+        // it may be the one that started this (the index lags behind its
+        // write). Those few are read again, consistently.
+        if let Gate::Wait { wave, blocking, .. } = &verdict
+            && *wave > 0
+            && !blocking.is_empty()
+            && blocking
+                .iter()
+                .all(|b| view.plan.waves[wave - 1].contains(b))
+        {
+            let blocking = blocking.clone();
+            self.read_again(&mut view, &blocking, now).await;
+            verdict = judge(&view);
+        }
         let halted = matches!(verdict, Gate::Halted { .. });
         let (message, due) = match verdict {
             Gate::Go => return Ok(None),
@@ -216,11 +233,17 @@ impl<P: Ports> Steps<P> {
                 })
             })
             .collect();
-        let read = join_all(unfinished.iter().map(|n| self.registry.get(n))).await;
-        for (name, got) in unfinished.iter().zip(read) {
+        let unfinished: Vec<String> = unfinished.into_iter().cloned().collect();
+        self.read_again(view, &unfinished, now).await;
+    }
+
+    /// `names`' items read again, consistently, over what the index said.
+    async fn read_again(&self, view: &mut View, names: &[String], now: EpochMillis) {
+        let read = join_all(names.iter().map(|n| self.registry.get(n))).await;
+        for (name, got) in names.iter().zip(read) {
             if let Ok(Some(entry)) = got {
                 view.peers
-                    .insert((*name).clone(), follower_of(&entry).peer(now));
+                    .insert(name.clone(), follower_of(&entry).peer(now));
             }
         }
     }
@@ -395,6 +418,39 @@ mod tests {
             .expect("goes on");
         assert_eq!(goes.next, Next::Upload);
         assert_eq!(entry(&t, SECOND).status.inputs.held_by_rollout, None);
+    }
+
+    #[tokio::test]
+    async fn a_target_started_by_the_wave_before_goes_though_the_index_lags_behind() {
+        let t = fleet("", None).await;
+        // The index still shows the first target's run under way...
+        let mut running = entry(&t, FIRST);
+        running.status.phase = Phase::Reconciling;
+        running.status.run.last_attempted_revision = Some(HEAD.into());
+        running.lease = Some(crate::registry::Lease {
+            owner: "run-0".into(),
+            expires_at: crate::status::Timestamp(crate::clock::now_millis() + 60_000),
+            taken_at: None,
+            parked: Default::default(),
+        });
+        let stale = vec![
+            crate::registry::follower_of(&running),
+            crate::registry::follower_of(&entry(&t, SECOND)),
+        ];
+        // ...that has ended Ready, and started the second.
+        ended(&t, FIRST, Phase::Ready, 0);
+        t.steps.registry.lag_followers(stale);
+        let goes = t
+            .steps
+            .artifact_fetch(input(&t, SECOND, "run-1"))
+            .await
+            .expect("goes on");
+        assert_eq!(
+            goes.next,
+            Next::Upload,
+            "{:?}",
+            entry(&t, SECOND).status.message
+        );
     }
 
     #[tokio::test]
