@@ -34,7 +34,8 @@ pub fn approved_key(fleet: &str, revision: &str, rows: &str) -> String {
 /// The changes approved for fleets.
 pub trait FleetApprovals: Send + Sync {
     /// Records that `by` approved a change set of `rows` for a target of
-    /// `fleet` at `revision`.
+    /// `fleet` at `revision`, unless someone did already (the first
+    /// approver is kept: the write is conditional).
     fn approve_rows(
         &self,
         fleet: &str,
@@ -70,14 +71,8 @@ impl FleetApprovals for Registry {
                 AttributeValue::N(expires.to_string()),
             ),
         ]);
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| self.aws_error("PutItem", e))?;
-        Ok(())
+        // `false`: approved already, by whoever the item names.
+        self.put_if_absent(item).await.map(drop)
     }
 
     async fn rows_approved(

@@ -180,6 +180,16 @@ pub(super) async fn approved_rows<R: super::super::FleetApprovals>(r: &R, label:
     )
     .await
     .expect("a registry call");
+    // A second approval of the same rows keeps the first approver.
+    r.approve_rows(
+        "contract-fleet",
+        "abc123",
+        &rows,
+        "arn:aws:iam::1:user/bo",
+        NOW + 1,
+    )
+    .await
+    .expect("a registry call");
     assert_eq!(
         read("contract-fleet", "abc123", rows.clone())
             .await

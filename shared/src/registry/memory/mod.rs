@@ -533,7 +533,10 @@ impl super::FleetApprovals for MemoryRegistry {
         _now: i64,
     ) -> Result<()> {
         let key = super::fleet_approvals::approved_key(fleet, revision, rows);
-        self.state().approved_rows.insert(key, by.to_owned());
+        self.state()
+            .approved_rows
+            .entry(key)
+            .or_insert_with(|| by.to_owned());
         Ok(())
     }
 
