@@ -403,18 +403,22 @@ async fn a_fleets_change_approved_once_runs_on_its_other_targets_without_asking(
     // One target after another: the first waits for a person.
     let mut sync = world.command(&["sync", "-f", &file, "--local"]);
     let running = std::thread::spawn(move || sync.output().unwrap());
-    let first = format!("{name}-{}-us-east-1", accounts[0]);
-    let mut awaiting = None;
-    for _ in 0..600 {
-        if let Some(entry) = world.registry.get(&first).await.unwrap()
-            && let Some(a) = entry.status.approval.awaiting
-        {
-            awaiting = Some(a);
-            break;
+    // The first of the first wave (us-east-1) in the account order, which
+    // is the ids' (moto's are random): whichever waits.
+    let mut first = None;
+    'looking: for _ in 0..600 {
+        for account in &accounts {
+            let target = format!("{name}-{account}-us-east-1");
+            if let Some(entry) = world.registry.get(&target).await.unwrap()
+                && let Some(a) = entry.status.approval.awaiting
+            {
+                first = Some((target, a));
+                break 'looking;
+            }
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    let awaiting = awaiting.expect("the first target waits for approval");
+    let (first, awaiting) = first.expect("a first-wave target waits for approval");
     let out = world.run(&["approve", &name, "--change-set", &awaiting.change_set]);
     let text = stdout(&out);
     assert!(out.status.success(), "{text}\n{}", stderr(&out));
