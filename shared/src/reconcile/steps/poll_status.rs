@@ -234,7 +234,7 @@ impl<P: Ports> Steps<P> {
             && let Some(by) = self.approved_for_fleet(state, entry, &rows).await?
         {
             info!(stack = %state.entry, change_set = %name, %by, "approved for the fleet: the same changes as an approved target's");
-            state.execution.note = Some(format!(
+            state.execution.add_note(format!(
                 "approved for its fleet by {by} (the same changes as a target approved at this revision)"
             ));
             return Ok(None);

@@ -128,7 +128,9 @@ impl<P: Ports> Steps<P> {
             }
         };
         if state.trigger.force {
-            state.execution.note = Some(format!("forced through the rollout ({message})"));
+            state
+                .execution
+                .add_note(format!("forced through the rollout ({message})"));
             return Ok(None);
         }
         info!(stack = %state.entry, %message, "held by the fleet's rollout");

@@ -41,7 +41,7 @@ impl<P: Ports> Steps<P> {
         if state.trigger.force {
             let note = format!("forced through a closed sync window ({why})");
             info!(stack = %state.entry, %note, "forced");
-            state.execution.note = Some(note);
+            state.execution.add_note(note);
             return Ok(None);
         }
         let message = describe(&why, opens);
