@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 
 use common::{Cli, stderr, stdout};
 use stacksync::clock::now_millis;
-use stacksync::registry::{Entries, Fleets, Registry, Specs};
+use stacksync::registry::{Entries, FleetRecords as _, Fleets, Registry, Specs};
 use stacksync::triggers::fleets::{Reread, reread};
 use stacksync_testkit::git::GitRepo;
 use stacksync_testkit::organizations::{Organization, stack_in};

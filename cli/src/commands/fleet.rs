@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use stacksync::clock::{age, now_millis};
 use stacksync::fleet::{parse_target, target_name};
-use stacksync::registry::{Fleet, Fleets, Registry, StackEntry};
+use stacksync::registry::{Fleet, FleetRecords as _, Registry, StackEntry};
 
 use crate::error::Result;
 
@@ -40,7 +40,7 @@ pub async fn fleets_named(
         };
         let targets = entries
             .iter()
-            .filter(|e| e.spec.target_of.as_ref().is_some_and(|t| &t.fleet == name))
+            .filter(|e| e.spec.is_target_of(name))
             .map(|e| e.name.clone())
             .collect();
         found.insert(name.clone(), (fleet, targets));

@@ -9,7 +9,7 @@
 //! without asking; a target whose changes differ waits for its own.
 
 use stacksync::pull_request::rows_hash;
-use stacksync::registry::{Fleets as _, Specs as _, StackEntry};
+use stacksync::registry::{FleetRecords as _, Specs as _, StackEntry};
 use stacksync::status::AwaitingApproval;
 
 use crate::Output;
@@ -41,7 +41,7 @@ async fn approve_targets(aws: &Connection, name: &str, change_set: &str, format:
     let entries = aws.registry.list().await.map_err(|e| e.to_string())?;
     let targets: Vec<&StackEntry> = entries
         .iter()
-        .filter(|e| e.spec.target_of.as_ref().is_some_and(|t| t.fleet == name))
+        .filter(|e| e.spec.is_target_of(name))
         .collect();
     let reviewed = targets
         .iter()

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use stacksync::clock::now_millis;
-use stacksync::registry::{Fleet, Fleets as _, StackEntry, follower_of};
+use stacksync::registry::{
+    Fleet, FleetRecords as _, Fleets as _, Specs as _, StackEntry, follower_of,
+};
 use stacksync::rollout::{Peer, Plan, Progress, next_starts, plan, progress};
 
 use crate::Output;
@@ -111,8 +113,11 @@ pub async fn resume(
             "the fleet {name:?} has no rollout: its targets all go at once"
         ));
     };
-    let (entries, targets) = targets_of(aws, name).await?;
-    let targets: Vec<&StackEntry> = targets.iter().map(|i| &entries[*i]).collect();
+    let entries = aws.registry.list().await.map_err(|e| e.to_string())?;
+    let targets: Vec<&StackEntry> = entries
+        .iter()
+        .filter(|e| e.spec.is_target_of(name))
+        .collect();
     let Some(revision) = held_at(&targets) else {
         return Err(format!(
             "no target of {name:?} waits for its rollout: there is nothing to resume"
@@ -166,18 +171,6 @@ fn next_wave(plan: &Plan, targets: &[&StackEntry], revision: &str) -> Vec<String
     next_starts(plan, &peers(targets), revision, true)
         .map(|(names, _)| names)
         .unwrap_or_default()
-}
-
-async fn targets_of(aws: &Connection, name: &str) -> Result<(Vec<StackEntry>, Vec<usize>)> {
-    use stacksync::registry::Specs as _;
-    let entries = aws.registry.list().await.map_err(|e| e.to_string())?;
-    let targets = entries
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e.spec.target_of.as_ref().is_some_and(|t| t.fleet == name))
-        .map(|(i, _)| i)
-        .collect();
-    Ok((entries, targets))
 }
 
 fn report(resumed: &Resumed, before: &Progress, format: Output) -> Result {

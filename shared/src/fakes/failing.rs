@@ -494,6 +494,13 @@ impl<T: crate::registry::RegistrySources> crate::registry::RegistrySources for F
     }
 }
 
+impl<T: crate::registry::FleetRecords> crate::registry::FleetRecords for Failing<T> {
+    async fn fleet(&self, name: &str) -> Result<Option<crate::registry::Fleet>, RegistryError> {
+        self.check_registry("GetItem")?;
+        self.inner.fleet(name).await
+    }
+}
+
 impl<T: crate::registry::Fleets> crate::registry::Fleets for Failing<T> {
     async fn fleets(&self) -> Result<Vec<crate::registry::Fleet>, RegistryError> {
         self.check_registry("Query")?;
@@ -506,11 +513,6 @@ impl<T: crate::registry::Fleets> crate::registry::Fleets for Failing<T> {
     ) -> Result<Vec<crate::registry::Fleet>, RegistryError> {
         self.check_registry("Query")?;
         self.inner.due_fleets(now).await
-    }
-
-    async fn fleet(&self, name: &str) -> Result<Option<crate::registry::Fleet>, RegistryError> {
-        self.check_registry("GetItem")?;
-        self.inner.fleet(name).await
     }
 
     async fn put_fleet(

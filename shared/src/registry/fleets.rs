@@ -76,14 +76,19 @@ impl Fleet {
     }
 }
 
-/// The fleets of an installation.
-pub trait Fleets: Send + Sync {
+/// One fleet's record, read: all a run needs of fleets (its rollout's
+/// waves).
+pub trait FleetRecords: Send + Sync {
+    /// One, read consistently.
+    fn fleet(&self, name: &str) -> impl Future<Output = Result<Option<Fleet>>> + Send;
+}
+
+/// The fleets of an installation: listed, written, forgotten.
+pub trait Fleets: FleetRecords {
     /// Every fleet, by name.
     fn fleets(&self) -> impl Future<Output = Result<Vec<Fleet>>> + Send;
     /// The fleets whose units are due to be read again at `now`.
     fn due_fleets(&self, now: EpochMillis) -> impl Future<Output = Result<Vec<Fleet>>> + Send;
-    /// One, read consistently.
-    fn fleet(&self, name: &str) -> impl Future<Output = Result<Option<Fleet>>> + Send;
     /// Writes `fleet` if it is still at `expected` (`None`: if there is none
     /// of its name); it is then at `expected + 1` (or 1). Returns false when
     /// someone wrote meanwhile.
@@ -142,6 +147,21 @@ fn fleets_of(items: &[Item]) -> Vec<Fleet> {
     fleets
 }
 
+impl FleetRecords for Registry {
+    async fn fleet(&self, name: &str) -> Result<Option<Fleet>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, s(key(name)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| self.aws_error("GetItem", e))?;
+        out.item().map(fleet_from_item).transpose()
+    }
+}
+
 impl Fleets for Registry {
     async fn fleets(&self) -> Result<Vec<Fleet>> {
         let items = self
@@ -165,19 +185,6 @@ impl Fleets for Registry {
             )
             .await?;
         Ok(fleets_of(&items))
-    }
-
-    async fn fleet(&self, name: &str) -> Result<Option<Fleet>> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(PK, s(key(name)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| self.aws_error("GetItem", e))?;
-        out.item().map(fleet_from_item).transpose()
     }
 
     async fn put_fleet(&self, fleet: &Fleet, expected: Option<u64>) -> Result<bool> {
@@ -225,6 +232,12 @@ mod in_memory {
     use super::super::memory::MemoryRegistry;
     use super::{EpochMillis, Fleet};
 
+    impl super::FleetRecords for MemoryRegistry {
+        async fn fleet(&self, name: &str) -> Result<Option<Fleet>> {
+            Ok(self.state().fleets.get(name).cloned())
+        }
+    }
+
     impl super::Fleets for MemoryRegistry {
         async fn fleets(&self) -> Result<Vec<Fleet>> {
             Ok(self.state().fleets.values().cloned().collect())
@@ -238,10 +251,6 @@ mod in_memory {
                 .filter(|f| f.due_at().is_some_and(|due| due <= now))
                 .cloned()
                 .collect())
-        }
-
-        async fn fleet(&self, name: &str) -> Result<Option<Fleet>> {
-            Ok(self.state().fleets.get(name).cloned())
         }
 
         async fn put_fleet(&self, fleet: &Fleet, expected: Option<u64>) -> Result<bool> {

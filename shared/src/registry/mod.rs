@@ -60,7 +60,7 @@ pub use deliveries::Deliveries;
 pub use dependents::Dependents;
 pub use drift::DriftRecords;
 pub use fleet_approvals::FleetApprovals;
-pub use fleets::{Fleet, Fleets, UnitsRead};
+pub use fleets::{Fleet, FleetRecords, Fleets, UnitsRead};
 pub use followers::{Follower, follower_of};
 pub use leases::{LEASE_TTL, Lease, Leases, Parked, lease_ttl};
 pub use refusals::ApprovalRecords;
@@ -260,11 +260,11 @@ pub type Result<T, E = RegistryError> = std::result::Result<T, E>;
 
 /// Everything the steps need of the registry.
 pub trait StepRegistry:
-    Entries + Leases + Schedule + Dependents + Slots + Fleets + FleetApprovals
+    Entries + Leases + Schedule + Dependents + Slots + FleetRecords + FleetApprovals
 {
 }
-impl<T: Entries + Leases + Schedule + Dependents + Slots + Fleets + FleetApprovals> StepRegistry
-    for T
+impl<T: Entries + Leases + Schedule + Dependents + Slots + FleetRecords + FleetApprovals>
+    StepRegistry for T
 {
 }
 

@@ -97,7 +97,7 @@ pub fn departed_needs_confirmation(plan: &Plan, current: &[StackEntry]) -> Optio
         let targets = current
             .iter()
             .filter(|e| e.deletion_requested_at.is_none())
-            .filter(|e| e.spec.target_of.as_ref().is_some_and(|t| t.fleet == fleet))
+            .filter(|e| e.spec.is_target_of(&fleet))
             .count();
         let n = changes.len();
         let destroyed = changes

@@ -359,6 +359,11 @@ impl StackSpec {
         }
     }
 
+    /// One of the targets stacksync made from the fleet `fleet`.
+    pub fn is_target_of(&self, fleet: &str) -> bool {
+        self.target_of.as_ref().is_some_and(|t| t.fleet == fleet)
+    }
+
     /// The CloudFormation stack name: `stackName`, or else `name`.
     pub fn effective_stack_name(&self) -> &str {
         self.stack_name.as_deref().unwrap_or(&self.name)

@@ -15,7 +15,7 @@ use super::{Ports, Steps, short};
 use crate::clock::{EpochMillis, now_millis, rfc3339_millis};
 use crate::ports::{Trigger, TriggerKind};
 use crate::reconcile::run::{RunState, StepError};
-use crate::registry::{Entries as _, Fleets as _, Schedule as _, StackEntry, follower_of};
+use crate::registry::{Entries as _, FleetRecords as _, Schedule as _, StackEntry, follower_of};
 use crate::rollout::{Gate, Peer, Plan, gate, next_starts, plan};
 use crate::source::source_key;
 use crate::status::{RolloutHold, Status, Timestamp, transitions};

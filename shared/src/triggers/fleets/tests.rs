@@ -2,7 +2,7 @@ use super::*;
 use crate::fakes::MemoryOrganizations;
 use crate::manifest::parse_manifest;
 use crate::registry::memory::MemoryRegistry;
-use crate::registry::{Entries, Schedule};
+use crate::registry::{Entries, FleetRecords as _, Schedule};
 
 const NOW: EpochMillis = 1_800_000_000_000;
 const HOUR: EpochMillis = 3_600_000;

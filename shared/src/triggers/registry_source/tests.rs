@@ -3,7 +3,7 @@ use std::sync::Arc;
 use super::*;
 use crate::fakes::{Failing, MemoryNotices, MemorySources};
 use crate::registry::memory::MemoryRegistry;
-use crate::registry::{Entries, StackEntry};
+use crate::registry::{Entries, FleetRecords as _, StackEntry};
 use crate::registry_source::{SourceSpec, SourceState};
 
 const URL: &str = "https://git.example/platform.git";
