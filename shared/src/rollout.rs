@@ -303,17 +303,13 @@ pub fn in_wave_order(names: Vec<String>, plans: &[Plan]) -> Vec<String> {
                 .map(move |(i, n)| (n.as_str(), (p, i)))
         })
         .collect();
-    let mut ranked: Vec<(usize, String)> = Vec::new();
-    let mut places: Vec<usize> = Vec::new();
-    for (i, name) in names.iter().enumerate() {
-        if rank.contains_key(name.as_str()) {
-            places.push(i);
-            ranked.push((i, name.clone()));
-        }
-    }
-    ranked.sort_by_key(|(_, n)| rank.get(n.as_str()).copied());
+    let places: Vec<usize> = (0..names.len())
+        .filter(|i| rank.contains_key(names[*i].as_str()))
+        .collect();
+    let mut ranked: Vec<String> = places.iter().map(|i| names[*i].clone()).collect();
+    ranked.sort_by_key(|n| rank.get(n.as_str()).copied());
     let mut out = names;
-    for (place, (_, name)) in places.into_iter().zip(ranked) {
+    for (place, name) in places.into_iter().zip(ranked) {
         out[place] = name;
     }
     out

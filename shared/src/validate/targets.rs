@@ -11,7 +11,7 @@ use crate::fleet::{
     ACCOUNT_PLACEHOLDER, MAX_FLEET_NAME_LEN, MAX_TARGETS_INTERVAL, MIN_TARGETS_INTERVAL,
     is_account, is_unit, parse_target,
 };
-use crate::spec::StackSpec;
+use crate::spec::{Amount, StackSpec};
 
 /// The fleet's own rules, and `targetOf` refused (stacksync sets it).
 pub(super) fn check_targets(spec: &StackSpec, errors: &mut Errors) {
@@ -78,7 +78,10 @@ fn check_rollout(spec: &StackSpec, targets: &crate::spec::Targets, errors: &mut 
     let Some(rollout) = &spec.rollout else {
         return;
     };
-    if rollout.max_concurrent.of(100, true) == 0 {
+    if matches!(
+        rollout.max_concurrent,
+        Amount::Count(0) | Amount::Percent(0)
+    ) {
         errors.push(
             "rollout.maxConcurrent",
             "is 0: a wave holds at least one target",

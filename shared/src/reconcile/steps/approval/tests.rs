@@ -20,14 +20,19 @@ async fn polled(policy: Approval, changes: Vec<ResourceChange>) -> (Test, RunSta
         |e| e.spec.approval = policy,
     )
     .await;
+    let state = polled_run(&t, changes).await;
+    (t, state)
+}
+
+/// `t`'s run, its change set doing `changes` polled until ready.
+async fn polled_run(t: &Test, changes: Vec<ResourceChange>) -> RunState {
     t.cfn.script().changes = changes;
     let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
     let state = t.steps.template_upload(state).await.unwrap();
     let mut state = t.steps.change_set(state).await.unwrap();
     // Pending, then ready.
     state = t.steps.poll_status(state).await.unwrap();
-    let state = t.steps.poll_status(state).await.unwrap();
-    (t, state)
+    t.steps.poll_status(state).await.unwrap()
 }
 
 /// A run under `approval: always` whose change set (its name) the
@@ -379,12 +384,7 @@ async fn polled_target(
             .await
             .unwrap();
     }
-    t.cfn.script().changes = changes;
-    let state = t.steps.artifact_fetch(t.input("run-1")).await.unwrap();
-    let state = t.steps.template_upload(state).await.unwrap();
-    let mut state = t.steps.change_set(state).await.unwrap();
-    state = t.steps.poll_status(state).await.unwrap();
-    let state = t.steps.poll_status(state).await.unwrap();
+    let state = polled_run(&t, changes).await;
     (t, state)
 }
 
